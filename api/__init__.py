@@ -1,0 +1,3 @@
+"""api package (see the design card)."""
+
+__all__: list[str] = []

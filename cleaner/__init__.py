@@ -1,0 +1,3 @@
+"""cleaner package (see the design card)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""scheduler package (see the design card)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""logcleaner core: storage engine, configuration, log tasks."""
+
+__all__: list[str] = []

@@ -1,0 +1,88 @@
+"""The ``logcleaner`` command line: one group, errors mapped to exit codes in one place.
+
+Exit codes: 0 success (a daemon stopped by SIGTERM/SIGINT included), 2 bad usage or bad input, 1 any other
+failure; errors go to stderr as one line. Only this module configures logging handlers (to stderr: stdout
+is for ``--json``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from service.config.properties import parse_overrides, read_properties
+from service.daemon import Daemon
+from service.errors import ConflictError, InvalidInputError, LogCleanerError, NotFoundError
+from service.storage.log_config import LogConfig
+from service.tools.dump import dump_command
+from service.tools.gen import gen_command
+
+__all__ = ["cli", "main", "run"]
+
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+DEFAULT_LOG_DIRS = "./data/logs"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More logging on stderr (-v info, -vv debug).")
+def cli(verbose: int) -> None:
+    """logcleaner: Kafka's log management (retention, compaction, checkpoints) on Kafka's own files."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+@cli.command()
+@click.option(
+    "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), help="server.properties"
+)
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a config key.")
+def serve(config_file: Path | None, overrides: tuple[str, ...]) -> None:
+    """Run the daemon: load and recover every log under log.dirs; SIGTERM/SIGINT shut it down cleanly."""
+    properties = {**read_properties(config_file), **parse_overrides(overrides)}
+    log_dirs = properties.get("log.dirs") or properties.get("log.dir") or DEFAULT_LOG_DIRS
+    daemon = Daemon([Path(p.strip()) for p in log_dirs.split(",") if p.strip()], lambda _topic: LogConfig())
+    daemon.start()
+    try:
+        daemon.run_until_stopped()
+    finally:
+        daemon.shutdown()
+
+
+cli.add_command(dump_command)
+cli.add_command(gen_command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; map our errors to exit codes with a one-line message on stderr."""
+    try:
+        result = cli.main(
+            args=list(argv) if argv is not None else None, prog_name="logcleaner", standalone_mode=False
+        )
+    except click.exceptions.Abort:
+        click.echo("logcleaner: aborted", err=True)
+        return EXIT_FAILURE
+    except click.ClickException as exc:
+        click.echo(f"logcleaner: error: {exc.format_message()}", err=True)
+        return EXIT_BAD_INPUT if exc.exit_code == 2 else exc.exit_code
+    except (InvalidInputError, NotFoundError, ConflictError) as exc:
+        click.echo(f"logcleaner: error: {exc}", err=True)
+        return EXIT_BAD_INPUT
+    except LogCleanerError as exc:
+        click.echo(f"logcleaner: error: {exc}", err=True)
+        return EXIT_BAD_INPUT if isinstance(exc, ValueError) else EXIT_FAILURE
+    except OSError as exc:
+        click.echo(f"logcleaner: error: {exc}", err=True)
+        return EXIT_FAILURE
+    return result if isinstance(result, int) else 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""The error hierarchy: one root, each error also a matching built-in, context kept as attributes."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConflictError",
+    "CorruptDataError",
+    "InvalidInputError",
+    "LogCleanerError",
+    "NotFoundError",
+    "OffsetOutOfRangeError",
+    "RecordTooLargeError",
+    "UnsupportedFormatError",
+]
+
+
+class LogCleanerError(Exception):
+    """Root of every error logcleaner raises on purpose."""
+
+
+class InvalidInputError(LogCleanerError, ValueError):
+    """Input (a record, a config value, a request) broke a rule; the message names the rule."""
+
+
+class NotFoundError(LogCleanerError, LookupError):
+    """A topic, partition, file or offset that does not exist."""
+
+
+class ConflictError(LogCleanerError):
+    """The request conflicts with current state (the topic exists, the dir is locked)."""
+
+
+class OffsetOutOfRangeError(InvalidInputError):
+    """An offset outside [log start offset, log end offset]."""
+
+    def __init__(self, message: str, *, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class RecordTooLargeError(InvalidInputError):
+    """A batch larger than max.message.bytes or segment.bytes."""
+
+
+class CorruptDataError(LogCleanerError, ValueError):
+    """Bytes on disk (or handed to a decoder) are not what the format says.
+
+    ``path`` and ``position`` say where; the message always names both when they are known.
+    Fix: a log's recovery truncates at the first corrupt batch; a corrupt index is rebuilt.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, position: int | None = None) -> None:
+        self.reason = message
+        self.path = path
+        self.position = position
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(str(self.path))
+        if self.position is not None:
+            where.append(f"position {self.position}")
+        return f"{', '.join(where)}: {self.reason}" if where else self.reason
+
+    def at(self, *, path: str | None = None, position: int | None = None) -> CorruptDataError:
+        """Return a copy located in ``path`` at ``position`` (positions add up: batch + inner)."""
+        new_position = self.position
+        if position is not None:
+            new_position = position + (self.position or 0)
+        located = type(self)(self.reason, path=path or self.path, position=new_position)
+        located.__cause__ = self.__cause__
+        return located
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_corrupt, (type(self), self.reason, self.path, self.position))
+
+
+def _rebuild_corrupt(
+    cls: type[CorruptDataError], reason: str, path: str | None, position: int | None
+) -> CorruptDataError:
+    return cls(reason, path=path, position=position)
+
+
+class UnsupportedFormatError(CorruptDataError):
+    """A valid-looking batch in a format we do not handle (magic 0/1 message sets)."""

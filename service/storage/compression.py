@@ -1,0 +1,240 @@
+"""The five record-batch codecs, framed byte for byte as Kafka writes them (Kafka ``common.compress``).
+
+A batch names its codec in attribute bits 0-2; the compressed blob is everything after
+``recordsCount``. Every codec runs on cramjam; the framings cramjam does not write are built here.
+
+gzip: one standard gzip stream (RFC 1952) at the zlib default level 6; several members are read.
+
+zstd: standard zstd frame(s), written at level 3.
+
+snappy: snappy-java ("xerial") stream framing, not Google's snappy framing format::
+
+    header   8  magic        82 53 4E 41 50 50 59 00   ("\\x82SNAPPY\\0")
+             4  version      int32 BE, 1
+             4  min version  int32 BE, 1
+    chunk    4  length       int32 BE, bytes of the raw snappy block that follows
+             n  block        raw snappy block of at most 32 KiB of input
+    ...      chunks repeat to the end; another 16-byte header may start a concatenated stream
+
+  Reading also accepts a bare raw snappy block (no header), as snappy-java does. The version fields
+  are not checked on read: some producers write them little-endian (kafka-python issue 2414).
+
+lz4: LZ4 frame (lz4 ``doc/lz4_Frame_format.md``) with independent blocks, which Kafka requires::
+
+    magic       4  04 22 4D 18    0x184D2204 LE
+    FLG         1  60             version 01, block independence; no checksums, no content size
+    BD          1  40             64 KiB maximum block size
+    HC          1  82             (xxHash32(FLG || BD, seed 0) >> 8) & 0xFF
+    block       4  size           uint32 LE; high bit set = data stored uncompressed
+                n  data           one LZ4 block compressing at most 64 KiB of input
+    ...            blocks repeat
+    end mark    4  00 00 00 00
+
+  Blocks are compressed with LZ4's default (fast) compressor, as Kafka's ``Lz4BlockOutputStream``
+  does at its default level 9; a block that does not shrink is stored. Reading accepts any valid LZ4
+  frame (linked blocks, checksums, content size), but not the broken header checksum of magic v0.
+
+Every decoding failure raises :class:`CorruptDataError` naming the codec; empty input is corrupt for
+every codec but ``NONE``.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from typing import assert_never
+
+import cramjam
+
+from service.errors import CorruptDataError, InvalidInputError
+
+__all__ = [
+    "CompressionType",
+    "compress",
+    "compression_from_name",
+    "decompress",
+]
+
+
+class CompressionType(enum.IntEnum):
+    """Kafka's codec ids, as stored in record-batch attribute bits 0-2."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @property
+    def label(self) -> str:
+        """Kafka's name for the codec: ``none``, ``gzip``, ``snappy``, ``lz4`` or ``zstd``."""
+        return self.name.lower()
+
+
+_NAMES: dict[str, CompressionType] = {codec.label: codec for codec in CompressionType}
+_NAMES["uncompressed"] = CompressionType.NONE  # the broker-side spelling of `none`
+
+_GZIP_LEVEL = 6  # zlib's Z_DEFAULT_COMPRESSION, Kafka's compression.gzip.level = -1
+_ZSTD_LEVEL = 3  # Kafka's compression.zstd.level default
+
+_INT32_BE = struct.Struct(">i")
+_UINT32_LE = struct.Struct("<I")
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_CHUNK_BYTES = 32 * 1024
+
+_LZ4_MAGIC = _UINT32_LE.pack(0x184D2204)
+_LZ4_FLG = 0x60
+_LZ4_BD = 0x40
+_LZ4_BLOCK_BYTES = 64 * 1024
+_LZ4_STORED_FLAG = 0x80000000
+_LZ4_END_MARK = _UINT32_LE.pack(0)
+
+
+_XXH_PRIME1 = 2654435761
+_XXH_PRIME2 = 2246822519
+_XXH_PRIME3 = 3266489917
+_XXH_PRIME4 = 668265263
+_XXH_PRIME5 = 374761393
+_U32 = 0xFFFFFFFF
+
+
+def _rotl32(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (32 - bits))) & _U32
+
+
+def _xxhash32_short(data: bytes, seed: int = 0) -> int:
+    """xxHash32 of fewer than 16 bytes (enough for a frame descriptor); larger inputs are refused."""
+    if len(data) >= 16:
+        raise InvalidInputError(f"_xxhash32_short hashes at most 15 bytes, got {len(data)}")
+    h = (seed + _XXH_PRIME5 + len(data)) & _U32
+    position = 0
+    while position + 4 <= len(data):
+        (word,) = _UINT32_LE.unpack_from(data, position)
+        h = (_rotl32((h + word * _XXH_PRIME3) & _U32, 17) * _XXH_PRIME4) & _U32
+        position += 4
+    for byte in data[position:]:
+        h = (_rotl32((h + byte * _XXH_PRIME5) & _U32, 11) * _XXH_PRIME1) & _U32
+    h = ((h ^ (h >> 15)) * _XXH_PRIME2) & _U32
+    h = ((h ^ (h >> 13)) * _XXH_PRIME3) & _U32
+    return h ^ (h >> 16)
+
+
+def _lz4_header_checksum(descriptor: bytes) -> int:
+    return (_xxhash32_short(descriptor) >> 8) & 0xFF
+
+
+_LZ4_DESCRIPTOR = bytes((_LZ4_FLG, _LZ4_BD))
+_LZ4_HEADER = _LZ4_MAGIC + _LZ4_DESCRIPTOR + bytes((_lz4_header_checksum(_LZ4_DESCRIPTOR),))
+
+
+def compression_from_name(name: str) -> CompressionType:
+    """Return the codec Kafka calls ``name`` (``none``/``uncompressed``, ``gzip``, ...)."""
+    try:
+        return _NAMES[name]
+    except KeyError:
+        allowed = ", ".join(sorted(_NAMES))
+        raise InvalidInputError(f"unknown compression type {name!r}; allowed: {allowed}") from None
+
+
+def compress(codec: CompressionType, data: bytes) -> bytes:
+    """Compress ``data`` into the blob a ``codec`` batch carries."""
+    if codec is CompressionType.NONE:
+        return bytes(data)
+    if codec is CompressionType.GZIP:
+        return bytes(cramjam.gzip.compress(data, level=_GZIP_LEVEL))
+    if codec is CompressionType.SNAPPY:
+        return _compress_xerial(memoryview(data))
+    if codec is CompressionType.LZ4:
+        return _compress_lz4_frame(memoryview(data))
+    if codec is CompressionType.ZSTD:
+        return bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL))
+    assert_never(codec)
+
+
+def decompress(codec: CompressionType, data: bytes | memoryview) -> bytes:
+    """Return the bytes a ``codec`` blob holds; raise :class:`CorruptDataError` if it is not one."""
+    if codec is CompressionType.NONE:
+        return bytes(data)
+    view = memoryview(data).cast("B")
+    if not view:
+        raise CorruptDataError(f"{codec.label}: compressed data is empty")
+    if codec is CompressionType.SNAPPY:
+        if view[: len(_XERIAL_MAGIC)] == _XERIAL_MAGIC:
+            return _decompress_xerial(view)
+        return bytes(_decompress_snappy_block(view, position=0))
+    try:
+        if codec is CompressionType.GZIP:
+            buffer = cramjam.gzip.decompress(view)
+        elif codec is CompressionType.LZ4:
+            buffer = cramjam.lz4.decompress(view)
+        elif codec is CompressionType.ZSTD:
+            buffer = cramjam.zstd.decompress(view)
+        else:
+            assert_never(codec)
+    except cramjam.DecompressionError as exc:
+        raise CorruptDataError(f"{codec.label}: cannot decompress {len(view)} bytes: {exc}") from exc
+    return bytes(buffer)
+
+
+def _compress_xerial(view: memoryview) -> bytes:
+    parts: list[bytes | cramjam.Buffer] = [_XERIAL_HEADER]
+    for start in range(0, len(view), _XERIAL_CHUNK_BYTES):
+        block = cramjam.snappy.compress_raw(view[start : start + _XERIAL_CHUNK_BYTES])
+        parts.append(_INT32_BE.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _decompress_xerial(view: memoryview) -> bytes:
+    parts: list[cramjam.Buffer] = []
+    position = 0
+    end = len(view)
+    while position < end:
+        if view[position : position + len(_XERIAL_MAGIC)] == _XERIAL_MAGIC:
+            if end - position < len(_XERIAL_HEADER):
+                raise CorruptDataError(
+                    f"snappy: xerial header at position {position} is truncated to {end - position} bytes"
+                    f" of {len(_XERIAL_HEADER)}"
+                )
+            position += len(_XERIAL_HEADER)
+            continue
+        if end - position < _INT32_BE.size:
+            raise CorruptDataError(
+                f"snappy: chunk length at position {position} is truncated to {end - position} bytes of 4"
+            )
+        (length,) = _INT32_BE.unpack_from(view, position)
+        position += _INT32_BE.size
+        if not 0 < length <= end - position:
+            raise CorruptDataError(
+                f"snappy: chunk at position {position - _INT32_BE.size} declares {length} bytes;"
+                f" allowed 1..{end - position} (the bytes left)"
+            )
+        parts.append(_decompress_snappy_block(view[position : position + length], position=position))
+        position += length
+    return b"".join(parts)
+
+
+def _decompress_snappy_block(block: memoryview, *, position: int) -> cramjam.Buffer:
+    try:
+        return cramjam.snappy.decompress_raw(block)
+    except cramjam.DecompressionError as exc:
+        raise CorruptDataError(
+            f"snappy: cannot decompress the {len(block)}-byte block at position {position}: {exc}"
+        ) from exc
+
+
+def _compress_lz4_frame(view: memoryview) -> bytes:
+    parts: list[bytes | memoryview | cramjam.Buffer] = [_LZ4_HEADER]
+    for start in range(0, len(view), _LZ4_BLOCK_BYTES):
+        chunk = view[start : start + _LZ4_BLOCK_BYTES]
+        block = cramjam.lz4.compress_block(chunk, store_size=False)
+        if len(block) < len(chunk):
+            parts.append(_UINT32_LE.pack(len(block)))
+            parts.append(block)
+        else:
+            parts.append(_UINT32_LE.pack(len(chunk) | _LZ4_STORED_FLAG))
+            parts.append(chunk)
+    parts.append(_LZ4_END_MARK)
+    return b"".join(parts)

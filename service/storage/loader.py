@@ -1,0 +1,203 @@
+"""Loading one partition dir, with Kafka's swap-file protocol and crash recovery (``LogLoader``, §10.1).
+
+1. Delete ``*.deleted`` files; delete ``*.swap`` files at or above the lowest ``*.cleaned`` base (an
+   interrupted split); delete every ``*.cleaned`` file.
+2. Complete interrupted swaps: the segments a ``.swap`` replaces (base offsets in the swaps' range) are
+   deleted, then every ``.swap`` loses its suffix.
+3. Load segments in base-offset order; index files without a ``.log`` are deleted; a segment whose indexes
+   are missing or fail their sanity check is rebuilt now.
+4. After an unclean shutdown, recover from the segment holding the recovery point: validate every batch,
+   rebuild the indexes, truncate at the first invalid batch and delete every later segment.
+5. A log whose end is below the checkpointed log start offset starts afresh, empty, at that offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from service.clock import Clock
+from service.errors import CorruptDataError
+from service.storage.atomic import fsync_dir
+from service.storage.log import PartitionLog
+from service.storage.log_config import LogConfig
+from service.storage.log_files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    base_offset_from_name,
+    parse_partition_dir_name,
+)
+from service.storage.segment import LogSegment
+from service.storage.topic_partition import TopicPartition
+from service.storage.txn_tracker import TxnTracker
+
+__all__ = ["LoadResult", "load_partition_log"]
+
+logger = logging.getLogger(__name__)
+
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    log: PartitionLog
+    recovered_segments: int
+    truncated_bytes: int
+
+
+def load_partition_log(
+    directory: Path,
+    config: LogConfig,
+    *,
+    clock: Clock,
+    log_start_offset: int = 0,
+    recovery_point: int = 0,
+    clean_shutdown: bool = False,
+) -> LoadResult:
+    parsed = parse_partition_dir_name(directory.name)
+    topic_partition = TopicPartition(parsed.topic, parsed.partition)
+    _remove_temp_files(directory)
+    _complete_swaps(directory, config, clock)
+    segments, rebuilt = _load_segments(directory, config, clock)
+    now_ms = clock.now_ms()
+    tracker = TxnTracker()
+    truncated = 0
+    if not clean_shutdown and segments:
+        segments, recovered, truncated = _recover(directory, segments, recovery_point, tracker)
+        rebuilt += recovered
+    if segments:
+        log_end_offset = segments[-1].read_next_offset()
+        if log_end_offset < log_start_offset:
+            logger.warning(
+                "%s: log end offset %d is below the log start offset %d; deleting all segments",
+                directory,
+                log_end_offset,
+                log_start_offset,
+            )
+            for segment in segments:
+                segment.delete_files()
+            segments = []
+    if not segments:
+        segments = [LogSegment.create(directory, log_start_offset, config=config, now_ms=now_ms)]
+        log_end_offset = log_start_offset
+    log_start_offset = max(log_start_offset, segments[0].base_offset)
+    active = segments[-1]
+    active.offset_index.resize(config.segment_index_bytes)
+    active.time_index.resize(config.segment_index_bytes)
+    recovery = log_end_offset if clean_shutdown else min(recovery_point, log_end_offset)
+    log = PartitionLog(
+        directory,
+        topic_partition,
+        config,
+        segments,
+        log_start_offset=log_start_offset,
+        recovery_point=max(recovery, log_start_offset) if clean_shutdown else recovery,
+        log_end_offset=log_end_offset,
+        clock=clock,
+        txn_tracker=tracker,
+    )
+    return LoadResult(log, rebuilt, truncated)
+
+
+def _files_with(directory: Path, suffix: str) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.name.endswith(suffix))
+
+
+def _remove_temp_files(directory: Path) -> None:
+    for path in _files_with(directory, DELETED_SUFFIX):
+        path.unlink(missing_ok=True)
+    cleaned = _files_with(directory, CLEANED_SUFFIX)
+    min_cleaned = min((base_offset_from_name(p.name) for p in cleaned), default=None)
+    if min_cleaned is not None:
+        for swap in _files_with(directory, SWAP_SUFFIX):
+            if base_offset_from_name(swap.name) >= min_cleaned:
+                logger.info("Deleting %s: a swap file left by an interrupted segment split", swap)
+                swap.unlink(missing_ok=True)
+    for path in cleaned:
+        logger.info("Deleting %s: a cleaning that did not finish", path)
+        path.unlink(missing_ok=True)
+
+
+def _complete_swaps(directory: Path, config: LogConfig, clock: Clock) -> None:
+    swaps = _files_with(directory, SWAP_SUFFIX)
+    log_swaps = [p for p in swaps if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
+    if not log_swaps:
+        for path in swaps:  # index swaps whose .log was already renamed: finish the rename
+            os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+        return
+    ranges = []
+    for path in log_swaps:
+        base = base_offset_from_name(path.name)
+        segment = LogSegment(directory, base, config=config, created_ms=clock.now_ms(), suffix=SWAP_SUFFIX)
+        next_offset = base
+        for batch in segment.batches():
+            next_offset = batch.next_offset
+        segment.close_file()
+        ranges.append((base, next_offset))
+    min_swap = min(base for base, _ in ranges)
+    max_swap = max(end for _, end in ranges)
+    for path in sorted(directory.iterdir()):
+        name = path.name
+        if name.endswith(SWAP_SUFFIX) or not name.endswith(_SEGMENT_SUFFIXES) or not name[:1].isdigit():
+            continue
+        if min_swap <= base_offset_from_name(name) < max_swap:
+            logger.info("Deleting %s: replaced by a completed swap", path)
+            path.unlink()
+    for path in swaps:
+        os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+    fsync_dir(directory)
+
+
+def _load_segments(directory: Path, config: LogConfig, clock: Clock) -> tuple[list[LogSegment], int]:
+    names = {p.name for p in directory.iterdir()}
+    log_bases = sorted(base_offset_from_name(n) for n in names if n.endswith(LOG_SUFFIX) and n[:1].isdigit())
+    bases = set(log_bases)
+    for name in names:
+        is_index = name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and name[:1].isdigit()
+        if is_index and base_offset_from_name(name) not in bases:
+            logger.warning("Deleting %s: an index file without a log file", directory / name)
+            (directory / name).unlink()
+    now_ms = clock.now_ms()
+    segments = []
+    rebuilt = 0
+    for base in log_bases:
+        segment = LogSegment(directory, base, config=config, created_ms=now_ms)
+        try:
+            segment.sanity_check()
+        except (FileNotFoundError, CorruptDataError) as exc:
+            logger.warning("Rebuilding the indexes of %s: %s", segment.log_path, exc)
+            segment.recover()
+            rebuilt += 1
+        segments.append(segment)
+    return segments, rebuilt
+
+
+def _recover(
+    directory: Path, segments: list[LogSegment], recovery_point: int, tracker: TxnTracker
+) -> tuple[list[LogSegment], int, int]:
+    """Recover every segment from the one holding the recovery point; drop all after a corrupt one."""
+    start = 0
+    for i, segment in enumerate(segments):
+        if segment.base_offset <= recovery_point:
+            start = i
+    recovered = 0
+    for i in range(start, len(segments)):
+        segment = segments[i]
+        logger.info("Recovering unflushed segment %s", segment.log_path)
+        truncated = segment.recover(lambda batch: tracker.on_batch(batch, high_watermark=batch.next_offset))
+        recovered += 1
+        if truncated:
+            for later in segments[i + 1 :]:
+                logger.warning(
+                    "Deleting %s: it follows the corrupt segment %s", later.log_path, segment.log_path
+                )
+                later.delete_files()
+            return segments[: i + 1], recovered, truncated
+    return segments, recovered, 0

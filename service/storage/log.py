@@ -1,0 +1,293 @@
+"""One partition's log (Kafka ``UnifiedLog`` + ``LocalLog``): segments, offsets, append, read, roll, flush.
+
+With one replica and no network clients the high watermark is the log end offset after every append and
+after loading. ``_lock`` guards the segment list, the offsets and the producer transaction state; appends,
+rolls, reads of the segment list and offset changes take it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from service.clock import Clock
+from service.errors import InvalidInputError, OffsetOutOfRangeError
+from service.storage.compression import CompressionType
+from service.storage.log_config import LogConfig
+from service.storage.records import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    Record,
+    RecordBatch,
+    encode_batch,
+)
+from service.storage.segment import LogSegment
+from service.storage.topic_partition import TopicPartition
+from service.storage.txn_tracker import TxnTracker
+from service.storage.validation import validate_and_assign_offsets
+
+__all__ = ["AppendInfo", "PartitionLog"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append did: the offsets the records got, and the batch max timestamp stored."""
+
+    first_offset: int
+    last_offset: int
+    record_offsets: tuple[int, ...]
+    max_timestamp: int
+    log_append_time_ms: int
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        segments: Sequence[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        log_end_offset: int,
+        clock: Clock,
+        txn_tracker: TxnTracker | None = None,
+    ) -> None:
+        if not segments:
+            raise ValueError("a log always has at least one segment")
+        self.directory = directory
+        self.topic_partition = topic_partition
+        self.config = config
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._segments: list[LogSegment] = list(segments)
+        self._bases: list[int] = [s.base_offset for s in segments]
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._log_end_offset = log_end_offset
+        self._txns = txn_tracker or TxnTracker()
+        self.last_flush_ms = clock.now_ms()
+
+    # -- offsets -----------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(high watermark, first offset of the oldest open transaction): the cleaner stops here."""
+        first_open = self._txns.first_unstable_offset()
+        return self.high_watermark if first_open is None else min(first_open, self.high_watermark)
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size_bytes for s in self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        with self._lock:
+            return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def segment_for(self, offset: int) -> LogSegment | None:
+        """The segment whose range holds ``offset`` (the last with base offset ≤ offset)."""
+        with self._lock:
+            index = bisect.bisect_right(self._bases, offset) - 1
+            return self._segments[index] if index >= 0 else None
+
+    # -- append ------------------------------------------------------------------------------------
+
+    def append_batches(self, data: bytes) -> AppendInfo:
+        """Validate the batches in ``data``, assign offsets from the log end offset, and append them."""
+        with self._lock:
+            now_ms = self.clock.now_ms()
+            validated = validate_and_assign_offsets(
+                data, next_offset=self._log_end_offset, config=self.config, now_ms=now_ms
+            )
+            payload = b"".join(v.data for v in validated)
+            last = validated[-1].batch
+            max_timestamp = max(v.max_timestamp for v in validated)
+            holder = max(validated, key=lambda v: v.max_timestamp).batch
+            segment = self._maybe_roll(
+                len(payload), max_timestamp, last.last_offset, validated[0].batch.base_offset
+            )
+            segment.append(
+                payload,
+                largest_offset=last.last_offset,
+                max_timestamp=max_timestamp,
+                offset_of_max_timestamp=holder.last_offset,
+            )
+            for v in validated:
+                for aborted in self._txns.on_batch(v.batch, high_watermark=v.batch.next_offset):
+                    segment.append_aborted_txn(aborted)
+            self._log_end_offset = last.next_offset
+            if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
+                self.flush()
+            offsets = tuple(o for v in validated for o in v.record_offsets)
+            return AppendInfo(
+                offsets[0], offsets[-1], offsets, max_timestamp, validated[0].log_append_time_ms
+            )
+
+    def append_records(
+        self,
+        records: Sequence[Record],
+        *,
+        compression: CompressionType = CompressionType.NONE,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        is_transactional: bool = False,
+    ) -> AppendInfo:
+        """Append records as one batch, as a producer would send them (record offsets are ignored)."""
+        if not records:
+            raise InvalidInputError("an append needs at least one record")
+        numbered = [r._replace(offset=i) for i, r in enumerate(records)]
+        batch = encode_batch(
+            numbered,
+            base_offset=0,
+            compression=compression,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            is_transactional=is_transactional,
+        )
+        return self.append_batches(batch)
+
+    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, first_offset: int) -> LogSegment:
+        segment = self.active_segment
+        if segment.should_roll(
+            self.config,
+            incoming_bytes=size,
+            incoming_max_timestamp=max_timestamp,
+            incoming_last_offset=last_offset,
+            now_ms=self.clock.now_ms(),
+        ):
+            return self.roll(expected_next_offset=first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected next offset, LEO); the old one becomes inactive."""
+        with self._lock:
+            new_base = max(expected_next_offset or 0, self._log_end_offset)
+            active = self.active_segment
+            if active.base_offset == new_base:
+                if active.size_bytes > 0:
+                    raise InvalidInputError(f"segment {new_base} already exists and is not empty")
+                # An empty active segment at the same base is simply kept (Kafka recreates it).
+                return active
+            if new_base < active.base_offset:
+                raise InvalidInputError(
+                    f"cannot roll to {new_base}, below the active segment {active.base_offset}"
+                )
+            active.on_become_inactive()
+            segment = LogSegment.create(
+                self.directory, new_base, config=self.config, now_ms=self.clock.now_ms()
+            )
+            self._segments.append(segment)
+            self._bases.append(new_base)
+            # Kafka flushes the old segments asynchronously after a roll; we do it now, in the roll.
+            self.flush(new_base)
+            return segment
+
+    # -- read --------------------------------------------------------------------------------------
+
+    def read_batches(self, offset: int) -> Iterator[RecordBatch]:
+        """Batches from the one holding ``offset`` (or the next one, if compaction removed it) to the end."""
+        if offset > self._log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is past the log end offset {self._log_end_offset}",
+                offset=offset,
+                log_start_offset=self._log_start_offset,
+                log_end_offset=self._log_end_offset,
+            )
+        start = max(offset, self._log_start_offset)
+        with self._lock:
+            index = max(bisect.bisect_right(self._bases, start) - 1, 0)
+            segments = self._segments[index:]
+            end = self._log_end_offset
+        for segment in segments:
+            for batch in segment.read_from(start):
+                if batch.base_offset >= end:
+                    return
+                yield batch
+
+    def read(self, offset: int, max_records: int = 500) -> list[Record]:
+        """Up to ``max_records`` records from ``offset`` on; a missing offset gives the next record."""
+        start = max(offset, self._log_start_offset)
+        out: list[Record] = []
+        for batch in self.read_batches(offset):
+            if batch.is_control:
+                continue
+            for record in batch.records():
+                if record.offset >= start:
+                    out.append(record)
+                    if len(out) >= max_records:
+                        return out
+        return out
+
+    # -- offsets that move -------------------------------------------------------------------------
+
+    def increment_log_start_offset(self, new_start: int) -> bool:
+        """Kafka's DeleteRecords: advance the log start offset (never past the high watermark)."""
+        with self._lock:
+            if new_start > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot advance the log start offset to {new_start}: past the high watermark "
+                    f"{self.high_watermark}",
+                    offset=new_start,
+                    log_start_offset=self._log_start_offset,
+                    log_end_offset=self._log_end_offset,
+                )
+            if new_start <= self._log_start_offset:
+                return False
+            self._log_start_offset = new_start
+            self._recovery_point = max(self._recovery_point, new_start)
+            return True
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment overlapping [recovery point, offset); the recovery point moves to offset."""
+        with self._lock:
+            target = self._log_end_offset if offset is None else offset
+            if target <= self._recovery_point and offset is not None:
+                return
+            for i, segment in enumerate(self._segments):
+                upper = self._bases[i + 1] if i + 1 < len(self._bases) else self._log_end_offset + 1
+                if upper > self._recovery_point and segment.base_offset < target:
+                    segment.flush()
+            self._recovery_point = max(self._recovery_point, target)
+            self.last_flush_ms = self.clock.now_ms()
+
+    def close(self) -> None:
+        """Flush and close every segment cleanly (final time-index entries, trimmed indexes)."""
+        with self._lock:
+            self.flush()
+            for segment in self._segments:
+                segment.close()
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.topic_partition}, [{self._log_start_offset}, {self._log_end_offset}))"

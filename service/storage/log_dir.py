@@ -1,0 +1,135 @@
+"""Opening and closing a whole log dir (one entry of ``log.dirs``), as Kafka's LogManager does at start-up
+and shutdown (§8.3, §8.4): the clean-shutdown marker, both offset checkpoints, and every partition dir
+loaded on ``num.recovery.threads.per.data.dir`` threads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from service.clock import Clock
+from service.errors import InvalidInputError
+from service.storage.checkpoints import (
+    OffsetCheckpointFile,
+    read_clean_shutdown_marker,
+    remove_clean_shutdown_marker,
+    write_clean_shutdown_marker,
+)
+from service.storage.loader import LoadResult, load_partition_log
+from service.storage.log import PartitionLog
+from service.storage.log_config import LogConfig
+from service.storage.log_files import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    parse_partition_dir_name,
+)
+from service.storage.topic_partition import TopicPartition
+
+__all__ = ["LoadedLogDir", "close_log_dir", "load_log_dir", "write_offset_checkpoints"]
+
+logger = logging.getLogger(__name__)
+
+_SKIPPED_DIRS = ("__cluster_metadata-",)
+
+
+@dataclass(slots=True)
+class LoadedLogDir:
+    """The live logs of one log dir after loading, and the partition dirs awaiting deletion."""
+
+    path: Path
+    logs: dict[TopicPartition, PartitionLog]
+    had_clean_shutdown: bool
+    pending_deletion: list[Path] = field(default_factory=list)
+    recovered_segments: int = 0
+    truncated_bytes: int = 0
+
+
+def load_log_dir(
+    path: Path,
+    config_for: Callable[[str], LogConfig],
+    *,
+    clock: Clock,
+    threads: int = 1,
+) -> LoadedLogDir:
+    """Load every partition of ``path``; the clean-shutdown marker is honoured, then removed."""
+    path = path.resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    clean = read_clean_shutdown_marker(path) is not None
+    if clean:
+        remove_clean_shutdown_marker(path)
+        logger.info("%s was shut down cleanly: skipping recovery", path)
+    recovery_points = _read_checkpoint(path / RECOVERY_POINT_CHECKPOINT)
+    start_offsets = _read_checkpoint(path / LOG_START_OFFSET_CHECKPOINT)
+    to_load: list[tuple[Path, TopicPartition]] = []
+    pending_deletion = []
+    for child in sorted(path.iterdir()):
+        if not child.is_dir() or child.name.startswith(_SKIPPED_DIRS):
+            continue
+        try:
+            parsed = parse_partition_dir_name(child.name)
+        except InvalidInputError:
+            logger.warning("Skipping %s: not a partition dir name", child)
+            continue
+        if parsed.kind == "delete":
+            pending_deletion.append(child)
+        elif parsed.kind == "":
+            to_load.append((child, TopicPartition(parsed.topic, parsed.partition)))
+        else:
+            logger.info("Skipping %s: a %s replica is not managed here", child, parsed.kind)
+
+    def load(item: tuple[Path, TopicPartition]) -> tuple[TopicPartition, LoadResult]:
+        directory, tp = item
+        result = load_partition_log(
+            directory,
+            config_for(tp.topic),
+            clock=clock,
+            log_start_offset=start_offsets.get(tp, 0),
+            recovery_point=recovery_points.get(tp, 0),
+            clean_shutdown=clean,
+        )
+        return tp, result
+
+    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="log-recovery") as pool:
+        results = list(pool.map(load, to_load))
+    loaded = LoadedLogDir(path, {tp: r.log for tp, r in results}, clean, pending_deletion)
+    loaded.recovered_segments = sum(r.recovered_segments for _, r in results)
+    loaded.truncated_bytes = sum(r.truncated_bytes for _, r in results)
+    return loaded
+
+
+def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    try:
+        return OffsetCheckpointFile(path).read()
+    except (OSError, ValueError) as exc:
+        logger.error("Could not read %s, treating it as empty: %s", path, exc)
+        return {}
+
+
+def write_offset_checkpoints(path: Path, logs: Iterable[PartitionLog]) -> None:
+    """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` for one log dir.
+
+    As Kafka, the log-start-offset file lists only logs whose start offset is above their first segment.
+    """
+    logs = list(logs)
+    OffsetCheckpointFile(path / RECOVERY_POINT_CHECKPOINT).write(
+        {log.topic_partition: log.recovery_point for log in logs}
+    )
+    OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT).write(
+        {
+            log.topic_partition: log.log_start_offset
+            for log in logs
+            if log.log_start_offset > log.segments[0].base_offset
+        }
+    )
+
+
+def close_log_dir(loaded: LoadedLogDir) -> None:
+    """Kafka's shutdown for one dir: close every log, write both checkpoints, then the marker."""
+    for log in loaded.logs.values():
+        log.close()
+    write_offset_checkpoints(loaded.path, loaded.logs.values())
+    write_clean_shutdown_marker(loaded.path)

@@ -1,0 +1,123 @@
+"""File and directory names of Kafka's on-disk layout, in one place (Kafka ``LogFileUtils``).
+
+Segment files are named by their base offset, zero-padded to 20 digits, plus a suffix; temporary states
+append a second suffix (``00000000000000000000.log.cleaned``). Partition dirs are ``<topic>-<partition>``,
+with ``.<uuid>-delete`` / ``-future`` / ``-stray`` for the transient kinds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from service.errors import InvalidInputError
+
+__all__ = [
+    "CLEANED_SUFFIX",
+    "CLEAN_SHUTDOWN_FILE",
+    "CLEANER_OFFSET_CHECKPOINT",
+    "DELETED_SUFFIX",
+    "DELETE_DIR_SUFFIX",
+    "FUTURE_DIR_SUFFIX",
+    "INDEX_SUFFIX",
+    "LOCK_FILE",
+    "LOG_START_OFFSET_CHECKPOINT",
+    "LOG_SUFFIX",
+    "OFFSET_WIDTH",
+    "RECOVERY_POINT_CHECKPOINT",
+    "SNAPSHOT_SUFFIX",
+    "STRAY_DIR_SUFFIX",
+    "SWAP_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
+    "PartitionDirName",
+    "base_offset_from_name",
+    "file_name",
+    "is_valid_topic_name",
+    "parse_partition_dir_name",
+    "partition_dir_name",
+    "segment_path",
+]
+
+OFFSET_WIDTH = 20
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+SNAPSHOT_SUFFIX = ".snapshot"
+
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+
+_TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # fullmatch: "$" would also match before a final "\n"
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    """``00000000000000000042.log`` for base offset 42 and suffix ``.log``."""
+    return f"{base_offset:0{OFFSET_WIDTH}d}{suffix}"
+
+
+def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
+    return directory / file_name(base_offset, suffix)
+
+
+def base_offset_from_name(name: str) -> int:
+    """The leading offset of a segment-related file name (``00000000000000000042.log.swap`` → 42)."""
+    digits = name.split(".", 1)[0]
+    if not (digits.isascii() and digits.isdigit()):  # str.isdigit alone also takes "²", which int() rejects
+        raise InvalidInputError(f"file name {name!r} does not start with a base offset")
+    return int(digits)
+
+
+def is_valid_topic_name(topic: str) -> bool:
+    """Kafka's rule: 1-249 of ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``."""
+    return _TOPIC_RE.fullmatch(topic) is not None and topic not in (".", "..")
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDirName:
+    topic: str
+    partition: int
+    kind: str  # "" for a live log, else "delete", "future" or "stray"
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> PartitionDirName:
+    """Parse a partition dir name by Kafka's rules (``UnifiedLog.parseTopicPartitionName``).
+
+    ``-delete``/``-future``/``-stray`` names lose everything from their last ``.``; the partition is
+    after the last ``-``; the topic is everything before it.
+    """
+    kind = ""
+    stem = name
+    for suffix in (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX):
+        if name.endswith(suffix):
+            kind = suffix[1:]
+            dot = name.rfind(".")
+            if dot < 0:
+                raise InvalidInputError(f"{name!r} ends in {suffix} but has no '.<uuid>' part")
+            stem = name[:dot]
+            break
+    dash = stem.rfind("-")
+    if dash <= 0 or dash == len(stem) - 1:
+        raise InvalidInputError(f"{name!r} is not a partition dir name: expected <topic>-<partition>")
+    topic, partition_text = stem[:dash], stem[dash + 1 :]
+    if not (partition_text.isascii() and partition_text.isdigit()):
+        raise InvalidInputError(f"{name!r}: partition {partition_text!r} is not a non-negative integer")
+    return PartitionDirName(topic=topic, partition=int(partition_text), kind=kind)

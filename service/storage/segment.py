@@ -1,0 +1,388 @@
+"""One log segment: a ``.log`` file of record batches plus its lazy offset, time and transaction indexes.
+
+Files: ``<20-digit base offset>.log`` (created eagerly), ``.index``, ``.timeindex`` (created on first
+access), ``.txnindex`` (created on the first aborted transaction). A temporary state (``.cleaned``,
+``.swap``, ``.deleted``) is a second suffix on every file, changed with ``change_file_suffixes``.
+
+Index entries follow Kafka's rule: an entry (last offset of the append, position of its start) is added
+when more than ``index.interval.bytes`` were appended since the last one; the time index gets
+(max timestamp so far, offset of that max) with it. Rolling or closing appends one more time-index entry
+and trims both indexes to their entries, so the segment's largest timestamp is read back from the last
+time-index entry after a restart without scanning the log. Not thread-safe: ``PartitionLog`` locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from service.errors import CorruptDataError, UnsupportedFormatError
+from service.storage.file_records import iter_file_batches
+from service.storage.log_config import LogConfig
+from service.storage.log_files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_path,
+)
+from service.storage.offset_index import OffsetIndex
+from service.storage.records import BATCH_HEADER, NO_TIMESTAMP, RecordBatch
+from service.storage.time_index import TimeIndex
+from service.storage.txn_index import AbortedTxn, TransactionIndex
+
+__all__ = ["LogSegment", "TIMESTAMP_SOURCE_MTIME", "TIMESTAMP_SOURCE_RECORD"]
+
+logger = logging.getLogger(__name__)
+
+TIMESTAMP_SOURCE_RECORD = "record"
+TIMESTAMP_SOURCE_MTIME = "mtime"
+_INT32_MAX = (1 << 31) - 1
+_UNKNOWN = -2  # sentinel for lazily computed values
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        config: LogConfig,
+        created_ms: int,
+        suffix: str = "",
+        size_bytes: int | None = None,
+        rolling_jitter_ms: int = 0,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.suffix = suffix
+        self.index_interval_bytes = config.index_interval_bytes
+        self.created_ms = created_ms
+        self.rolling_jitter_ms = rolling_jitter_ms
+        self.log_path = segment_path(directory, base_offset, LOG_SUFFIX + suffix)
+        self.offset_index = OffsetIndex(
+            segment_path(directory, base_offset, INDEX_SUFFIX + suffix),
+            base_offset,
+            config.segment_index_bytes,
+        )
+        self.time_index = TimeIndex(
+            segment_path(directory, base_offset, TIME_INDEX_SUFFIX + suffix),
+            base_offset,
+            config.segment_index_bytes,
+        )
+        self.txn_index = TransactionIndex(
+            segment_path(directory, base_offset, TXN_INDEX_SUFFIX + suffix), base_offset
+        )
+        self._size = os.stat(self.log_path).st_size if size_bytes is None else size_bytes
+        self._fd: int | None = None
+        self._is_dirty = False
+        self._max_timestamp = _UNKNOWN
+        self._offset_of_max_timestamp = _UNKNOWN
+        self._rolling_based_timestamp = _UNKNOWN
+        self._mtime_ms: int | None = None
+        self._bytes_since_last_index_entry = 0
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, *, config: LogConfig, now_ms: int, suffix: str = ""
+    ) -> LogSegment:
+        """A new empty segment; its ``.log`` file exists at once (indexes stay lazy)."""
+        path = segment_path(directory, base_offset, LOG_SUFFIX + suffix)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.close(fd)
+        return cls(
+            directory,
+            base_offset,
+            config=config,
+            created_ms=now_ms,
+            suffix=suffix,
+            size_bytes=0,
+            rolling_jitter_ms=roll_jitter_ms(config),
+        )
+
+    # -- sizes, offsets and timestamps -------------------------------------------------------------
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+    def _file(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDWR)
+        return self._fd
+
+    def _load_max_timestamp(self) -> None:
+        timestamp, offset = self.time_index.last_entry()
+        self._max_timestamp = timestamp if timestamp >= 0 else NO_TIMESTAMP
+        self._offset_of_max_timestamp = offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        """The largest record timestamp appended (-1 if none), from memory or the time index."""
+        if self._max_timestamp == _UNKNOWN:
+            self._load_max_timestamp()
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        if self._offset_of_max_timestamp == _UNKNOWN:
+            self._load_max_timestamp()
+        return self._offset_of_max_timestamp
+
+    def last_modified_ms(self) -> int:
+        if self._mtime_ms is None:
+            self._mtime_ms = os.stat(self.log_path).st_mtime_ns // 1_000_000
+        return self._mtime_ms
+
+    def set_last_modified_ms(self, mtime_ms: int) -> None:
+        os.utime(self.log_path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+        self._mtime_ms = mtime_ms
+
+    def largest_timestamp(self) -> tuple[int, str]:
+        """Kafka's ``largestTimestamp`` and its source: a record, or the file mtime if no record has one."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far, TIMESTAMP_SOURCE_RECORD
+        return self.last_modified_ms(), TIMESTAMP_SOURCE_MTIME
+
+    @property
+    def rolling_based_timestamp(self) -> int | None:
+        """Max timestamp of the segment's first append (Kafka ``rollingBasedTimestamp``); None if empty."""
+        if self._rolling_based_timestamp == _UNKNOWN:
+            if self._size < BATCH_HEADER.size:
+                return None
+            header = BATCH_HEADER.unpack(os.pread(self._file(), BATCH_HEADER.size, 0))
+            self._rolling_based_timestamp = header[8]
+        return self._rolling_based_timestamp
+
+    def first_batch_timestamp(self) -> int | None:
+        """For max-compaction-lag: the rolling-based timestamp if it is a real one, else None (∞)."""
+        timestamp = self.rolling_based_timestamp
+        return timestamp if timestamp is not None and timestamp >= 0 else None
+
+    def time_waited_for_roll(self, now_ms: int, incoming_max_timestamp: int) -> int:
+        rolling = self.rolling_based_timestamp
+        if rolling is not None and rolling >= 0:
+            return incoming_max_timestamp - rolling
+        return now_ms - self.created_ms
+
+    def should_roll(
+        self,
+        config: LogConfig,
+        *,
+        incoming_bytes: int,
+        incoming_max_timestamp: int,
+        incoming_last_offset: int,
+        now_ms: int,
+    ) -> bool:
+        """Kafka's four roll conditions (§5.2), checked before every append."""
+        if self._size > config.segment_bytes - incoming_bytes:
+            return True
+        if self._size > 0 and (
+            self.time_waited_for_roll(now_ms, incoming_max_timestamp)
+            > config.max_segment_ms - self.rolling_jitter_ms
+        ):
+            return True
+        if self.offset_index.is_full() or self.time_index.is_full():
+            return True
+        return incoming_last_offset - self.base_offset > _INT32_MAX
+
+    # -- append and read ---------------------------------------------------------------------------
+
+    def append(
+        self, data: bytes, *, largest_offset: int, max_timestamp: int, offset_of_max_timestamp: int
+    ) -> None:
+        """Append whole batches; index them by Kafka's interval rule."""
+        if largest_offset - self.base_offset > _INT32_MAX or largest_offset < self.base_offset:
+            raise ValueError(f"offset {largest_offset} does not fit segment {self.base_offset}")
+        position = self._size
+        if position == 0:
+            self._rolling_based_timestamp = max_timestamp
+        written = os.pwrite(self._file(), data, position)
+        if written != len(data):
+            raise OSError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
+        self._size += len(data)
+        self._is_dirty = True
+        self._mtime_ms = None
+        if max_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp = max_timestamp
+            self._offset_of_max_timestamp = offset_of_max_timestamp
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += len(data)
+
+    def append_aborted_txn(self, aborted: AbortedTxn) -> None:
+        self.txn_index.append(aborted)
+
+    def batches(self, start_position: int = 0, *, verify_crc: bool = False) -> Iterator[RecordBatch]:
+        return iter_file_batches(
+            self._file(), start_position, self._size, path=str(self.log_path), verify_crc=verify_crc
+        )
+
+    def read_from(self, offset: int) -> Iterator[RecordBatch]:
+        """Batches from the first one whose last offset ≥ ``offset`` (found through the offset index)."""
+        _, position = self.offset_index.lookup(offset)
+        for batch in self.batches(position):
+            if batch.last_offset >= offset:
+                yield batch
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch: scanned from the last offset-index entry, as Kafka does."""
+        _, position = self.offset_index.lookup(self.offset_index.last_offset)
+        next_offset = self.base_offset
+        for batch in self.batches(position):
+            next_offset = batch.next_offset
+        return next_offset
+
+    # -- recovery ----------------------------------------------------------------------------------
+
+    def recover(self, on_batch: Callable[[RecordBatch], list[AbortedTxn]] | None = None) -> int:
+        """Rebuild the indexes from the log; truncate at the first invalid batch. Returns bytes dropped.
+
+        Every batch's size, CRC and offset range is checked. ``on_batch`` sees each valid batch and returns
+        the aborted transactions it completes, which go into the rebuilt ``.txnindex``.
+        """
+        self.offset_index.truncate()
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.truncate()
+        self.time_index.resize(self.time_index.max_index_size)
+        self.txn_index.truncate_to(self.base_offset)
+        self._max_timestamp = NO_TIMESTAMP
+        self._offset_of_max_timestamp = self.base_offset
+        self._rolling_based_timestamp = _UNKNOWN
+        valid_bytes = 0
+        last_index_entry = 0
+        try:
+            for batch in self.batches(0, verify_crc=True):
+                if batch.base_offset < self.base_offset or batch.last_offset - self.base_offset > _INT32_MAX:
+                    raise CorruptDataError(
+                        f"batch offsets [{batch.base_offset}, {batch.last_offset}] do not belong to the "
+                        f"segment with base offset {self.base_offset}",
+                        path=str(self.log_path),
+                        position=batch.position,
+                    )
+                if batch.max_timestamp > self._max_timestamp:
+                    self._max_timestamp = batch.max_timestamp
+                    self._offset_of_max_timestamp = batch.last_offset
+                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                    self.offset_index.append(batch.last_offset, valid_bytes)
+                    self.time_index.append(self._max_timestamp, self._offset_of_max_timestamp)
+                    last_index_entry = valid_bytes
+                valid_bytes += batch.size_bytes
+                if on_batch is not None:
+                    for aborted in on_batch(batch):
+                        self.txn_index.append(aborted)
+        except UnsupportedFormatError:
+            raise  # an old-format segment is not corrupt: truncating it would lose data
+        except CorruptDataError as exc:
+            logger.warning(
+                "Found invalid bytes in %s at position %d (%s); truncating to %d bytes, dropping %d",
+                self.log_path,
+                valid_bytes,
+                exc.reason,
+                valid_bytes,
+                self._size - valid_bytes,
+            )
+        dropped = self._size - valid_bytes
+        if dropped:
+            self.truncate_to_position(valid_bytes)
+        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        return dropped
+
+    def truncate_to_position(self, position: int, *, now_ms: int | None = None) -> None:
+        """Cut the log at a batch boundary; a segment cut to empty waits for its roll afresh."""
+        os.ftruncate(self._file(), position)
+        self._size = position
+        self._is_dirty = True
+        self._mtime_ms = None
+        if position == 0:
+            self._rolling_based_timestamp = _UNKNOWN
+            if now_ms is not None:
+                self.created_ms = now_ms
+
+    def sanity_check(self) -> None:
+        """Raise if an index file is missing or corrupt (the loader then rebuilds the segment)."""
+        if not self.offset_index.path.exists():
+            raise FileNotFoundError(f"offset index {self.offset_index.path} is missing")
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+        self.txn_index.sanity_check()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def on_become_inactive(self) -> None:
+        """After a roll: final time-index entry, indexes trimmed to their entries, log to its size."""
+        self.time_index.append(self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        if self._fd is not None:
+            os.ftruncate(self._fd, self._size)
+
+    def flush(self) -> None:
+        if self._fd is not None and self._is_dirty:
+            os.fsync(self._fd)
+            self._is_dirty = False
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.txn_index.flush()
+
+    def close(self) -> None:
+        """Close cleanly: the final time-index entry and trimmed indexes let Kafka and us reopen it."""
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
+            )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.flush()
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
+        self.close_file()
+
+    def close_file(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename every file of the segment, e.g. ``""`` → ``.deleted`` or ``.cleaned`` → ``.swap``."""
+        if self.suffix != old_suffix:
+            raise ValueError(f"segment {self.log_path} has suffix {self.suffix!r}, not {old_suffix!r}")
+        new_log = segment_path(self.directory, self.base_offset, LOG_SUFFIX + new_suffix)
+        os.replace(self.log_path, new_log)
+        self.log_path = new_log
+        self.offset_index.rename_to(segment_path(self.directory, self.base_offset, INDEX_SUFFIX + new_suffix))
+        self.time_index.rename_to(
+            segment_path(self.directory, self.base_offset, TIME_INDEX_SUFFIX + new_suffix)
+        )
+        self.txn_index.rename_to(
+            segment_path(self.directory, self.base_offset, TXN_INDEX_SUFFIX + new_suffix)
+        )
+        self.suffix = new_suffix
+
+    def delete_files(self) -> None:
+        self.close_file()
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete_if_exists()
+        self.time_index.delete_if_exists()
+        self.txn_index.delete_if_exists()
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, size={self._size})"
+
+
+def roll_jitter_ms(config: LogConfig) -> int:
+    """Fixed per segment at creation: 0, or a random value below min(segment.jitter.ms, segment.ms)."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    return random.randrange(min(config.segment_jitter_ms, config.segment_ms))

@@ -1,0 +1,435 @@
+"""``logcleaner gen``: a synthetic workload written through the storage layer, for demos and benchmarks.
+
+Every batch goes through ``PartitionLog.append_batches``, so it is validated, gets its offsets, rolls
+segments and fills the indexes exactly as a producer's batch would; the directory is then closed the way
+the log manager closes it (checkpoints and the clean-shutdown marker), so every other command and Kafka
+itself can read it. Generation is reproducible: ``seed``, topic and partition seed each partition's
+random stream, and values are slices of one seeded random pool (so they do not compress).
+
+Speed matters because the benchmarks build 1 GiB partitions with it: the records area of a batch is
+encoded here with precomputed varints (about 7x faster than encoding ``Record`` tuples one by one); the
+storage layer still decodes and checks every record on append, and the tests check the bytes against
+``records.decode_records``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from service.clock import Clock, SystemClock
+from service.errors import InvalidInputError
+from service.storage.compression import CompressionType, compress, compression_from_name
+from service.storage.dir_lock import LogDirLock
+from service.storage.log import PartitionLog
+from service.storage.log_config import LogConfig
+from service.storage.log_dir import LoadedLogDir, close_log_dir, load_log_dir
+from service.storage.log_files import is_valid_topic_name, partition_dir_name
+from service.storage.records import Record, encode_batch
+from service.storage.topic_partition import TopicPartition
+from service.storage.varint import encode_varint
+
+__all__ = [
+    "CLEANUP_POLICIES",
+    "DEFAULT_FUTURE_MS",
+    "MIN_SEGMENT_BYTES",
+    "GenOptions",
+    "GenResult",
+    "encode_records_area",
+    "gen_command",
+    "generate",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_FUTURE_MS = 86_400_000  # one day: the size of the future-timestamp incident we reproduce
+MIN_SEGMENT_BYTES = 14  # Kafka 3.x's minimum segment.bytes (CONTRACT §2)
+MAX_SEGMENT_BYTES = (1 << 31) - 1  # segment.bytes is a Java int
+CLEANUP_POLICIES: dict[str, frozenset[str]] = {
+    "delete": frozenset({"delete"}),
+    "compact": frozenset({"compact"}),
+    "compact,delete": frozenset({"compact", "delete"}),
+    "delete,compact": frozenset({"compact", "delete"}),
+}
+_DEFAULT_CONFIG = LogConfig()
+_VALUE_POOL_BYTES = 1 << 20
+_VARINT_CACHE = tuple(encode_varint(n) for n in range(1 << 14))  # zig-zag varints of 0 .. 16383
+_NULL = b"\x01"  # the varint -1: a null key or value
+
+
+@dataclass(frozen=True, slots=True)
+class GenOptions:
+    """What to generate; checked on construction, so library callers get the CLI's rules.
+
+    ``keys=None`` means one key per record (key cardinality = ``records``); ``timestamp_start_ms=None``
+    means now minus ``timestamp_spread_ms``, so the newest generated record is stamped now.
+    """
+
+    log_dir: Path
+    topics: tuple[str, ...] = ("gen-0",)
+    partitions: int = 1
+    records: int = 10_000
+    batch_size: int = 500
+    keys: int | None = None
+    value_size: int = 100
+    tombstones: float = 0.0
+    timestamp_start_ms: int | None = None
+    timestamp_spread_ms: int = 0
+    future_share: float = 0.0
+    future_ms: int = DEFAULT_FUTURE_MS
+    compression: CompressionType = CompressionType.NONE
+    segment_bytes: int = _DEFAULT_CONFIG.segment_bytes
+    cleanup_policy: frozenset[str] = field(default_factory=lambda: frozenset({"delete"}))
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_options(self)
+
+    @property
+    def key_count(self) -> int:
+        return self.records if self.keys is None else self.keys
+
+    def log_config(self) -> LogConfig:
+        """The generated topics' config: timestamps unbounded, so future and old timestamps are accepted."""
+        return LogConfig(
+            segment_bytes=self.segment_bytes,
+            cleanup_policy=self.cleanup_policy,
+            message_timestamp_before_max_ms=_DEFAULT_CONFIG.message_timestamp_before_max_ms,
+            message_timestamp_after_max_ms=_DEFAULT_CONFIG.message_timestamp_after_max_ms,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GenResult:
+    """One generated partition after the run: ``records`` appended now, the log's state after them."""
+
+    topic: str
+    partition: int
+    records: int
+    log_end_offset: int
+    segments: int
+    size_bytes: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "records": self.records,
+            "log_end_offset": self.log_end_offset,
+            "segments": self.segments,
+            "size_bytes": self.size_bytes,
+        }
+
+
+def _check_options(options: GenOptions) -> None:
+    """Raise InvalidInputError naming the first option outside its range."""
+    counts = {
+        "partitions": (options.partitions, 1),
+        "records": (options.records, 0),
+        "batch_size": (options.batch_size, 1),
+        "keys": (options.key_count, 1 if options.records else 0),
+        "value_size": (options.value_size, 0),
+        "timestamp_spread_ms": (options.timestamp_spread_ms, 0),
+        "future_ms": (options.future_ms, 0),
+        "timestamp_start_ms": (0 if options.timestamp_start_ms is None else options.timestamp_start_ms, 0),
+    }
+    for name, (value, minimum) in counts.items():
+        if value < minimum:
+            raise InvalidInputError(f"{name} must be >= {minimum}, got {value}")
+    for name, share in (("tombstones", options.tombstones), ("future_share", options.future_share)):
+        if not 0.0 <= share <= 1.0:
+            raise InvalidInputError(f"{name} is a fraction in [0, 1], got {share}")
+    if not MIN_SEGMENT_BYTES <= options.segment_bytes <= MAX_SEGMENT_BYTES:
+        raise InvalidInputError(
+            f"segment_bytes must be in [{MIN_SEGMENT_BYTES}, {MAX_SEGMENT_BYTES}], "
+            f"got {options.segment_bytes}"
+        )
+    if options.cleanup_policy not in CLEANUP_POLICIES.values():
+        raise InvalidInputError(
+            f"cleanup_policy must be delete, compact or both, got {options.cleanup_policy}"
+        )
+    if not options.topics:
+        raise InvalidInputError("at least one topic is needed")
+    for topic in options.topics:
+        if not is_valid_topic_name(topic):
+            raise InvalidInputError(
+                f"invalid topic name {topic!r}: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'"
+            )
+    if len(set(options.topics)) != len(options.topics):
+        raise InvalidInputError(f"topic names repeat: {', '.join(options.topics)}")
+
+
+# -- generation ----------------------------------------------------------------------------------------
+
+
+def generate(options: GenOptions, *, clock: Clock | None = None) -> list[GenResult]:
+    """Append the workload to every requested partition of ``options.log_dir``; return each one's state.
+
+    Existing partitions are loaded (with every other partition of the dir, so the checkpoints and the
+    clean-shutdown marker written at the end stay true for all of them) and appended to; missing ones
+    are created. The log dir's lock is held throughout, so a running service cannot share the dir.
+    """
+    clock = clock or SystemClock()
+    log_dir = options.log_dir
+    log_dir.mkdir(parents=True, exist_ok=True)
+    targets = [TopicPartition(t, p) for t in options.topics for p in range(options.partitions)]
+    config = options.log_config()
+    topics = set(options.topics)
+    with LogDirLock(log_dir):
+        for tp in targets:
+            (log_dir / partition_dir_name(tp.topic, tp.partition)).mkdir(exist_ok=True)
+        loaded = load_log_dir(log_dir, lambda topic: config if topic in topics else LogConfig(), clock=clock)
+        try:
+            pool = random.Random(options.seed).randbytes(max(_VALUE_POOL_BYTES, 2 * options.value_size))
+            now_ms = clock.now_ms()
+            results = [_fill_partition(loaded.logs[tp], options, pool, now_ms) for tp in targets]
+        except BaseException:
+            _close_unclean(loaded)
+            raise
+        close_log_dir(loaded)
+    return results
+
+
+def _close_unclean(loaded: LoadedLogDir) -> None:
+    """After a failed run: release the files but write no marker, so the next load recovers the logs."""
+    for log in loaded.logs.values():
+        try:
+            log.close()
+        except Exception:
+            logger.exception("Could not close %s after a failed gen run", log.directory)
+
+
+def _fill_partition(log: PartitionLog, options: GenOptions, pool: bytes, now_ms: int) -> GenResult:
+    tp = log.topic_partition
+    rng = random.Random(f"{options.seed}/{tp.topic}/{tp.partition}")
+    spread = options.timestamp_spread_ms
+    start_ms = now_ms - spread if options.timestamp_start_ms is None else options.timestamp_start_ms
+    last_index = max(options.records - 1, 1)
+    draw, key_count = rng.random, options.key_count  # int(random() * n): uniform, 3x faster than randrange
+    for batch_index, first in enumerate(range(0, options.records, options.batch_size)):
+        count = min(options.batch_size, options.records - first)
+        if _is_selected(batch_index, options.future_share):
+            timestamps = [now_ms + options.future_ms] * count
+        else:
+            timestamps = [start_ms + spread * i // last_index for i in range(first, first + count)]
+        keys = [b"key-%d" % int(draw() * key_count) for _ in range(count)]
+        values = _values(rng, pool, count, options)
+        area = encode_records_area(timestamps, keys, values)
+        if options.compression is not CompressionType.NONE:
+            area = compress(options.compression, area)
+        batch = _encode(area, count, timestamps, options.compression)
+        _check_batch_size(len(batch), options, log.config)
+        log.append_batches(batch)
+    logger.info("Generated %d records in %s", options.records, tp)
+    return GenResult(
+        tp.topic, tp.partition, options.records, log.log_end_offset, len(log.segments), log.size_bytes
+    )
+
+
+def _is_selected(index: int, share: float) -> bool:
+    """Exactly ``round-down(share * n)`` of the first n indexes are selected, spread evenly."""
+    return int((index + 1) * share) > int(index * share)
+
+
+def _values(rng: random.Random, pool: bytes, count: int, options: GenOptions) -> list[bytes | None]:
+    size = options.value_size
+    top = len(pool) - size
+    tombstones = options.tombstones
+    draw = rng.random
+    values: list[bytes | None] = []
+    for _ in range(count):
+        if tombstones and draw() < tombstones:
+            values.append(None)
+        else:
+            start = int(draw() * (top + 1))
+            values.append(pool[start : start + size])
+    return values
+
+
+def _encode(area: bytes, count: int, timestamps: Sequence[int], codec: CompressionType) -> bytes:
+    """A producer's batch (offsets from 0) around an already encoded records area."""
+    # encode_batch takes the record count from len(records); the placeholders carry nothing else it reads.
+    placeholders = [Record(i, timestamps[i], None, None) for i in range(count)]
+    return encode_batch(
+        placeholders,
+        base_offset=0,
+        last_offset_delta=count - 1,
+        base_timestamp=timestamps[0],
+        max_timestamp=max(timestamps),
+        compression=codec,
+        records_area=area,
+    )
+
+
+def _check_batch_size(size: int, options: GenOptions, config: LogConfig) -> None:
+    """Refuse a batch the log would refuse, before appending it, with the options that fix it."""
+    limit = min(config.max_message_bytes, config.segment_bytes)
+    if size > limit:
+        raise InvalidInputError(
+            f"a generated batch is {size} bytes, over the limit of {limit} (max.message.bytes="
+            f"{config.max_message_bytes}, segment.bytes={config.segment_bytes}); lower --batch-size "
+            f"({options.batch_size}) or --value-size ({options.value_size}), or raise --segment-bytes"
+        )
+
+
+def encode_records_area(
+    timestamps: Sequence[int], keys: Sequence[bytes | None], values: Sequence[bytes | None]
+) -> bytes:
+    """The uncompressed records area for records with offset deltas 0..n-1 and no headers.
+
+    Byte for byte what ``records.encode_records`` writes (record layout in ``records.py``), relative to
+    the first timestamp; varints of small numbers come from a table instead of being encoded each time.
+    """
+    cache = _VARINT_CACHE
+    limit = len(cache)
+    base_timestamp = timestamps[0]
+    parts: list[bytes] = []
+    append = parts.append
+    for i, (timestamp, key, value) in enumerate(zip(timestamps, keys, values, strict=True)):
+        delta = timestamp - base_timestamp
+        body = b"".join(
+            (
+                b"\x00",
+                cache[delta] if 0 <= delta < limit else encode_varint(delta),
+                cache[i] if i < limit else encode_varint(i),
+                _NULL if key is None else _sized(key, cache, limit),
+                _NULL if value is None else _sized(value, cache, limit),
+                b"\x00",
+            )
+        )
+        size = len(body)
+        append(cache[size] if size < limit else encode_varint(size))
+        append(body)
+    return b"".join(parts)
+
+
+def _sized(data: bytes, cache: tuple[bytes, ...], limit: int) -> bytes:
+    size = len(data)
+    return (cache[size] if size < limit else encode_varint(size)) + data
+
+
+# -- CLI -----------------------------------------------------------------------------------------------
+
+
+def _check_topic_names(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    for topic in value:
+        if not is_valid_topic_name(topic):
+            raise click.BadParameter(
+                f"{topic!r} is not a valid topic name: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'"
+            )
+    if len(set(value)) != len(value):
+        raise click.BadParameter("a topic is named twice")
+    return value
+
+
+_COUNT = click.IntRange(min=0)
+_POSITIVE = click.IntRange(min=1)
+_FRACTION = click.FloatRange(0.0, 1.0)
+
+
+@click.command("gen")
+@click.option("--log-dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Log dir.")
+@click.option("--topics", "topic_count", type=_POSITIVE, help="Number of topics gen-0, gen-1, ... [1]")
+@click.option(
+    "--topic", "topic_names", multiple=True, callback=_check_topic_names, help="Topic (repeatable)."
+)
+@click.option("--partitions", type=_POSITIVE, default=1, show_default=True, help="Partitions per topic.")
+@click.option("--records", type=_COUNT, default=10_000, show_default=True, help="Records per partition.")
+@click.option("--batch-size", type=_POSITIVE, default=500, show_default=True, help="Records per batch.")
+@click.option(
+    "--keys", type=_POSITIVE, help="Key cardinality: keys are key-<i>, drawn uniformly. [--records]"
+)
+@click.option("--value-size", type=_COUNT, default=100, show_default=True, help="Value size in bytes.")
+@click.option("--tombstones", type=_FRACTION, default=0.0, show_default=True, help="Share of null values.")
+@click.option("--timestamp-start", type=_COUNT, help="First record timestamp, ms. [now - spread]")
+@click.option("--timestamp-spread", type=_COUNT, default=0, show_default=True, help="Timestamp range, ms.")
+@click.option(
+    "--future-share", type=_FRACTION, default=0.0, show_default=True, help="Share of future batches."
+)
+@click.option("--future-ms", type=_COUNT, default=DEFAULT_FUTURE_MS, show_default=True, help="How far ahead.")
+@click.option(
+    "--compression",
+    type=click.Choice([c.label for c in CompressionType]),
+    default="none",
+    show_default=True,
+    help="Batch codec.",
+)
+@click.option(
+    "--segment-bytes",
+    type=click.IntRange(MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES),
+    default=_DEFAULT_CONFIG.segment_bytes,
+    show_default=True,
+    help="segment.bytes of the generated logs.",
+)
+@click.option(
+    "--cleanup-policy",
+    type=click.Choice(list(CLEANUP_POLICIES)),
+    default="delete",
+    show_default=True,
+    help="cleanup.policy (compact needs keys: every generated record has one).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed, for reproducible runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+def gen_command(
+    log_dir: Path,
+    topic_count: int | None,
+    topic_names: tuple[str, ...],
+    partitions: int,
+    records: int,
+    batch_size: int,
+    keys: int | None,
+    value_size: int,
+    tombstones: float,
+    timestamp_start: int | None,
+    timestamp_spread: int,
+    future_share: float,
+    future_ms: int,
+    compression: str,
+    segment_bytes: int,
+    cleanup_policy: str,
+    seed: int,
+    as_json: bool,
+) -> int:
+    """Write a synthetic workload into a log dir (through the storage layer), for demos and benchmarks.
+
+    Existing partitions are appended to. The timestamps of records spread evenly over
+    [--timestamp-start, --timestamp-start + --timestamp-spread]; --future-share of the batches are
+    instead stamped now + --future-ms, a producer clock running ahead.
+    """
+    if topic_count is not None and topic_names:
+        raise click.BadParameter("give --topics N or --topic NAME..., not both", param_hint="--topics")
+    topics = topic_names or tuple(f"gen-{i}" for i in range(topic_count or 1))
+    options = GenOptions(
+        log_dir=log_dir,
+        topics=topics,
+        partitions=partitions,
+        records=records,
+        batch_size=batch_size,
+        keys=keys,
+        value_size=value_size,
+        tombstones=tombstones,
+        timestamp_start_ms=timestamp_start,
+        timestamp_spread_ms=timestamp_spread,
+        future_share=future_share,
+        future_ms=future_ms,
+        compression=compression_from_name(compression),
+        segment_bytes=segment_bytes,
+        cleanup_policy=CLEANUP_POLICIES[cleanup_policy],
+        seed=seed,
+    )
+    results = generate(options)
+    if as_json:
+        click.echo(json.dumps({"topics": [r.to_json() for r in results]}))
+    else:
+        for r in results:
+            click.echo(
+                f"{r.topic}-{r.partition}: {r.records} records appended, log end offset {r.log_end_offset}, "
+                f"{r.segments} segments, {r.size_bytes} bytes"
+            )
+    return 0

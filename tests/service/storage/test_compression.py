@@ -1,0 +1,433 @@
+"""The codecs round-trip, interoperate with kafka-python both ways, frame as Kafka does, and fail cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import random
+import struct
+import warnings
+
+import lz4.block  # type: ignore[import-untyped]  # python-lz4 ships no type hints
+import lz4.frame  # type: ignore[import-untyped]  # python-lz4 ships no type hints
+import pytest
+import snappy  # type: ignore[import-untyped]  # python-snappy ships no type hints
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.errors import CorruptDataError, InvalidInputError
+from service.storage import compression as compression_module
+from service.storage.compression import CompressionType, compress, compression_from_name, decompress
+
+with warnings.catch_warnings():
+    # kafka-python 3.0 imports its admin client, which calls the deprecated importlib.resources.read_text
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka.codec
+
+CODECS = list(CompressionType)
+COMPRESSED_CODECS = [codec for codec in CompressionType if codec is not CompressionType.NONE]
+
+_rng = random.Random(20261122)
+_TEXT = b" ".join(
+    _rng.choice([b"alpha", b"beta", b"gamma", b"kafka", b"offset", b"segment"]) for _ in range(80_000)
+)
+LARGE_INPUTS = {
+    "random-150KiB": _rng.randbytes(150 * 1024),
+    "text": _TEXT,
+    "zeros-1MiB": bytes(1 << 20),
+    "mixed": _rng.randbytes(40_000) + bytes(100_000) + _TEXT[:70_000],
+    "two-lz4-blocks": _rng.randbytes(128 * 1024),
+    "two-lz4-blocks-plus-1": _TEXT[: 128 * 1024 + 1],
+    "four-snappy-chunks": _TEXT[: 128 * 1024],
+    "four-snappy-chunks-minus-1": _rng.randbytes(128 * 1024 - 1),
+}
+large_inputs = pytest.mark.parametrize("data", list(LARGE_INPUTS.values()), ids=list(LARGE_INPUTS))
+
+KAFKA_PYTHON_ENCODERS = {
+    CompressionType.GZIP: kafka.codec.gzip_encode,
+    CompressionType.SNAPPY: kafka.codec.snappy_encode,
+    CompressionType.LZ4: kafka.codec.lz4_encode,
+    CompressionType.ZSTD: kafka.codec.zstd_encode,
+}
+KAFKA_PYTHON_DECODERS = {
+    CompressionType.GZIP: kafka.codec.gzip_decode,
+    CompressionType.SNAPPY: kafka.codec.snappy_decode,
+    CompressionType.LZ4: kafka.codec.lz4_decode,
+    CompressionType.ZSTD: kafka.codec.zstd_decode,
+}
+
+XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+LZ4_HEADER = bytes.fromhex("04224d18604082")
+MAGIC_PREFIXES = [b"", b"\x1f\x8b\x08\x00", XERIAL_HEADER, b"\x82SNAPPY\x00", LZ4_HEADER, b"\x28\xb5\x2f\xfd"]
+garbage = st.one_of(
+    st.binary(max_size=300),
+    st.tuples(st.sampled_from(MAGIC_PREFIXES), st.binary(max_size=300)).map(lambda pair: pair[0] + pair[1]),
+)
+
+
+def _lz4_blocks(frame: bytes) -> list[tuple[bool, bytes]]:
+    """Split one of our LZ4 frames into (is_stored, data) blocks, checking the end mark."""
+    blocks: list[tuple[bool, bytes]] = []
+    position = len(LZ4_HEADER)
+    while True:
+        (size,) = struct.unpack_from("<I", frame, position)
+        position += 4
+        if size == 0:
+            assert position == len(frame)
+            return blocks
+        length = size & 0x7FFFFFFF
+        blocks.append((bool(size & 0x80000000), frame[position : position + length]))
+        position += length
+
+
+def _xerial_chunks(stream: bytes) -> list[bytes]:
+    chunks: list[bytes] = []
+    position = len(XERIAL_HEADER)
+    while position < len(stream):
+        (length,) = struct.unpack_from(">i", stream, position)
+        chunks.append(stream[position + 4 : position + 4 + length])
+        position += 4 + length
+    assert position == len(stream)
+    return chunks
+
+
+# --- names and ids ---------------------------------------------------------------------------------------
+
+
+def test_codec_ids_and_labels_are_kafkas() -> None:
+    assert [(int(codec), codec.label) for codec in CompressionType] == [
+        (0, "none"),
+        (1, "gzip"),
+        (2, "snappy"),
+        (3, "lz4"),
+        (4, "zstd"),
+    ]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_compression_from_name_round_trips_label(codec: CompressionType) -> None:
+    assert compression_from_name(codec.label) is codec
+
+
+def test_uncompressed_names_none() -> None:
+    assert compression_from_name("uncompressed") is CompressionType.NONE
+
+
+@pytest.mark.parametrize("name", ["", "GZIP", "producer", "lz4hc", " zstd"])
+def test_compression_from_name_rejects_unknown_names(name: str) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        compression_from_name(name)
+    assert isinstance(caught.value, ValueError)
+    message = str(caught.value)
+    assert repr(name) in message
+    for allowed in ("gzip", "lz4", "none", "snappy", "uncompressed", "zstd"):
+        assert allowed in message
+
+
+# --- round trips -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=4096))
+def test_round_trip(codec: CompressionType, data: bytes) -> None:
+    compressed = compress(codec, data)
+    assert decompress(codec, compressed) == data
+    assert decompress(codec, memoryview(compressed)) == data
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_round_trip_empty(codec: CompressionType) -> None:
+    assert decompress(codec, compress(codec, b"")) == b""
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@large_inputs
+def test_round_trip_large(codec: CompressionType, data: bytes) -> None:
+    assert decompress(codec, compress(codec, data)) == data
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_decompress_reads_a_slice_of_a_larger_buffer(codec: CompressionType) -> None:
+    data = LARGE_INPUTS["mixed"]
+    buffer = b"junk" + compress(codec, data) + b"more junk"
+    assert decompress(codec, memoryview(buffer)[4:-9]) == data
+
+
+def test_none_is_identity() -> None:
+    data = LARGE_INPUTS["random-150KiB"]
+    assert compress(CompressionType.NONE, data) == data
+    assert decompress(CompressionType.NONE, memoryview(data)) == data
+
+
+# --- kafka-python reads what we write, we read what it writes ----------------------------------------------
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS)
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(min_size=1, max_size=4096))
+def test_kafka_python_decodes_ours(codec: CompressionType, data: bytes) -> None:
+    assert KAFKA_PYTHON_DECODERS[codec](compress(codec, data)) == data
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD])
+def test_kafka_python_decodes_ours_empty(codec: CompressionType) -> None:
+    """Not snappy: kafka-python takes a bare 16-byte xerial header for raw snappy (it wants > 16 bytes)."""
+    assert KAFKA_PYTHON_DECODERS[codec](compress(codec, b"")) == b""
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS)
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=4096))
+def test_we_decode_kafka_python(codec: CompressionType, data: bytes) -> None:
+    assert decompress(codec, KAFKA_PYTHON_ENCODERS[codec](data)) == data
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS)
+@large_inputs
+def test_kafka_python_interop_large(codec: CompressionType, data: bytes) -> None:
+    assert KAFKA_PYTHON_DECODERS[codec](compress(codec, data)) == data
+    assert decompress(codec, KAFKA_PYTHON_ENCODERS[codec](data)) == data
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=4096))
+def test_we_decode_kafka_python_raw_snappy(data: bytes) -> None:
+    raw = kafka.codec.snappy_encode(data, xerial_compatible=False)
+    assert not raw.startswith(b"\x82SNAPPY\x00")
+    assert decompress(CompressionType.SNAPPY, raw) == data
+
+
+@large_inputs
+def test_we_decode_kafka_python_snappy_framings_large(data: bytes) -> None:
+    assert (
+        decompress(CompressionType.SNAPPY, kafka.codec.snappy_encode(data, xerial_compatible=False)) == data
+    )
+    small_chunks = kafka.codec.snappy_encode(data, xerial_compatible=True, xerial_blocksize=1000)
+    assert decompress(CompressionType.SNAPPY, small_chunks) == data
+
+
+# --- framing: snappy ---------------------------------------------------------------------------------------
+
+
+@large_inputs
+def test_snappy_is_xerial_framed_in_32_kib_chunks(data: bytes) -> None:
+    stream = compress(CompressionType.SNAPPY, data)
+    assert stream[:16] == bytes.fromhex("82534e41505059000000000100000001")
+    decoded = [snappy.decompress(chunk) for chunk in _xerial_chunks(stream)]
+    assert b"".join(decoded) == data
+    assert all(len(part) == 32 * 1024 for part in decoded[:-1])
+    assert 0 < len(decoded[-1]) <= 32 * 1024
+
+
+def test_snappy_of_empty_input_is_the_bare_header() -> None:
+    assert compress(CompressionType.SNAPPY, b"") == XERIAL_HEADER
+
+
+def test_snappy_reads_concatenated_xerial_streams() -> None:
+    first, second = LARGE_INPUTS["text"][:50_000], LARGE_INPUTS["random-150KiB"][:70_000]
+    stream = kafka.codec.snappy_encode(first) + kafka.codec.snappy_encode(second)
+    assert decompress(CompressionType.SNAPPY, stream) == first + second
+
+
+def test_snappy_ignores_xerial_version_fields() -> None:
+    """Some producers write the version fields little-endian (kafka-python issue 2414)."""
+    stream = compress(CompressionType.SNAPPY, b"payload")
+    little_endian = stream[:8] + struct.pack("<ii", 1, 1) + stream[16:]
+    assert decompress(CompressionType.SNAPPY, little_endian) == b"payload"
+
+
+# --- framing: lz4 ------------------------------------------------------------------------------------------
+
+
+def test_lz4_header_is_kafkas() -> None:
+    frame = compress(CompressionType.LZ4, b"some records")
+    assert frame[:7] == bytes.fromhex("04224d18604082")
+    flg = frame[4]
+    assert flg >> 6 == 0b01  # version
+    assert flg & 0x20  # independent blocks
+    assert not flg & 0x1F  # no block checksum, content size, content checksum or dict id
+    assert frame[5] == 0x40  # 64 KiB blocks
+
+
+def test_lz4_header_matches_the_reference_library() -> None:
+    reference = lz4.frame.compress(
+        b"",
+        block_linked=False,
+        block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+        content_checksum=False,
+        store_size=False,
+    )
+    assert reference[:7] == LZ4_HEADER
+    assert compress(CompressionType.LZ4, b"") == LZ4_HEADER + bytes(4)
+
+
+@pytest.mark.parametrize("block_linked", [False, True])
+@pytest.mark.parametrize("content_checksum", [False, True])
+@pytest.mark.parametrize("store_size", [False, True])
+@pytest.mark.parametrize(
+    "block_size",
+    [
+        lz4.frame.BLOCKSIZE_MAX64KB,
+        lz4.frame.BLOCKSIZE_MAX256KB,
+        lz4.frame.BLOCKSIZE_MAX1MB,
+        lz4.frame.BLOCKSIZE_MAX4MB,
+    ],
+)
+def test_lz4_header_checksum_agrees_with_the_reference_library(
+    block_linked: bool, content_checksum: bool, store_size: bool, block_size: int
+) -> None:
+    frame = lz4.frame.compress(
+        b"x" * 100,
+        block_linked=block_linked,
+        content_checksum=content_checksum,
+        store_size=store_size,
+        block_size=block_size,
+    )
+    descriptor_end = 6 + (8 if frame[4] & 0x08 else 0)
+    assert compression_module._lz4_header_checksum(frame[4:descriptor_end]) == frame[descriptor_end]
+
+
+@large_inputs
+def test_lz4_blocks_are_independent_and_at_most_64_kib(data: bytes) -> None:
+    blocks = _lz4_blocks(compress(CompressionType.LZ4, data))
+    decoded = [
+        block if is_stored else lz4.block.decompress(block, uncompressed_size=64 * 1024)
+        for is_stored, block in blocks
+    ]
+    assert b"".join(decoded) == data
+    assert all(len(part) == 64 * 1024 for part in decoded[:-1])
+    assert 0 < len(decoded[-1]) <= 64 * 1024
+
+
+def test_lz4_stores_incompressible_blocks_uncompressed() -> None:
+    data = LARGE_INPUTS["random-150KiB"]
+    blocks = _lz4_blocks(compress(CompressionType.LZ4, data))
+    assert [is_stored for is_stored, _ in blocks] == [True, True, True]
+    assert b"".join(block for _, block in blocks) == data
+
+
+def test_lz4_compresses_compressible_blocks() -> None:
+    data = LARGE_INPUTS["text"]
+    frame = compress(CompressionType.LZ4, data)
+    assert not any(is_stored for is_stored, _ in _lz4_blocks(frame))
+    assert len(frame) < len(data) // 2
+
+
+@pytest.mark.parametrize("block_linked", [False, True])
+@pytest.mark.parametrize("content_checksum", [False, True])
+@pytest.mark.parametrize("block_checksum", [False, True])
+@pytest.mark.parametrize("block_size", [lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX4MB])
+@pytest.mark.parametrize("compression_level", [0, 9])
+def test_lz4_reads_any_valid_frame(
+    block_linked: bool, content_checksum: bool, block_checksum: bool, block_size: int, compression_level: int
+) -> None:
+    data = LARGE_INPUTS["mixed"]
+    compressor = lz4.frame.LZ4FrameCompressor(
+        block_size=block_size,
+        block_linked=block_linked,
+        compression_level=compression_level,
+        content_checksum=content_checksum,
+        block_checksum=block_checksum,
+    )
+    frame = compressor.begin(source_size=len(data)) + compressor.compress(data) + compressor.flush()
+    assert decompress(CompressionType.LZ4, frame) == data
+
+
+# --- gzip and zstd variants -------------------------------------------------------------------------------
+
+
+def test_gzip_is_standard_and_reads_multiple_members() -> None:
+    data = LARGE_INPUTS["mixed"]
+    assert gzip.decompress(compress(CompressionType.GZIP, data)) == data
+    members = gzip.compress(data[:1000], compresslevel=1) + gzip.compress(data[1000:], compresslevel=9)
+    assert decompress(CompressionType.GZIP, members) == data
+
+
+def test_zstd_is_standard_and_reads_streamed_and_multiple_frames() -> None:
+    data = LARGE_INPUTS["mixed"]
+    assert zstandard.ZstdDecompressor().decompress(compress(CompressionType.ZSTD, data)) == data
+    streamer = zstandard.ZstdCompressor(level=3, write_content_size=False, write_checksum=True).compressobj()
+    streamed = streamer.compress(data[:1000]) + streamer.compress(data[1000:]) + streamer.flush()
+    assert decompress(CompressionType.ZSTD, streamed) == data
+    frames = zstandard.ZstdCompressor(level=1).compress(data[:7]) + zstandard.ZstdCompressor().compress(
+        data[7:]
+    )
+    assert decompress(CompressionType.ZSTD, frames) == data
+
+
+# --- bad input ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS)
+@settings(max_examples=300, deadline=None)
+@given(data=garbage)
+def test_arbitrary_bytes_raise_only_corrupt_data_error(codec: CompressionType, data: bytes) -> None:
+    try:
+        result = decompress(codec, data)
+    except CorruptDataError as error:
+        assert codec.label in str(error)
+    else:
+        assert isinstance(result, bytes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=garbage)
+def test_arbitrary_bytes_pass_through_none(data: bytes) -> None:
+    assert decompress(CompressionType.NONE, data) == data
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS)
+def test_empty_input_is_corrupt(codec: CompressionType) -> None:
+    with pytest.raises(CorruptDataError, match=rf"^{codec.label}: "):
+        decompress(codec, b"")
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS)
+def test_truncated_input_is_corrupt(codec: CompressionType) -> None:
+    data = LARGE_INPUTS["mixed"]
+    compressed = compress(codec, data)
+    cuts = {1, 2, 4, 7, 15, 16, 17, 20, len(compressed) // 2, len(compressed) - 4, len(compressed) - 1}
+    for cut in sorted(cuts):
+        try:
+            result = decompress(codec, compressed[:cut])
+        except CorruptDataError as error:
+            assert error.__cause__ is not None or codec is CompressionType.SNAPPY
+        else:
+            # xerial has no end mark: a stream cut at a chunk boundary is a shorter valid stream
+            assert codec is CompressionType.SNAPPY
+            assert len(result) % (32 * 1024) == 0
+            assert data.startswith(result)
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS)
+@settings(max_examples=100, deadline=None)
+@given(position=st.integers(min_value=0), flip=st.integers(min_value=1, max_value=255))
+def test_flipped_bytes_decode_or_raise_corrupt_data_error(
+    codec: CompressionType, position: int, flip: int
+) -> None:
+    compressed = bytearray(compress(codec, LARGE_INPUTS["mixed"][:5000]))
+    compressed[position % len(compressed)] ^= flip
+    with contextlib.suppress(CorruptDataError):
+        decompress(codec, bytes(compressed))
+
+
+@pytest.mark.parametrize(
+    ("stream", "problem"),
+    [
+        (XERIAL_HEADER[:12], "xerial header at position 0 is truncated"),
+        (XERIAL_HEADER + b"\x00\x00", "chunk length at position 16 is truncated"),
+        (XERIAL_HEADER + struct.pack(">i", -5) + b"abcde", "declares -5 bytes"),
+        (XERIAL_HEADER + struct.pack(">i", 0), "declares 0 bytes"),
+        (XERIAL_HEADER + struct.pack(">i", 10) + b"abc", "declares 10 bytes; allowed 1..3"),
+        (
+            XERIAL_HEADER + struct.pack(">i", 3) + b"\xff\xff\xff",
+            "cannot decompress the 3-byte block at position 20",
+        ),
+    ],
+)
+def test_bad_xerial_framing_is_named(stream: bytes, problem: str) -> None:
+    with pytest.raises(CorruptDataError, match=r"^snappy: ") as caught:
+        decompress(CompressionType.SNAPPY, stream)
+    assert problem in str(caught.value)

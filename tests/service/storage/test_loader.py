@@ -1,0 +1,159 @@
+"""Loading and recovery (Kafka scenarios G1, G4, G5, G7, G8): truncated tails, corrupt segments, missing
+indexes, leftover ``.cleaned``/``.swap``/``.deleted`` files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from service.storage.loader import LoadResult
+from service.storage.records import Record, encode_batch
+from tests.service.storage.conftest import MakeLog, OpenLog, keyed
+
+SEGMENT_BYTES = 300
+
+
+def fill(make_log: MakeLog, count: int = 40) -> list[Record]:
+    """A log of ``count`` keyed records across several 300-byte segments, closed cleanly."""
+    log = make_log(segment_bytes=SEGMENT_BYTES, index_interval_bytes=1)
+    for i in range(count):
+        log.append_records([keyed(b"k%d" % i, b"v%d" % i, timestamp=1000 + i)])
+    records = log.read(0, max_records=count)
+    log.close()
+    return records
+
+
+def reopen(open_log: OpenLog, **kwargs: object) -> tuple[list[Record], LoadResult]:
+    result = open_log(segment_bytes=SEGMENT_BYTES, index_interval_bytes=1, **kwargs)
+    return result.log.read(0, max_records=10_000), result
+
+
+def seg(log_dir: Path, base: int, suffix: str) -> Path:
+    return log_dir / f"{base:020d}{suffix}"
+
+
+def test_truncated_tail_is_cut_at_the_last_whole_batch(
+    make_log: MakeLog, open_log: OpenLog, log_dir: Path
+) -> None:
+    records = fill(make_log)
+    last_log = sorted(log_dir.glob("*.log"))[-1]
+    size = last_log.stat().st_size
+    os.truncate(last_log, size - 5)
+    recovered, result = reopen(open_log)
+    assert recovered == records[:-1]
+    assert result.truncated_bytes > 0
+    assert result.log.log_end_offset == len(records) - 1
+
+
+def test_garbage_appended_to_log_and_index_is_dropped(
+    make_log: MakeLog, open_log: OpenLog, log_dir: Path
+) -> None:
+    """G8: random bytes after the last batch (and in the index) vanish; every record survives."""
+    records = fill(make_log)
+    last_log = sorted(log_dir.glob("*.log"))[-1]
+    with open(last_log, "ab") as f:
+        f.write(os.urandom(37))
+    with open(last_log.with_suffix(".index"), "ab") as f:
+        f.write(os.urandom(8))
+    recovered, result = reopen(open_log, recovery_point=0)
+    assert recovered == records
+    assert result.log.log_end_offset == len(records)
+
+
+def test_flipped_byte_in_a_middle_segment_truncates_there(
+    make_log: MakeLog, open_log: OpenLog, log_dir: Path
+) -> None:
+    records = fill(make_log)
+    logs = sorted(log_dir.glob("*.log"))
+    middle = logs[len(logs) // 2]
+    data = bytearray(middle.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    middle.write_bytes(bytes(data))
+    recovered, result = reopen(open_log)
+    kept = result.log.log_end_offset
+    assert recovered == records[:kept]
+    assert int(middle.name[:20]) <= kept < len(records)
+    assert sorted(log_dir.glob("*.log"))[-1] == middle, "every later segment is gone"
+
+
+def test_missing_and_corrupt_indexes_are_rebuilt(make_log: MakeLog, open_log: OpenLog, log_dir: Path) -> None:
+    """G4: indexes deleted or overwritten with 2 bytes are rebuilt, even after a clean shutdown."""
+    records = fill(make_log)
+    indexes = sorted(log_dir.glob("*.index"))
+    expected_entries = [os.path.getsize(p) for p in indexes]
+    indexes[0].unlink()
+    indexes[1].write_bytes(b"\x00\x01")
+    recovered, result = reopen(open_log, clean_shutdown=True)
+    assert recovered == records
+    log = result.log
+    assert [s.offset_index.entries * 8 for s in log.segments[:2]] == expected_entries[:2]
+    for record in records:
+        assert log.read(record.offset, 1) == [record]
+
+
+def test_bogus_index_files_without_a_log_are_deleted(open_log: OpenLog, log_dir: Path) -> None:
+    """G5."""
+    seg(log_dir, 5, ".index").write_bytes(b"")
+    seg(log_dir, 5, ".timeindex").write_bytes(b"")
+    log = open_log().log
+    assert not seg(log_dir, 5, ".index").exists()
+    assert not seg(log_dir, 5, ".timeindex").exists()
+    assert [s.base_offset for s in log.segments] == [0]
+
+
+def test_leftover_cleaned_and_deleted_files_are_removed(
+    make_log: MakeLog, open_log: OpenLog, log_dir: Path
+) -> None:
+    """G1 steps 1–2: a crash before the swap leaves the original data."""
+    records = fill(make_log)
+    first = seg(log_dir, 0, ".log")
+    shutil.copy(first, str(first) + ".cleaned")
+    shutil.copy(first, str(seg(log_dir, 0, ".index")) + ".deleted")
+    recovered, _ = reopen(open_log)
+    assert recovered == records
+    assert not list(log_dir.glob("*.cleaned")) and not list(log_dir.glob("*.deleted"))
+
+
+def test_swap_file_completes_the_replacement(make_log: MakeLog, open_log: OpenLog, log_dir: Path) -> None:
+    """G1 step 3: a ``.swap`` left by a crash mid-swap replaces the segments in its range."""
+    records = fill(make_log)
+    bases = sorted(int(p.name[:20]) for p in log_dir.glob("*.log"))
+    # The "cleaned" replacement of the first two segments: their records with odd offsets dropped.
+    kept = [r for r in records if r.offset < bases[2] and r.offset % 2 == 0]
+    swap = b"".join(encode_batch([r]) for r in kept)
+    seg(log_dir, 0, ".log.swap").write_bytes(swap)
+    recovered, _ = reopen(open_log)
+    assert recovered == kept + [r for r in records if r.offset >= bases[2]]
+    assert not list(log_dir.glob("*.swap"))
+    assert not seg(log_dir, bases[1], ".log").exists(), "the replaced segment was deleted"
+
+
+def test_swap_at_or_above_a_cleaned_file_is_an_interrupted_split(
+    make_log: MakeLog, open_log: OpenLog, log_dir: Path
+) -> None:
+    records = fill(make_log)
+    shutil.copy(seg(log_dir, 0, ".log"), str(seg(log_dir, 0, ".log")) + ".cleaned")
+    shutil.copy(seg(log_dir, 0, ".log"), str(seg(log_dir, 0, ".log")) + ".swap")
+    recovered, _ = reopen(open_log)
+    assert recovered == records
+    assert not list(log_dir.glob("*.swap"))
+
+
+def test_log_end_below_log_start_starts_afresh(make_log: MakeLog, open_log: OpenLog, log_dir: Path) -> None:
+    """G7: a checkpointed start offset past every surviving record leaves one empty segment there."""
+    fill(make_log, count=10)
+    result = open_log(segment_bytes=SEGMENT_BYTES, log_start_offset=50, clean_shutdown=True)
+    log = result.log
+    assert [s.base_offset for s in log.segments] == [50]
+    assert log.log_start_offset == log.log_end_offset == 50
+    assert seg(log_dir, 50, ".log").exists()
+
+
+def test_clean_shutdown_skips_recovery(make_log: MakeLog, open_log: OpenLog) -> None:
+    """G6."""
+    records = fill(make_log)
+    recovered, result = reopen(open_log, clean_shutdown=True, recovery_point=0)
+    assert recovered == records
+    assert result.recovered_segments == 0
+    assert result.log.recovery_point == len(records)

@@ -1,0 +1,259 @@
+"""PartitionLog: append, offsets, roll rules, reads, validation (Kafka scenarios B1–B7, I1, I2)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from service.clock import ManualClock
+from service.errors import CorruptDataError, InvalidInputError, OffsetOutOfRangeError, RecordTooLargeError
+from service.storage.compression import CompressionType
+from service.storage.control import encode_end_txn_marker_batch
+from service.storage.records import Record, TimestampType, decode_batch, encode_batch
+from service.storage.txn_index import AbortedTxn
+from tests.service.storage.conftest import MakeLog, keyed, plain
+
+HOUR_MS = 3_600_000
+
+
+def test_append_assigns_offsets_and_reads_them_back(make_log: MakeLog) -> None:
+    log = make_log()
+    first = log.append_records([keyed(b"a", b"1"), keyed(b"b", b"2")])
+    second = log.append_records([keyed(b"c", b"3")])
+    assert (first.first_offset, first.last_offset, first.record_offsets) == (0, 1, (0, 1))
+    assert second.record_offsets == (2,)
+    assert log.log_end_offset == log.high_watermark == 3
+    assert [(r.offset, r.key, r.value) for r in log.read(0)] == [
+        (0, b"a", b"1"),
+        (1, b"b", b"2"),
+        (2, b"c", b"3"),
+    ]
+    assert [r.offset for r in log.read(1, max_records=1)] == [1]
+
+
+@pytest.mark.parametrize("codec", list(CompressionType), ids=lambda c: c.label)
+def test_append_compressed_batches(make_log: MakeLog, codec: CompressionType) -> None:
+    log = make_log()
+    info = log.append_records([keyed(b"k%d" % i, b"v" * i) for i in range(50)], compression=codec)
+    assert info.record_offsets == tuple(range(50))
+    assert [r.value for r in log.read(10, 3)] == [b"v" * 10, b"v" * 11, b"v" * 12]
+
+
+def test_size_based_roll(make_log: MakeLog) -> None:
+    """B3: segment.bytes = 10 × (72 − 1); eleven 72-byte batches make two segments."""
+    log = make_log(segment_bytes=10 * 71)
+    for _ in range(11):
+        log.append_records([plain()])
+    assert len(log.segments) == 2
+    assert [s.size_bytes for s in log.segments] == [9 * 72, 2 * 72], "roll once size > 710 − 72"
+
+
+def test_time_based_roll(make_log: MakeLog, clock: ManualClock) -> None:
+    """B1: wall clock when the first batch has no timestamp, record time when it has one."""
+    log = make_log(segment_ms=HOUR_MS)
+    clock.advance(HOUR_MS + 1)
+    log.append_records([plain()])
+    assert len(log.segments) == 1, "an empty segment never rolls on time"
+    log.append_records([plain()])
+    assert len(log.segments) == 2
+    for expected in (3, 4):
+        clock.advance(HOUR_MS + 1)
+        log.append_records([plain()])
+        assert len(log.segments) == expected
+    log.append_records([plain(timestamp=clock.now_ms() + HOUR_MS + 1)])
+    assert len(log.segments) == 4, "the segment's first batch had no timestamp: wall clock decides"
+    clock.advance(HOUR_MS + 1)
+    ts = clock.now_ms()
+    log.append_records([plain(timestamp=ts)])
+    assert len(log.segments) == 5
+    clock.advance(HOUR_MS + 1)
+    log.append_records([plain(timestamp=ts)])
+    assert len(log.segments) == 5, "record time decides now, and it has not moved"
+    log.append_records([plain(timestamp=clock.now_ms())])
+    assert len(log.segments) == 6
+
+
+def test_roll_at_existing_empty_active_segment_is_a_no_op(make_log: MakeLog) -> None:
+    """B4: rolling an empty active segment at its own base keeps one segment."""
+    log = make_log()
+    log.roll(expected_next_offset=0)
+    assert [s.base_offset for s in log.segments] == [0]
+    log.append_records([plain()])
+    assert log.log_end_offset == 1
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(1026)
+
+
+def test_index_entries_follow_the_interval_rule(make_log: MakeLog) -> None:
+    """B7: index.interval.bytes = 2 × batch − 1 ⇒ an entry on appends 3, 5, …, 29 (14 of 30)."""
+    batch_size = len(encode_batch([Record(0, 0, None, b"test")]))
+    log = make_log(index_interval_bytes=2 * batch_size - 1)
+    for i in range(30):
+        log.append_records([plain(timestamp=i)])
+    segment = log.active_segment
+    assert segment.offset_index.entries == 14
+    assert segment.time_index.entries == 14
+    assert segment.max_timestamp_so_far == 29
+    assert segment.offset_index.lookup(4) == (4, 4 * batch_size)
+
+
+def test_roll_materialises_trimmed_indexes_of_the_old_segment(make_log: MakeLog, log_dir: Path) -> None:
+    """B5: lazy index creation; a roll trims the old segment's indexes."""
+    log = make_log(index_interval_bytes=0)
+    for _ in range(3):
+        log.append_records([plain(timestamp=5)])
+    log.roll()
+    names = sorted(p.name for p in log_dir.iterdir())
+    assert names.count("00000000000000000000.index") == 1
+    assert "00000000000000000003.log" in names
+    assert "00000000000000000003.index" not in names
+    assert os.path.getsize(log_dir / "00000000000000000000.index") == 2 * 8
+    assert os.path.getsize(log_dir / "00000000000000000000.timeindex") == 12
+
+
+def test_read_below_log_start_and_at_or_past_end(make_log: MakeLog) -> None:
+    log = make_log()
+    for i in range(5):
+        log.append_records([keyed(b"k", b"%d" % i)])
+    assert log.increment_log_start_offset(2)
+    assert log.read(0)[0].offset == 2
+    assert log.read(5) == []
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        log.read(6)
+    assert (info.value.log_start_offset, info.value.log_end_offset) == (2, 5)
+
+
+def test_delete_records_cannot_pass_the_high_watermark(make_log: MakeLog) -> None:
+    log = make_log()
+    log.append_records([plain(), plain()])
+    with pytest.raises(OffsetOutOfRangeError):
+        log.increment_log_start_offset(3)
+    assert not log.increment_log_start_offset(0)
+    assert log.increment_log_start_offset(2)
+    assert log.log_start_offset == 2
+
+
+def test_compacted_topic_rejects_unkeyed_records(make_log: MakeLog) -> None:
+    """I1: nothing is appended when any record lacks a key."""
+    log = make_log(cleanup_policy=frozenset({"compact"}))
+    with pytest.raises(InvalidInputError, match="record 1 has no key"):
+        log.append_records([keyed(b"a", b"1"), plain(b"x")])
+    assert log.log_end_offset == 0
+    log.append_records([keyed(b"a", b"1")])
+    assert log.log_end_offset == 1
+
+
+def test_create_time_bounds(make_log: MakeLog, clock: ManualClock) -> None:
+    """I2 / KIP-937: too old or too far in the future is rejected; no timestamp is fine."""
+    log = make_log(message_timestamp_before_max_ms=1000, message_timestamp_after_max_ms=500)
+    now = clock.now_ms()
+    with pytest.raises(InvalidInputError, match=r"before\.max\.ms=1000"):
+        log.append_records([plain(timestamp=now - 1001)])
+    with pytest.raises(InvalidInputError, match=r"after\.max\.ms=500"):
+        log.append_records([plain(timestamp=now + 501)])
+    log.append_records([plain(timestamp=now - 1000), plain(timestamp=now + 500), plain(timestamp=-1)])
+    assert log.log_end_offset == 3
+
+
+def test_log_append_time_stamps_the_clock(make_log: MakeLog, clock: ManualClock) -> None:
+    log = make_log(message_timestamp_type=TimestampType.LOG_APPEND_TIME)
+    info = log.append_records([plain(timestamp=5), plain(timestamp=7)])
+    assert info.log_append_time_ms == clock.now_ms()
+    batch = next(log.read_batches(0))
+    assert batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+    assert batch.is_crc_valid()
+    assert [r.timestamp for r in batch.records()] == [clock.now_ms()] * 2
+
+
+def test_batch_larger_than_max_message_bytes_is_rejected(make_log: MakeLog) -> None:
+    log = make_log(max_message_bytes=100)
+    with pytest.raises(RecordTooLargeError, match=r"max\.message\.bytes=100"):
+        log.append_records([plain(b"x" * 100)])
+    assert log.log_end_offset == 0
+
+
+def test_append_rejects_a_corrupt_batch(make_log: MakeLog) -> None:
+    log = make_log()
+    data = bytearray(encode_batch([Record(0, 1, b"k", b"v")]))
+    data[-1] ^= 0xFF
+    with pytest.raises(CorruptDataError, match="CRC"):
+        log.append_batches(bytes(data))
+    assert log.log_end_offset == 0
+
+
+def test_producer_batch_offsets_are_reassigned_in_place(make_log: MakeLog) -> None:
+    log = make_log()
+    log.append_records([plain()])
+    raw = encode_batch(
+        [Record(100, 1, b"k", b"v"), Record(101, 2, b"k", b"w")], producer_id=7, base_sequence=3
+    )
+    info = log.append_batches(raw)
+    assert info.record_offsets == (1, 2)
+    stored = next(log.read_batches(1))
+    assert (stored.base_offset, stored.producer_id, stored.base_sequence) == (1, 7, 3)
+    assert stored.is_crc_valid()
+
+
+def test_flush_advances_the_recovery_point(make_log: MakeLog) -> None:
+    log = make_log()
+    log.append_records([plain()])
+    assert log.recovery_point == 0
+    log.flush()
+    assert log.recovery_point == 1
+    eager = make_log(flush_messages=1)
+    eager.append_records([plain()])
+    assert eager.recovery_point == eager.log_end_offset
+
+
+def test_aborted_transaction_goes_to_the_txn_index(make_log: MakeLog, clock: ManualClock) -> None:
+    log = make_log()
+    log.append_records([plain()])
+    log.append_records(
+        [keyed(b"a", b"1")], producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+    assert log.last_stable_offset == 1
+    marker = encode_end_txn_marker_batch(
+        offset=0, producer_id=9, producer_epoch=0, commit=False, timestamp=clock.now_ms()
+    )
+    log.append_batches(marker)
+    assert log.last_stable_offset == log.log_end_offset == 3
+    assert log.active_segment.txn_index.all_aborted() == [AbortedTxn(9, 1, 2, 3)]
+    assert [r.offset for r in log.read(0)] == [0, 1], "control records are not returned as data"
+
+
+def test_clean_reopen_knows_largest_timestamp_without_scanning(make_log: MakeLog, open_log, clock) -> None:  # type: ignore[no-untyped-def]
+    log = make_log(segment_bytes=200)
+    for i in range(10):
+        log.append_records([plain(timestamp=1000 + i)])
+    segments_before = [(s.base_offset, s.size_bytes) for s in log.segments]
+    log.close()
+    reopened = open_log(segment_bytes=200, clean_shutdown=True).log
+    assert [(s.base_offset, s.size_bytes) for s in reopened.segments] == segments_before
+    assert reopened.log_end_offset == 10
+    assert [s.largest_timestamp() for s in reopened.segments][-1] == (1009, "record")
+    assert reopened.segments[0].largest_timestamp()[1] == "record"
+
+
+def test_segment_without_timestamps_ages_by_mtime(make_log: MakeLog) -> None:
+    log = make_log()
+    log.append_records([plain()])
+    segment = log.active_segment
+    segment.set_last_modified_ms(123_000)
+    assert segment.largest_timestamp() == (123_000, "mtime")
+
+
+def test_read_skips_offsets_removed_by_compaction(log_dir: Path, open_log) -> None:  # type: ignore[no-untyped-def]
+    """A missing offset (a gap left by compaction) reads as the next record."""
+    batches = [
+        encode_batch([Record(0, 1, b"a", b"0"), Record(1, 1, b"b", b"1")]),
+        encode_batch([Record(5, 1, b"a", b"5")], base_offset=5),
+        encode_batch([Record(8, 1, b"c", b"8")], base_offset=6, last_offset_delta=2),
+    ]
+    (log_dir / "00000000000000000000.log").write_bytes(b"".join(batches))
+    log = open_log().log
+    assert log.log_end_offset == 9
+    assert [r.offset for r in log.read(2)] == [5, 8]
+    assert [r.offset for r in log.read(6)] == [8]
+    assert decode_batch(batches[2]).last_offset == 8
