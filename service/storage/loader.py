@@ -65,13 +65,15 @@ def load_partition_log(
     topic_partition = TopicPartition(parsed.topic, parsed.partition)
     _remove_temp_files(directory)
     _complete_swaps(directory, config, clock)
-    segments, rebuilt = _load_segments(directory, config, clock)
-    now_ms = clock.now_ms()
     tracker = TxnTracker()
-    truncated = 0
+    segments, rebuilt = _load_segments(directory, config, clock, tracker)
+    now_ms = clock.now_ms()
+    truncated = sum(rebuilt.values())
+    recovered = len(rebuilt)
     if not clean_shutdown and segments:
-        segments, recovered, truncated = _recover(directory, segments, recovery_point, tracker)
-        rebuilt += recovered
+        segments, recovered_now, truncated_now = _recover(segments, recovery_point, tracker, rebuilt)
+        recovered += recovered_now
+        truncated += truncated_now
     if segments:
         log_end_offset = segments[-1].read_next_offset()
         if log_end_offset < log_start_offset:
@@ -103,7 +105,7 @@ def load_partition_log(
         clock=clock,
         txn_tracker=tracker,
     )
-    return LoadResult(log, rebuilt, truncated)
+    return LoadResult(log, recovered, truncated)
 
 
 def _files_with(directory: Path, suffix: str) -> list[Path]:
@@ -155,7 +157,10 @@ def _complete_swaps(directory: Path, config: LogConfig, clock: Clock) -> None:
     fsync_dir(directory)
 
 
-def _load_segments(directory: Path, config: LogConfig, clock: Clock) -> tuple[list[LogSegment], int]:
+def _load_segments(
+    directory: Path, config: LogConfig, clock: Clock, tracker: TxnTracker
+) -> tuple[list[LogSegment], dict[int, int]]:
+    """Every segment in base-offset order; returns them and {base offset: bytes truncated} of rebuilt ones."""
     names = {p.name for p in directory.iterdir()}
     log_bases = sorted(base_offset_from_name(n) for n in names if n.endswith(LOG_SUFFIX) and n[:1].isdigit())
     bases = set(log_bases)
@@ -166,23 +171,26 @@ def _load_segments(directory: Path, config: LogConfig, clock: Clock) -> tuple[li
             (directory / name).unlink()
     now_ms = clock.now_ms()
     segments = []
-    rebuilt = 0
+    rebuilt: dict[int, int] = {}
     for base in log_bases:
         segment = LogSegment(directory, base, config=config, created_ms=now_ms)
         try:
             segment.sanity_check()
         except (FileNotFoundError, CorruptDataError) as exc:
             logger.warning("Rebuilding the indexes of %s: %s", segment.log_path, exc)
-            segment.recover()
-            rebuilt += 1
+            rebuilt[base] = segment.recover(tracker.on_batch)
         segments.append(segment)
     return segments, rebuilt
 
 
 def _recover(
-    directory: Path, segments: list[LogSegment], recovery_point: int, tracker: TxnTracker
+    segments: list[LogSegment], recovery_point: int, tracker: TxnTracker, rebuilt: dict[int, int]
 ) -> tuple[list[LogSegment], int, int]:
-    """Recover every segment from the one holding the recovery point; drop all after a corrupt one."""
+    """Recover every segment from the one holding the recovery point; drop all after a corrupt one.
+
+    Segments already rebuilt while loading are not scanned twice; if that rebuild truncated one, it is
+    the corrupt segment.
+    """
     start = 0
     for i, segment in enumerate(segments):
         if segment.base_offset <= recovery_point:
@@ -190,14 +198,17 @@ def _recover(
     recovered = 0
     for i in range(start, len(segments)):
         segment = segments[i]
-        logger.info("Recovering unflushed segment %s", segment.log_path)
-        truncated = segment.recover(lambda batch: tracker.on_batch(batch, high_watermark=batch.next_offset))
-        recovered += 1
+        if segment.base_offset in rebuilt:
+            truncated = rebuilt[segment.base_offset]
+        else:
+            logger.info("Recovering unflushed segment %s", segment.log_path)
+            truncated = segment.recover(tracker.on_batch)
+            recovered += 1
         if truncated:
             for later in segments[i + 1 :]:
                 logger.warning(
                     "Deleting %s: it follows the corrupt segment %s", later.log_path, segment.log_path
                 )
                 later.delete_files()
-            return segments[: i + 1], recovered, truncated
+            return segments[: i + 1], recovered, truncated if segment.base_offset not in rebuilt else 0
     return segments, recovered, 0

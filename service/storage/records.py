@@ -23,9 +23,11 @@ LogAppendTime batches, where every record has the batch's maxTimestamp.
 from __future__ import annotations
 
 import enum
+import os
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import NamedTuple
 
 import crc32c
@@ -49,6 +51,7 @@ __all__ = [
     "TimestampType",
     "decode_batch",
     "decode_records",
+    "decode_records_py",
     "encode_batch",
     "encode_records",
     "iter_batches",
@@ -98,6 +101,19 @@ class Record(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[Header, ...] = ()
+
+
+def _load_speedups() -> ModuleType | None:
+    """The optional C decoder (``_speedups.c``), registered with our tuple types; None if not built."""
+    try:
+        from service.storage import _speedups as module  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    module.init(Record, Header)
+    return module  # type: ignore[no-any-return]
+
+
+_speedups = None if os.environ.get("LOGCLEANER_PURE_PYTHON") else _load_speedups()
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +328,27 @@ def decode_records(
     base_timestamp: int,
     log_append_time: int | None = None,
 ) -> list[Record]:
-    """Decode ``count`` records from ``raw``; positions in errors are relative to the records area."""
+    """Decode ``count`` records from ``raw``; positions in errors are relative to the records area.
+
+    Uses the C fast path when it is built; it handles valid input only and hands anything odd to the
+    Python decoder below, which stays the specification and the source of every error.
+    """
+    if _speedups is not None:
+        try:
+            return _speedups.decode_records(raw, count, base_offset, base_timestamp, log_append_time)  # type: ignore[no-any-return]
+        except _speedups.Fallback:
+            pass
+    return decode_records_py(raw, count, base_offset, base_timestamp, log_append_time)
+
+
+def decode_records_py(
+    raw: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None = None,
+) -> list[Record]:
+    """The pure-Python record decoder: the reference for the C fast path."""
     records: list[Record] = []
     append = records.append
     pos = 0

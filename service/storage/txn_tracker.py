@@ -21,8 +21,14 @@ class TxnTracker:
     def first_unstable_offset(self) -> int | None:
         return min(self._open.values(), default=None)
 
-    def on_batch(self, batch: RecordBatch, *, high_watermark: int) -> list[AbortedTxn]:
-        """Track ``batch``; return the aborted transaction it completes, if it is an ABORT marker."""
+    def on_batch(self, batch: RecordBatch, *, high_watermark: int | None = None) -> list[AbortedTxn]:
+        """Track ``batch``; return the aborted transaction it completes, if it is an ABORT marker.
+
+        The last stable offset stored with it is bounded by ``high_watermark`` (default: the marker's
+        next offset, which is the high watermark right after a single-replica append of the marker).
+        """
+        if high_watermark is None:
+            high_watermark = batch.next_offset
         if not batch.is_transactional or batch.producer_id < 0:
             return []
         if not batch.is_control:

@@ -79,20 +79,6 @@ def test_failed_write_into_missing_dir_raises(tmp_path: Path) -> None:
     assert not (tmp_path / "absent").exists()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
-def test_failed_write_into_read_only_dir_keeps_old_file(tmp_path: Path) -> None:
-    target = tmp_path / "f"
-    target.write_bytes(b"old")
-    tmp_path.chmod(0o555)
-    try:
-        with pytest.raises(PermissionError):
-            write_atomically(target, b"new")
-    finally:
-        tmp_path.chmod(0o755)
-    assert target.read_bytes() == b"old"
-    assert not _tmp_of(target).exists()
-
-
 def test_directory_sync_error_other_than_unsupported_is_raised(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
