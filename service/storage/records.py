@@ -350,77 +350,33 @@ def decode_records_py(
 ) -> list[Record]:
     """The pure-Python record decoder: the reference for the C fast path."""
     records: list[Record] = []
-    append = records.append
     pos = 0
     end = len(raw)
     try:
         for _ in range(count):
-            # The common one-byte varints are decoded inline: this loop is the scan hot path.
-            b = raw[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                length, pos = decode_varint(raw, pos)
+            length, pos = decode_varint(raw, pos)
             record_end = pos + length
             if length < 0 or record_end > end:
                 raise CorruptDataError(f"record length {length} runs past the batch end", position=pos)
             pos += 1  # record attributes: unused
             ts_delta, pos = decode_varint(raw, pos)
-            b = raw[pos]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                offset_delta, pos = decode_varint(raw, pos)
-            b = raw[pos]
-            if b < 0x80:
-                key_length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                key_length, pos = decode_varint(raw, pos)
-            if key_length >= 0:
-                key: bytes | None = raw[pos : pos + key_length]
-                pos += key_length
-            elif key_length == -1:
-                key = None
-            else:
-                raise CorruptDataError(f"invalid key length {key_length}", position=pos)
-            b = raw[pos]
-            if b < 0x80:
-                value_length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                value_length, pos = decode_varint(raw, pos)
-            if value_length >= 0:
-                value: bytes | None = raw[pos : pos + value_length]
-                pos += value_length
-            elif value_length == -1:
-                value = None
-            else:
-                raise CorruptDataError(f"invalid value length {value_length}", position=pos)
-            header_count = raw[pos]
-            if header_count == 0:
-                pos += 1
-                headers: tuple[Header, ...] = ()
-            else:
-                headers, pos = _decode_headers(raw, pos)
+            offset_delta, pos = decode_varint(raw, pos)
+            key, pos = _decode_nullable_bytes(raw, pos, "key")
+            value, pos = _decode_nullable_bytes(raw, pos, "value")
+            headers, pos = _decode_headers(raw, pos)
             if pos != record_end:
                 raise CorruptDataError(
                     f"record content ({pos - record_end + length} bytes) does not match its length {length}",
                     position=pos,
                 )
             timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
-            append(Record(base_offset + offset_delta, timestamp, key, value, headers))
-    except IndexError as exc:
-        raise CorruptDataError(
-            f"records area ends inside record {len(records)} of {count}",
-            position=RECORD_BATCH_OVERHEAD + min(pos, end),  # a length may have carried pos past the end
-        ) from exc
+            records.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
     except CorruptDataError as exc:
         # A length may have carried the position past the area's end: report the end instead.
         inner = min(exc.position or 0, end)
-        raise CorruptDataError(exc.reason, position=RECORD_BATCH_OVERHEAD + inner) from exc
+        raise CorruptDataError(
+            f"record {len(records)} of {count}: {exc.reason}", position=RECORD_BATCH_OVERHEAD + inner
+        ) from exc
     if pos != end:
         raise CorruptDataError(
             f"{end - pos} bytes left after the {count} records the batch declares",
@@ -429,8 +385,20 @@ def decode_records_py(
     return records
 
 
+def _decode_nullable_bytes(raw: bytes, pos: int, what: str) -> tuple[bytes | None, int]:
+    """A varint length (-1 = null) and that many bytes; a short slice is caught by the record length check."""
+    length, pos = decode_varint(raw, pos)
+    if length == -1:
+        return None, pos
+    if length < -1:
+        raise CorruptDataError(f"invalid {what} length {length}", position=pos)
+    return raw[pos : pos + length], pos + length
+
+
 def _decode_headers(raw: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
     count, pos = decode_varint(raw, pos)
+    if count == 0:
+        return (), pos
     if count < 0:
         raise CorruptDataError(f"invalid header count {count}", position=pos)
     headers = []
@@ -446,14 +414,7 @@ def _decode_headers(raw: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
             key = key_bytes.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise CorruptDataError("header key is not valid UTF-8", position=pos) from exc
-        value_length, pos = decode_varint(raw, pos)
-        if value_length >= 0:
-            value: bytes | None = raw[pos : pos + value_length]
-            pos += value_length
-        elif value_length == -1:
-            value = None
-        else:
-            raise CorruptDataError(f"invalid header value length {value_length}", position=pos)
+        value, pos = _decode_nullable_bytes(raw, pos, "header value")
         headers.append(Header(key, value))
     return tuple(headers), pos
 

@@ -126,9 +126,13 @@ def bench_recovery(directory: Path, files: list[Path], log_end_offset: int) -> f
     if result.log.log_end_offset != log_end_offset or result.truncated_bytes:
         raise SystemExit("recovery changed the log")
     size = sum(p.stat().st_size for p in files)
+    if result.recovered_segments != len(files):
+        raise SystemExit(
+            f"recovered {result.recovered_segments} of {len(files)} segments: not a full recovery"
+        )
     report(
         "recovery",
-        f"{recover_s:.2f} s ({size / recover_s / 2**20:,.0f} MiB/s); cat {cat_s:.2f} s",
+        f"{recover_s:.2f} s, {len(files)} segments, {size / recover_s / 2**20:,.0f} MiB/s; cat {cat_s:.2f} s",
         f"{recover_s / cat_s:.1f}× the time of cat",
     )
     return recover_s / cat_s

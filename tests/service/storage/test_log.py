@@ -257,3 +257,42 @@ def test_read_skips_offsets_removed_by_compaction(log_dir: Path, open_log) -> No
     assert [r.offset for r in log.read(2)] == [5, 8]
     assert [r.offset for r in log.read(6)] == [8]
     assert decode_batch(batches[2]).last_offset == 8
+
+
+def test_time_based_roll_with_jitter(make_log: MakeLog, clock: ManualClock) -> None:
+    """B2: the roll comes segment.ms − jitter after the first batch, jitter fixed per segment."""
+    log = make_log(segment_ms=HOUR_MS, segment_jitter_ms=1_200_000)
+    log.append_records([plain(timestamp=clock.now_ms())])
+    jitter = log.active_segment.rolling_jitter_ms
+    assert 0 <= jitter < 1_200_000
+    clock.advance(HOUR_MS - 1_200_000)
+    log.append_records([plain(timestamp=clock.now_ms())])
+    assert len(log.segments) == 1
+    clock.advance(1_200_000 - jitter + 1)
+    log.append_records([plain(timestamp=clock.now_ms())])
+    assert len(log.segments) == 2
+
+
+def test_full_offset_index_forces_a_roll(make_log: MakeLog) -> None:
+    """segment.index.bytes = 36 holds four offset-index entries (appends 2–5); the sixth append rolls.
+
+    The records carry no timestamp, so the time index stays empty and never fills first.
+    """
+    log = make_log(segment_index_bytes=36, index_interval_bytes=0)
+    for _ in range(6):
+        log.append_records([plain()])
+    assert [s.base_offset for s in log.segments] == [0, 5]
+    assert log.segments[0].offset_index.entries == 4
+
+
+def test_relative_offset_overflow_forces_a_roll(log_dir: Path, open_log) -> None:  # type: ignore[no-untyped-def]
+    """Offsets in a segment must fit base + int32: an append past that starts a new segment."""
+    last_delta = 2**31 - 10
+    big = encode_batch([Record(0, 1, b"k", b"v")], base_offset=0, last_offset_delta=last_delta)
+    (log_dir / "00000000000000000000.log").write_bytes(big)
+    log = open_log().log
+    assert log.log_end_offset == last_delta + 1
+    log.append_records([plain() for _ in range(5)])
+    assert len(log.segments) == 1
+    log.append_records([plain() for _ in range(20)])
+    assert [s.base_offset for s in log.segments] == [0, last_delta + 6]
