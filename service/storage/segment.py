@@ -293,6 +293,11 @@ class LogSegment:
         if dropped:
             self.truncate_to_position(valid_bytes)
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        # As after a roll or close: the final time-index entry, both indexes trimmed (the loader
+        # re-expands the active segment's), so the next load finds them valid.
+        self.time_index.append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
         return dropped
 
     def truncate_to_position(self, position: int, *, now_ms: int | None = None) -> None:

@@ -64,14 +64,18 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) ->
     directory.mkdir()
     rng = random.Random(20261122)
     acknowledged = -1
+    verified = 0  # records below this offset were checked by an earlier run
     for run in range(RUNS):
-        acknowledged = max(acknowledged, run_writer_until_killed(directory, run, rng.uniform(0.25, 0.6)))
+        acknowledged = max(acknowledged, run_writer_until_killed(directory, run, rng.uniform(0.25, 0.5)))
         log = load_partition_log(directory, CONFIG, clock=SystemClock()).log
         assert log.log_end_offset > acknowledged, f"run {run}: acknowledged offset {acknowledged} lost"
-        records = log.read(0, max_records=log.log_end_offset)
-        assert [r.offset for r in records] == list(range(log.log_end_offset)), f"run {run}: offsets"
+        # Every tenth run (and the last) re-reads the whole log; the others read what is new.
+        start = 0 if run % 10 == 9 or run == RUNS - 1 else verified
+        records = log.read(start, max_records=log.log_end_offset)
+        assert [r.offset for r in records] == list(range(start, log.log_end_offset)), f"run {run}: offsets"
         for record in records:
             assert record == record_for(record.offset, 1_000 + record.offset), f"run {run}"
         check_indexes(log)
+        verified = log.log_end_offset
         log.close()
     assert acknowledged > 1000, "the writer should have made real progress"
