@@ -14,18 +14,22 @@ from pathlib import Path
 
 import click
 
-from service.config.properties import parse_overrides, read_properties
 from service.daemon import Daemon
 from service.errors import ConflictError, InvalidInputError, LogCleanerError, NotFoundError
-from service.storage.log_config import LogConfig
 from service.tools.dump import dump_command
 from service.tools.gen import gen_command
+from service.tools.log_commands import (
+    config_options,
+    explain_command,
+    load_config,
+    retention_command,
+    topic_config_command,
+)
 
 __all__ = ["cli", "main", "run"]
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
-DEFAULT_LOG_DIRS = "./data/logs"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,18 +40,18 @@ def cli(verbose: int) -> None:
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # APScheduler reports every job run at INFO; ours are counted per job instead (-vv shows them).
+    logging.getLogger("apscheduler").setLevel(logging.DEBUG if verbose >= 2 else logging.WARNING)
 
 
 @cli.command()
-@click.option(
-    "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), help="server.properties"
-)
-@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a config key.")
+@config_options
 def serve(config_file: Path | None, overrides: tuple[str, ...]) -> None:
-    """Run the daemon: load and recover every log under log.dirs; SIGTERM/SIGINT shut it down cleanly."""
-    properties = {**read_properties(config_file), **parse_overrides(overrides)}
-    log_dirs = properties.get("log.dirs") or properties.get("log.dir") or DEFAULT_LOG_DIRS
-    daemon = Daemon([Path(p.strip()) for p in log_dirs.split(",") if p.strip()], lambda _topic: LogConfig())
+    """Run the daemon: load and recover every log under log.dirs, run Kafka's scheduled log tasks.
+
+    SIGTERM/SIGINT shut it down cleanly (checkpoints and the clean-shutdown marker written, exit 0).
+    """
+    daemon = Daemon(load_config(config_file, overrides))
     daemon.start()
     try:
         daemon.run_until_stopped()
@@ -55,8 +59,8 @@ def serve(config_file: Path | None, overrides: tuple[str, ...]) -> None:
         daemon.shutdown()
 
 
-cli.add_command(dump_command)
-cli.add_command(gen_command)
+for command in (dump_command, gen_command, retention_command, explain_command, topic_config_command):
+    cli.add_command(command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

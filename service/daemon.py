@@ -1,8 +1,12 @@
-"""The long-running service: lock and load every log dir, run until SIGTERM/SIGINT, shut down cleanly.
+"""The composition root of the long-running service: configuration, the LogManager, the scheduler.
 
-Start-up locks each dir (a second instance fails), loads and recovers every partition, honouring and then
-removing the clean-shutdown marker. Shutdown closes every log (final time-index entries, trimmed indexes),
-writes both offset checkpoints and the clean-shutdown marker, so the next start skips recovery.
+Start-up: topic overrides are read, every log dir is locked and loaded (the LogManager), then Kafka's
+periodic log tasks start after ``scheduler.initial.delay.ms``. SIGTERM/SIGINT: the scheduler stops (runs
+in flight finish), every log is flushed and closed, both checkpoints and the clean-shutdown marker are
+written, and the process exits 0.
+
+Until the log cleaner exists (issue 4), a ``kafka-log-cleaner-thread-0`` thread does the part of a
+cleaner thread's loop that is not cleaning: retention of compacted logs every ``log.cleaner.backoff.ms``.
 """
 
 from __future__ import annotations
@@ -10,56 +14,118 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from scheduler.log_scheduler import LogScheduler
 from service.clock import Clock, SystemClock
-from service.storage.dir_lock import LogDirLock
+from service.config.broker_config import BrokerConfig
+from service.config.topic_config import effective_log_config
+from service.config.topic_store import TopicConfigStore
+from service.log_manager import LogManager, LogManagerSettings
+from service.ports import TaskScheduler
 from service.storage.log_config import LogConfig
-from service.storage.log_dir import LoadedLogDir, close_log_dir, load_log_dir
 
-__all__ = ["Daemon"]
+__all__ = ["Daemon", "build_log_manager"]
 
 logger = logging.getLogger(__name__)
 
 
-class Daemon:
-    """Owns the log dirs, their locks and the loaded logs. ``_stop`` is the only cross-thread state."""
+def build_log_manager(
+    broker: BrokerConfig, store: TopicConfigStore, *, clock: Clock, scheduler: TaskScheduler
+) -> LogManager:
+    """The LogManager with effective per-topic configs: topic override, else broker value, else default."""
 
-    def __init__(
-        self,
-        log_dirs: list[Path],
-        config_for: Callable[[str], LogConfig],
-        *,
-        clock: Clock | None = None,
-        recovery_threads: int = 1,
-    ) -> None:
-        self.log_dirs = [p.resolve() for p in log_dirs]
-        self.config_for = config_for
+    def config_for(topic: str) -> LogConfig:
+        return effective_log_config(broker, store.get(topic))
+
+    return LogManager(
+        [Path(d) for d in broker.log_dirs],
+        config_for,
+        clock=clock,
+        scheduler=scheduler,
+        settings=LogManagerSettings(
+            recovery_threads_per_dir=broker.num_recovery_threads_per_data_dir,
+            cleaner_enabled=broker.log_cleaner_enable,
+            log_segment_delete_delay_ms=broker.log_segment_delete_delay_ms,
+        ),
+    )
+
+
+class Daemon:
+    """Owns the scheduler, the LogManager and the stop event (``_stop``, the only cross-thread state)."""
+
+    def __init__(self, broker: BrokerConfig, *, clock: Clock | None = None) -> None:
+        self.broker = broker
         self.clock = clock or SystemClock()
-        self.recovery_threads = recovery_threads
-        self.loaded: list[LoadedLogDir] = []
-        self._locks: list[LogDirLock] = []
+        self.topic_store = TopicConfigStore([Path(d) for d in broker.log_dirs])
+        self.scheduler = LogScheduler(self.clock, initial_delay_ms=broker.scheduler_initial_delay_ms)
+        self.log_manager = build_log_manager(
+            broker, self.topic_store, clock=self.clock, scheduler=self.scheduler
+        )
         self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._config_version = 0
 
     def start(self) -> None:
-        for path in self.log_dirs:
+        for path in self.log_manager.log_dirs:
             path.mkdir(parents=True, exist_ok=True)
-            lock = LogDirLock(path)
-            lock.acquire()
-            self._locks.append(lock)
-        for path in self.log_dirs:
-            loaded = load_log_dir(path, self.config_for, clock=self.clock, threads=self.recovery_threads)
-            logger.info(
-                "Loaded %d logs from %s (clean shutdown: %s, recovered segments: %d, truncated bytes: %d)",
-                len(loaded.logs),
-                path,
-                loaded.had_clean_shutdown,
-                loaded.recovered_segments,
-                loaded.truncated_bytes,
+        self.topic_store.load()
+        self._config_version = self.topic_store.version
+        self.log_manager.startup()
+        self._schedule_tasks()
+        self.scheduler.start()
+        if self.broker.log_cleaner_enable:
+            thread = threading.Thread(
+                target=self._compacted_retention_loop, name="kafka-log-cleaner-thread-0", daemon=True
             )
-            self.loaded.append(loaded)
+            thread.start()
+            self._threads.append(thread)
+        logger.info(
+            "logcleaner started: %d logs in %s", len(self.log_manager.logs), self.log_manager.log_dirs
+        )
+
+    def _schedule_tasks(self) -> None:
+        broker, manager = self.broker, self.log_manager
+        self.scheduler.add_periodic(
+            "kafka-log-retention", broker.log_retention_check_interval_ms, self._retention
+        )
+        self.scheduler.add_periodic(
+            "kafka-log-flusher", broker.log_flush_scheduler_interval_ms, manager.flush_dirty_logs
+        )
+        self.scheduler.add_periodic(
+            "kafka-recovery-point-checkpoint",
+            broker.log_flush_offset_checkpoint_interval_ms,
+            manager.checkpoint_recovery_points,
+        )
+        self.scheduler.add_periodic(
+            "kafka-log-start-offset-checkpoint",
+            broker.log_flush_start_offset_checkpoint_interval_ms,
+            manager.checkpoint_log_start_offsets,
+        )
+        self.scheduler.add_self_rescheduling("kafka-delete-logs", manager.delete_logs)
+
+    def _retention(self) -> None:
+        self.refresh_topic_configs()
+        self.log_manager.cleanup_logs()
+
+    def refresh_topic_configs(self) -> None:
+        """Pick up topic overrides changed by another process (``logcleaner topic-config``) or the API."""
+        self.topic_store.load()
+        version = self.topic_store.version
+        if version != self._config_version:
+            self._config_version = version
+            for topic in self.log_manager.topics():
+                self.log_manager.apply_topic_config(topic)
+            logger.info("Topic configs changed (version %d): applied to the live logs", version)
+
+    def _compacted_retention_loop(self) -> None:
+        while not self._stop.wait(self.broker.log_cleaner_backoff_ms / 1000):
+            try:
+                self.refresh_topic_configs()
+                self.log_manager.cleanup_compacted_logs()
+            except Exception:  # a failing round is logged; the loop goes on, as Kafka's cleaner thread
+                logger.exception("Retention of compacted logs failed")
 
     def request_stop(self, signum: int | None = None, _frame: FrameType | None = None) -> None:
         if signum is not None:
@@ -73,8 +139,9 @@ class Daemon:
             pass
 
     def shutdown(self) -> None:
-        for loaded in self.loaded:
-            close_log_dir(loaded)
-        for lock in self._locks:
-            lock.release()
+        self._stop.set()
+        self.scheduler.shutdown(wait=True)
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self.log_manager.shutdown()
         logger.info("Shut down cleanly")

@@ -18,6 +18,7 @@ from service.clock import Clock
 from service.errors import InvalidInputError, OffsetOutOfRangeError
 from service.storage.compression import CompressionType
 from service.storage.log_config import LogConfig
+from service.storage.log_files import DELETED_SUFFIX
 from service.storage.records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -76,6 +77,11 @@ class PartitionLog:
         self._txns = txn_tracker or TxnTracker()
         self.last_flush_ms = clock.now_ms()
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The log's lock, for callers that must see a consistent segment list while they act on it."""
+        return self._lock
+
     # -- offsets -----------------------------------------------------------------------------------
 
     @property
@@ -92,9 +98,16 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """min(high watermark, first offset of the oldest open transaction): the cleaner stops here."""
+        """min(high watermark, first offset of the oldest open transaction): the cleaner stops here.
+
+        The first unstable offset never reads below the log start offset (Kafka
+        ``updateFirstUnstableOffset``): once retention or DeleteRecords passes an open transaction's start,
+        it is reported as the log start offset (scenario A23).
+        """
         first_open = self._txns.first_unstable_offset()
-        return self.high_watermark if first_open is None else min(first_open, self.high_watermark)
+        if first_open is None:
+            return self.high_watermark
+        return min(max(first_open, self._log_start_offset), self.high_watermark)
 
     @property
     def recovery_point(self) -> int:
@@ -268,6 +281,30 @@ class PartitionLog:
             self._log_start_offset = new_start
             self._recovery_point = max(self._recovery_point, new_start)
             return True
+
+    def delete_oldest_segments(self, count: int) -> list[LogSegment]:
+        """Retention's deletion (§6.4): drop the ``count`` oldest segments from the log.
+
+        Rolls first when every segment goes (so the log keeps one and its end offset stays), advances the
+        log start offset to the first surviving segment, and renames the dropped segments' files to
+        ``.deleted`` at once. The caller removes those files after ``file.delete.delay.ms``.
+        """
+        if count <= 0:
+            return []
+        with self._lock:
+            if count > len(self._segments):
+                raise ValueError(f"cannot delete {count} of {len(self._segments)} segments")
+            if count == len(self._segments):
+                self.roll()
+            doomed = self._segments[:count]
+            del self._segments[:count]
+            del self._bases[:count]
+            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            self._recovery_point = max(self._recovery_point, self._log_start_offset)
+            for segment in doomed:
+                segment.close_file()
+                segment.change_file_suffixes("", DELETED_SUFFIX)
+            return doomed
 
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment overlapping [recovery point, offset); the recovery point moves to offset."""

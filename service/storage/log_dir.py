@@ -13,8 +13,8 @@ from pathlib import Path
 
 from service.clock import Clock
 from service.errors import InvalidInputError
-from service.storage.checkpoints import (
-    OffsetCheckpointFile,
+from service.storage.checkpoints import OffsetCheckpointFile
+from service.storage.clean_shutdown import (
     read_clean_shutdown_marker,
     remove_clean_shutdown_marker,
     write_clean_shutdown_marker,
@@ -29,7 +29,14 @@ from service.storage.log_files import (
 )
 from service.storage.topic_partition import TopicPartition
 
-__all__ = ["LoadedLogDir", "close_log_dir", "load_log_dir", "write_offset_checkpoints"]
+__all__ = [
+    "LoadedLogDir",
+    "close_log_dir",
+    "load_log_dir",
+    "write_log_start_offset_checkpoint",
+    "write_offset_checkpoints",
+    "write_recovery_point_checkpoint",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -109,15 +116,15 @@ def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
         return {}
 
 
-def write_offset_checkpoints(path: Path, logs: Iterable[PartitionLog]) -> None:
-    """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` for one log dir.
-
-    As Kafka, the log-start-offset file lists only logs whose start offset is above their first segment.
-    """
-    logs = list(logs)
+def write_recovery_point_checkpoint(path: Path, logs: Iterable[PartitionLog]) -> None:
+    """``recovery-point-offset-checkpoint``: every log of the dir → its recovery point."""
     OffsetCheckpointFile(path / RECOVERY_POINT_CHECKPOINT).write(
         {log.topic_partition: log.recovery_point for log in logs}
     )
+
+
+def write_log_start_offset_checkpoint(path: Path, logs: Iterable[PartitionLog]) -> None:
+    """``log-start-offset-checkpoint``: only logs whose start offset is above their first segment (Kafka)."""
     OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT).write(
         {
             log.topic_partition: log.log_start_offset
@@ -125,6 +132,13 @@ def write_offset_checkpoints(path: Path, logs: Iterable[PartitionLog]) -> None:
             if log.log_start_offset > log.segments[0].base_offset
         }
     )
+
+
+def write_offset_checkpoints(path: Path, logs: Iterable[PartitionLog]) -> None:
+    """Both offset checkpoints of one log dir."""
+    logs = list(logs)
+    write_recovery_point_checkpoint(path, logs)
+    write_log_start_offset_checkpoint(path, logs)
 
 
 def close_log_dir(loaded: LoadedLogDir) -> None:

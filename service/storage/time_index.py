@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from service.errors import CorruptDataError, InvalidInputError
-from service.storage.offset_index import DEFAULT_MAX_INDEX_SIZE, AbstractIndex
+from service.storage.index_file import DEFAULT_MAX_INDEX_SIZE, AbstractIndex, check_whole_entries
 
 __all__ = [
     "ENTRY_SIZE",
@@ -136,12 +136,7 @@ class TimeIndex(AbstractIndex):
         """Raise CorruptDataError on a partial entry, last timestamp < first, or last offset < base."""
         length, first, last = self._peek(create=False)
         path, last_position = str(self._path), length - length % ENTRY_SIZE - ENTRY_SIZE
-        if length % ENTRY_SIZE:
-            raise CorruptDataError(
-                f"time index length {length} is not a multiple of {ENTRY_SIZE}",
-                path=path,
-                position=length - length % ENTRY_SIZE,
-            )
+        check_whole_entries(length, ENTRY_SIZE, kind="time index", path=path)
         if first is None or last is None:
             return
         if last[0] < first[0]:
@@ -195,11 +190,6 @@ def encode_entries(entries: Iterable[tuple[int, int]], base_offset: int = 0) -> 
 
 def decode_entries(data: bytes, base_offset: int = 0, *, path: str | None = None) -> list[TimestampOffset]:
     """Time index file bytes → entries with absolute offsets. Checks the length only, as Kafka's loader."""
-    if len(data) % ENTRY_SIZE:
-        raise CorruptDataError(
-            f"time index length {len(data)} is not a multiple of {ENTRY_SIZE}",
-            path=path,
-            position=len(data) - len(data) % ENTRY_SIZE,
-        )
+    check_whole_entries(len(data), ENTRY_SIZE, kind="time index", path=path)
     timestamps, relative = _decode_columns(memoryview(data), len(data) // ENTRY_SIZE)
     return [TimestampOffset(t, base_offset + r) for t, r in zip(timestamps, relative, strict=True)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import struct
 from collections.abc import Iterable
@@ -10,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.errors import CorruptDataError, InvalidInputError
+from service.storage.index_file import IndexFile, check_whole_entries
 
 __all__ = [
     "CURRENT_VERSION",
@@ -83,20 +83,14 @@ def encode_entries(txns: Iterable[AbortedTxn]) -> bytes:
 
 def decode_entries(data: bytes, *, path: str | None = None) -> list[AbortedTxn]:
     """Whole-file bytes → entries; a partial entry or a version other than 0 is CorruptDataError."""
-    whole = len(data) - len(data) % ENTRY_SIZE
-    if whole != len(data):
-        raise CorruptDataError(
-            f"transaction index length {len(data)} is not a multiple of {ENTRY_SIZE}",
-            path=path,
-            position=whole,
-        )
+    check_whole_entries(len(data), ENTRY_SIZE, kind="transaction index", path=path)
     return [
         AbortedTxn.decode(data[position : position + ENTRY_SIZE], path=path, position=position)
-        for position in range(0, whole, ENTRY_SIZE)
+        for position in range(0, len(data), ENTRY_SIZE)
     ]
 
 
-class TransactionIndex:
+class TransactionIndex(IndexFile):
     """Kafka ``TransactionIndex``: the aborted transactions whose ABORT marker lies in this segment.
 
     On disk: 34-byte ``AbortedTxn`` entries back to back, no header, ``last_offset`` strictly increasing.
@@ -109,15 +103,9 @@ class TransactionIndex:
     """
 
     def __init__(self, path: Path, start_offset: int) -> None:
-        self._path = path if isinstance(path, Path) else Path(path)
+        super().__init__(path)
         self._start_offset = start_offset
         self._txns: list[AbortedTxn] | None = None
-        self._fd: int | None = None
-        self._dirty = False
-
-    @property
-    def path(self) -> Path:
-        return self._path
 
     @property
     def start_offset(self) -> int:
@@ -135,11 +123,7 @@ class TransactionIndex:
                 f"{self._path}: aborted transaction {txn} does not end after the last one, at offset "
                 f"{txns[-1].last_offset}"
             )
-        raw = txn.encode()
-        position = len(txns) * ENTRY_SIZE
-        written = os.pwrite(self._writer(), raw, position)
-        if written != len(raw):
-            raise OSError(errno.EIO, f"short write: {written} of {len(raw)} bytes", str(self._path))
+        self._pwrite(self._writer(), txn.encode(), len(txns) * ENTRY_SIZE)
         txns.append(txn)
 
     def all_aborted(self) -> list[AbortedTxn]:
@@ -197,33 +181,6 @@ class TransactionIndex:
     def trim_to_valid_size(self) -> None:
         """Nothing to trim: the transaction index is never preallocated."""
 
-    def flush(self) -> None:
-        if self._fd is not None and self._dirty:
-            os.fsync(self._fd)
-        self._dirty = False
-
-    def close(self) -> None:
-        """fsync and release the file; a later access reloads it."""
-        try:
-            self.flush()
-        finally:
-            self._release()
-
-    def rename_to(self, new_path: Path) -> None:
-        """Rename the file if it exists; otherwise only remember the new path."""
-        new_path = Path(new_path)
-        if self._fd is not None or self._path.exists():
-            os.replace(self._path, new_path)
-        self._path = new_path
-
-    def delete_if_exists(self) -> bool:
-        self._release()
-        try:
-            self._path.unlink()
-        except FileNotFoundError:
-            return False
-        return True
-
     def __repr__(self) -> str:
         return f"TransactionIndex({str(self._path)!r}, start_offset={self._start_offset})"
 
@@ -242,9 +199,5 @@ class TransactionIndex:
         self._dirty = True
         return self._fd
 
-    def _release(self) -> None:
-        fd, self._fd = self._fd, None
+    def _forget(self) -> None:
         self._txns = None
-        self._dirty = False
-        if fd is not None:
-            os.close(fd)

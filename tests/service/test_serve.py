@@ -6,13 +6,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from service.clock import SystemClock
-from service.storage.checkpoints import OffsetCheckpointFile, read_clean_shutdown_marker
+from service.storage.checkpoints import OffsetCheckpointFile
+from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record
@@ -21,33 +24,47 @@ from service.storage.topic_partition import TopicPartition
 REPO = Path(__file__).resolve().parents[2]
 
 
-def start_serve(log_dir: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "service", "-v", "serve", "--override", f"log.dirs={log_dir}"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+class Serve:
+    """``logcleaner -v serve`` as a real subprocess; a thread collects its stderr (the log) line by line."""
 
-
-def wait_for_load(proc: subprocess.Popen[bytes], log_dir: Path, timeout_s: float = 20.0) -> None:
-    """Loading removes the clean-shutdown marker and takes the lock: wait until the lock is held."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        probe = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import fcntl,sys; f=open(sys.argv[1],'a'); fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)",
-                str(log_dir / ".lock"),
-            ],
-            capture_output=True,
+    def __init__(self, log_dir: Path, *overrides: str) -> None:
+        args = [sys.executable, "-m", "service", "-v", "serve", "--override", f"log.dirs={log_dir}"]
+        for override in overrides:
+            args += ["--override", override]
+        self.proc = subprocess.Popen(
+            args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
-        if probe.returncode != 0 and read_clean_shutdown_marker(log_dir) is None:
-            return
-        assert proc.poll() is None, proc.communicate()[1].decode()
-        time.sleep(0.1)
-    pytest.fail("serve did not load its log dir in time")
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, text: str, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if text in self.log:
+                return
+            if self.proc.poll() is not None:
+                self.stop()
+                pytest.fail(f"serve exited with {self.proc.returncode} before logging {text!r}:\n{self.log}")
+            time.sleep(0.05)
+        pytest.fail(f"serve did not log {text!r} within {timeout_s} s:\n{self.log}")
+
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        self.proc.send_signal(signum)
+        returncode = self.proc.wait(timeout=30)
+        self._reader.join(timeout=5)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+        return returncode
 
 
 def write_log(log_dir: Path, count: int) -> None:
@@ -61,24 +78,26 @@ def write_log(log_dir: Path, count: int) -> None:
     close_log_dir(loaded)
 
 
+READY = "logcleaner started"
+
+
 @pytest.mark.slow
 def test_sigterm_shuts_down_cleanly_and_a_second_instance_is_refused(tmp_path: Path) -> None:
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
     write_log(log_dir, 30)
-    proc = start_serve(log_dir)
-    wait_for_load(proc, log_dir)
+    serve = Serve(log_dir)
+    serve.wait_for(READY)
     second = subprocess.run(
         [sys.executable, "-m", "service", "serve", "--override", f"log.dirs={log_dir}"],
         cwd=REPO,
         capture_output=True,
+        text=True,
         timeout=60,
     )
     assert second.returncode == 2
-    assert str(log_dir) in second.stderr.decode() and "another" in second.stderr.decode()
-    proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 0, stderr.decode()
+    assert str(log_dir) in second.stderr and "another" in second.stderr
+    assert serve.stop() == 0, serve.log
     assert read_clean_shutdown_marker(log_dir) is not None
     recovery_points = OffsetCheckpointFile(log_dir / "recovery-point-offset-checkpoint").read()
     assert recovery_points == {TopicPartition("orders", 0): 30}
@@ -89,20 +108,77 @@ def test_sigkill_then_restart_recovers(tmp_path: Path) -> None:
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
     write_log(log_dir, 20)
-    proc = start_serve(log_dir)
-    wait_for_load(proc, log_dir)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
+    serve = Serve(log_dir)
+    serve.wait_for(READY)
+    serve.stop(signal.SIGKILL)
     assert read_clean_shutdown_marker(log_dir) is None, "no marker after a kill"
     with open(sorted((log_dir / "orders-0").glob("*.log"))[-1], "ab") as f:
         f.write(os.urandom(23))  # a torn write at the tail
-    proc = start_serve(log_dir)
-    wait_for_load(proc, log_dir)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 0, stderr.decode()
-    assert "truncating" in stderr.decode()
+    serve = Serve(log_dir)
+    serve.wait_for(READY)
+    assert serve.stop(signal.SIGINT) == 0, serve.log
+    assert "truncating" in serve.log
     loaded = load_log_dir(log_dir, lambda _t: LogConfig(segment_bytes=500), clock=SystemClock())
     log = loaded.logs[TopicPartition("orders", 0)]
     assert log.log_end_offset == 20
     assert [r.value for r in log.read(0, 100)] == [b"v%d" % i for i in range(20)]
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+def test_the_scheduler_deletes_expired_segments_then_restarts_clean_and_recovers(tmp_path: Path) -> None:
+    """Records that expire while the daemon runs are deleted by the real ``kafka-log-retention`` task."""
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    (log_dir / "events-0").mkdir()
+    loaded = load_log_dir(log_dir, lambda _t: LogConfig(segment_bytes=400), clock=SystemClock())
+    log = loaded.logs[TopicPartition("events", 0)]
+    stamp = SystemClock().now_ms()
+    for i in range(40):
+        log.append_records([Record(0, stamp, b"k%d" % i, b"v%d" % i)])
+    segments_before = len(log.segments)
+    close_log_dir(loaded)
+    partition = log_dir / "events-0"
+    fast = (
+        "scheduler.initial.delay.ms=200",
+        "log.retention.check.interval.ms=300",
+        "log.retention.ms=2000",
+        "log.segment.delete.delay.ms=300",
+        "log.flush.offset.checkpoint.interval.ms=300",
+    )
+    serve = Serve(log_dir, *fast)
+    try:
+        wait_until(
+            lambda: len(list(partition.glob("*.log"))) == 1, "retention to delete every expired segment"
+        )
+        wait_until(lambda: not list(partition.glob("*.deleted")), "the .deleted files to be removed")
+    finally:
+        returncode = serve.stop()
+    assert returncode == 0, serve.log
+    assert segments_before > 2
+    assert "time retention" in serve.log
+    assert read_clean_shutdown_marker(log_dir) is not None
+    assert OffsetCheckpointFile(log_dir / "recovery-point-offset-checkpoint").read() == {
+        TopicPartition("events", 0): 40
+    }
+    assert OffsetCheckpointFile(log_dir / "log-start-offset-checkpoint").read() == {}, "start == first base"
+    [remaining] = partition.glob("*.log")
+    assert remaining.name == "00000000000000000040.log", "rolled at the log end offset before deleting all"
+
+    serve = Serve(log_dir, *fast)
+    serve.wait_for(READY)
+    serve.stop(signal.SIGKILL)
+    assert read_clean_shutdown_marker(log_dir) is None
+    serve = Serve(log_dir, *fast)
+    serve.wait_for(READY)
+    assert serve.stop() == 0, serve.log
+    assert "Recovering unflushed segment" in serve.log
+    assert read_clean_shutdown_marker(log_dir) is not None

@@ -15,7 +15,8 @@ import pytest
 
 from service.cli import main
 from service.clock import ManualClock
-from service.storage.checkpoints import encode_checkpoint, write_clean_shutdown_marker
+from service.storage.checkpoints import encode_checkpoint
+from service.storage.clean_shutdown import write_clean_shutdown_marker
 from service.storage.compression import CompressionType
 from service.storage.control import encode_end_txn_marker_batch
 from service.storage.loader import load_partition_log
@@ -27,7 +28,7 @@ from service.storage.time_index import encode_entries as encode_time_entries
 from service.storage.topic_partition import TopicPartition
 from service.storage.txn_index import AbortedTxn
 from service.storage.txn_index import encode_entries as encode_txn_entries
-from service.tools.dump import file_kind
+from service.tools.dump_readers import file_kind
 
 FIXTURES = Path(__file__).resolve().parents[3].parent / "shared/fixtures/kafka-written"
 NOW_MS = 1_700_000_000_000

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from service.cli import main
 from service.clock import ManualClock
 from service.errors import ConflictError, InvalidInputError
-from service.storage.checkpoints import OffsetCheckpointFile, read_clean_shutdown_marker
+from service.storage.checkpoints import OffsetCheckpointFile
+from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.compression import CompressionType
 from service.storage.dir_lock import LogDirLock
 from service.storage.file_records import iter_file_batches

@@ -1,0 +1,278 @@
+"""The broker (service-wide) configuration: ``server.properties`` + ``--override``, parsed once at start-up.
+
+Built in the composition root and passed down as narrow values; never a global. Every field is a key of
+:data:`~service.config.definitions.CONFIG_DEFS` with ``.`` → ``_``. Keys with synonyms hold the
+*resolved* value, as Kafka's ``KafkaConfig`` accessors do:
+
+- ``log_retention_ms``: ``log.retention.ms``, else ``.minutes`` × 60,000, else ``.hours`` × 3,600,000;
+  any negative result is ``-1`` (unlimited).
+- ``log_roll_ms`` / ``log_roll_jitter_ms``: the ``.ms`` key, else the ``.hours`` key × 3,600,000.
+- ``log_flush_interval_ms``: ``log.flush.interval.ms``, else ``log.flush.scheduler.interval.ms``.
+- ``log_dirs``: ``log.dirs``, else ``log.dir`` if set, else ``./data/logs`` (the contract's embedded
+  default; Kafka's own would be ``/tmp/kafka-logs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from service.config.definitions import (
+    DEFS_BY_NAME,
+    DEFS_BY_TOPIC_NAME,
+    SPARK_PREFIX,
+    ConfigSource,
+    ConfigValue,
+    InvalidConfigError,
+    parse_value,
+)
+from service.config.properties import parse_overrides, read_properties
+
+__all__ = ["EMBEDDED_LOG_DIRS", "BrokerConfig", "load_broker_config"]
+
+EMBEDDED_LOG_DIRS = ("./data/logs",)
+_MS_PER_UNIT = {"ms": 1, "minutes": 60_000, "hours": 3_600_000}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Typed broker settings; build with :meth:`from_properties` or :func:`load_broker_config`."""
+
+    log_dirs: tuple[str, ...]
+    log_dir: str
+    log_segment_bytes: int
+    log_roll_ms: int
+    log_roll_hours: int
+    log_roll_jitter_ms: int
+    log_roll_jitter_hours: int
+    log_retention_ms: int
+    log_retention_minutes: int | None
+    log_retention_hours: int
+    log_retention_bytes: int
+    log_retention_check_interval_ms: int
+    log_cleanup_policy: tuple[str, ...]
+    log_cleaner_enable: bool
+    log_cleaner_threads: int
+    log_cleaner_min_cleanable_ratio: float
+    log_cleaner_backoff_ms: int
+    log_cleaner_dedupe_buffer_size: int
+    log_cleaner_io_buffer_size: int
+    log_cleaner_io_buffer_load_factor: float
+    log_cleaner_io_max_bytes_per_second: float
+    log_cleaner_delete_retention_ms: int
+    log_cleaner_min_compaction_lag_ms: int
+    log_cleaner_max_compaction_lag_ms: int
+    log_message_timestamp_type: str
+    log_message_timestamp_before_max_ms: int
+    log_message_timestamp_after_max_ms: int
+    log_flush_interval_messages: int
+    log_flush_interval_ms: int
+    log_flush_scheduler_interval_ms: int
+    log_flush_offset_checkpoint_interval_ms: int
+    log_flush_start_offset_checkpoint_interval_ms: int
+    log_index_interval_bytes: int
+    log_index_size_max_bytes: int
+    log_segment_delete_delay_ms: int
+    log_preallocate: bool
+    num_recovery_threads_per_data_dir: int
+    num_partitions: int
+    message_max_bytes: int
+    api_host: str
+    api_port: int
+    api_auth_token_file: str | None
+    scheduler_initial_delay_ms: int
+    spark_master: str
+    spark_conf: Mapping[str, str]
+    """Every ``spark.*`` key to hand to Spark, ``spark.master`` included (with its default)."""
+    explicit_keys: frozenset[str]
+    """The keys set in the file or by ``--override`` (the ``broker`` source); the rest are defaults."""
+
+    @classmethod
+    def defaults(cls) -> BrokerConfig:
+        """The configuration with nothing set: Kafka's defaults and the embedded ``./data/logs``."""
+        return cls.from_properties({})[0]
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
+        """Parse ``props``; return the config and one warning per unknown key.
+
+        Raises :class:`~service.config.definitions.InvalidConfigError` (an ``InvalidInputError``) on the
+        first invalid value, naming the key, the value and what is allowed.
+        """
+        warnings: list[str] = []
+        explicit: dict[str, ConfigValue] = {}
+        spark: dict[str, str] = {}
+        for key, raw in props.items():
+            defn = DEFS_BY_NAME.get(key)
+            if defn is not None:
+                explicit[key] = parse_value(defn, raw)
+            elif key.startswith(SPARK_PREFIX):
+                spark[key] = raw.strip()
+            else:
+                warnings.append(_unknown_key_warning(key))
+        values = _Values(explicit)
+        spark_conf = {"spark.master": values.text("spark.master"), **spark}
+        return cls(
+            log_dirs=_resolve_log_dirs(explicit),
+            log_dir=values.text("log.dir"),
+            log_segment_bytes=values.integer("log.segment.bytes"),
+            log_roll_ms=values.ms("log.roll.ms"),
+            log_roll_hours=values.integer("log.roll.hours"),
+            log_roll_jitter_ms=values.ms("log.roll.jitter.ms"),
+            log_roll_jitter_hours=values.integer("log.roll.jitter.hours"),
+            log_retention_ms=max(values.ms("log.retention.ms"), -1),
+            log_retention_minutes=values.optional_int("log.retention.minutes"),
+            log_retention_hours=values.integer("log.retention.hours"),
+            log_retention_bytes=values.integer("log.retention.bytes"),
+            log_retention_check_interval_ms=values.integer("log.retention.check.interval.ms"),
+            log_cleanup_policy=values.items("log.cleanup.policy"),
+            log_cleaner_enable=values.flag("log.cleaner.enable"),
+            log_cleaner_threads=values.integer("log.cleaner.threads"),
+            log_cleaner_min_cleanable_ratio=values.real("log.cleaner.min.cleanable.ratio"),
+            log_cleaner_backoff_ms=values.integer("log.cleaner.backoff.ms"),
+            log_cleaner_dedupe_buffer_size=values.integer("log.cleaner.dedupe.buffer.size"),
+            log_cleaner_io_buffer_size=values.integer("log.cleaner.io.buffer.size"),
+            log_cleaner_io_buffer_load_factor=values.real("log.cleaner.io.buffer.load.factor"),
+            log_cleaner_io_max_bytes_per_second=values.real("log.cleaner.io.max.bytes.per.second"),
+            log_cleaner_delete_retention_ms=values.integer("log.cleaner.delete.retention.ms"),
+            log_cleaner_min_compaction_lag_ms=values.integer("log.cleaner.min.compaction.lag.ms"),
+            log_cleaner_max_compaction_lag_ms=values.integer("log.cleaner.max.compaction.lag.ms"),
+            log_message_timestamp_type=values.text("log.message.timestamp.type"),
+            log_message_timestamp_before_max_ms=values.integer("log.message.timestamp.before.max.ms"),
+            log_message_timestamp_after_max_ms=values.integer("log.message.timestamp.after.max.ms"),
+            log_flush_interval_messages=values.integer("log.flush.interval.messages"),
+            log_flush_interval_ms=values.ms("log.flush.interval.ms"),
+            log_flush_scheduler_interval_ms=values.integer("log.flush.scheduler.interval.ms"),
+            log_flush_offset_checkpoint_interval_ms=values.integer("log.flush.offset.checkpoint.interval.ms"),
+            log_flush_start_offset_checkpoint_interval_ms=values.integer(
+                "log.flush.start.offset.checkpoint.interval.ms"
+            ),
+            log_index_interval_bytes=values.integer("log.index.interval.bytes"),
+            log_index_size_max_bytes=values.integer("log.index.size.max.bytes"),
+            log_segment_delete_delay_ms=values.integer("log.segment.delete.delay.ms"),
+            log_preallocate=values.flag("log.preallocate"),
+            num_recovery_threads_per_data_dir=values.integer("num.recovery.threads.per.data.dir"),
+            num_partitions=values.integer("num.partitions"),
+            message_max_bytes=values.integer("message.max.bytes"),
+            api_host=values.text("api.host"),
+            api_port=values.integer("api.port"),
+            api_auth_token_file=values.optional_text("api.auth.token.file"),
+            scheduler_initial_delay_ms=values.integer("scheduler.initial.delay.ms"),
+            spark_master=values.text("spark.master"),
+            spark_conf=MappingProxyType(spark_conf),
+            explicit_keys=frozenset(explicit) | frozenset(spark),
+        ), warnings
+
+    def source_of(self, key: str) -> ConfigSource:
+        """``"broker"`` if ``key`` or a synonym it resolves from was set explicitly, else ``"default"``."""
+        defn = DEFS_BY_NAME.get(key)
+        if defn is None and not key.startswith(SPARK_PREFIX):
+            raise KeyError(key)
+        keys = (key, *defn.synonyms) if defn is not None else (key,)
+        return "broker" if any(k in self.explicit_keys for k in keys) else "default"
+
+    def broker_value(self, key: str) -> ConfigValue | None:
+        """The typed (for synonyms: resolved) value of broker ``key``; ``None`` if unset without default."""
+        if key in DEFS_BY_NAME:
+            value: ConfigValue | None = getattr(self, DEFS_BY_NAME[key].attribute)
+            return value
+        if key.startswith(SPARK_PREFIX):
+            return self.spark_conf.get(key)
+        raise KeyError(key)
+
+
+def load_broker_config(config_file: Path | None, overrides: Sequence[str]) -> tuple[BrokerConfig, list[str]]:
+    """Read ``config_file`` (``None``: embedded defaults) and apply ``--override key=value`` pairs on top."""
+    props = read_properties(config_file)
+    props.update(parse_overrides(overrides))
+    return BrokerConfig.from_properties(props)
+
+
+def _unknown_key_warning(key: str) -> str:
+    topic_defn = DEFS_BY_TOPIC_NAME.get(key)
+    if topic_defn is not None:
+        return (
+            f"unknown config key {key!r} ignored: it is a topic config; the broker key is {topic_defn.name!r}"
+        )
+    return f"unknown config key {key!r} ignored"
+
+
+def _resolve_log_dirs(explicit: Mapping[str, ConfigValue]) -> tuple[str, ...]:
+    if "log.dirs" in explicit:
+        key, raw = "log.dirs", explicit["log.dirs"]
+        dirs = raw if isinstance(raw, tuple) else ()
+    elif "log.dir" in explicit:
+        key, raw = "log.dir", explicit["log.dir"]
+        dirs = tuple(d.strip() for d in str(raw).split(",") if d.strip())
+    else:
+        return EMBEDDED_LOG_DIRS
+    if not dirs:
+        raise InvalidConfigError(
+            f"Invalid value '' for configuration {key}: no log directory; "
+            "allowed: a comma-separated list of one or more directories",
+            name=key,
+            value="",
+        )
+    return dirs
+
+
+class _Values:
+    """Typed access to explicit values with table defaults; the type checks guard against table typos."""
+
+    def __init__(self, explicit: Mapping[str, ConfigValue]) -> None:
+        self._explicit = explicit
+
+    def get(self, key: str) -> ConfigValue | None:
+        return self._explicit[key] if key in self._explicit else DEFS_BY_NAME[key].default
+
+    def optional_int(self, key: str) -> int | None:
+        value = self.get(key)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        raise TypeError(f"{key} is not an integer: {value!r}")
+
+    def integer(self, key: str) -> int:
+        value = self.optional_int(key)
+        if value is None:
+            raise TypeError(f"{key} has no value")
+        return value
+
+    def ms(self, key: str) -> int:
+        """The first of ``key`` and its synonyms that has a value, in milliseconds."""
+        for name in (key, *DEFS_BY_NAME[key].synonyms):
+            value = self.optional_int(name)
+            if value is not None:
+                return value * _MS_PER_UNIT[name.rsplit(".", 1)[1]]
+        raise TypeError(f"{key} has no value and no synonym with a default")
+
+    def real(self, key: str) -> float:
+        value = self.get(key)
+        if isinstance(value, float):
+            return value
+        raise TypeError(f"{key} is not a float: {value!r}")
+
+    def flag(self, key: str) -> bool:
+        value = self.get(key)
+        if isinstance(value, bool):
+            return value
+        raise TypeError(f"{key} is not a boolean: {value!r}")
+
+    def optional_text(self, key: str) -> str | None:
+        value = self.get(key)
+        if value is None or isinstance(value, str):
+            return value
+        raise TypeError(f"{key} is not a string: {value!r}")
+
+    def text(self, key: str) -> str:
+        value = self.optional_text(key)
+        if value is None:
+            raise TypeError(f"{key} has no value")
+        return value
+
+    def items(self, key: str) -> tuple[str, ...]:
+        value = self.get(key)
+        if isinstance(value, tuple):
+            return value
+        raise TypeError(f"{key} is not a list: {value!r}")

@@ -1,0 +1,159 @@
+"""Topic-level configuration: overrides on top of the broker defaults, as Kafka's ``LogConfig.fromProps``.
+
+A topic config's value is the topic override if there is one, else the broker key it is the synonym of
+(whose own value is resolved through its synonyms, ``log.retention.ms`` → ``.minutes`` → ``.hours``),
+else the default. Overrides are kept as Kafka's strings (as the store writes them) and parsed here with
+the topic-level validators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from service.config.broker_config import BrokerConfig
+from service.config.definitions import (
+    DEFS_BY_TOPIC_NAME,
+    ConfigDef,
+    ConfigSource,
+    ConfigValue,
+    InvalidConfigError,
+    format_value,
+    parse_value,
+)
+from service.storage.log_config import LogConfig
+from service.storage.records import TimestampType
+
+__all__ = [
+    "TOPIC_CONFIG_NAMES",
+    "ConfigEntry",
+    "describe_topic_config",
+    "effective_log_config",
+    "topic_config_def",
+    "validate_topic_overrides",
+]
+
+TOPIC_CONFIG_NAMES: tuple[str, ...] = tuple(sorted(DEFS_BY_TOPIC_NAME))
+_TIMESTAMP_TYPES = {t.label: t for t in TimestampType}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One effective topic config, as ``GET /v1/topics/{t}/configs`` shows it.
+
+    ``value`` is JSON-friendly: numbers and booleans as such, lists in Kafka's string form
+    (``"compact,delete"``).
+    """
+
+    name: str
+    value: int | float | bool | str
+    source: ConfigSource
+
+
+def validate_topic_overrides(changes: Mapping[str, object]) -> dict[str, str]:
+    """Check topic-level ``changes`` (strings or JSON numbers) and return them in Kafka's string form.
+
+    Raises :class:`~service.config.definitions.InvalidConfigError` for an unknown topic config name
+    (listing the allowed names) or a value that is not allowed (naming key, value and what is allowed).
+    """
+    normalized: dict[str, str] = {}
+    for name, raw in changes.items():
+        defn = topic_config_def(name)
+        if not isinstance(raw, (str, int, float)):  # bool is an int
+            raise InvalidConfigError(
+                f"Invalid value {raw!r} for configuration {name}: must be a string or a number",
+                name=name,
+                value=raw,
+            )
+        normalized[name] = format_value(parse_value(defn, raw, topic=True))
+    return normalized
+
+
+def effective_log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
+    """The ``LogConfig`` one topic's partitions obey: ``overrides`` over ``broker`` over the defaults."""
+    v = _Effective(broker, overrides)
+    return LogConfig(
+        segment_bytes=v.integer("segment.bytes"),
+        segment_ms=v.integer("segment.ms"),
+        segment_jitter_ms=v.integer("segment.jitter.ms"),
+        segment_index_bytes=v.integer("segment.index.bytes"),
+        index_interval_bytes=v.integer("index.interval.bytes"),
+        max_message_bytes=v.integer("max.message.bytes"),
+        message_timestamp_type=_TIMESTAMP_TYPES[str(v.value("message.timestamp.type"))],
+        message_timestamp_before_max_ms=v.integer("message.timestamp.before.max.ms"),
+        message_timestamp_after_max_ms=v.integer("message.timestamp.after.max.ms"),
+        cleanup_policy=frozenset(v.items("cleanup.policy")),
+        retention_ms=v.integer("retention.ms"),
+        retention_bytes=v.integer("retention.bytes"),
+        delete_retention_ms=v.integer("delete.retention.ms"),
+        min_compaction_lag_ms=v.integer("min.compaction.lag.ms"),
+        max_compaction_lag_ms=v.integer("max.compaction.lag.ms"),
+        min_cleanable_dirty_ratio=v.real("min.cleanable.dirty.ratio"),
+        file_delete_delay_ms=v.integer("file.delete.delay.ms"),
+        flush_messages=v.integer("flush.messages"),
+        flush_ms=v.integer("flush.ms"),
+        preallocate=v.value("preallocate") is True,
+    )
+
+
+def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> dict[str, ConfigEntry]:
+    """Every topic config with its effective value and where it came from, sorted by name."""
+    v = _Effective(broker, overrides)
+    entries: dict[str, ConfigEntry] = {}
+    for name in TOPIC_CONFIG_NAMES:
+        value = v.value(name)
+        shown = format_value(value) if isinstance(value, tuple) else value
+        entries[name] = ConfigEntry(name, shown, v.source(name))
+    return entries
+
+
+def topic_config_def(name: str) -> ConfigDef:
+    """The table row whose topic name is ``name``; ``InvalidConfigError`` listing the names if none."""
+    defn = DEFS_BY_TOPIC_NAME.get(name)
+    if defn is None:
+        raise InvalidConfigError(
+            f"Unknown topic config name {name!r}; allowed: {', '.join(TOPIC_CONFIG_NAMES)}",
+            name=name,
+            value=None,
+        )
+    return defn
+
+
+class _Effective:
+    """The effective values of one topic, parsed lazily; typed getters narrow for ``LogConfig``."""
+
+    def __init__(self, broker: BrokerConfig, overrides: Mapping[str, str]) -> None:
+        self._broker = broker
+        self._overrides = overrides
+        for name in overrides:
+            topic_config_def(name)  # an unknown name is an error here too, not silently ignored
+
+    def value(self, name: str) -> ConfigValue:
+        defn = DEFS_BY_TOPIC_NAME[name]
+        if name in self._overrides:
+            return parse_value(defn, self._overrides[name], topic=True)
+        value = self._broker.broker_value(defn.name)
+        if value is None:  # every topic synonym resolves to a value; None would be a table bug
+            raise TypeError(f"{defn.name} has no value")
+        return value
+
+    def source(self, name: str) -> ConfigSource:
+        return "topic" if name in self._overrides else self._broker.source_of(DEFS_BY_TOPIC_NAME[name].name)
+
+    def integer(self, name: str) -> int:
+        value = self.value(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise TypeError(f"{name} is not an integer: {value!r}")
+
+    def real(self, name: str) -> float:
+        value = self.value(name)
+        if isinstance(value, float):
+            return value
+        raise TypeError(f"{name} is not a number: {value!r}")
+
+    def items(self, name: str) -> tuple[str, ...]:
+        value = self.value(name)
+        if isinstance(value, tuple):
+            return value
+        raise TypeError(f"{name} is not a list: {value!r}")

@@ -1,0 +1,200 @@
+"""Durable topic-level config overrides: one small JSON file, copied into every log dir.
+
+Kafka keeps topic configs in ZooKeeper or the KRaft metadata log; with neither, the service keeps them
+next to the data they govern, so any surviving log dir carries them. File layout
+(``<log dir>/.logcleaner-topic-configs.json``, UTF-8)::
+
+    {"version": 7, "topics": {"orders": {"cleanup.policy": "compact", "retention.ms": "-1"}}}
+
+Values are Kafka's strings, already validated. ``version`` grows by one with every change.
+
+Crash behaviour: each copy is replaced with :func:`~service.storage.atomic.write_atomically`, so a copy
+is always a complete old or new file. A crash part-way through the copies leaves some dirs on version N+1
+and the rest on N; :meth:`TopicConfigStore.load` takes the highest version, so the change is either
+fully seen or (if no copy was replaced) not at all. A dir with a missing or unreadable copy is skipped
+with a warning; a corrupt copy is logged as an error and skipped, unless no readable copy is left, which
+raises ``CorruptDataError`` rather than start with the overrides silently gone. Log loading ignores the
+file: it is not a partition directory (Kafka's loader ignores stray files the same way).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from service.config.definitions import InvalidConfigError
+from service.config.topic_config import topic_config_def, validate_topic_overrides
+from service.errors import CorruptDataError, InvalidInputError
+from service.storage.atomic import write_atomically
+from service.storage.log_files import is_valid_topic_name
+
+__all__ = ["TOPIC_CONFIGS_FILE", "TopicConfigStore"]
+
+logger = logging.getLogger(__name__)
+
+TOPIC_CONFIGS_FILE = ".logcleaner-topic-configs.json"
+
+_Topics = dict[str, dict[str, str]]
+
+
+class TopicConfigStore:
+    """The owner of every topic's overrides, in memory and on disk.
+
+    ``self._lock`` guards ``_version``, ``_topics`` and ``_loaded``, and serialises the file writes
+    (``write_atomically`` needs one writer per path). Readers get copies, so they never see a change
+    half-applied. :meth:`load` runs on first use if the caller did not run it.
+    """
+
+    def __init__(self, log_dirs: Sequence[Path]) -> None:
+        if not log_dirs:
+            raise ValueError("TopicConfigStore needs at least one log dir")
+        self._paths = tuple(Path(d) / TOPIC_CONFIGS_FILE for d in log_dirs)
+        self._lock = threading.Lock()
+        self._version = 0
+        self._topics: _Topics = {}
+        self._loaded = False
+
+    @property
+    def version(self) -> int:
+        with self._lock:
+            self._ensure_loaded()
+            return self._version
+
+    def load(self) -> None:
+        """(Re)read every copy, keep the highest version (module docstring: what is skipped, what raises)."""
+        with self._lock:
+            self._load_locked()
+
+    def _load_locked(self) -> None:
+        best: tuple[int, _Topics] | None = None
+        corrupt: list[CorruptDataError] = []
+        for path in self._paths:
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                logger.debug("no topic config file %s yet", path)
+                continue
+            except OSError as exc:
+                logger.warning("topic config file %s is unreadable; skipped: %s", path, exc)
+                continue
+            try:
+                version, topics = _decode(data, path)
+            except CorruptDataError as exc:
+                logger.exception("topic config file %s is corrupt; using the other log dirs' copies", path)
+                corrupt.append(exc)
+                continue
+            if best is None or version > best[0]:
+                best = (version, topics)
+        if best is None and corrupt:
+            raise corrupt[0]
+        self._version, self._topics = best if best is not None else (0, {})
+        self._loaded = True
+        logger.debug(
+            "loaded topic configs version %d (%d topics with overrides)", self._version, len(self._topics)
+        )
+
+    def get(self, topic: str) -> dict[str, str]:
+        """The overrides of ``topic`` (empty if it has none)."""
+        with self._lock:
+            self._ensure_loaded()
+            return dict(self._topics.get(topic, {}))
+
+    def all(self) -> dict[str, dict[str, str]]:
+        """Every topic with overrides and its overrides."""
+        with self._lock:
+            self._ensure_loaded()
+            return {topic: dict(overrides) for topic, overrides in self._topics.items()}
+
+    def update(self, topic: str, set: Mapping[str, object], delete: Sequence[str] = ()) -> dict[str, str]:
+        """Set and delete overrides of ``topic`` durably; return its new overrides.
+
+        All changes are validated before anything is written (``InvalidInputError`` names the key). A
+        key may not be both set and deleted; deleting a key that is not set is a no-op, as in Kafka.
+        """
+        if not is_valid_topic_name(topic):
+            raise InvalidInputError(
+                f"invalid topic name {topic!r}: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'"
+            )
+        normalized = validate_topic_overrides(set)
+        both = sorted(normalized.keys() & frozenset(delete))
+        if both:
+            raise InvalidConfigError(
+                f"config {both[0]!r} is both set and deleted in one request", name=both[0], value=None
+            )
+        for name in delete:
+            topic_config_def(name)  # an unknown name is an error, as in Kafka
+        with self._lock:
+            self._ensure_loaded()
+            overrides = {**self._topics.get(topic, {}), **normalized}
+            for name in delete:
+                overrides.pop(name, None)
+            if overrides == self._topics.get(topic, {}):
+                return overrides  # nothing changes: no new version, no write
+            topics = {**self._topics, topic: overrides} if overrides else _without(self._topics, topic)
+            self._commit(topics)
+            return dict(overrides)
+
+    def remove_topic(self, topic: str) -> None:
+        """Forget ``topic``'s overrides (its deletion); a topic without overrides writes nothing."""
+        with self._lock:
+            self._ensure_loaded()
+            if topic in self._topics:
+                self._commit(_without(self._topics, topic))
+
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            self._load_locked()
+
+    def _commit(self, topics: _Topics) -> None:
+        """Write ``topics`` as the next version into every dir, then adopt it. Caller holds the lock.
+
+        A dir whose write fails is logged and skipped; the change stands if one copy was written (that
+        copy has the highest version, so it is what the next load sees). If none was, nothing changes.
+        """
+        version = self._version + 1
+        data = _encode(version, topics)
+        written = 0
+        errors: list[OSError] = []
+        for path in self._paths:
+            try:
+                write_atomically(path, data)
+                written += 1
+            except OSError as exc:
+                logger.exception("cannot write topic config file %s", path)
+                errors.append(exc)
+        if written == 0:
+            raise errors[0]
+        self._version, self._topics = version, topics
+
+
+def _without(topics: _Topics, topic: str) -> _Topics:
+    return {name: overrides for name, overrides in topics.items() if name != topic}
+
+
+def _encode(version: int, topics: _Topics) -> bytes:
+    return (json.dumps({"version": version, "topics": topics}, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _decode(data: bytes, path: Path) -> tuple[int, _Topics]:
+    """Parse and check one copy; anything off is ``CorruptDataError`` with the path."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptDataError(f"not a JSON document: {exc}", path=str(path)) from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("topics"), dict):
+        raise CorruptDataError('expected {"version": N, "topics": {...}}', path=str(path))
+    version = doc.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise CorruptDataError(f"version {version!r} is not a non-negative integer", path=str(path))
+    topics: _Topics = {}
+    for topic, overrides in doc["topics"].items():
+        if not is_valid_topic_name(topic) or not isinstance(overrides, dict):
+            raise CorruptDataError(f"bad entry for topic {topic!r}", path=str(path))
+        try:
+            topics[topic] = validate_topic_overrides(overrides)
+        except InvalidInputError as exc:
+            raise CorruptDataError(f"topic {topic!r}: {exc}", path=str(path)) from exc
+    return version, topics

@@ -1,0 +1,93 @@
+"""``logcleaner explain`` and ``GET /v1/retention/explain``: per partition and segment, what retention
+would do and why, and whether the cleaner would pick the log. Beyond Kafka, which acts silently.
+
+The documents follow CONTRACT §4 (snake_case, integers for offsets, sizes and timestamps); each segment
+also carries ``detail`` (a sentence) and, when held back by a future timestamp, ``future_by_ms``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from service.cleanable import CleanerReason, log_to_clean
+from service.retention import SegmentVerdict, explain_retention
+from service.storage.log import PartitionLog
+from service.storage.topic_partition import TopicPartition
+
+__all__ = ["explain_partition"]
+
+JsonDoc = dict[str, object]
+
+
+def explain_partition(
+    log: PartitionLog,
+    *,
+    now_ms: int,
+    cleaner_enabled: bool,
+    cleaner_checkpoints: Mapping[TopicPartition, int],
+) -> JsonDoc:
+    config = log.config
+    with log.lock:
+        segments = log.segments
+        verdicts = explain_retention(
+            segments,
+            config,
+            now_ms=now_ms,
+            log_start_offset=log.log_start_offset,
+            log_end_offset=log.log_end_offset,
+            high_watermark=log.high_watermark,
+            retention_applies=cleaner_enabled or not config.is_compacted,
+        )
+        cleaner = _cleaner_view(log, now_ms, cleaner_enabled, cleaner_checkpoints.get(log.topic_partition))
+    tp = log.topic_partition
+    return {
+        "topic": tp.topic,
+        "partition": tp.partition,
+        "log_dir": str(log.directory.parent),
+        "log_start_offset": log.log_start_offset,
+        "log_end_offset": log.log_end_offset,
+        "high_watermark": log.high_watermark,
+        "size_bytes": sum(s.size_bytes for s in segments),
+        "cleanup_policy": ",".join(sorted(config.cleanup_policy)),
+        "retention_ms": config.retention_ms,
+        "retention_bytes": config.retention_bytes,
+        "segments": [_segment_doc(v) for v in verdicts],
+        "cleaner": cleaner,
+    }
+
+
+def _segment_doc(verdict: SegmentVerdict) -> JsonDoc:
+    doc: JsonDoc = {
+        "base_offset": verdict.base_offset,
+        "size_bytes": verdict.size_bytes,
+        "largest_timestamp": verdict.largest_timestamp,
+        "largest_timestamp_source": verdict.largest_timestamp_source,
+        "verdict": "delete" if verdict.is_delete else "keep",
+        "reason": str(verdict.reason),
+        "detail": verdict.detail,
+    }
+    if verdict.future_by_ms is not None:
+        doc["future_by_ms"] = verdict.future_by_ms
+    return doc
+
+
+def _cleaner_view(log: PartitionLog, now_ms: int, cleaner_enabled: bool, checkpoint: int | None) -> JsonDoc:
+    candidate = log_to_clean(log, checkpoint, now_ms)
+    ratio = log.config.min_cleanable_dirty_ratio
+    if not log.config.is_compacted:
+        would_clean, reason = False, CleanerReason.NOT_COMPACTED
+    elif not cleaner_enabled:
+        would_clean, reason = False, CleanerReason.CLEANER_DISABLED
+    else:
+        would_clean, reason = candidate.verdict(ratio)
+    return {
+        "dirty_ratio": round(candidate.cleanable_ratio, 6),
+        "min_cleanable_dirty_ratio": ratio,
+        "first_dirty_offset": candidate.first_dirty_offset,
+        "first_uncleanable_offset": candidate.first_uncleanable_offset,
+        "cleanable_bytes": candidate.cleanable_bytes,
+        "clean_bytes": candidate.clean_bytes,
+        "max_compaction_delay_ms": candidate.max_compaction_delay_ms,
+        "would_clean": would_clean,
+        "reason": str(reason),
+    }

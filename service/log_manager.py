@@ -1,0 +1,341 @@
+"""The LogManager (Kafka ``LogManager``, reference §8): every partition log under ``log.dirs``.
+
+Start-up locks each dir and loads it (a dir that fails with an I/O error goes offline, the others go on);
+the periodic tasks' bodies live here (retention, flush, both checkpoints, partition-dir deletion) and the
+scheduler only calls them; shutdown closes every log and writes the checkpoints and the clean-shutdown
+marker. ``_lock`` guards ``_logs``, ``_dirs`` and ``_delete_queue``; each log guards itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from service.clock import Clock
+from service.errors import ConflictError, InvalidInputError, NotFoundError
+from service.ports import TaskScheduler
+from service.retention import RetentionReason, plan_retention
+from service.storage.dir_lock import LogDirLock
+from service.storage.loader import load_partition_log
+from service.storage.log import PartitionLog
+from service.storage.log_config import LogConfig
+from service.storage.log_dir import (
+    LoadedLogDir,
+    close_log_dir,
+    load_log_dir,
+    write_log_start_offset_checkpoint,
+    write_offset_checkpoints,
+    write_recovery_point_checkpoint,
+)
+from service.storage.log_files import DELETE_DIR_SUFFIX, is_valid_topic_name, partition_dir_name
+from service.storage.segment import LogSegment
+from service.storage.topic_partition import TopicPartition
+
+__all__ = ["DeletedSegment", "LogManager", "LogManagerSettings"]
+
+logger = logging.getLogger(__name__)
+
+_MAX_DIR_NAME = 255
+
+
+@dataclass(frozen=True, slots=True)
+class LogManagerSettings:
+    recovery_threads_per_dir: int = 1
+    cleaner_enabled: bool = True
+    log_segment_delete_delay_ms: int = 60_000  # the broker default: whole partition dirs wait this long
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedSegment:
+    topic: str
+    partition: int
+    base_offset: int
+    size_bytes: int
+    reason: RetentionReason
+
+
+@dataclass(slots=True)
+class _LogDirState:
+    path: Path
+    lock: LogDirLock | None = None
+    offline_reason: str | None = None
+    had_clean_shutdown: bool = False
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Sequence[Path],
+        config_for: Callable[[str], LogConfig],
+        *,
+        clock: Clock,
+        scheduler: TaskScheduler,
+        settings: LogManagerSettings = LogManagerSettings(),
+    ) -> None:
+        self.config_for = config_for
+        self.clock = clock
+        self.scheduler = scheduler
+        self.settings = settings
+        self._dirs = [_LogDirState(Path(p).resolve()) for p in log_dirs]
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._delete_queue: list[tuple[Path, int]] = []  # (renamed dir, time enqueued)
+        self._lock = threading.RLock()
+        self.is_loaded = False
+
+    # -- start-up and shutdown -------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Lock and load every log dir; an I/O error takes only that dir offline."""
+        for state in self._dirs:
+            try:
+                state.path.mkdir(parents=True, exist_ok=True)
+                state.lock = LogDirLock(state.path)
+                state.lock.acquire()
+            except ConflictError:
+                self.release_locks()
+                raise
+            except OSError as exc:
+                self._mark_offline(state, exc)
+        for state in self.online_dirs():
+            try:
+                loaded = load_log_dir(
+                    state.path,
+                    self.config_for,
+                    clock=self.clock,
+                    threads=self.settings.recovery_threads_per_dir,
+                )
+            except OSError as exc:
+                self._mark_offline(state, exc)
+                continue
+            self._adopt(state, loaded)
+        self.is_loaded = True
+
+    def _adopt(self, state: _LogDirState, loaded: LoadedLogDir) -> None:
+        state.had_clean_shutdown = loaded.had_clean_shutdown
+        logger.info(
+            "Loaded %d logs from %s (clean shutdown: %s, segments recovered: %d, bytes truncated: %d)",
+            len(loaded.logs),
+            state.path,
+            loaded.had_clean_shutdown,
+            loaded.recovered_segments,
+            loaded.truncated_bytes,
+        )
+        with self._lock:
+            self._logs.update(loaded.logs)
+            now = self.clock.now_ms()
+            self._delete_queue.extend((path, now) for path in loaded.pending_deletion)
+
+    def shutdown(self) -> None:
+        """Kafka's shutdown (§8.4): close every log, write checkpoints and the clean-shutdown marker."""
+        for state in self.online_dirs():
+            logs = self.logs_in(state.path)
+            try:
+                close_log_dir(LoadedLogDir(state.path, {log.topic_partition: log for log in logs}, False))
+            except OSError as exc:
+                self._mark_offline(state, exc)
+        self.release_locks()
+        logger.info("Log manager shut down cleanly")
+
+    def release_locks(self) -> None:
+        for state in self._dirs:
+            if state.lock is not None:
+                state.lock.release()
+                state.lock = None
+
+    def _mark_offline(self, state: _LogDirState, exc: BaseException) -> None:
+        logger.error("Taking log dir %s offline after an I/O error: %s", state.path, exc, exc_info=exc)
+        with self._lock:
+            state.offline_reason = str(exc)
+            for tp in [tp for tp, log in self._logs.items() if log.directory.parent == state.path]:
+                del self._logs[tp]
+
+    # -- what is live ----------------------------------------------------------------------------
+
+    def online_dirs(self) -> list[_LogDirState]:
+        return [s for s in self._dirs if s.offline_reason is None]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [s.path for s in self._dirs]
+
+    @property
+    def offline_dirs(self) -> dict[Path, str]:
+        return {s.path: s.offline_reason for s in self._dirs if s.offline_reason is not None}
+
+    @property
+    def logs(self) -> dict[TopicPartition, PartitionLog]:
+        with self._lock:
+            return dict(self._logs)
+
+    def logs_in(self, log_dir: Path) -> list[PartitionLog]:
+        return [log for log in self.logs.values() if log.directory.parent == log_dir]
+
+    def get_log(self, tp: TopicPartition) -> PartitionLog:
+        log = self.logs.get(tp)
+        if log is None:
+            raise NotFoundError(f"partition {tp} does not exist")
+        return log
+
+    def topics(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for tp in sorted(self.logs):
+            out.setdefault(tp.topic, []).append(tp.partition)
+        return out
+
+    def apply_topic_config(self, topic: str) -> None:
+        """A changed topic config takes effect on the next task run, without a restart."""
+        config = self.config_for(topic)
+        for tp, log in self.logs.items():
+            if tp.topic == topic:
+                log.config = config
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    def create_topic(self, topic: str, partitions: int) -> list[PartitionLog]:
+        if not is_valid_topic_name(topic):
+            raise InvalidInputError(
+                f"topic name {topic!r} is invalid: use 1-249 of [a-zA-Z0-9._-], and not '.' or '..'"
+            )
+        if partitions < 1:
+            raise InvalidInputError(f"partitions must be at least 1, got {partitions}")
+        with self._lock:
+            if topic in self.topics():
+                raise ConflictError(f"topic {topic!r} already exists")
+            return [self._create_partition(TopicPartition(topic, p)) for p in range(partitions)]
+
+    def _create_partition(self, tp: TopicPartition) -> PartitionLog:
+        online = self.online_dirs()
+        if not online:
+            raise OSError("no log dir is online")
+        counts = {s.path: len(self.logs_in(s.path)) for s in online}
+        target = min(online, key=lambda s: counts[s.path]).path  # Kafka: the dir with fewest partitions
+        directory = target / partition_dir_name(tp.topic, tp.partition)
+        directory.mkdir()
+        log = load_partition_log(directory, self.config_for(tp.topic), clock=self.clock).log
+        self._logs[tp] = log
+        return log
+
+    def delete_topic(self, topic: str) -> list[TopicPartition]:
+        """Kafka's asynchronous delete: each partition dir is renamed ``-delete`` and removed later."""
+        with self._lock:
+            doomed = [tp for tp in self._logs if tp.topic == topic]
+            if not doomed:
+                raise NotFoundError(f"topic {topic!r} does not exist")
+            for tp in doomed:
+                self._async_delete(tp)
+        return doomed
+
+    def _async_delete(self, tp: TopicPartition) -> None:
+        log = self._logs.pop(tp)
+        log.close()
+        suffix = f".{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        stem = partition_dir_name(tp.topic, tp.partition)
+        name = stem[: _MAX_DIR_NAME - len(suffix)] + suffix
+        renamed = log.directory.with_name(name)
+        log.directory.rename(renamed)
+        self._delete_queue.append((renamed, self.clock.now_ms()))
+        write_offset_checkpoints(log.directory.parent, self.logs_in(log.directory.parent))
+        logger.info("Partition %s renamed to %s for deletion", tp, renamed)
+
+    def delete_logs(self) -> int:
+        """The ``kafka-delete-logs`` task: remove partition dirs whose delay has passed.
+
+        Returns the milliseconds until it should run again (the head's remaining time, or the delay).
+        """
+        delay = self.settings.log_segment_delete_delay_ms
+        now = self.clock.now_ms()
+        with self._lock:
+            due = [(p, t) for p, t in self._delete_queue if t + delay <= now]
+            self._delete_queue = [(p, t) for p, t in self._delete_queue if t + delay > now]
+            waiting = min((t + delay - now for _, t in self._delete_queue), default=max(delay, 1))
+        for path, _ in due:
+            shutil.rmtree(path, ignore_errors=True)
+            logger.info("Deleted log dir %s", path)
+        return max(waiting, 1)
+
+    @property
+    def pending_partition_deletions(self) -> list[Path]:
+        with self._lock:
+            return [p for p, _ in self._delete_queue]
+
+    # -- retention -------------------------------------------------------------------------------
+
+    def retention_logs(self, *, compacted: bool) -> list[PartitionLog]:
+        """Logs the retention task handles (no ``compact`` in the policy), or the cleaner's (compacted)."""
+        return [log for log in self.logs.values() if log.config.is_compacted == compacted]
+
+    def cleanup_logs(self) -> list[DeletedSegment]:
+        """The ``kafka-log-retention`` task: retention for every non-compacted log (§8.1)."""
+        return [d for log in self.retention_logs(compacted=False) for d in self.delete_old_segments(log)]
+
+    def cleanup_compacted_logs(self) -> list[DeletedSegment]:
+        """What Kafka's cleaner threads do after each cleaning attempt: retention for compacted logs."""
+        if not self.settings.cleaner_enabled:
+            return []
+        return [d for log in self.retention_logs(compacted=True) for d in self.delete_old_segments(log)]
+
+    def delete_old_segments(self, log: PartitionLog, *, dry_run: bool = False) -> list[DeletedSegment]:
+        """Kafka's ``deleteOldSegments`` for one log; files go after the topic's ``file.delete.delay.ms``."""
+        with log.lock:
+            segments = log.segments
+            plan = plan_retention(
+                segments,
+                log.config,
+                now_ms=self.clock.now_ms(),
+                log_start_offset=log.log_start_offset,
+                log_end_offset=log.log_end_offset,
+                high_watermark=log.high_watermark,
+            )
+            if plan.total == 0:
+                return []
+            tp = log.topic_partition
+            deleted = [
+                DeletedSegment(tp.topic, tp.partition, s.base_offset, s.size_bytes, reason)
+                for s, reason in zip(segments, plan.reasons(), strict=False)
+            ]
+            if dry_run:
+                return deleted
+            doomed = log.delete_oldest_segments(plan.total)
+        for d in deleted:
+            logger.info(
+                "Deleting segment %d of %s-%d: %s retention", d.base_offset, d.topic, d.partition, d.reason
+            )
+        self.scheduler.schedule_once("delete-file", log.config.file_delete_delay_ms, _deleter(doomed))
+        return deleted
+
+    # -- flush and checkpoints -------------------------------------------------------------------
+
+    def flush_dirty_logs(self) -> None:
+        """The ``kafka-log-flusher`` task: flush every log whose ``flush.ms`` has passed."""
+        now = self.clock.now_ms()
+        for log in self.logs.values():
+            if now - log.last_flush_ms >= log.config.flush_ms:
+                log.flush()
+
+    def checkpoint_recovery_points(self) -> None:
+        """The ``kafka-recovery-point-checkpoint`` task."""
+        self._checkpoint_each_dir(write_recovery_point_checkpoint)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """The ``kafka-log-start-offset-checkpoint`` task."""
+        self._checkpoint_each_dir(write_log_start_offset_checkpoint)
+
+    def _checkpoint_each_dir(self, write: Callable[[Path, list[PartitionLog]], None]) -> None:
+        for state in self.online_dirs():
+            try:
+                write(state.path, self.logs_in(state.path))
+            except OSError as exc:
+                self._mark_offline(state, exc)
+
+
+def _deleter(segments: list[LogSegment]) -> Callable[[], None]:
+    def delete() -> None:
+        for segment in segments:
+            segment.delete_files()
+
+    return delete

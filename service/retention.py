@@ -1,0 +1,256 @@
+"""Kafka's retention rules (``UnifiedLog.deleteOldSegments``, reference §6), as one pure walk.
+
+Order: log-start-offset breach, then size (``retention.bytes``), then time (``retention.ms``); compact-only
+logs get the start-offset step alone. Each step walks from the oldest segment and stops at the first one it
+may not delete, so only a prefix of the log ever goes; nothing at or past the high watermark goes; an empty
+active segment never goes. Time compares ``now − largestTimestamp > retention.ms`` (strictly), with the
+file mtime standing in only when no record has a timestamp — so one segment stamped in the future holds
+back every later one. When every segment goes, the log rolls first so that it always has one.
+
+``plan_retention`` decides; ``PartitionLog.delete_oldest_segments`` acts. ``explain`` also says, for every
+segment kept, why: that is the part Kafka does not tell its operators.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from service.storage.log_config import LogConfig
+from service.storage.segment import LogSegment
+
+__all__ = [
+    "RetentionPlan",
+    "RetentionReason",
+    "SegmentVerdict",
+    "explain_retention",
+    "plan_retention",
+]
+
+
+class RetentionReason(enum.StrEnum):
+    # why a segment is deleted
+    LOG_START_OFFSET = "log-start-offset"
+    SIZE = "size"
+    TIME = "time"
+    # why a segment is kept
+    ACTIVE_SEGMENT = "active-segment"
+    WITHIN_RETENTION = "within-retention"
+    FUTURE_TIMESTAMP = "future-timestamp"
+    BLOCKED_BY_EARLIER_SEGMENT = "blocked-by-earlier-segment"
+    ABOVE_HIGH_WATERMARK = "above-high-watermark"
+    POLICY_COMPACT_ONLY = "policy-compact-only"
+    CLEANER_DISABLED = "cleaner-disabled"
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPlan:
+    """How many of the oldest segments each step deletes (they follow one another), and whether to roll."""
+
+    log_start_offset_count: int = 0
+    size_count: int = 0
+    time_count: int = 0
+    roll_first: bool = False
+
+    @property
+    def total(self) -> int:
+        return self.log_start_offset_count + self.size_count + self.time_count
+
+    def reasons(self) -> list[RetentionReason]:
+        """The reason for each segment to delete, oldest first."""
+        return (
+            [RetentionReason.LOG_START_OFFSET] * self.log_start_offset_count
+            + [RetentionReason.SIZE] * self.size_count
+            + [RetentionReason.TIME] * self.time_count
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentVerdict:
+    base_offset: int
+    size_bytes: int
+    largest_timestamp: int
+    largest_timestamp_source: str
+    is_delete: bool
+    reason: RetentionReason
+    detail: str = ""
+    future_by_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _LogState:
+    segments: Sequence[LogSegment]
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+    def upper(self, index: int) -> int:
+        """The offset after segment ``index``: the next segment's base, or the LEO for the active one."""
+        if index + 1 < len(self.segments):
+            return self.segments[index + 1].base_offset
+        return self.log_end_offset
+
+    def may_delete(self, index: int) -> bool:
+        """The gates every step shares: below the high watermark, and not the empty active segment."""
+        is_active = index == len(self.segments) - 1
+        if is_active and self.segments[index].size_bytes == 0:
+            return False
+        return self.high_watermark >= self.upper(index)
+
+
+def plan_retention(
+    segments: Sequence[LogSegment],
+    config: LogConfig,
+    *,
+    now_ms: int,
+    log_start_offset: int,
+    log_end_offset: int,
+    high_watermark: int,
+) -> RetentionPlan:
+    """Kafka's three steps on the current segments; no I/O when nothing is due (timestamps are cached)."""
+    state = _LogState(segments, log_start_offset, log_end_offset, high_watermark)
+    start = _count_start_offset_breach(state, 0)
+    if not config.has_delete_policy:
+        return RetentionPlan(start, 0, 0, roll_first=start == len(segments))
+    size = _count_size_breach(state, start, config.retention_bytes)
+    time = _count_time_breach(state, start + size, config.retention_ms, now_ms)
+    total = start + size + time
+    return RetentionPlan(start, size, time, roll_first=total == len(segments) and total > 0)
+
+
+def _count_start_offset_breach(state: _LogState, first: int) -> int:
+    count = 0
+    for index in range(first, len(state.segments) - 1):  # never the active segment: it has no successor
+        if not (state.may_delete(index) and state.upper(index) <= state.log_start_offset):
+            break
+        count += 1
+    return count
+
+
+def _count_size_breach(state: _LogState, first: int, retention_bytes: int) -> int:
+    if retention_bytes < 0:
+        return 0
+    remaining = state.segments[first:]
+    excess = sum(s.size_bytes for s in remaining) - retention_bytes
+    if excess < 0:
+        return 0
+    count = 0
+    for index in range(first, len(state.segments)):
+        size = state.segments[index].size_bytes
+        if not (state.may_delete(index) and excess - size >= 0):
+            break
+        excess -= size
+        count += 1
+    return count
+
+
+def _count_time_breach(state: _LogState, first: int, retention_ms: int, now_ms: int) -> int:
+    if retention_ms < 0:
+        return 0
+    count = 0
+    for index in range(first, len(state.segments)):
+        largest, _source = state.segments[index].largest_timestamp()
+        if not (state.may_delete(index) and now_ms - largest > retention_ms):
+            break
+        count += 1
+    return count
+
+
+def explain_retention(
+    segments: Sequence[LogSegment],
+    config: LogConfig,
+    *,
+    now_ms: int,
+    log_start_offset: int,
+    log_end_offset: int,
+    high_watermark: int,
+    retention_applies: bool = True,
+) -> list[SegmentVerdict]:
+    """A verdict for every segment: the plan's deletions with their step, and why each other one stays.
+
+    ``retention_applies`` is False for compacted logs when the cleaner is disabled: Kafka then runs no
+    retention on them at all.
+    """
+    state = _LogState(segments, log_start_offset, log_end_offset, high_watermark)
+    plan = plan_retention(
+        segments,
+        config,
+        now_ms=now_ms,
+        log_start_offset=log_start_offset,
+        log_end_offset=log_end_offset,
+        high_watermark=high_watermark,
+    )
+    deleted = plan.reasons() if retention_applies else []
+    verdicts = []
+    blocker: SegmentVerdict | None = None
+    for index, segment in enumerate(segments):
+        largest, source = segment.largest_timestamp()
+        base = (segment.base_offset, segment.size_bytes, largest, source)
+        if index < len(deleted):
+            verdicts.append(SegmentVerdict(*base, is_delete=True, reason=deleted[index]))
+            continue
+        verdict = _why_kept(state, index, config, now_ms, base, retention_applies)
+        if verdict.reason is RetentionReason.TIME:  # expired, yet kept: an earlier segment holds it back
+            held_by = f"segment {blocker.base_offset} ({blocker.reason})" if blocker else "an earlier segment"
+            verdict = SegmentVerdict(
+                *base,
+                is_delete=False,
+                reason=RetentionReason.BLOCKED_BY_EARLIER_SEGMENT,
+                detail=f"expired, but {held_by} before it is kept",
+            )
+        blocker = blocker or verdict
+        verdicts.append(verdict)
+    return verdicts
+
+
+def _why_kept(
+    state: _LogState,
+    index: int,
+    config: LogConfig,
+    now_ms: int,
+    base: tuple[int, int, int, str],
+    retention_applies: bool,
+) -> SegmentVerdict:
+    """Why segment ``index`` stays; TIME means "would be deleted by time on its own" (for blocking)."""
+    segment = state.segments[index]
+    is_active = index == len(state.segments) - 1
+    largest = base[2]
+
+    def keep(reason: RetentionReason, detail: str = "", future_by_ms: int | None = None) -> SegmentVerdict:
+        return SegmentVerdict(*base, is_delete=False, reason=reason, detail=detail, future_by_ms=future_by_ms)
+
+    if not retention_applies:
+        return keep(
+            RetentionReason.CLEANER_DISABLED, "compacted log and log.cleaner.enable=false: no retention"
+        )
+    if is_active and segment.size_bytes == 0:
+        return keep(RetentionReason.ACTIVE_SEGMENT, "the empty active segment is never deleted")
+    if state.high_watermark < state.upper(index):
+        return keep(
+            RetentionReason.ABOVE_HIGH_WATERMARK,
+            f"holds offsets up to {state.upper(index) - 1}, past the high watermark {state.high_watermark}",
+        )
+    if not config.has_delete_policy:
+        return keep(
+            RetentionReason.POLICY_COMPACT_ONLY, "cleanup.policy=compact: only log-start-offset retention"
+        )
+    if largest > now_ms and config.retention_ms >= 0:
+        future = largest - now_ms
+        return keep(
+            RetentionReason.FUTURE_TIMESTAMP,
+            f"largest timestamp {largest} is {future} ms in the future; it expires only at "
+            f"{largest + config.retention_ms + 1}",
+            future_by_ms=future,
+        )
+    if config.retention_ms >= 0 and now_ms - largest > config.retention_ms:
+        return keep(RetentionReason.TIME)  # expired by itself: only an earlier segment can hold it back
+    if is_active:
+        return keep(RetentionReason.ACTIVE_SEGMENT, _within(config, now_ms, largest))
+    return keep(RetentionReason.WITHIN_RETENTION, _within(config, now_ms, largest))
+
+
+def _within(config: LogConfig, now_ms: int, largest: int) -> str:
+    if config.retention_ms < 0:
+        return "retention.ms=-1 (unlimited)"
+    return f"age {now_ms - largest} ms ≤ retention.ms={config.retention_ms}"

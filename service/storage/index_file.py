@@ -1,0 +1,358 @@
+"""Segment index files: ``IndexFile``, the file handling every index shares, and ``AbstractIndex``, the lazy
+fixed-width index under the offset and time indexes.
+
+Kafka splits ``AbstractIndex`` (file, preallocation, trim, resize) and ``LazyIndex`` (no I/O until first
+use); here one base class does both, entries live in memory and the file is written with ``pwrite``. Kafka's
+``TransactionIndex`` stands alone; here it shares ``IndexFile`` (flush, rename, delete, release).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+from abc import ABC, abstractmethod
+from array import array
+from pathlib import Path
+from typing import ClassVar, NamedTuple
+
+from service.errors import CorruptDataError, InvalidInputError
+
+__all__ = ["DEFAULT_MAX_INDEX_SIZE", "AbstractIndex", "IndexFile", "check_whole_entries"]
+
+DEFAULT_MAX_INDEX_SIZE = 10_485_760  # segment.index.bytes
+_INT32_MAX = (1 << 31) - 1
+
+
+def check_whole_entries(length: int, entry_size: int, *, kind: str, path: str | None) -> None:
+    """Raise CorruptDataError, at the partial entry, unless ``length`` bytes are whole entries."""
+    if length % entry_size:
+        raise CorruptDataError(
+            f"{kind} length {length} is not a multiple of {entry_size}",
+            path=path,
+            position=length - length % entry_size,
+        )
+
+
+class IndexFile(ABC):
+    """The file under a segment index: its path, the descriptor kept open to write, whether it needs an fsync.
+
+    ``flush``, ``close``, ``rename_to`` and ``delete_if_exists`` never create the file. Releasing it closes
+    the descriptor and calls ``_forget``, where a subclass drops what it holds in memory; the next access
+    reads the file again. Not thread-safe: the segment owner locks.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path if isinstance(path, Path) else Path(path)
+        self._fd: int | None = None
+        self._dirty = False
+
+    @abstractmethod
+    def _forget(self) -> None:
+        """Drop the entries held in memory (the descriptor is already released)."""
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def flush(self) -> None:
+        """fsync what this index wrote; a no-op if it never opened the file for writing."""
+        if self._fd is not None and self._dirty:
+            os.fsync(self._fd)
+        self._dirty = False
+
+    def close(self) -> None:
+        """fsync and release the file; a later access reloads it."""
+        try:
+            self.flush()
+        finally:
+            self._release()
+
+    def rename_to(self, new_path: Path) -> None:
+        """Rename the file if it exists; otherwise only remember the new path (it is created there)."""
+        new_path = Path(new_path)
+        if self._fd is not None or self._path.exists():
+            os.replace(self._path, new_path)
+        self._path = new_path
+
+    def delete_if_exists(self) -> bool:
+        """Release and delete the file; False if there was none."""
+        self._release()
+        try:
+            self._path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _pwrite(self, fd: int, raw: bytes, position: int) -> None:
+        """Write all of ``raw`` at ``position`` (a short write is an EIO OSError) and mark it for fsync."""
+        written = os.pwrite(fd, raw, position)
+        if written != len(raw):
+            raise OSError(errno.EIO, f"short write: {written} of {len(raw)} bytes", str(self._path))
+        self._dirty = True
+
+    def _release(self) -> None:
+        fd, self._fd = self._fd, None
+        self._dirty = False
+        self._forget()
+        if fd is not None:
+            os.close(fd)
+
+
+class _Edges(NamedTuple):
+    """File length and the first and last entries as stored (relative offsets); None when empty."""
+
+    length: int
+    first: tuple[int, int] | None
+    last: tuple[int, int] | None
+
+
+class AbstractIndex(IndexFile):
+    """A fixed-width-entry index file, opened lazily (Kafka ``AbstractIndex`` + ``LazyIndex``).
+
+    States: *unloaded* (the constructor does no I/O; the file may or may not exist) → *loaded* (all
+    entries in memory) → *unloaded* again after ``close``/``delete_if_exists``. Reading or changing entries
+    loads the index; if its file is missing, a writable index creates it preallocated to ``max_index_size``
+    rounded down to whole entries (zero-filled), a read-only one reads as empty. ``entries``, ``max_entries``,
+    ``last_*`` and ``sanity_check`` on an unloaded existing file read only its length and its first and last
+    entries.
+
+    An existing file's whole length counts as entries (``length // entry_size``) and as capacity, so a
+    reopened trimmed index is full until ``resize``; the loader re-preallocates the active segment's.
+    A descriptor is opened only to write and kept until ``close``. Not thread-safe: the segment owner locks.
+    """
+
+    entry_size: ClassVar[int]
+    _entry: ClassVar[struct.Struct]  # the entry layout, two fields
+    _typecodes: ClassVar[tuple[str, str]]  # array typecodes of the two in-memory columns
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
+        if base_offset < 0:
+            raise InvalidInputError(f"{path}: base offset must be >= 0, got {base_offset}")
+        if max_index_size < self.entry_size:
+            raise InvalidInputError(
+                f"{path}: max index size must hold one {self.entry_size}-byte entry, got {max_index_size}"
+            )
+        super().__init__(path)
+        self._base_offset = base_offset
+        self._max_index_size = max_index_size
+        self._writable = writable
+        self._loaded = False
+        self._file_length = 0  # bytes on disk while loaded
+        self._edges: _Edges | None = None  # cached tail read of an unloaded file
+        # The entries as stored (offsets relative), one array per field: columns[0][n], columns[1][n].
+        self._columns: tuple[array[int], array[int]] = (array(self._typecodes[0]), array(self._typecodes[1]))
+
+    @staticmethod
+    @abstractmethod
+    def _decode_columns(data: memoryview, count: int) -> tuple[array[int], array[int]]:
+        """The first ``count`` entries of ``data``, one array per field."""
+
+    # -- properties -------------------------------------------------------------------------------
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def max_index_size(self) -> int:
+        return self._max_index_size
+
+    @property
+    def is_writable(self) -> bool:
+        return self._writable
+
+    @property
+    def is_loaded(self) -> bool:
+        """True once the entries are in memory (Kafka ``LazyIndex.isLoaded``)."""
+        return self._loaded
+
+    @property
+    def entries(self) -> int:
+        """Number of entries; like every read, creates the file of a missing writable index."""
+        edges = self._peek(create=True)
+        return self._count() if self._loaded else edges.length // self.entry_size
+
+    @property
+    def max_entries(self) -> int:
+        return self._peek(create=True).length // self.entry_size
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes the entries use (``entries * entry size``), not the preallocated file length."""
+        return self.entries * self.entry_size
+
+    # -- file lifecycle ---------------------------------------------------------------------------
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length to ``new_size`` rounded down to whole entries; True if it changed."""
+        self._require_writable()
+        self._load()
+        rounded = new_size // self.entry_size * self.entry_size
+        used = self._count() * self.entry_size
+        if rounded < used:
+            raise InvalidInputError(
+                f"{self._path}: cannot resize to {new_size} bytes; the {self._count()} entries use {used}"
+            )
+        if rounded == self._file_length:
+            return False
+        os.ftruncate(self._writer(), rounded)
+        self._file_length = rounded
+        self._dirty = True
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        """Cut the preallocated tail off: file length = entries * entry size (on roll and close)."""
+        self._load()
+        self.resize(self._count() * self.entry_size)
+
+    def truncate(self) -> None:
+        """Remove every entry (the file keeps its length until trimmed)."""
+        self._require_writable()
+        self._load(read_entries=False)
+        self._keep(0)
+
+    def reset(self) -> None:
+        """Remove every entry and preallocate again (Kafka ``reset``, used before a rebuild)."""
+        self.truncate()
+        self.resize(self._max_index_size)
+
+    def close(self) -> None:
+        """Trim (if writable and loaded), fsync and release the file; a later access reloads it."""
+        try:
+            if self._loaded and self._writable:
+                self.trim_to_valid_size()
+            self.flush()
+        finally:
+            self._release()
+
+    def __repr__(self) -> str:
+        name, path = type(self).__name__, str(self._path)
+        return f"{name}({path!r}, base_offset={self._base_offset}, loaded={self._loaded})"
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _relative_offset(self, offset: int) -> int:
+        relative = offset - self._base_offset
+        if not 0 <= relative <= _INT32_MAX:
+            raise InvalidInputError(
+                f"{self._path}: offset {offset} is outside [{self._base_offset}, "
+                f"{self._base_offset + _INT32_MAX}], the range a 4-byte relative offset can hold"
+            )
+        return relative
+
+    def _require_writable(self) -> None:
+        if not self._writable:
+            raise InvalidInputError(f"{self._path}: the index was opened read-only (writable=False)")
+
+    def _load(self, *, read_entries: bool = True) -> None:
+        """Bring the entries into memory (or, with ``read_entries=False``, only the file length)."""
+        if self._loaded:
+            return
+        self._keep(0)
+        try:
+            data = self._path.read_bytes() if read_entries else None
+            length = os.stat(self._path).st_size if data is None else len(data)
+        except FileNotFoundError:
+            self._file_length = 0
+            if self._writable:
+                self._create_preallocated()
+        else:
+            self._file_length = length
+            if data is not None:
+                self._columns = self._decode_columns(memoryview(data), length // self.entry_size)
+        self._loaded = True
+        self._edges = None
+
+    def _create_preallocated(self) -> None:
+        length = self._max_index_size // self.entry_size * self.entry_size
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            os.ftruncate(fd, length)
+        except BaseException:
+            os.close(fd)
+            self._path.unlink(missing_ok=True)
+            raise
+        self._fd, self._file_length, self._dirty = fd, length, True
+
+    def _writer(self) -> int:
+        self._require_writable()
+        self._load()
+        if self._fd is None:
+            self._fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
+        return self._fd
+
+    def _write_slot(self, slot: int, raw: bytes) -> None:
+        fd = self._writer()
+        position = slot * self.entry_size
+        self._pwrite(fd, raw, position)
+        self._file_length = max(self._file_length, position + len(raw))
+
+    def _forget(self) -> None:
+        self._loaded = False
+        self._keep(0)
+        self._file_length = 0
+        self._edges = None
+
+    def _peek(self, *, create: bool) -> _Edges:
+        """Length and first/last entries: from memory, else read from the file without loading it."""
+        if not self._loaded:
+            if self._edges is None:
+                self._edges = self._read_edges()
+            if self._edges is not None:
+                return self._edges
+            if not (create and self._writable):
+                return _Edges(0, None, None)
+            self._load()
+        count = self._count()
+        if count == 0:
+            return _Edges(self._file_length, None, None)
+        return _Edges(self._file_length, self._stored(0), self._stored(count - 1))
+
+    def _read_edges(self) -> _Edges | None:
+        try:
+            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            length = os.fstat(fd).st_size
+            count = length // self.entry_size
+            if count == 0:
+                return _Edges(length, None, None)
+            return _Edges(length, self._pread(fd, 0), self._pread(fd, (count - 1) * self.entry_size))
+        finally:
+            os.close(fd)
+
+    def _pread(self, fd: int, position: int) -> tuple[int, int]:
+        raw = os.pread(fd, self.entry_size, position)
+        if len(raw) != self.entry_size:
+            raise CorruptDataError(
+                f"file shrank while reading: {len(raw)} of {self.entry_size} entry bytes",
+                path=str(self._path),
+                position=position,
+            )
+        first, second = self._entry.unpack(raw)
+        return first, second
+
+    def _count(self) -> int:
+        return len(self._columns[0])
+
+    def _keep(self, count: int) -> None:
+        for column in self._columns:
+            del column[count:]
+
+    def _stored(self, slot: int) -> tuple[int, int]:
+        return self._columns[0][slot], self._columns[1][slot]
+
+    def _entry_at(self, n: int) -> tuple[int, int]:
+        self._load()
+        if not 0 <= n < self._count():
+            raise InvalidInputError(f"{self._path}: entry {n} requested; the index has {self._count()}")
+        return self._stored(n)
+
+    def _write_entry(self, first: int, second: int) -> None:
+        """Write the entry to the next slot, then add it to memory."""
+        slot = self._count()
+        self._write_slot(slot, self._entry.pack(first, second))
+        self._columns[0].append(first)
+        self._columns[1].append(second)

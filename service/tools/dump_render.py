@@ -1,0 +1,268 @@
+"""How ``logcleaner dump`` shows what it read: kafka-dump-log's text lines, or one JSON document.
+
+Both renderers write as the items come, through one buffered stdout writer, so a 1 GiB segment needs
+neither 1 GiB of memory nor one huge string; the JSON document is streamed too. Problems go to stderr
+in text mode and into the file's ``"error"`` (and ``"errors"``) in JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from service.errors import CorruptDataError, InvalidInputError
+from service.storage.control import ControlRecordType, decode_control_type, decode_end_txn_marker
+from service.storage.log_files import base_offset_from_name
+from service.storage.records import NO_SEQUENCE, Record, RecordBatch
+from service.tools.dump_readers import BatchDump, DumpProblem, Entry
+
+__all__ = ["JsonRenderer", "TextRenderer", "batch_to_json"]
+
+_INT32_MAX = (1 << 31) - 1
+_FLUSH_CHARS = 1 << 16  # stdout is written in pieces of about this size
+
+
+# -- JSON shapes (CONTRACT §4) -------------------------------------------------------------------------
+
+
+def batch_to_json(dump: BatchDump) -> dict[str, object]:
+    """The contract's batch object, plus ``partition_leader_epoch``, ``records_count``, ``last_sequence``
+    and ``crc`` (and ``records_error`` when the records do not all decode)."""
+    batch = dump.batch
+    out: dict[str, object] = {
+        "position": batch.position,
+        "base_offset": batch.base_offset,
+        "last_offset": batch.last_offset,
+        "size_bytes": batch.size_bytes,
+        "magic": batch.magic,
+        "crc_valid": dump.crc_valid,
+        "compression": _codec_label(batch),
+        "timestamp_type": batch.timestamp_type.label,
+        "is_transactional": batch.is_transactional,
+        "is_control": batch.is_control,
+        "producer_id": batch.producer_id,
+        "producer_epoch": batch.producer_epoch,
+        "base_sequence": batch.base_sequence,
+        "max_timestamp": batch.max_timestamp,
+        "delete_horizon_ms": batch.delete_horizon_ms,
+        "partition_leader_epoch": batch.partition_leader_epoch,
+        "records_count": batch.records_count,
+        "last_sequence": batch.last_sequence,
+        "crc": batch.crc,
+    }
+    if dump.records is not None:
+        out["records"] = [_record_to_json(record, batch) for record in dump.records]
+    if dump.records_error is not None:
+        out["records_error"] = dump.records_error.to_json()
+    return out
+
+
+def _record_to_json(record: Record, batch: RecordBatch) -> dict[str, object]:
+    out: dict[str, object] = {
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "key": _binary(record.key),
+        "value": _binary(record.value),
+        "headers": [{"key": h.key, "value": _binary(h.value)} for h in record.headers],
+    }
+    if batch.is_control:
+        control_type, coordinator_epoch = _control_info(record)
+        out["control_type"] = control_type
+        if coordinator_epoch is not None:
+            out["coordinator_epoch"] = coordinator_epoch
+    return out
+
+
+def _binary(data: bytes | None) -> dict[str, str] | None:
+    if data is None:
+        return None
+    return {"type": "BINARY", "data": base64.b64encode(data).decode("ascii")}
+
+
+def _codec_label(batch: RecordBatch) -> str:
+    try:
+        return batch.compression.label
+    except ValueError:  # codec ids 5-7 are unassigned; show the id rather than fail the dump
+        return f"unknown({batch.attributes & 0x07})"
+
+
+def _control_info(record: Record) -> tuple[str, int | None]:
+    """A control record's type name, and the coordinator epoch when it is a transaction marker."""
+    try:
+        control_type = decode_control_type(record.key)
+    except CorruptDataError:
+        return ControlRecordType.UNKNOWN.name, None
+    if control_type not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+        return control_type.name, None
+    try:
+        return control_type.name, decode_end_txn_marker(record).coordinator_epoch
+    except CorruptDataError:
+        return control_type.name, None
+
+
+# -- text shapes (kafka-dump-log's) ----------------------------------------------------------------
+
+
+def _batch_line(dump: BatchDump) -> str:
+    b = dump.batch
+    horizon = "OptionalLong.empty" if b.delete_horizon_ms is None else f"OptionalLong[{b.delete_horizon_ms}]"
+    return (
+        f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.records_count} "
+        f"baseSequence: {b.base_sequence} lastSequence: {b.last_sequence} producerId: {b.producer_id} "
+        f"producerEpoch: {b.producer_epoch} partitionLeaderEpoch: {b.partition_leader_epoch} "
+        f"isTransactional: {_flag(b.is_transactional)} isControl: {_flag(b.is_control)} "
+        f"deleteHorizonMs: {horizon} position: {b.position} {b.timestamp_type.label}: {b.max_timestamp} "
+        f"size: {b.size_bytes} magic: {b.magic} compresscodec: {_codec_label(b)} crc: {b.crc} "
+        f"isvalid: {_flag(dump.crc_valid)}"
+    )
+
+
+def _record_line(record: Record, batch: RecordBatch) -> str:
+    sequence = NO_SEQUENCE
+    if batch.base_sequence != NO_SEQUENCE:
+        sequence = (batch.base_sequence + record.offset - batch.base_offset) % (_INT32_MAX + 1)
+    parts = [
+        f"| offset: {record.offset} {batch.timestamp_type.label}: {record.timestamp}",
+        f"keySize: {_size(record.key)} valueSize: {_size(record.value)} sequence: {sequence}",
+        f"headerKeys: [{','.join(h.key for h in record.headers)}]",
+    ]
+    if batch.is_control:
+        control_type, coordinator_epoch = _control_info(record)
+        if coordinator_epoch is None:
+            parts.append(f"controlType: {control_type}")
+        else:
+            parts.append(f"endTxnMarker: {control_type} coordinatorEpoch: {coordinator_epoch}")
+    else:
+        if record.key is not None:
+            parts.append(f"key: {_show(record.key)}")
+        if record.value is not None:
+            parts.append(f"payload: {_show(record.value)}")
+    return " ".join(parts)
+
+
+def _entry_line(entry: Entry) -> str:
+    """``producer_id`` → ``producerId: 7``: the JSON entry in kafka-dump-log's spelling."""
+    return " ".join(f"{_camel(key)}: {value}" for key, value in entry.items())
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _size(data: bytes | None) -> int:
+    return -1 if data is None else len(data)
+
+
+def _show(data: bytes) -> str:
+    """Mostly printable UTF-8 as text (bad bytes as U+FFFD), anything else as hex: one line either way."""
+    text = data.decode("utf-8", errors="replace")
+    bad = sum(1 for ch in text if ch == "\ufffd" or not ch.isprintable())
+    if bad * 10 > len(text):
+        return "0x" + data.hex()
+    if bad:
+        return "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
+    return text
+
+
+# -- renderers ----------------------------------------------------------------------------------------
+
+
+class _Output:
+    """stdout through click.echo in ~64 KiB pieces: streamed, without one echo call per line."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._chars = 0
+
+    def write(self, text: str) -> None:
+        self._parts.append(text)
+        self._chars += len(text)
+        if self._chars >= _FLUSH_CHARS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._parts:
+            click.echo("".join(self._parts), nl=False)
+            self._parts.clear()
+            self._chars = 0
+
+
+class TextRenderer:
+    """kafka-dump-log's text on stdout; each problem on stderr as it is found."""
+
+    def __init__(self) -> None:
+        self._out = _Output()
+
+    def begin_file(self, path: Path, kind: str) -> None:
+        self._out.write(f"Dumping {path}\n")
+        if kind == "log":
+            # A name that is not a segment's (a copied file) has no starting offset to show.
+            with contextlib.suppress(InvalidInputError):
+                self._out.write(f"Log starting offset: {base_offset_from_name(path.name)}\n")
+
+    def item(self, item: BatchDump | Entry) -> None:
+        if isinstance(item, BatchDump):
+            lines = [_batch_line(item)]
+            lines.extend(_record_line(record, item.batch) for record in item.records or ())
+            self._out.write("\n".join(lines) + "\n")
+        else:
+            self._out.write(_entry_line(item) + "\n")
+
+    def problem(self, path: Path, problem: DumpProblem) -> None:
+        self._out.flush()  # keep stdout and stderr in file order on a terminal
+        where = str(path) if problem.position is None else f"{path}, position {problem.position}"
+        click.echo(f"logcleaner: error: {where}: {problem.message}", err=True)
+
+    def end_file(self, problems: Sequence[DumpProblem]) -> None:
+        pass
+
+    def finish(self) -> None:
+        self._out.flush()
+
+
+class JsonRenderer:
+    """One JSON document, written as the items come: ``{"files": [{..., "batches": [...]}, ...]}``."""
+
+    def __init__(self) -> None:
+        self._out = _Output()
+        self._out.write('{"files": [')
+        self._files = 0
+        self._items = 0
+
+    def begin_file(self, path: Path, kind: str) -> None:
+        head = f'{{"path": {json.dumps(str(path))}, "kind": {json.dumps(kind)}, "batches": ['
+        if kind != "log":
+            head += '], "entries": ['
+        self._out.write((", " if self._files else "") + head)
+        self._files += 1
+        self._items = 0
+
+    def item(self, item: BatchDump | Entry) -> None:
+        obj = batch_to_json(item) if isinstance(item, BatchDump) else item
+        self._out.write((", " if self._items else "") + json.dumps(obj))
+        self._items += 1
+
+    def problem(self, path: Path, problem: DumpProblem) -> None:
+        pass  # reported in end_file, after the items
+
+    def end_file(self, problems: Sequence[DumpProblem]) -> None:
+        tail = "]"
+        if problems:
+            tail += f', "error": {json.dumps(problems[0].to_json())}'
+            if len(problems) > 1:
+                tail += f', "errors": {json.dumps([p.to_json() for p in problems])}'
+        self._out.write(tail + "}")
+
+    def finish(self) -> None:
+        self._out.write("]}\n")
+        self._out.flush()

@@ -1,0 +1,234 @@
+"""The offline log commands: ``retention``, ``explain`` and ``topic-config``.
+
+Each loads the configuration like ``serve`` (``--config`` plus ``--override``), takes the log dirs' locks,
+loads the logs, acts, and closes them as a clean shutdown would (checkpoints and marker), so the daemon's
+next start needs no recovery. Delayed file deletions run before the command exits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from service.clock import SystemClock
+from service.config.broker_config import BrokerConfig, load_broker_config
+from service.config.topic_config import describe_topic_config
+from service.config.topic_store import TopicConfigStore
+from service.daemon import build_log_manager
+from service.errors import NotFoundError
+from service.explain import explain_partition
+from service.log_manager import LogManager
+from service.storage.checkpoints import OffsetCheckpointFile
+from service.storage.log_files import CLEANER_OFFSET_CHECKPOINT
+from service.storage.topic_partition import TopicPartition
+from service.tasks import DeferredTasks
+
+__all__ = ["config_options", "explain_command", "load_config", "retention_command", "topic_config_command"]
+
+logger = logging.getLogger(__name__)
+
+config_file_option = click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A server.properties file.",
+)
+override_option = click.option(
+    "--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a config key (repeatable)."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+
+
+def config_options(command: click.decorators.FC) -> click.decorators.FC:
+    return config_file_option(override_option(command))
+
+
+def load_config(config_file: Path | None, overrides: tuple[str, ...]) -> BrokerConfig:
+    """The broker configuration; unknown keys are warnings, invalid values stop here (exit code 2)."""
+    broker, warnings = load_broker_config(config_file, overrides)
+    for warning in warnings:
+        logger.warning("%s", warning)
+    return broker
+
+
+@contextmanager
+def offline_log_manager(broker: BrokerConfig) -> Iterator[LogManager]:
+    store = TopicConfigStore([Path(d) for d in broker.log_dirs])
+    tasks = DeferredTasks()
+    manager = build_log_manager(broker, store, clock=SystemClock(), scheduler=tasks)
+    manager.startup()
+    try:
+        yield manager
+        tasks.run_all()
+    finally:
+        manager.shutdown()
+
+
+@click.command("retention")
+@config_options
+@click.option("--dry-run", is_flag=True, help="Print what one pass would delete; change nothing.")
+@json_option
+def retention_command(
+    config_file: Path | None, overrides: tuple[str, ...], dry_run: bool, as_json: bool
+) -> None:
+    """Run one kafka-log-retention pass over every log now, offline.
+
+    Non-compacted logs get retention as the scheduled task gives it; compacted logs too when
+    log.cleaner.enable is true (Kafka's cleaner threads run theirs). Deleted files are removed before exit.
+    """
+    broker = load_config(config_file, overrides)
+    with offline_log_manager(broker) as manager:
+        logs = sorted(manager.logs.values(), key=lambda log: log.topic_partition)
+        deleted = []
+        for log in logs:
+            if log.config.is_compacted and not broker.log_cleaner_enable:
+                continue
+            deleted.extend(manager.delete_old_segments(log, dry_run=dry_run))
+    docs = [
+        {
+            "topic": d.topic,
+            "partition": d.partition,
+            "base_offset": d.base_offset,
+            "size_bytes": d.size_bytes,
+            "reason": str(d.reason),
+        }
+        for d in deleted
+    ]
+    if as_json:
+        click.echo(json.dumps({"dry_run": dry_run, "deleted": docs}, indent=2))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    for d in docs:
+        click.echo(
+            f"{verb} {d['topic']}-{d['partition']} segment {d['base_offset']} "
+            f"({d['size_bytes']} bytes): {d['reason']}"
+        )
+    click.echo(f"{len(docs)} segment(s) {verb}")
+
+
+@click.command("explain")
+@config_options
+@click.option("--topic", help="Only this topic.")
+@click.option("--partition", type=click.IntRange(min=0), help="Only this partition (needs --topic).")
+@json_option
+def explain_command(
+    config_file: Path | None,
+    overrides: tuple[str, ...],
+    topic: str | None,
+    partition: int | None,
+    as_json: bool,
+) -> None:
+    """Per partition and segment: what retention would do and why; the cleaner's view of the log."""
+    if partition is not None and topic is None:
+        raise click.UsageError("--partition needs --topic")
+    broker = load_config(config_file, overrides)
+    with offline_log_manager(broker) as manager:
+        logs = [
+            log
+            for tp, log in sorted(manager.logs.items())
+            if (topic is None or tp.topic == topic) and (partition is None or tp.partition == partition)
+        ]
+        if topic is not None and not logs:
+            raise NotFoundError(
+                f"no partition matches topic {topic!r}"
+                + (f" partition {partition}" if partition is not None else "")
+            )
+        checkpoints = _cleaner_checkpoints(manager)
+        now = manager.clock.now_ms()
+        docs = [
+            explain_partition(
+                log, now_ms=now, cleaner_enabled=broker.log_cleaner_enable, cleaner_checkpoints=checkpoints
+            )
+            for log in logs
+        ]
+    if as_json:
+        click.echo(json.dumps({"partitions": docs}, indent=2))
+        return
+    for doc in docs:
+        _print_explanation(doc)
+
+
+def _cleaner_checkpoints(manager: LogManager) -> dict[TopicPartition, int]:
+    out: dict[TopicPartition, int] = {}
+    for path in manager.log_dirs:
+        out.update(OffsetCheckpointFile(path / CLEANER_OFFSET_CHECKPOINT).read())
+    return out
+
+
+def _print_explanation(doc: dict[str, object]) -> None:
+    click.echo(
+        f"{doc['topic']}-{doc['partition']} ({doc['log_dir']}): offsets [{doc['log_start_offset']}, "
+        f"{doc['log_end_offset']}), {doc['size_bytes']} bytes, cleanup.policy={doc['cleanup_policy']}, "
+        f"retention.ms={doc['retention_ms']}, retention.bytes={doc['retention_bytes']}"
+    )
+    segments = doc["segments"]
+    assert isinstance(segments, list)
+    for seg in segments:
+        detail = f" — {seg['detail']}" if seg["detail"] else ""
+        click.echo(
+            f"  segment {seg['base_offset']:>20}  {seg['size_bytes']:>12} B  "
+            f"largest ts {seg['largest_timestamp']} ({seg['largest_timestamp_source']})  "
+            f"{seg['verdict'].upper():6} {seg['reason']}{detail}"
+        )
+    cleaner = doc["cleaner"]
+    assert isinstance(cleaner, dict)
+    click.echo(
+        f"  cleaner: dirty ratio {cleaner['dirty_ratio']:.3f} (min {cleaner['min_cleanable_dirty_ratio']}), "
+        f"dirty from {cleaner['first_dirty_offset']} to {cleaner['first_uncleanable_offset']}: "
+        f"{'would clean' if cleaner['would_clean'] else 'would not clean'} ({cleaner['reason']})"
+    )
+
+
+@click.command("topic-config")
+@config_options
+@click.option("--topic", required=True, help="The topic.")
+@click.option(
+    "--set", "set_pairs", multiple=True, metavar="KEY=VALUE", help="Set a topic override (repeatable)."
+)
+@click.option(
+    "--delete", "delete_keys", multiple=True, metavar="KEY", help="Remove a topic override (repeatable)."
+)
+@json_option
+def topic_config_command(
+    config_file: Path | None,
+    overrides: tuple[str, ...],
+    topic: str,
+    set_pairs: tuple[str, ...],
+    delete_keys: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Show or change a topic's config overrides (Kafka's topic config names).
+
+    Changes are stored durably in every log dir; a running daemon applies them on its next task run.
+    """
+    broker = load_config(config_file, overrides)
+    store = TopicConfigStore([Path(d) for d in broker.log_dirs])
+    if set_pairs or delete_keys:
+        changes = {}
+        for pair in set_pairs:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise click.UsageError(f"--set {pair!r} is not of the form key=value")
+            changes[key.strip()] = value.strip()
+        store.update(topic, changes, list(delete_keys))
+    entries = describe_topic_config(broker, store.get(topic))
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "topic": topic,
+                    "configs": [
+                        {"name": e.name, "value": e.value, "source": e.source} for e in entries.values()
+                    ],
+                },
+                indent=2,
+            )
+        )
+        return
+    for entry in entries.values():
+        click.echo(f"{entry.name}={entry.value}  ({entry.source})")
