@@ -208,6 +208,18 @@ class LogManager:
                 raise ConflictError(f"topic {topic!r} already exists")
             return [self._create_partition(TopicPartition(topic, p)) for p in range(partitions)]
 
+    def create_partitions(self, topic: str, total: int) -> list[PartitionLog]:
+        """Kafka's CreatePartitions: grow ``topic`` to ``total`` partitions (never shrink)."""
+        with self._lock:
+            existing = self.topics().get(topic)
+            if existing is None:
+                raise NotFoundError(f"topic {topic!r} does not exist")
+            if total <= len(existing):
+                raise InvalidInputError(
+                    f"topic {topic!r} has {len(existing)} partitions; the new count {total} must be larger"
+                )
+            return [self._create_partition(TopicPartition(topic, p)) for p in range(len(existing), total)]
+
     def _create_partition(self, tp: TopicPartition) -> PartitionLog:
         online = self.online_dirs()
         if not online:
@@ -271,13 +283,26 @@ class LogManager:
 
     def cleanup_logs(self) -> list[DeletedSegment]:
         """The ``kafka-log-retention`` task: retention for every non-compacted log (§8.1)."""
-        return [d for log in self.retention_logs(compacted=False) for d in self.delete_old_segments(log)]
+        return self._retention_over(self.retention_logs(compacted=False))
 
     def cleanup_compacted_logs(self) -> list[DeletedSegment]:
         """What Kafka's cleaner threads do after each cleaning attempt: retention for compacted logs."""
         if not self.settings.cleaner_enabled:
             return []
-        return [d for log in self.retention_logs(compacted=True) for d in self.delete_old_segments(log)]
+        return self._retention_over(self.retention_logs(compacted=True))
+
+    def _retention_over(self, logs: list[PartitionLog]) -> list[DeletedSegment]:
+        """Retention log by log; an I/O error takes that log's dir offline and the others go on."""
+        deleted: list[DeletedSegment] = []
+        for log in logs:
+            try:
+                deleted.extend(self.delete_old_segments(log))
+            except OSError as exc:
+                self._mark_offline(self._state_of(log.directory.parent), exc)
+        return deleted
+
+    def _state_of(self, log_dir: Path) -> _LogDirState:
+        return next(s for s in self._dirs if s.path == log_dir)
 
     def delete_old_segments(self, log: PartitionLog, *, dry_run: bool = False) -> list[DeletedSegment]:
         """Kafka's ``deleteOldSegments`` for one log; files go after the topic's ``file.delete.delay.ms``."""

@@ -1,0 +1,189 @@
+"""The offline commands and the configuration errors users meet first (CONTRACT §2, §4: exit code 2 and a
+message naming the key, the value and what is allowed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from service.cli import main
+from service.clock import SystemClock
+from service.storage.log_config import LogConfig
+from service.storage.log_dir import close_log_dir, load_log_dir
+from service.storage.records import Record
+from service.storage.topic_partition import TopicPartition
+
+REPO = Path(__file__).resolve().parents[2]
+DAY_MS = 86_400_000
+
+
+def make_logs(log_dir: Path, *, age_ms: int, count: int = 20) -> None:
+    """One partition ``t-0`` with ``count`` records of the given age, in 300-byte segments."""
+    (log_dir / "t-0").mkdir(parents=True)
+    loaded = load_log_dir(log_dir, lambda _t: LogConfig(segment_bytes=300), clock=SystemClock())
+    log = loaded.logs[TopicPartition("t", 0)]
+    stamp = SystemClock().now_ms() - age_ms
+    for i in range(count):
+        log.append_records([Record(0, stamp, b"k%d" % i, b"v%d" % i)])
+    close_log_dir(loaded)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("log.segment.bytes=13", ["log.segment.bytes", "13", "14"]),
+        ("log.retention.ms=soon", ["log.retention.ms", "soon"]),
+        ("log.cleanup.policy=shred", ["log.cleanup.policy", "shred", "compact"]),
+        ("log.cleaner.enable=maybe", ["log.cleaner.enable", "maybe"]),
+        ("log.cleaner.min.cleanable.ratio=1.5", ["log.cleaner.min.cleanable.ratio", "1.5"]),
+        ("api.port=70000", ["api.port", "70000"]),
+    ],
+)
+def test_invalid_values_stop_with_exit_code_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, override: str, expected: list[str]
+) -> None:
+    code, out, err = run(capsys, "retention", "--override", f"log.dirs={tmp_path}", "--override", override)
+    assert code == 2
+    assert out == ""
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("logcleaner: error:")
+    for word in expected:
+        assert word in line
+
+
+def test_a_missing_config_file_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "explain", "--config", str(tmp_path / "absent.properties"))
+    assert code == 2
+    assert "absent.properties" in err
+
+
+def test_a_malformed_override_is_bad_usage(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "retention", "--override", "log.dirs")
+    assert code == 2
+    assert "key=value" in err
+
+
+def test_unknown_keys_warn_and_the_command_goes_on(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "retention",
+            "--json",
+            "--override",
+            f"log.dirs={tmp_path}",
+            "--override",
+            "broker.id=7",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING" in proc.stderr and "broker.id" in proc.stderr
+    assert json.loads(proc.stdout) == {"dry_run": False, "deleted": []}
+
+
+def test_serve_with_a_bad_config_exits_2_before_loading(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "serve",
+            "--override",
+            f"log.dirs={tmp_path}",
+            "--override",
+            "log.retention.check.interval.ms=0",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "log.retention.check.interval.ms" in proc.stderr
+    assert not (tmp_path / ".lock").exists(), "nothing was touched"
+
+
+def test_config_file_in_server_properties_syntax(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    make_logs(log_dir, age_ms=3 * DAY_MS)
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "# a comment\n! another\n"
+        f"log.dirs = {log_dir}\n"
+        "log.retention.hours: 48\n"
+        "log.segment.delete.delay.ms=\\\n  0\n",
+        encoding="latin-1",
+    )
+    code, out, err = run(capsys, "retention", "--config", str(config), "--dry-run", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["dry_run"] is True
+    assert {d["reason"] for d in doc["deleted"]} == {"time"}
+    assert len(list((log_dir / "t-0").glob("*.log"))) > 1, "a dry run changes nothing"
+
+
+def test_retention_deletes_and_removes_files_before_exit(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    make_logs(tmp_path, age_ms=8 * DAY_MS)
+    code, out, err = run(capsys, "retention", "--override", f"log.dirs={tmp_path}", "--json")
+    assert code == 0, err
+    deleted = json.loads(out)["deleted"]
+    assert deleted and all(d["reason"] == "time" and d["topic"] == "t" for d in deleted)
+    partition = tmp_path / "t-0"
+    assert [p.name for p in partition.glob("*.log")] == ["00000000000000000020.log"]
+    assert not list(partition.glob("*.deleted"))
+
+
+def test_explain_text_and_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    make_logs(tmp_path, age_ms=-DAY_MS)  # stamped a day in the future
+    code, out, err = run(capsys, "explain", "--override", f"log.dirs={tmp_path}", "--topic", "t", "--json")
+    assert code == 0, err
+    [partition] = json.loads(out)["partitions"]
+    assert partition["segments"][0]["reason"] == "future-timestamp"
+    assert partition["segments"][0]["future_by_ms"] > 0
+    code, out, _ = run(capsys, "explain", "--override", f"log.dirs={tmp_path}")
+    assert code == 0
+    assert "future-timestamp" in out and "in the future" in out
+
+
+def test_explain_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "explain", "--override", f"log.dirs={tmp_path}", "--partition", "0")
+    assert code == 2 and "--topic" in err
+    code, _, err = run(capsys, "explain", "--override", f"log.dirs={tmp_path}", "--topic", "nope")
+    assert code == 2 and "nope" in err
+
+
+def test_topic_config_is_durable_and_takes_effect(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    make_logs(tmp_path, age_ms=2 * DAY_MS)
+    base = ["--override", f"log.dirs={tmp_path}"]
+    code, out, err = run(
+        capsys, "topic-config", *base, "--topic", "t", "--set", "retention.ms=86400000", "--json"
+    )
+    assert code == 0, err
+    configs = {c["name"]: c for c in json.loads(out)["configs"]}
+    assert configs["retention.ms"] == {"name": "retention.ms", "value": 86400000, "source": "topic"}
+    assert configs["segment.bytes"]["source"] == "default"
+    code, out, _ = run(capsys, "retention", *base, "--dry-run", "--json")
+    assert json.loads(out)["deleted"], "the one-day override makes two-day-old segments expire"
+    code, _, err = run(capsys, "topic-config", *base, "--topic", "t", "--set", "retention.ms=-5")
+    assert code == 2 and "retention.ms" in err
+    code, _, err = run(capsys, "topic-config", *base, "--topic", "t", "--set", "log.retention.ms=5")
+    assert code == 2 and "log.retention.ms" in err
+    code, out, _ = run(capsys, "topic-config", *base, "--topic", "t", "--delete", "retention.ms", "--json")
+    assert {c["name"]: c["source"] for c in json.loads(out)["configs"]}["retention.ms"] == "default"
