@@ -245,9 +245,9 @@ class LogManager:
     def _async_delete(self, tp: TopicPartition) -> None:
         log = self._logs.pop(tp)
         log.close()
-        suffix = f".{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        stem = partition_dir_name(tp.topic, tp.partition)
-        name = stem[: _MAX_DIR_NAME - len(suffix)] + suffix
+        # Kafka's logDeleteDirName: shorten the topic, never "-<partition>", so the name still parses.
+        suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        name = tp.topic[: _MAX_DIR_NAME - len(suffix)] + suffix
         renamed = log.directory.with_name(name)
         log.directory.rename(renamed)
         self._delete_queue.append((renamed, self.clock.now_ms()))
