@@ -16,9 +16,10 @@ from pathlib import Path
 
 from service.clock import Clock
 from service.errors import InvalidInputError, OffsetOutOfRangeError
+from service.storage.atomic import fsync_dir
 from service.storage.compression import CompressionType
 from service.storage.log_config import LogConfig
-from service.storage.log_files import DELETED_SUFFIX
+from service.storage.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 from service.storage.records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -304,6 +305,39 @@ class PartitionLog:
             for segment in doomed:
                 segment.close_file()
                 segment.change_file_suffixes("", DELETED_SUFFIX)
+            return doomed
+
+    def replace_segments(self, cleaned: Sequence[LogSegment], old: Sequence[LogSegment]) -> list[LogSegment]:
+        """Swap cleaned segments in for the ones they replace, crash-safely (Kafka §10.2).
+
+        The caller wrote ``cleaned`` as complete ``.cleaned`` segments (flushed, indexes trimmed). Steps,
+        and what a crash after each leaves for the loader (§10.1):
+
+        1. each cleaned segment ``.cleaned`` → ``.swap``, highest base first — a crash here: a ``.swap``
+           with a ``.cleaned`` at or below it is an interrupted round, deleted; a complete ``.swap`` set
+           is finished by the loader, which deletes the segments in its offset range;
+        2. the old segments leave the segment list and are renamed ``.deleted`` (the loader deletes those);
+        3. each ``.swap`` loses its suffix, and the directory is fsynced.
+
+        Old segments that retention removed meanwhile are skipped. Returns the old segments, now
+        ``.deleted``, for the caller to remove after ``file.delete.delay.ms``.
+        """
+        with self._lock:
+            for segment in sorted(cleaned, key=lambda s: s.base_offset, reverse=True):
+                segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+            fsync_dir(self.directory)
+            live = {id(s) for s in self._segments}
+            doomed = [s for s in old if id(s) in live]
+            gone = {id(s) for s in doomed}
+            kept = [s for s in self._segments if id(s) not in gone]
+            self._segments = sorted(kept + list(cleaned), key=lambda s: s.base_offset)
+            self._bases = [s.base_offset for s in self._segments]
+            for segment in doomed:
+                segment.close_file()
+                segment.change_file_suffixes("", DELETED_SUFFIX)
+            for segment in cleaned:
+                segment.change_file_suffixes(SWAP_SUFFIX, "")
+            fsync_dir(self.directory)
             return doomed
 
     def flush(self, offset: int | None = None) -> None:
