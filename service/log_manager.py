@@ -18,7 +18,7 @@ from pathlib import Path
 
 from service.clock import Clock
 from service.errors import ConflictError, InvalidInputError, NotFoundError
-from service.ports import TaskScheduler
+from service.ports import CleaningControl, TaskScheduler
 from service.retention import RetentionReason, plan_retention
 from service.storage.dir_lock import LogDirLock
 from service.storage.loader import load_partition_log
@@ -86,6 +86,7 @@ class LogManager:
         self._delete_queue: list[tuple[Path, int]] = []  # (renamed dir, time enqueued)
         self._lock = threading.RLock()
         self.is_loaded = False
+        self.cleaning: CleaningControl | None = None  # set once the log cleaner exists
 
     # -- start-up and shutdown -------------------------------------------------------------------
 
@@ -192,6 +193,8 @@ class LogManager:
         config = self.config_for(topic)
         for tp, log in self.logs.items():
             if tp.topic == topic:
+                if self.cleaning is not None and log.config.is_compacted and not config.is_compacted:
+                    self.cleaning.abort(tp)  # Kafka aborts cleaning when a topic stops being compacted
                 log.config = config
 
     # -- topics ----------------------------------------------------------------------------------
@@ -243,7 +246,12 @@ class LogManager:
         return doomed
 
     def _async_delete(self, tp: TopicPartition) -> None:
-        log = self._logs.pop(tp)
+        log = self._logs[tp]
+        if self.cleaning is not None:
+            self.cleaning.abort(tp)
+        del self._logs[tp]
+        if self.cleaning is not None:
+            self.cleaning.update_checkpoint(log.directory.parent, tp, None)
         log.close()
         # Kafka's logDeleteDirName: shorten the topic, never "-<partition>", so the name still parses.
         suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
@@ -282,8 +290,20 @@ class LogManager:
         return [log for log in self.logs.values() if log.config.is_compacted == compacted]
 
     def cleanup_logs(self) -> list[DeletedSegment]:
-        """The ``kafka-log-retention`` task: retention for every non-compacted log (§8.1)."""
-        return self._retention_over(self.retention_logs(compacted=False))
+        """The ``kafka-log-retention`` task: retention for every non-compacted log (§8.1).
+
+        With the cleaner on, those logs are paused for the pass (so a policy change cannot race a
+        cleaning); logs in another cleaning state are skipped this round, as Kafka does.
+        """
+        logs = self.retention_logs(compacted=False)
+        if self.cleaning is None or not self.settings.cleaner_enabled:
+            return self._retention_over(logs)
+        paused = self.cleaning.pause_for_retention(logs)
+        try:
+            return self._retention_over(paused)
+        finally:
+            for log in paused:
+                self.cleaning.resume(log.topic_partition)
 
     def cleanup_compacted_logs(self) -> list[DeletedSegment]:
         """What Kafka's cleaner threads do after each cleaning attempt: retention for compacted logs."""
