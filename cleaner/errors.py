@@ -1,0 +1,16 @@
+"""The cleaner's errors, under the service's root error."""
+
+from __future__ import annotations
+
+from service.errors import ConflictError, LogCleanerError
+
+__all__ = ["CleaningAbortedError", "IllegalCleanerStateError"]
+
+
+class CleaningAbortedError(LogCleanerError):
+    """A round stopped because its partition was aborted (deletion, truncation, policy change) or the
+    cleaner is shutting down. Not a failure: the partition is not marked uncleanable."""
+
+
+class IllegalCleanerStateError(ConflictError):
+    """A cleaning-state transition that Kafka's LogCleanerManager does not allow (see cleaner/manager.py)."""
