@@ -335,6 +335,7 @@ class LogManager:
                 log_start_offset=log.log_start_offset,
                 log_end_offset=log.log_end_offset,
                 high_watermark=log.high_watermark,
+                log_size_bytes=log.size_bytes,  # kept by the log: no sum over its segments
             )
             if plan.total == 0:
                 return []

@@ -18,7 +18,14 @@ from typing import ClassVar, NamedTuple
 
 from service.errors import CorruptDataError, InvalidInputError
 
-__all__ = ["DEFAULT_MAX_INDEX_SIZE", "AbstractIndex", "IndexFile", "check_whole_entries"]
+__all__ = [
+    "DEFAULT_MAX_INDEX_SIZE",
+    "AbstractIndex",
+    "IndexFile",
+    "check_index_file_length",
+    "check_whole_entries",
+    "read_whole_file",
+]
 
 DEFAULT_MAX_INDEX_SIZE = 10_485_760  # segment.index.bytes
 _INT32_MAX = (1 << 31) - 1
@@ -40,10 +47,18 @@ class IndexFile(ABC):
     ``flush``, ``close``, ``rename_to`` and ``delete_if_exists`` never create the file. Releasing it closes
     the descriptor and calls ``_forget``, where a subclass drops what it holds in memory; the next access
     reads the file again. Not thread-safe: the segment owner locks.
+
+    The path is kept as a string (``_file``), which every system call takes; the ``Path`` object is built
+    only when asked for. A broker loads about three index files per segment, 300,000 for 100,000 segments,
+    and building a ``Path`` for each was a third of the start-up time. ``__slots__`` throughout: no
+    per-instance dict for the garbage collector to walk at 100,000 segments.
     """
 
-    def __init__(self, path: Path) -> None:
-        self._path = path if isinstance(path, Path) else Path(path)
+    __slots__ = ("_dirty", "_fd", "_file", "_path_object")
+
+    def __init__(self, path: Path | str) -> None:
+        self._file = os.fspath(path)
+        self._path_object = path if isinstance(path, Path) else None
         self._fd: int | None = None
         self._dirty = False
 
@@ -54,6 +69,12 @@ class IndexFile(ABC):
     @property
     def path(self) -> Path:
         return self._path
+
+    @property
+    def _path(self) -> Path:
+        if self._path_object is None:
+            self._path_object = Path(self._file)
+        return self._path_object
 
     def flush(self) -> None:
         """fsync what this index wrote; a no-op if it never opened the file for writing."""
@@ -68,18 +89,19 @@ class IndexFile(ABC):
         finally:
             self._release()
 
-    def rename_to(self, new_path: Path) -> None:
+    def rename_to(self, new_path: Path | str) -> None:
         """Rename the file if it exists; otherwise only remember the new path (it is created there)."""
-        new_path = Path(new_path)
-        if self._fd is not None or self._path.exists():
-            os.replace(self._path, new_path)
-        self._path = new_path
+        new_file = os.fspath(new_path)
+        if self._fd is not None or os.path.exists(self._file):
+            os.replace(self._file, new_file)
+        self._file = new_file
+        self._path_object = new_path if isinstance(new_path, Path) else None
 
     def delete_if_exists(self) -> bool:
         """Release and delete the file; False if there was none."""
         self._release()
         try:
-            self._path.unlink()
+            os.unlink(self._file)
         except FileNotFoundError:
             return False
         return True
@@ -97,6 +119,9 @@ class IndexFile(ABC):
         self._forget()
         if fd is not None:
             os.close(fd)
+
+
+_UNLOADED_COLUMNS: tuple[array[int], array[int]] = (array("q"), array("q"))
 
 
 class _Edges(NamedTuple):
@@ -122,11 +147,22 @@ class AbstractIndex(IndexFile):
     A descriptor is opened only to write and kept until ``close``. Not thread-safe: the segment owner locks.
     """
 
+    __slots__ = (
+        "_base_offset",
+        "_columns",
+        "_edges",
+        "_file_length",
+        "_loaded",
+        "_max_index_size",
+        "_writable",
+    )
+
     entry_size: ClassVar[int]
+    kind: ClassVar[str]  # "offset index" or "time index", for messages
     _entry: ClassVar[struct.Struct]  # the entry layout, two fields
     _typecodes: ClassVar[tuple[str, str]]  # array typecodes of the two in-memory columns
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
+    def __init__(self, path: Path | str, base_offset: int, max_index_size: int, writable: bool) -> None:
         if base_offset < 0:
             raise InvalidInputError(f"{path}: base offset must be >= 0, got {base_offset}")
         if max_index_size < self.entry_size:
@@ -141,7 +177,9 @@ class AbstractIndex(IndexFile):
         self._file_length = 0  # bytes on disk while loaded
         self._edges: _Edges | None = None  # cached tail read of an unloaded file
         # The entries as stored (offsets relative), one array per field: columns[0][n], columns[1][n].
-        self._columns: tuple[array[int], array[int]] = (array(self._typecodes[0]), array(self._typecodes[1]))
+        # Unloaded, it is the shared empty pair, never appended to: ``_load`` puts fresh arrays in first.
+        # Two arrays and a tuple per index were most of the objects the garbage collector walked at start-up.
+        self._columns: tuple[array[int], array[int]] = _UNLOADED_COLUMNS
 
     @staticmethod
     @abstractmethod
@@ -196,10 +234,20 @@ class AbstractIndex(IndexFile):
             )
         if rounded == self._file_length:
             return False
-        os.ftruncate(self._writer(), rounded)
+        if self._fd is None and rounded > self._file_length:
+            # Preallocation needs no descriptor and no fsync: a crash leaves either length, and both read
+            # correctly (zero slots count as entries until recovery rebuilds the index). Keeping no
+            # descriptor matters at start-up, when every partition's active segment is preallocated again.
+            os.truncate(self._file, rounded)
+        else:
+            os.ftruncate(self._writer(), rounded)
+            self._dirty = True  # a trim must be durable before the clean-shutdown marker is written
         self._file_length = rounded
-        self._dirty = True
         return True
+
+    def check_file_length(self, *, must_exist: bool) -> None:
+        """``check_index_file_length`` on this index's file (see there)."""
+        check_index_file_length(self._file, type(self), must_exist=must_exist)
 
     def trim_to_valid_size(self) -> None:
         """Cut the preallocated tail off: file length = entries * entry size (on roll and close)."""
@@ -249,10 +297,10 @@ class AbstractIndex(IndexFile):
         """Bring the entries into memory (or, with ``read_entries=False``, only the file length)."""
         if self._loaded:
             return
-        self._keep(0)
+        self._columns = (array(self._typecodes[0]), array(self._typecodes[1]))
         try:
-            data = self._path.read_bytes() if read_entries else None
-            length = os.stat(self._path).st_size if data is None else len(data)
+            data = read_whole_file(self._file) if read_entries else None
+            length = os.stat(self._file).st_size if data is None else len(data)
         except FileNotFoundError:
             self._file_length = 0
             if self._writable:
@@ -266,7 +314,7 @@ class AbstractIndex(IndexFile):
 
     def _create_preallocated(self) -> None:
         length = self._max_index_size // self.entry_size * self.entry_size
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        fd = os.open(self._file, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
             os.ftruncate(fd, length)
         except BaseException:
@@ -279,7 +327,7 @@ class AbstractIndex(IndexFile):
         self._require_writable()
         self._load()
         if self._fd is None:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
+            self._fd = os.open(self._file, os.O_RDWR | os.O_CLOEXEC)
         return self._fd
 
     def _write_slot(self, slot: int, raw: bytes) -> None:
@@ -290,7 +338,7 @@ class AbstractIndex(IndexFile):
 
     def _forget(self) -> None:
         self._loaded = False
-        self._keep(0)
+        self._columns = _UNLOADED_COLUMNS
         self._file_length = 0
         self._edges = None
 
@@ -311,7 +359,7 @@ class AbstractIndex(IndexFile):
 
     def _read_edges(self) -> _Edges | None:
         try:
-            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self._file, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
         try:
@@ -328,7 +376,7 @@ class AbstractIndex(IndexFile):
         if len(raw) != self.entry_size:
             raise CorruptDataError(
                 f"file shrank while reading: {len(raw)} of {self.entry_size} entry bytes",
-                path=str(self._path),
+                path=self._file,
                 position=position,
             )
         first, second = self._entry.unpack(raw)
@@ -356,3 +404,36 @@ class AbstractIndex(IndexFile):
         self._write_slot(slot, self._entry.pack(first, second))
         self._columns[0].append(first)
         self._columns[1].append(second)
+
+
+def check_index_file_length(file: str, index_type: type[AbstractIndex], *, must_exist: bool) -> None:
+    """Kafka's load-time check of an index file, one ``os.stat``: it exists (if ``must_exist``), and holds
+    whole entries of ``index_type`` only; raises FileNotFoundError or CorruptDataError, either of which makes
+    the loader rebuild the segment.
+
+    Unlike ``sanity_check`` it reads no entry: after a clean shutdown Kafka 3.x checks only that the offset
+    index exists, since "we will recover the segments above the recovery point in recoverLog() in any
+    case"; the length check adds what a stat gives for free (Kafka's lazy index would silently drop a
+    partial entry). It takes a file name, not an index, so that the loader need not build index objects.
+    """
+    try:
+        length = os.stat(file).st_size
+    except FileNotFoundError:
+        if must_exist:
+            raise FileNotFoundError(f"{index_type.kind} {file} is missing") from None
+        return
+    check_whole_entries(length, index_type.entry_size, kind=index_type.kind, path=file)
+
+
+def read_whole_file(file: str) -> bytes:
+    """The file's bytes through a bare descriptor: open, fstat, read, close (no buffered file object)."""
+    fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        remaining = os.fstat(fd).st_size
+        while remaining > 0 and (chunk := os.read(fd, remaining)):
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

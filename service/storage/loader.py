@@ -5,7 +5,9 @@
 2. Complete interrupted swaps: the segments a ``.swap`` replaces (base offsets in the swaps' range) are
    deleted, then every ``.swap`` loses its suffix.
 3. Load segments in base-offset order; index files without a ``.log`` are deleted; a segment whose indexes
-   are missing or fail their sanity check is rebuilt now.
+   are missing or fail their check is rebuilt now. After a clean shutdown the check is Kafka's (the offset
+   index exists, both indexes hold whole entries: one ``os.stat`` each) for every segment but the active
+   one; otherwise it is the full ``sanity_check``, which reads the indexes' first and last entries.
 4. After an unclean shutdown, recover from the segment holding the recovery point: validate every batch,
    rebuild the indexes, truncate at the first invalid batch and delete every later segment.
 5. A log whose end is below the checkpointed log start offset starts afresh, empty, at that offset.
@@ -43,6 +45,8 @@ __all__ = ["LoadResult", "load_partition_log"]
 logger = logging.getLogger(__name__)
 
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +65,23 @@ def load_partition_log(
     recovery_point: int = 0,
     clean_shutdown: bool = False,
 ) -> LoadResult:
+    """Load one partition dir (steps in the module docstring).
+
+    The dir is listed once and the listing passed down; it is listed again only after a step renamed or
+    deleted files, which a clean shutdown never leaves to do. After a clean shutdown each segment costs
+    three ``os.stat`` calls (the ``.log`` for its size, the two indexes for ``check_index_files``) and
+    no descriptor stays open: at 100,000 segments, start-up is bound by those stats.
+    """
     parsed = parse_partition_dir_name(directory.name)
     topic_partition = TopicPartition(parsed.topic, parsed.partition)
-    _remove_temp_files(directory)
-    _complete_swaps(directory, config, clock)
+    names = os.listdir(directory)
+    if any(name.endswith(_TEMP_SUFFIXES) for name in names):  # never after a clean shutdown
+        names = _remove_temp_files(directory, names)
+        names = _complete_swaps(directory, names, config, clock)
     tracker = TxnTracker()
-    segments, rebuilt = _load_segments(directory, config, clock, tracker)
+    segments, rebuilt = _load_segments(
+        directory, names, config, clock, tracker, clean_shutdown=clean_shutdown
+    )
     now_ms = clock.now_ms()
     truncated = sum(rebuilt.values())
     recovered = len(rebuilt)
@@ -75,7 +90,14 @@ def load_partition_log(
         recovered += recovered_now
         truncated += truncated_now
     if segments:
-        log_end_offset = segments[-1].read_next_offset()
+        active = segments[-1]
+        # Preallocate the active segment's indexes again (this reads their entries, which the log end
+        # offset lookup below then uses from memory).
+        active.offset_index.resize(config.segment_index_bytes)
+        active.time_index.resize(config.segment_index_bytes)
+        log_end_offset = active.read_next_offset()
+        if clean_shutdown:
+            active.close_file()  # nothing unsynced: the first append opens it again
         if log_end_offset < log_start_offset:
             logger.warning(
                 "%s: log end offset %d is below the log start offset %d; deleting all segments",
@@ -88,11 +110,10 @@ def load_partition_log(
             segments = []
     if not segments:
         segments = [LogSegment.create(directory, log_start_offset, config=config, now_ms=now_ms)]
+        segments[0].offset_index.resize(config.segment_index_bytes)
+        segments[0].time_index.resize(config.segment_index_bytes)
         log_end_offset = log_start_offset
     log_start_offset = max(log_start_offset, segments[0].base_offset)
-    active = segments[-1]
-    active.offset_index.resize(config.segment_index_bytes)
-    active.time_index.resize(config.segment_index_bytes)
     recovery = log_end_offset if clean_shutdown else min(recovery_point, log_end_offset)
     log = PartitionLog(
         directory,
@@ -108,32 +129,36 @@ def load_partition_log(
     return LoadResult(log, recovered, truncated)
 
 
-def _files_with(directory: Path, suffix: str) -> list[Path]:
-    return sorted(p for p in directory.iterdir() if p.name.endswith(suffix))
-
-
-def _remove_temp_files(directory: Path) -> None:
-    for path in _files_with(directory, DELETED_SUFFIX):
-        path.unlink(missing_ok=True)
-    cleaned = _files_with(directory, CLEANED_SUFFIX)
-    min_cleaned = min((base_offset_from_name(p.name) for p in cleaned), default=None)
+def _remove_temp_files(directory: Path, names: list[str]) -> list[str]:
+    """Step 1; returns the dir's listing, listed again only if a file was deleted."""
+    deleted = sorted(n for n in names if n.endswith(DELETED_SUFFIX))
+    cleaned = sorted(n for n in names if n.endswith(CLEANED_SUFFIX))
+    if not deleted and not cleaned:
+        return names
+    for name in deleted:
+        (directory / name).unlink(missing_ok=True)
+    min_cleaned = min((base_offset_from_name(n) for n in cleaned), default=None)
     if min_cleaned is not None:
-        for swap in _files_with(directory, SWAP_SUFFIX):
-            if base_offset_from_name(swap.name) >= min_cleaned:
-                logger.info("Deleting %s: a swap file left by an interrupted segment split", swap)
-                swap.unlink(missing_ok=True)
-    for path in cleaned:
-        logger.info("Deleting %s: a cleaning that did not finish", path)
-        path.unlink(missing_ok=True)
+        for name in sorted(n for n in names if n.endswith(SWAP_SUFFIX)):
+            if base_offset_from_name(name) >= min_cleaned:
+                logger.info("Deleting %s: a swap file left by an interrupted segment split", directory / name)
+                (directory / name).unlink(missing_ok=True)
+    for name in cleaned:
+        logger.info("Deleting %s: a cleaning that did not finish", directory / name)
+        (directory / name).unlink(missing_ok=True)
+    return os.listdir(directory)
 
 
-def _complete_swaps(directory: Path, config: LogConfig, clock: Clock) -> None:
-    swaps = _files_with(directory, SWAP_SUFFIX)
+def _complete_swaps(directory: Path, names: list[str], config: LogConfig, clock: Clock) -> list[str]:
+    """Step 2; returns the dir's listing, listed again only if a swap was completed."""
+    swaps = [directory / n for n in sorted(names) if n.endswith(SWAP_SUFFIX)]
+    if not swaps:
+        return names
     log_swaps = [p for p in swaps if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
     if not log_swaps:
         for path in swaps:  # index swaps whose .log was already renamed: finish the rename
             os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
-        return
+        return os.listdir(directory)
     ranges = []
     for path in log_swaps:
         base = base_offset_from_name(path.name)
@@ -145,37 +170,60 @@ def _complete_swaps(directory: Path, config: LogConfig, clock: Clock) -> None:
         ranges.append((base, next_offset))
     min_swap = min(base for base, _ in ranges)
     max_swap = max(end for _, end in ranges)
-    for path in sorted(directory.iterdir()):
-        name = path.name
+    for name in sorted(names):
         if name.endswith(SWAP_SUFFIX) or not name.endswith(_SEGMENT_SUFFIXES) or not name[:1].isdigit():
             continue
         if min_swap <= base_offset_from_name(name) < max_swap:
-            logger.info("Deleting %s: replaced by a completed swap", path)
-            path.unlink()
+            logger.info("Deleting %s: replaced by a completed swap", directory / name)
+            (directory / name).unlink()
     for path in swaps:
         os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
     fsync_dir(directory)
+    return os.listdir(directory)
 
 
 def _load_segments(
-    directory: Path, config: LogConfig, clock: Clock, tracker: TxnTracker
+    directory: Path,
+    names: list[str],
+    config: LogConfig,
+    clock: Clock,
+    tracker: TxnTracker,
+    *,
+    clean_shutdown: bool,
 ) -> tuple[list[LogSegment], dict[int, int]]:
-    """Every segment in base-offset order; returns them and {base offset: bytes truncated} of rebuilt ones."""
-    names = {p.name for p in directory.iterdir()}
-    log_bases = sorted(base_offset_from_name(n) for n in names if n.endswith(LOG_SUFFIX) and n[:1].isdigit())
+    """Every segment in base-offset order; returns them and {base offset: bytes truncated} of rebuilt ones.
+
+    A segment whose indexes fail their check is rebuilt. After a clean shutdown the check is Kafka's
+    (``LogSegment.check_index_files``: stats, no entry read) for every segment but the active one, whose
+    indexes are read whole anyway and get the full ``sanity_check``; after an unclean shutdown every
+    segment gets the full check.
+    """
+    log_names = {n[: -len(LOG_SUFFIX)]: n for n in names if n.endswith(LOG_SUFFIX) and n[:1].isdigit()}
+    log_bases = sorted(base_offset_from_name(n) for n in log_names.values())
     bases = set(log_bases)
+    txn_bases = set()
     for name in names:
-        is_index = name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and name[:1].isdigit()
-        if is_index and base_offset_from_name(name) not in bases:
+        if not name.endswith(_INDEX_SUFFIXES) or not name[:1].isdigit():
+            continue
+        stem = name.partition(".")[0]
+        # Same name as a .log: no need to parse the offset (the common case, by far).
+        base = -1 if stem in log_names else base_offset_from_name(name)
+        if base != -1 and base not in bases:
             logger.warning("Deleting %s: an index file without a log file", directory / name)
             (directory / name).unlink()
+        elif name.endswith(TXN_INDEX_SUFFIX):
+            txn_bases.add(base_offset_from_name(name))
     now_ms = clock.now_ms()
     segments = []
     rebuilt: dict[int, int] = {}
+    last = log_bases[-1] if log_bases else None
     for base in log_bases:
         segment = LogSegment(directory, base, config=config, created_ms=now_ms)
         try:
-            segment.sanity_check()
+            if clean_shutdown and base != last:
+                segment.check_index_files(has_txn_index=base in txn_bases)
+            else:
+                segment.sanity_check()
         except (FileNotFoundError, CorruptDataError) as exc:
             logger.warning("Rebuilding the indexes of %s: %s", segment.log_path, exc)
             rebuilt[base] = segment.recover(tracker.on_batch)

@@ -72,6 +72,9 @@ class PartitionLog:
         self._lock = threading.RLock()
         self._segments: list[LogSegment] = list(segments)
         self._bases: list[int] = [s.base_offset for s in segments]
+        # Bytes of every segment but the active one, which no longer change: kept so that ``size_bytes``
+        # is O(1) for the retention pass over every log. Whatever changes the segment list updates it.
+        self._sealed_size_bytes = sum(s.size_bytes for s in self._segments[:-1])
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._log_end_offset = log_end_offset
@@ -116,8 +119,9 @@ class PartitionLog:
 
     @property
     def size_bytes(self) -> int:
+        """Bytes of all segments: the sealed ones' sum, kept up to date, plus the active segment's."""
         with self._lock:
-            return sum(s.size_bytes for s in self._segments)
+            return self._sealed_size_bytes + self._segments[-1].size_bytes
 
     @property
     def segments(self) -> list[LogSegment]:
@@ -224,6 +228,7 @@ class PartitionLog:
             )
             self._segments.append(segment)
             self._bases.append(new_base)
+            self._sealed_size_bytes += active.size_bytes
             # Kafka flushes the old segments asynchronously after a roll; we do it now, in the roll.
             self.flush(new_base)
             return segment
@@ -300,6 +305,7 @@ class PartitionLog:
             doomed = self._segments[:count]
             del self._segments[:count]
             del self._bases[:count]
+            self._sealed_size_bytes -= sum(s.size_bytes for s in doomed)  # all sealed: the roll came first
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             self._recovery_point = max(self._recovery_point, self._log_start_offset)
             for segment in doomed:
@@ -332,6 +338,7 @@ class PartitionLog:
             kept = [s for s in self._segments if id(s) not in gone]
             self._segments = sorted(kept + list(cleaned), key=lambda s: s.base_offset)
             self._bases = [s.base_offset for s in self._segments]
+            self._sealed_size_bytes = sum(s.size_bytes for s in self._segments[:-1])
             for segment in doomed:
                 segment.close_file()
                 segment.change_file_suffixes("", DELETED_SUFFIX)

@@ -53,13 +53,15 @@ class OffsetIndex(AbstractIndex):
     one). Truncation changes only memory until the file is trimmed, so stale entries also survive a crash.
     """
 
+    __slots__ = ()
     entry_size = ENTRY_SIZE
+    kind = "offset index"
     _entry = _ENTRY
     _typecodes = ("i", "i")  # columns: relative offsets, positions
 
     def __init__(
         self,
-        path: Path,
+        path: Path | str,
         base_offset: int,
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
@@ -117,11 +119,11 @@ class OffsetIndex(AbstractIndex):
     def sanity_check(self) -> None:
         """Raise CorruptDataError if the length is not whole entries or the last offset is below the base."""
         length, _, last = self._peek(create=False)
-        check_whole_entries(length, ENTRY_SIZE, kind="offset index", path=str(self._path))
+        check_whole_entries(length, ENTRY_SIZE, kind="offset index", path=self._file)
         if last is not None and last[0] < 0:
             raise CorruptDataError(
                 f"last offset {self._base_offset + last[0]} is below the base offset {self._base_offset}",
-                path=str(self._path),
+                path=self._file,
                 position=length - ENTRY_SIZE,
             )
 

@@ -13,6 +13,7 @@ time-index entry after a restart without scanning the log. Not thread-safe: ``Pa
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -21,12 +22,14 @@ from pathlib import Path
 
 from service.errors import CorruptDataError, UnsupportedFormatError
 from service.storage.file_records import iter_file_batches
+from service.storage.index_file import IndexFile, check_index_file_length
 from service.storage.log_config import LogConfig
 from service.storage.log_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    file_name,
     segment_path,
 )
 from service.storage.offset_index import OffsetIndex
@@ -45,6 +48,31 @@ _UNKNOWN = -2  # sentinel for lazily computed values
 
 
 class LogSegment:
+    __slots__ = (
+        "_bytes_since_last_index_entry",
+        "_fd",
+        "_index_bytes",
+        "_indexes_checked",
+        "_is_dirty",
+        "_log_file",
+        "_log_path",
+        "_max_timestamp",
+        "_mtime_ms",
+        "_offset_index",
+        "_offset_of_max_timestamp",
+        "_rolling_based_timestamp",
+        "_size",
+        "_stem",
+        "_time_index",
+        "_txn_index",
+        "base_offset",
+        "created_ms",
+        "directory",
+        "index_interval_bytes",
+        "rolling_jitter_ms",
+        "suffix",
+    )
+
     def __init__(
         self,
         directory: Path,
@@ -62,21 +90,18 @@ class LogSegment:
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = created_ms
         self.rolling_jitter_ms = rolling_jitter_ms
-        self.log_path = segment_path(directory, base_offset, LOG_SUFFIX + suffix)
-        self.offset_index = OffsetIndex(
-            segment_path(directory, base_offset, INDEX_SUFFIX + suffix),
-            base_offset,
-            config.segment_index_bytes,
-        )
-        self.time_index = TimeIndex(
-            segment_path(directory, base_offset, TIME_INDEX_SUFFIX + suffix),
-            base_offset,
-            config.segment_index_bytes,
-        )
-        self.txn_index = TransactionIndex(
-            segment_path(directory, base_offset, TXN_INDEX_SUFFIX + suffix), base_offset
-        )
-        self._size = os.stat(self.log_path).st_size if size_bytes is None else size_bytes
+        # File names are strings joined once, and the index objects are built on first use: at 100,000
+        # segments a Path per file, and objects the garbage collector walks again and again while the
+        # rest load, cost more than the loading itself.
+        self._stem = os.path.join(directory, file_name(base_offset, ""))
+        self._log_file = self._stem + LOG_SUFFIX + suffix
+        self._log_path: Path | None = None
+        self._index_bytes = config.segment_index_bytes
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._txn_index: TransactionIndex | None = None
+        self._indexes_checked = False  # set by check_index_files: the files are as a clean shutdown left them
+        self._size = os.stat(self._log_file).st_size if size_bytes is None else size_bytes
         self._fd: int | None = None
         self._is_dirty = False
         self._max_timestamp = _UNKNOWN
@@ -108,16 +133,52 @@ class LogSegment:
     # -- sizes, offsets and timestamps -------------------------------------------------------------
 
     @property
+    def offset_index(self) -> OffsetIndex:
+        if self._offset_index is None:
+            self._offset_index = OffsetIndex(
+                self._stem + INDEX_SUFFIX + self.suffix, self.base_offset, self._index_bytes
+            )
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self._time_index = TimeIndex(
+                self._stem + TIME_INDEX_SUFFIX + self.suffix, self.base_offset, self._index_bytes
+            )
+        return self._time_index
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        if self._txn_index is None:
+            self._txn_index = TransactionIndex(self._stem + TXN_INDEX_SUFFIX + self.suffix, self.base_offset)
+        return self._txn_index
+
+    @property
+    def log_path(self) -> Path:
+        """The ``.log`` file (with the segment's suffix); built on first use."""
+        if self._log_path is None:
+            self._log_path = Path(self._log_file)
+        return self._log_path
+
+    @property
     def size_bytes(self) -> int:
         return self._size
 
     def _file(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self.log_path, os.O_RDWR)
+            self._fd = os.open(self._log_file, os.O_RDWR)
         return self._fd
 
     def _load_max_timestamp(self) -> None:
+        """From the time index's last entry, which a roll or close wrote (read once, then kept).
+
+        Runs the time index's content check that loading after a clean shutdown defers to here: it needs
+        no more I/O (the first and last entries were just read) and a corrupt file raises CorruptDataError
+        rather than give retention a wrong largest timestamp.
+        """
         timestamp, offset = self.time_index.last_entry()
+        self.time_index.sanity_check()
         self._max_timestamp = timestamp if timestamp >= 0 else NO_TIMESTAMP
         self._offset_of_max_timestamp = offset
 
@@ -136,11 +197,11 @@ class LogSegment:
 
     def last_modified_ms(self) -> int:
         if self._mtime_ms is None:
-            self._mtime_ms = os.stat(self.log_path).st_mtime_ns // 1_000_000
+            self._mtime_ms = os.stat(self._log_file).st_mtime_ns // 1_000_000
         return self._mtime_ms
 
     def set_last_modified_ms(self, mtime_ms: int) -> None:
-        os.utime(self.log_path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+        os.utime(self._log_file, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
         self._mtime_ms = mtime_ms
 
     def largest_timestamp(self) -> tuple[int, str]:
@@ -222,7 +283,7 @@ class LogSegment:
 
     def batches(self, start_position: int = 0, *, verify_crc: bool = False) -> Iterator[RecordBatch]:
         return iter_file_batches(
-            self._file(), start_position, self._size, path=str(self.log_path), verify_crc=verify_crc
+            self._file(), start_position, self._size, path=self._log_file, verify_crc=verify_crc
         )
 
     def read_from(self, offset: int) -> Iterator[RecordBatch]:
@@ -312,12 +373,32 @@ class LogSegment:
                 self.created_ms = now_ms
 
     def sanity_check(self) -> None:
-        """Raise if an index file is missing or corrupt (the loader then rebuilds the segment)."""
-        if not self.offset_index.path.exists():
-            raise FileNotFoundError(f"offset index {self.offset_index.path} is missing")
+        """Raise if an index file is missing or corrupt (the loader then rebuilds the segment).
+
+        The full check, reading each index's first and last entries: the loader runs it after an unclean
+        shutdown; after a clean one it runs ``check_index_files``.
+        """
+        self.offset_index.check_file_length(must_exist=True)
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
         self.txn_index.sanity_check()
+
+    def check_index_files(self, *, has_txn_index: bool = True) -> None:
+        """Kafka 3.x's ``LogSegment.sanityCheck`` at load: raise if the indexes cannot be used as they are.
+
+        The offset index must exist; the offset and time indexes must hold whole entries (one ``os.stat``
+        each, no entry read); the transaction index, if ``has_txn_index`` (the caller's directory listing
+        says whether the file exists), gets its full check, as in Kafka. The content checks of
+        ``sanity_check`` (last offset not below the base, timestamps in order) are not run here, as Kafka
+        does not run them: a clean shutdown wrote and fsynced these files, trimmed, and an unclean one makes
+        the loader rebuild every segment from the recovery point anyway. The time index's last entry is read
+        when retention first asks for the largest timestamp, and checked then (``max_timestamp_so_far``).
+        """
+        check_index_file_length(self._stem + INDEX_SUFFIX + self.suffix, OffsetIndex, must_exist=True)
+        check_index_file_length(self._stem + TIME_INDEX_SUFFIX + self.suffix, TimeIndex, must_exist=False)
+        if has_txn_index:
+            self.txn_index.sanity_check()
+        self._indexes_checked = True
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -333,23 +414,35 @@ class LogSegment:
         if self._fd is not None and self._is_dirty:
             os.fsync(self._fd)
             self._is_dirty = False
-        self.offset_index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
+        for index in self._opened_indexes():
+            index.flush()
 
     def close(self) -> None:
-        """Close cleanly: the final time-index entry and trimmed indexes let Kafka and us reopen it."""
-        if self.max_timestamp_so_far >= 0:
+        """Close cleanly: the final time-index entry and trimmed indexes let Kafka and us reopen it.
+
+        As in Kafka (whose lazy indexes are closed only if loaded), a segment whose index files passed
+        ``check_index_files`` leaves alone each index it has not touched since: the file is as the last
+        clean shutdown wrote it. Likewise its final time-index entry is appended only if the largest
+        timestamp was read or changed; otherwise it is still the file's last entry. At 100,000 segments,
+        shutdown then costs what the segments were used for, not a read of every index.
+        """
+        untouched_ok = self._indexes_checked
+        if not (untouched_ok and self._max_timestamp == _UNKNOWN) and self.max_timestamp_so_far >= 0:
             self.time_index.append(
                 self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
             )
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        if not (untouched_ok and self._offset_index is None):
+            self.offset_index.trim_to_valid_size()
+        if not (untouched_ok and self._time_index is None):
+            self.time_index.trim_to_valid_size()
         self.flush()
-        self.offset_index.close()
-        self.time_index.close()
-        self.txn_index.close()
+        for index in self._opened_indexes():
+            index.close()
         self.close_file()
+
+    def _opened_indexes(self) -> list[IndexFile]:
+        """The index objects built so far (the properties build them on first use)."""
+        return [i for i in (self._offset_index, self._time_index, self._txn_index) if i is not None]
 
     def close_file(self) -> None:
         if self._fd is not None:
@@ -360,16 +453,13 @@ class LogSegment:
         """Rename every file of the segment, e.g. ``""`` → ``.deleted`` or ``.cleaned`` → ``.swap``."""
         if self.suffix != old_suffix:
             raise ValueError(f"segment {self.log_path} has suffix {self.suffix!r}, not {old_suffix!r}")
-        new_log = segment_path(self.directory, self.base_offset, LOG_SUFFIX + new_suffix)
-        os.replace(self.log_path, new_log)
-        self.log_path = new_log
-        self.offset_index.rename_to(segment_path(self.directory, self.base_offset, INDEX_SUFFIX + new_suffix))
-        self.time_index.rename_to(
-            segment_path(self.directory, self.base_offset, TIME_INDEX_SUFFIX + new_suffix)
-        )
-        self.txn_index.rename_to(
-            segment_path(self.directory, self.base_offset, TXN_INDEX_SUFFIX + new_suffix)
-        )
+        stem = self._stem
+        new_log = stem + LOG_SUFFIX + new_suffix
+        os.replace(self._log_file, new_log)
+        self._log_file, self._log_path = new_log, None
+        self.offset_index.rename_to(stem + INDEX_SUFFIX + new_suffix)
+        self.time_index.rename_to(stem + TIME_INDEX_SUFFIX + new_suffix)
+        self.txn_index.rename_to(stem + TXN_INDEX_SUFFIX + new_suffix)
         self.suffix = new_suffix
 
     def delete_files(self) -> None:
@@ -377,7 +467,8 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
-        self.log_path.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._log_file)
         self.offset_index.delete_if_exists()
         self.time_index.delete_if_exists()
         self.txn_index.delete_if_exists()

@@ -56,13 +56,15 @@ class TimeIndex(AbstractIndex):
     index: an untrimmed file reads its zero slots as entries; recovery rebuilds it.
     """
 
+    __slots__ = ()
     entry_size = ENTRY_SIZE
+    kind = "time index"
     _entry = _ENTRY
     _typecodes = ("q", "i")  # columns: timestamps, relative offsets
 
     def __init__(
         self,
-        path: Path,
+        path: Path | str,
         base_offset: int,
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
@@ -135,7 +137,7 @@ class TimeIndex(AbstractIndex):
     def sanity_check(self) -> None:
         """Raise CorruptDataError on a partial entry, last timestamp < first, or last offset < base."""
         length, first, last = self._peek(create=False)
-        path, last_position = str(self._path), length - length % ENTRY_SIZE - ENTRY_SIZE
+        path, last_position = self._file, length - length % ENTRY_SIZE - ENTRY_SIZE
         check_whole_entries(length, ENTRY_SIZE, kind="time index", path=path)
         if first is None or last is None:
             return

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.errors import CorruptDataError, InvalidInputError
-from service.storage.index_file import IndexFile, check_whole_entries
+from service.storage.index_file import IndexFile, check_whole_entries, read_whole_file
 
 __all__ = [
     "CURRENT_VERSION",
@@ -102,7 +102,9 @@ class TransactionIndex(IndexFile):
     so that the loader rebuilds the segment. Not thread-safe: the segment owner locks.
     """
 
-    def __init__(self, path: Path, start_offset: int) -> None:
+    __slots__ = ("_start_offset", "_txns")
+
+    def __init__(self, path: Path | str, start_offset: int) -> None:
         super().__init__(path)
         self._start_offset = start_offset
         self._txns: list[AbortedTxn] | None = None
@@ -160,21 +162,21 @@ class TransactionIndex(IndexFile):
 
     def truncate(self) -> None:
         """Remove every entry without reading the file (Kafka ``reset``); a file is cut to 0 bytes."""
-        if self._fd is not None or self._path.exists():
+        if self._fd is not None or os.path.exists(self._file):
             os.ftruncate(self._writer(), 0)
         self._txns = []
 
     def sanity_check(self) -> None:
         """Raise CorruptDataError on a partial entry, a version other than 0, or a last offset below start."""
         try:
-            data = self._path.read_bytes()
+            data = read_whole_file(self._file)
         except FileNotFoundError:
             return
-        for n, txn in enumerate(decode_entries(data, path=str(self._path))):
+        for n, txn in enumerate(decode_entries(data, path=self._file)):
             if txn.last_offset < self._start_offset:
                 raise CorruptDataError(
                     f"aborted transaction {txn} ends below the index start offset {self._start_offset}",
-                    path=str(self._path),
+                    path=self._file,
                     position=n * ENTRY_SIZE,
                 )
 
@@ -187,15 +189,15 @@ class TransactionIndex(IndexFile):
     def _load(self) -> list[AbortedTxn]:
         if self._txns is None:
             try:
-                data = self._path.read_bytes()
+                data = read_whole_file(self._file)
             except FileNotFoundError:
                 data = b""
-            self._txns = decode_entries(data, path=str(self._path))
+            self._txns = decode_entries(data, path=self._file)
         return self._txns
 
     def _writer(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._fd = os.open(self._file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self._dirty = True
         return self._fd
 

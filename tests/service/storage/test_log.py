@@ -296,3 +296,23 @@ def test_relative_offset_overflow_forces_a_roll(log_dir: Path, open_log) -> None
     assert len(log.segments) == 1
     log.append_records([plain() for _ in range(20)])
     assert [s.base_offset for s in log.segments] == [0, last_delta + 6]
+
+
+def test_size_bytes_follows_appends_rolls_and_deletions(make_log: MakeLog) -> None:
+    """``size_bytes`` is kept, not summed: it must equal the segments' sum after every change."""
+    log = make_log()
+
+    def summed() -> int:
+        return sum(s.size_bytes for s in log.segments)
+
+    for n in range(6):
+        log.append_records([keyed(b"k%d" % n, b"v" * n)])
+        assert log.size_bytes == summed()
+        if n % 2:
+            log.roll()
+            assert log.size_bytes == summed()
+    log.delete_oldest_segments(2)
+    assert log.size_bytes == summed() > 0
+    log.append_records([keyed(b"last", b"v")])
+    log.delete_oldest_segments(len(log.segments))  # every segment: the log rolls first
+    assert log.size_bytes == summed() == 0
