@@ -1,0 +1,386 @@
+"""One cleaning round of one log (Kafka ``Cleaner``, reference §12.1): the pure algorithm, its collaborators
+(clock, throttler, abort check, delayed deletion) injected so that a test builds it in one line.
+
+A round: build the key map over the dirty section [first dirty, upper bound) (``build_offset_map``);
+group every segment below the map's end (the clean prefix too) by ``group_segments_by_size``; clean each
+group into one segment (``clean_group``) and swap it in. ``end_offset`` is the next round's first dirty
+offset (the caller checkpoints it).
+
+Crash protocol of a group (§10.2; the loader's recovery is in ``service/storage/loader.py``):
+  1. ``clean_group`` writes ``<base>.log.cleaned`` and its ``.index/.timeindex/.txnindex.cleaned``, with the
+     final time-index entry, trimmed indexes, fsync and the last source segment's mtime. A crash now: the
+     loader deletes every ``.cleaned`` file; the old segments are intact.
+  2. ``PartitionLog.replace_segments`` renames ``.cleaned`` → ``.swap`` (a crash now: the loader completes
+     the swap, deleting the old segments in the swap's offset range), renames the old segments
+     ``.deleted`` (the loader deletes them), then ``.swap`` → final names and fsyncs the directory.
+  3. The ``.deleted`` files are removed after ``file.delete.delay.ms`` by ``schedule_delete``.
+An abort (``CleaningAbortedError`` from ``check_aborted``) or any error before step 2 deletes the group's
+``.cleaned`` files and re-raises; groups already swapped in stay (each is a complete, valid cleaning).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from cleaner.grouping import group_segments_by_size
+from cleaner.offset_map import OffsetMap, ReadPacer, build_offset_map, segments_overlapping
+from cleaner.rules import BatchOutcome, CleaningContext, LastRecord, ProducerScan, filter_batch
+from cleaner.stats import CleanerStats
+from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
+from service.clock import Clock
+from service.storage.log import PartitionLog
+from service.storage.log_config import LogConfig
+from service.storage.log_files import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_path,
+)
+from service.storage.records import RecordBatch
+from service.storage.segment import LogSegment
+from service.storage.txn_index import AbortedTxn
+
+__all__ = ["Cleaner", "CleaningResult", "clean_group"]
+
+logger = logging.getLogger(__name__)
+
+ScheduleDelete = Callable[[int, Callable[[], None]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningResult:
+    """``end_offset``: the new first dirty offset (checkpoint it); ``stats``: what the round did."""
+
+    end_offset: int
+    stats: CleanerStats
+
+
+def _no_throttle(_bytes: int) -> None:
+    return None
+
+
+def _never_aborted() -> None:
+    return None
+
+
+class Cleaner:
+    """Cleans logs one round at a time; holds no state between rounds (build one per thread or per round).
+
+    ``max_map_entries`` caps the key map as Kafka's buffer does (``None``: the whole dirty section, the
+    default); ``dedupe_buffer_bytes`` and ``load_factor`` only feed ``stats.buffer_utilization``.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        schedule_delete: ScheduleDelete,
+        throttle: Callable[[int], None] = _no_throttle,
+        check_aborted: Callable[[], None] = _never_aborted,
+        max_map_entries: int | None = None,
+        dedupe_buffer_bytes: int = 134_217_728,
+        load_factor: float = 0.9,
+        thread_id: int = 0,
+    ) -> None:
+        self.clock = clock
+        self.schedule_delete = schedule_delete
+        self.throttle = throttle
+        self.check_aborted = check_aborted
+        self.max_map_entries = max_map_entries
+        self.dedupe_buffer_bytes = dedupe_buffer_bytes
+        self.load_factor = load_factor
+        self.thread_id = thread_id
+
+    def clean(self, log: PartitionLog, first_dirty_offset: int, upper_bound_offset: int) -> CleaningResult:
+        """One round over [first_dirty_offset, upper_bound_offset) (§12.1).
+
+        ``upper_bound_offset`` is rounded down to the base of the segment holding it (never past the active
+        segment's base). With first dirty == upper bound the round is rewrite-only: an empty key map, but
+        every segment below the upper bound still goes through the horizon, empty-batch and transaction
+        rules (and is rewritten where they change anything).
+        """
+        now_ms = self.clock.now_ms()
+        stats = CleanerStats.start(self.clock)
+        pacer = ReadPacer(self.check_aborted, self.throttle)
+        segments = log.segments
+        upper = _round_down_to_segment(segments, upper_bound_offset)
+        if upper < first_dirty_offset:
+            stats.map_done(self.clock)
+            stats.all_done(self.clock)
+            return CleaningResult(first_dirty_offset, stats)
+        offset_map = OffsetMap()
+        build_offset_map(
+            segments,
+            first_dirty_offset,
+            upper,
+            offset_map,
+            stats,
+            max_entries=self.max_map_entries,
+            pacer=pacer,
+        )
+        end_offset = offset_map.latest_offset + 1
+        stats.map_size = offset_map.size
+        stats.map_done(self.clock)
+        txn_state = CleanedTransactionMetadata()
+        producers = ProducerScan()
+        below_end = [s for s in segments_overlapping(segments, 0, end_offset) if s is not segments[-1]]
+        groups = group_segments_by_size(
+            below_end, log.config.segment_bytes, log.config.segment_index_bytes, upper
+        )
+        for group in groups:
+            self.clean_segments(
+                log,
+                group,
+                lookup=offset_map.get,
+                map_latest_offset=offset_map.latest_offset,
+                upper_bound=upper,
+                now_ms=now_ms,
+                txn_state=txn_state,
+                active_producers=producers.refresh(log),
+                stats=stats,
+                pacer=pacer,
+            )
+        stats.buffer_utilization = (
+            offset_map.kafka_utilization_percent(self.dedupe_buffer_bytes, self.load_factor) / 100
+        )
+        stats.all_done(self.clock)
+        logger.info(
+            "%s",
+            stats.summary(
+                log_name=str(log.topic_partition),
+                first_dirty_offset=first_dirty_offset,
+                end_offset=end_offset,
+                thread_id=self.thread_id,
+            ),
+        )
+        if stats.invalid_records:
+            logger.warning("\tFound %d invalid messages during compaction.", stats.invalid_records)
+        return CleaningResult(end_offset, stats)
+
+    def clean_segments(
+        self,
+        log: PartitionLog,
+        segments: Sequence[LogSegment],
+        *,
+        lookup: Callable[[bytes], int],
+        map_latest_offset: int,
+        upper_bound: int,
+        now_ms: int,
+        txn_state: CleanedTransactionMetadata,
+        active_producers: Mapping[int, LastRecord],
+        stats: CleanerStats,
+        pacer: ReadPacer | None = None,
+    ) -> LogSegment | None:
+        """Clean one group and swap the result in (Kafka ``cleanSegments``); None if it was left as is."""
+        pacer = pacer or ReadPacer(self.check_aborted, self.throttle)
+        all_segments = log.segments
+        aborted = [
+            collect_aborted_txns(all_segments, s.base_offset, _segment_end(segments, i))
+            for i, s in enumerate(segments)
+        ]
+        cleaned = clean_group(
+            segments,
+            lookup=lookup,
+            map_latest_offset=map_latest_offset,
+            now_ms=now_ms,
+            delete_retention_ms=log.config.delete_retention_ms,
+            upper_bound=upper_bound,
+            txn_state=txn_state,
+            active_producers=active_producers,
+            aborted_txns=aborted,
+            directory=log.directory,
+            config=log.config,
+            stats=stats,
+            pacer=pacer,
+        )
+        if cleaned is None:
+            logger.debug(
+                "%s: segment %d unchanged, not rewritten", log.topic_partition, segments[0].base_offset
+            )
+            return None
+        try:
+            pacer.check()  # the last chance to stop before the swap publishes the group
+        except BaseException:
+            cleaned.delete_files()
+            raise
+        logger.debug(
+            "%s: swapping in %s for segment(s) %s",
+            log.topic_partition,
+            cleaned.log_path,
+            [s.base_offset for s in segments],
+        )
+        doomed = log.replace_segments([cleaned], segments)
+        if doomed:  # retention may have removed (and will delete) them all meanwhile
+            self.schedule_delete(log.config.file_delete_delay_ms, partial(_delete_segments, doomed))
+        return cleaned
+
+
+def clean_group(
+    segments: Sequence[LogSegment],
+    *,
+    lookup: Callable[[bytes], int],
+    map_latest_offset: int,
+    now_ms: int,
+    delete_retention_ms: int,
+    upper_bound: int,
+    txn_state: CleanedTransactionMetadata,
+    active_producers: Mapping[int, LastRecord],
+    aborted_txns: Sequence[Sequence[AbortedTxn]],
+    directory: Path,
+    config: LogConfig,
+    stats: CleanerStats,
+    pacer: ReadPacer | None = None,
+) -> LogSegment | None:
+    """Clean one group into one finished ``<base>.log.cleaned`` segment, or None if nothing would change.
+
+    The unit a parallel task runs: every input is explicit. ``aborted_txns[i]`` are the aborted txns
+    overlapping segment i (``collect_aborted_txns``), added to ``txn_state`` as segment i starts;
+    ``txn_state`` is advanced through the group (pass a ``copy`` to keep the original). A one-segment
+    group that would come out byte-identical (log and ``.txnindex``) is not written at all: the cleaned
+    file is created only at the first change. On any error the ``.cleaned`` files are deleted.
+    """
+    pacer = pacer or ReadPacer(_never_aborted, _no_throttle)
+    ctx = CleaningContext(
+        lookup, map_latest_offset, now_ms, delete_retention_ms, upper_bound, active_producers
+    )
+    writer = _CleanedWriter(segments, directory, config, now_ms)
+    try:
+        retained: list[AbortedTxn] = []
+        for segment, aborted in zip(segments, aborted_txns, strict=True):
+            pacer.check()
+            txn_state.add_aborted_transactions(aborted)
+            stats.segments_read += 1
+            for batch in segment.batches(verify_crc=True):
+                pacer.read(batch.size_bytes)
+                if batch.is_control:
+                    verdict = txn_state.on_control_batch_read(batch)
+                    can_discard = verdict.can_discard
+                    if verdict.retained_aborted_txn is not None:
+                        retained.append(verdict.retained_aborted_txn)
+                else:
+                    can_discard = txn_state.on_batch_read(batch)
+                outcome = filter_batch(batch, can_discard=can_discard, ctx=ctx)
+                _count(stats, batch, outcome)
+                writer.add(batch, outcome)
+                if outcome.data is not None:
+                    pacer.written(len(outcome.data))
+        pacer.flush()
+        cleaned = writer.finish(retained, segments[-1].last_modified_ms())
+    except BaseException:
+        writer.discard()
+        raise
+    if cleaned is None:
+        stats.groups_skipped += 1
+        stats.bytes_skipped += segments[0].size_bytes
+    else:
+        stats.groups_rewritten += 1
+    return cleaned
+
+
+def _count(stats: CleanerStats, batch: RecordBatch, outcome: BatchOutcome) -> None:
+    stats.bytes_read += batch.size_bytes
+    stats.records_read += outcome.records_read
+    stats.records_retained += outcome.records_retained
+    stats.invalid_records += outcome.invalid_records
+    if outcome.data is not None:
+        stats.bytes_written += len(outcome.data)
+
+
+class _CleanedWriter:
+    """The group's ``.cleaned`` segment, created at the first change.
+
+    Multi-segment groups always change (they merge). For a one-segment group, leading batches that come out
+    unchanged are only counted (``_unchanged_end``); the first changed or dropped batch creates the file and
+    copies them from the source first. If the file was never needed, ``finish`` returns None unless the
+    ``.txnindex`` would differ.
+    """
+
+    def __init__(
+        self, segments: Sequence[LogSegment], directory: Path, config: LogConfig, now_ms: int
+    ) -> None:
+        self._source = segments[0] if len(segments) == 1 else None
+        self._base = segments[0].base_offset
+        self._directory = directory
+        self._config = config
+        self._now_ms = now_ms
+        self._unchanged_end = 0
+        self._cleaned: LogSegment | None = None
+        if self._source is None:
+            self._open()
+
+    def add(self, batch: RecordBatch, outcome: BatchOutcome) -> None:
+        if self._cleaned is None and outcome.is_unchanged:
+            self._unchanged_end = batch.position + batch.size_bytes
+            return
+        cleaned = self._cleaned or self._open()
+        if outcome.data is not None:
+            _append(cleaned, outcome.data, batch.last_offset, outcome.max_timestamp)
+
+    def finish(self, retained: list[AbortedTxn], mtime_ms: int) -> LogSegment | None:
+        cleaned = self._cleaned
+        if cleaned is None:  # a one-segment group whose batches all came out unchanged
+            source = self._source
+            if source is not None and retained == source.txn_index.all_aborted():
+                return None
+            cleaned = self._open()
+        for txn in retained:
+            cleaned.append_aborted_txn(txn)
+        cleaned.on_become_inactive()
+        cleaned.flush()
+        cleaned.close_file()
+        cleaned.set_last_modified_ms(mtime_ms)
+        return cleaned
+
+    def discard(self) -> None:
+        if self._cleaned is not None:
+            self._cleaned.delete_files()
+            self._cleaned = None
+
+    def _open(self) -> LogSegment:
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            segment_path(self._directory, self._base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
+        cleaned = LogSegment.create(
+            self._directory, self._base, config=self._config, now_ms=self._now_ms, suffix=CLEANED_SUFFIX
+        )
+        self._cleaned = cleaned
+        if self._source is not None and self._unchanged_end:
+            for batch in self._source.batches():
+                if batch.position >= self._unchanged_end:
+                    break
+                _append(cleaned, batch.data, batch.last_offset, batch.max_timestamp)
+        return cleaned
+
+
+def _append(segment: LogSegment, data: bytes, last_offset: int, max_timestamp: int) -> None:
+    """One surviving batch, one append: its indexes follow the normal interval rule (§4.1)."""
+    segment.append(
+        data, largest_offset=last_offset, max_timestamp=max_timestamp, offset_of_max_timestamp=last_offset
+    )
+
+
+def _segment_end(group: Sequence[LogSegment], i: int) -> int:
+    """Kafka's upper bound for a segment's aborted-txn search: the next base in the group, else its end."""
+    return group[i + 1].base_offset if i + 1 < len(group) else group[i].read_next_offset()
+
+
+def _round_down_to_segment(segments: Sequence[LogSegment], offset: int) -> int:
+    """The base of the segment holding ``offset``; at most the active segment's base (§11.7)."""
+    active = segments[-1]
+    if offset >= active.base_offset:
+        return active.base_offset
+    base = offset
+    for segment in segments:
+        if segment.base_offset <= offset:
+            base = segment.base_offset
+    return base
+
+
+def _delete_segments(segments: Sequence[LogSegment]) -> None:
+    for segment in segments:
+        segment.delete_files()

@@ -1,0 +1,193 @@
+"""The cleaner's key map (Kafka ``OffsetMap``/``SkimpyOffsetMap``) and how a round builds it (§12.2).
+
+Kafka keeps a 24-byte slot per key (MD5 of the key + offset) in a fixed buffer, so keys can collide and a
+round maps at most ``slots × load factor`` keys. Here the map is a dict of the exact key bytes: no
+collision can merge two keys and a round maps the whole dirty section. ``kafka_utilization_percent``
+still reports what Kafka's buffer would have held, for the ``max-buffer-utilization-percent`` gauge.
+``build_offset_map`` takes an optional ``max_entries`` to reproduce Kafka's partial rounds (a full map
+stops the round early; the next round starts where it stopped), which Kafka's own tests rely on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from cleaner.stats import CleanerStats
+from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
+from service.storage.segment import LogSegment
+
+__all__ = [
+    "CHUNK_BYTES",
+    "KAFKA_BYTES_PER_ENTRY",
+    "OffsetMap",
+    "ReadPacer",
+    "build_offset_map",
+    "segments_overlapping",
+]
+
+KAFKA_BYTES_PER_ENTRY = 24  # SkimpyOffsetMap: 16-byte MD5 digest + 8-byte offset
+CHUNK_BYTES = 256 * 1024  # Kafka's default read buffer per cleaner thread (io.buffer.size / 2)
+_INT32_MAX = (1 << 31) - 1
+
+
+class ReadPacer:
+    """Abort checks and throttling once per ``CHUNK_BYTES`` read, as Kafka does once per read buffer.
+
+    ``read(n)`` counts bytes; when a chunk's worth accumulated it runs the abort check (which raises
+    ``CleaningAbortedError``) and hands the bytes to the throttler. ``flush`` settles the remainder.
+    """
+
+    __slots__ = ("_check_aborted", "_pending", "_throttle")
+
+    def __init__(self, check_aborted: Callable[[], None], throttle: Callable[[int], None]) -> None:
+        self._check_aborted = check_aborted
+        self._throttle = throttle
+        self._pending = 0
+
+    def check(self) -> None:
+        self._check_aborted()
+
+    def read(self, size_bytes: int) -> None:
+        self._pending += size_bytes
+        if self._pending >= CHUNK_BYTES:
+            self.flush()
+
+    def written(self, size_bytes: int) -> None:
+        self.read(size_bytes)
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, 0
+        self._check_aborted()
+        if pending:
+            self._throttle(pending)
+
+
+class OffsetMap:
+    """Exact key bytes → the latest offset seen for that key in the dirty section.
+
+    ``latest_offset`` is the last offset the map covers (Kafka ``latestOffset``): ``put`` moves it to the
+    record's offset and ``update_latest_offset`` past gaps and whole batches. Records above it were not
+    looked at by this round and are always kept. Owned by one round on one thread: no lock.
+    """
+
+    __slots__ = ("_entries", "_latest_offset")
+
+    def __init__(self) -> None:
+        self._entries: dict[bytes, int] = {}
+        self._latest_offset = -1
+
+    def put(self, key: bytes, offset: int) -> None:
+        self._entries[key] = offset
+        self._latest_offset = offset
+
+    def get(self, key: bytes) -> int:
+        """The key's latest offset, or -1 if the dirty section does not hold it (nothing supersedes it)."""
+        return self._entries.get(key, -1)
+
+    def update_latest_offset(self, offset: int) -> None:
+        self._latest_offset = offset
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._latest_offset = -1
+
+    @property
+    def latest_offset(self) -> int:
+        return self._latest_offset
+
+    @property
+    def size(self) -> int:
+        return len(self._entries)
+
+    def kafka_utilization_percent(self, dedupe_buffer_bytes: int, load_factor: float = 0.9) -> float:
+        """What Kafka's SkimpyOffsetMap would have used, in percent (entries / slots × 100).
+
+        ``dedupe_buffer_bytes`` is one thread's share of ``log.cleaner.dedupe.buffer.size`` (capped at
+        2^31 − 1 as Kafka caps it); slots = bytes // 24. Kafka's map stops at ``floor(slots × load_factor)``
+        entries, so more keys than that count as a full map (Kafka would have needed more rounds).
+        """
+        slots = min(dedupe_buffer_bytes, _INT32_MAX) // KAFKA_BYTES_PER_ENTRY
+        if slots <= 0:
+            return 0.0
+        entries = min(self.size, int(slots * load_factor))
+        return 100.0 * entries / slots
+
+
+def segments_overlapping(segments: Sequence[LogSegment], start: int, end: int) -> list[LogSegment]:
+    """Kafka ``logSegments(from, to)``: the segment holding ``start`` and every later one below ``end``."""
+    if start >= end:
+        return []
+    out = []
+    for i, segment in enumerate(segments):
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if segment.base_offset < end and (upper is None or upper > start):
+            out.append(segment)
+    return out
+
+
+def build_offset_map(
+    segments: Sequence[LogSegment],
+    start: int,
+    end: int,
+    offset_map: OffsetMap,
+    stats: CleanerStats,
+    *,
+    max_entries: int | None = None,
+    pacer: ReadPacer | None = None,
+) -> bool:
+    """Map every key of the dirty section [start, end) to its latest offset (§12.2); True if it filled up.
+
+    Control batches never enter the map (they only drive transaction tracking) and neither does data of
+    aborted transactions, whose keys must not shadow older committed values; unkeyed records are ignored.
+    After a segment read to its end, ``latest_offset`` jumps to the next segment's base − 1 (or end − 1),
+    skipping offset gaps. With no dirty segment (a rewrite-only round, start == end) ``latest_offset`` is
+    end − 1: every record below ``end`` was "looked at" and nothing supersedes it.
+    """
+    pacer = pacer or ReadPacer(lambda: None, lambda _bytes: None)
+    offset_map.clear()
+    dirty = segments_overlapping(segments, start, end)
+    if not dirty:
+        offset_map.update_latest_offset(end - 1)
+        return False
+    txns = CleanedTransactionMetadata()
+    txns.add_aborted_transactions(collect_aborted_txns(segments, start, end))
+    for i, segment in enumerate(dirty):
+        next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+        if _map_segment(segment, start, offset_map, txns, stats, max_entries, pacer):
+            pacer.flush()
+            return True
+        offset_map.update_latest_offset(next_start - 1)
+    pacer.flush()
+    return False
+
+
+def _map_segment(
+    segment: LogSegment,
+    start: int,
+    offset_map: OffsetMap,
+    txns: CleanedTransactionMetadata,
+    stats: CleanerStats,
+    max_entries: int | None,
+    pacer: ReadPacer,
+) -> bool:
+    """Kafka ``buildOffsetMapForSegment``: True as soon as the map is full (the segment is partly mapped)."""
+    pacer.check()
+    position = segment.offset_index.lookup(start).position
+    for batch in segment.batches(position, verify_crc=True):
+        pacer.read(batch.size_bytes)
+        if batch.is_control:
+            txns.on_control_batch_read(batch)
+            stats.map_records_read += 1
+        elif txns.on_batch_read(batch):
+            stats.map_records_read += batch.records_count
+        else:
+            for record in batch.records():
+                if record.key is not None and record.offset >= start:
+                    if max_entries is not None and offset_map.size >= max_entries:
+                        return True
+                    offset_map.put(record.key, record.offset)
+                stats.map_records_read += 1
+        if batch.last_offset >= start:
+            offset_map.update_latest_offset(batch.last_offset)
+        stats.map_bytes_read += batch.size_bytes
+    return False
