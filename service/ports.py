@@ -6,13 +6,14 @@ The API reaches the cleaner and the scheduler only through these, injected by th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
 
-__all__ = ["CleaningControl", "TaskScheduler"]
+__all__ = ["CleanerFigures", "CleanerView", "CleaningControl", "TaskScheduler"]
 
 
 class TaskScheduler(Protocol):
@@ -36,4 +37,40 @@ class CleaningControl(Protocol):
 
     def update_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int | None) -> None:
         """Set, or with None remove, ``tp``'s entry in ``cleaner-offset-checkpoint``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerFigures:
+    """The log cleaner's figures at one instant, as Kafka's LogCleaner and LogCleanerManager gauges report
+    them (``uncleanable`` per log dir: partition count and bytes), plus our running byte totals."""
+
+    threads: int
+    dead_thread_count: int
+    max_buffer_utilization_percent: int
+    cleaner_recopy_percent: int
+    max_clean_time_secs: int
+    max_compaction_delay_secs: int
+    max_dirty_percent: int
+    time_since_last_run_ms: int
+    uncleanable: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    bytes_read_total: int = 0
+    bytes_written_total: int = 0
+
+
+class CleanerView(Protocol):
+    """What the API and the metrics see of the log cleaner (injected by the composition root)."""
+
+    def figures(self) -> CleanerFigures: ...
+
+    def status(self) -> dict[str, object]:
+        """The ``GET /v1/cleaner`` document: threads, in-progress and uncleanable partitions, last runs."""
+        ...
+
+    def clean_partition(self, tp: TopicPartition) -> dict[str, object]:
+        """Clean ``tp`` now, on the caller's thread; one entry of the ``clean`` document (CONTRACT §4).
+
+        Raises ``NotFoundError`` for an unknown partition, ``ConflictError`` if it is not compacted or is
+        being cleaned already.
+        """
         ...
