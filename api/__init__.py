@@ -1,3 +1,3 @@
-"""api package (see the design card)."""
+"""The REST API (CONTRACT §5): FastAPI on uvicorn, inside the daemon; reaches the core only."""
 
 __all__: list[str] = []

@@ -46,7 +46,14 @@ from service.storage.records import RecordBatch
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn
 
-__all__ = ["Cleaner", "CleaningResult", "clean_group"]
+__all__ = [
+    "Cleaner",
+    "CleaningResult",
+    "clean_group",
+    "delete_segments",
+    "group_aborted_txns",
+    "round_down_to_segment",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +116,7 @@ class Cleaner:
         stats = CleanerStats.start(self.clock)
         pacer = ReadPacer(self.check_aborted, self.throttle)
         segments = log.segments
-        upper = _round_down_to_segment(segments, upper_bound_offset)
+        upper = round_down_to_segment(segments, upper_bound_offset)
         if upper < first_dirty_offset:
             stats.map_done(self.clock)
             stats.all_done(self.clock)
@@ -179,11 +186,7 @@ class Cleaner:
     ) -> LogSegment | None:
         """Clean one group and swap the result in (Kafka ``cleanSegments``); None if it was left as is."""
         pacer = pacer or ReadPacer(self.check_aborted, self.throttle)
-        all_segments = log.segments
-        aborted = [
-            collect_aborted_txns(all_segments, s.base_offset, _segment_end(segments, i))
-            for i, s in enumerate(segments)
-        ]
+        aborted = group_aborted_txns(log.segments, segments)
         cleaned = clean_group(
             segments,
             lookup=lookup,
@@ -217,7 +220,7 @@ class Cleaner:
         )
         doomed = log.replace_segments([cleaned], segments)
         if doomed:  # retention may have removed (and will delete) them all meanwhile
-            self.schedule_delete(log.config.file_delete_delay_ms, partial(_delete_segments, doomed))
+            self.schedule_delete(log.config.file_delete_delay_ms, partial(delete_segments, doomed))
         return cleaned
 
 
@@ -364,12 +367,21 @@ def _append(segment: LogSegment, data: bytes, last_offset: int, max_timestamp: i
     )
 
 
+def group_aborted_txns(
+    all_segments: Sequence[LogSegment], group: Sequence[LogSegment]
+) -> list[list[AbortedTxn]]:
+    """``clean_group``'s ``aborted_txns``: per segment of ``group``, the aborted txns overlapping it."""
+    return [
+        collect_aborted_txns(all_segments, s.base_offset, _segment_end(group, i)) for i, s in enumerate(group)
+    ]
+
+
 def _segment_end(group: Sequence[LogSegment], i: int) -> int:
     """Kafka's upper bound for a segment's aborted-txn search: the next base in the group, else its end."""
     return group[i + 1].base_offset if i + 1 < len(group) else group[i].read_next_offset()
 
 
-def _round_down_to_segment(segments: Sequence[LogSegment], offset: int) -> int:
+def round_down_to_segment(segments: Sequence[LogSegment], offset: int) -> int:
     """The base of the segment holding ``offset``; at most the active segment's base (§11.7)."""
     active = segments[-1]
     if offset >= active.base_offset:
@@ -381,6 +393,7 @@ def _round_down_to_segment(segments: Sequence[LogSegment], offset: int) -> int:
     return base
 
 
-def _delete_segments(segments: Sequence[LogSegment]) -> None:
+def delete_segments(segments: Sequence[LogSegment]) -> None:
+    """Remove replaced segments' files (what ``schedule_delete`` runs after ``file.delete.delay.ms``)."""
     for segment in segments:
         segment.delete_files()

@@ -39,6 +39,10 @@ class CompactionEngine(Protocol):
         thread_id: int = 0,
     ) -> CleaningResult: ...
 
+    def close(self) -> None:
+        """Release what the engine holds (the SparkSession); called once, at shutdown."""
+        ...
+
 
 class InProcessEngine:
     """The pure-Python ``Cleaner``, on the calling thread (``log.cleaner.engine=in-process``)."""
@@ -71,3 +75,6 @@ class InProcessEngine:
             thread_id=thread_id,
         )
         return cleaner.clean(log, first_dirty_offset, upper_bound_offset)
+
+    def close(self) -> None:
+        return None

@@ -1,25 +1,31 @@
-"""The log cleaner's pool (Kafka ``LogCleaner``): N workers, their lifecycle, and the figures its metrics
-report (buffer utilization, recopy percent, clean time, compaction delay, dead threads).
+"""The log cleaner's pool (Kafka ``LogCleaner``): N workers, their lifecycle, forced rounds, and the figures
+its metrics report (buffer utilization, recopy percent, clean time, compaction delay, dead threads).
 
-Workers share one ``CleanerManager`` (the in-progress lock) and one stop event. ``clean_now`` runs a forced
-round for one partition on the caller's thread (the CLI and the API use it).
+Workers share one ``CleanerManager`` (the in-progress lock) and one stop event. ``clean_partition`` runs a
+forced round for one partition on the caller's thread (the CLI and the API use it). This is the
+``CleanerView`` the API and the metrics see. ``_lock`` guards the running totals and ``_recent``.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 from collections.abc import Callable
 
+from cleaner.errors import CleaningAbortedError, IllegalCleanerStateError
 from cleaner.manager import CleanerManager
 from cleaner.worker import CleanerWorker, CleanFn, RoundOutcome
-from service.errors import ConflictError
+from service.errors import ConflictError, NotFoundError
+from service.ports import CleanerFigures
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
 
 __all__ = ["LogCleaner"]
 
 logger = logging.getLogger(__name__)
+
+_RECENT_RUNS = 20
 
 
 class LogCleaner:
@@ -31,21 +37,35 @@ class LogCleaner:
         *,
         threads: int,
         backoff_ms: int,
+        engine_name: str = "in-process",
     ) -> None:
         self.manager = manager
+        self.engine_name = engine_name
         self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._bytes_read_total = 0
+        self._bytes_written_total = 0
+        self._recent: collections.deque[RoundOutcome] = collections.deque(maxlen=_RECENT_RUNS)
         self.workers = [
-            CleanerWorker(i, manager, clean, retention, backoff_ms=backoff_ms, stop=self._stop)
+            CleanerWorker(
+                i, manager, clean, retention, backoff_ms=backoff_ms, stop=self._stop, on_outcome=self._record
+            )
             for i in range(threads)
         ]
         self._forced = CleanerWorker(
-            -1, manager, clean, retention, backoff_ms=backoff_ms, stop=threading.Event()
+            -1,
+            manager,
+            clean,
+            retention,
+            backoff_ms=backoff_ms,
+            stop=threading.Event(),
+            on_outcome=self._record,
         )
 
     def start(self) -> None:
         for worker in self.workers:
             worker.thread.start()
-        logger.info("Started %d cleaner threads", len(self.workers))
+        logger.info("Started %d cleaner threads (%s engine)", len(self.workers), self.engine_name)
 
     def shutdown(self, timeout_s: float = 60.0) -> None:
         """Stop the loops; a running round notices through its abort check and stops safely."""
@@ -54,15 +74,40 @@ class LogCleaner:
             if worker.thread.is_alive():
                 worker.thread.join(timeout_s)
 
-    def clean_now(self, tp: TopicPartition) -> RoundOutcome | None:
-        """A forced round for one partition, whatever its dirty ratio (never past the uncleanable offset)."""
+    def _record(self, outcome: RoundOutcome) -> None:
+        with self._lock:
+            self._bytes_read_total += outcome.bytes_read
+            self._bytes_written_total += outcome.bytes_written
+            self._recent.append(outcome)
+
+    # -- forced rounds ---------------------------------------------------------------------------
+
+    def clean_partition(self, tp: TopicPartition) -> dict[str, object]:
+        """Clean ``tp`` now, whatever its dirty ratio (never past its first uncleanable offset)."""
         try:
             candidate = self.manager.candidate_for(tp)
         except LookupError as exc:
-            raise ConflictError(f"partition {tp} is not live") from exc
-        return self._forced.run_round(candidate)
+            raise NotFoundError(f"no partition {tp}") from exc
+        except IllegalCleanerStateError as exc:
+            raise ConflictError(str(exc)) from exc
+        except ValueError as exc:  # not a compacted log
+            raise ConflictError(str(exc)) from exc
+        try:
+            outcome = self._forced.run_round(candidate, reraise=True)
+        except CleaningAbortedError as exc:
+            raise ConflictError(f"cleaning of {tp} was aborted") from exc
+        assert outcome is not None  # reraise: a round either returns its outcome or raises
+        return outcome.to_json()
 
-    # -- the figures of Kafka's LogCleaner gauges -------------------------------------------------
+    def clean_filthiest(self) -> tuple[RoundOutcome | None, bool]:
+        """One round for the filthiest eligible log on the caller's thread: (outcome, whether one was
+        chosen). A failed round leaves the log marked uncleanable, so a loop of these ends."""
+        candidate = self.manager.grab_filthiest_compacted_log()
+        if candidate is None:
+            return None, False
+        return self._forced.run_round(candidate), True
+
+    # -- the CleanerView -------------------------------------------------------------------------
 
     def _outcomes(self) -> list[RoundOutcome]:
         return [w.last_outcome for w in [*self.workers, self._forced] if w.last_outcome is not None]
@@ -71,25 +116,58 @@ class LogCleaner:
     def dead_thread_count(self) -> int:
         return sum(w.is_dead for w in self.workers)
 
-    @property
-    def max_buffer_utilization_percent(self) -> int:
-        return max((o.buffer_utilization_percent for o in self._outcomes()), default=0)
-
-    @property
-    def cleaner_recopy_percent(self) -> int:
+    def figures(self) -> CleanerFigures:
+        """Kafka's LogCleaner gauges: maxima over each thread's last run; recopy over those runs."""
         outcomes = self._outcomes()
         read = sum(o.bytes_read for o in outcomes)
         written = sum(o.bytes_written for o in outcomes)
-        return int(100 * written / max(read, 1))
+        last = self.manager.last_selection_ms
+        with self._lock:
+            read_total, written_total = self._bytes_read_total, self._bytes_written_total
+        return CleanerFigures(
+            threads=len(self.workers),
+            dead_thread_count=self.dead_thread_count,
+            max_buffer_utilization_percent=max((o.buffer_utilization_percent for o in outcomes), default=0),
+            cleaner_recopy_percent=int(100 * written / max(read, 1)),
+            max_clean_time_secs=int(max((o.duration_s for o in outcomes), default=0)),
+            max_compaction_delay_secs=max((o.max_compaction_delay_ms // 1000 for o in outcomes), default=0),
+            max_dirty_percent=self.manager.max_dirty_percent,
+            time_since_last_run_ms=0 if last is None else max(self.manager.clock.now_ms() - last, 0),
+            uncleanable={
+                log_dir: (len(parts), sum(parts.values()))
+                for log_dir, parts in self.manager.uncleanable().items()
+            },
+            bytes_read_total=read_total,
+            bytes_written_total=written_total,
+        )
 
-    @property
-    def max_clean_time_secs(self) -> int:
-        return int(max((o.duration_s for o in self._outcomes()), default=0))
-
-    @property
-    def max_compaction_delay_secs(self) -> int:
-        return max((o.max_compaction_delay_ms // 1000 for o in self._outcomes()), default=0)
-
-    @property
-    def last_runs(self) -> list[RoundOutcome]:
-        return self._outcomes()
+    def status(self) -> dict[str, object]:
+        """The ``GET /v1/cleaner`` document."""
+        figures = self.figures()
+        with self._lock:
+            recent = list(self._recent)
+        return {
+            "enabled": True,
+            "engine": self.engine_name,
+            "threads": [
+                {"name": w.name, "alive": w.thread.is_alive(), "dead": w.is_dead} for w in self.workers
+            ],
+            "dead_thread_count": figures.dead_thread_count,
+            "in_progress": [
+                {"topic": tp.topic, "partition": tp.partition} for tp in self.manager.in_progress
+            ],
+            "uncleanable": [
+                {"log_dir": str(log_dir), "topic": tp.topic, "partition": tp.partition, "bytes": size}
+                for log_dir, parts in sorted(self.manager.uncleanable().items())
+                for tp, size in sorted(parts.items())
+            ],
+            "max_dirty_percent": figures.max_dirty_percent,
+            "time_since_last_run_ms": figures.time_since_last_run_ms,
+            "max_buffer_utilization_percent": figures.max_buffer_utilization_percent,
+            "cleaner_recopy_percent": figures.cleaner_recopy_percent,
+            "max_clean_time_secs": figures.max_clean_time_secs,
+            "max_compaction_delay_secs": figures.max_compaction_delay_secs,
+            "bytes_read_total": figures.bytes_read_total,
+            "bytes_written_total": figures.bytes_written_total,
+            "last_runs": [o.to_json() for o in reversed(recent)],
+        }

@@ -105,6 +105,9 @@ class CleanerManager:
         still never past the first uncleanable offset. Marks it in progress."""
         with self._cond:
             log = self._logs()[tp]
+            if not log.config.is_compacted:
+                policy = ",".join(sorted(log.config.cleanup_policy))
+                raise ValueError(f"{tp} is not compacted (cleanup.policy={policy})")
             self._require_no_state(tp, "clean")
             to_clean = log_to_clean(log, self.all_checkpoints().get(tp), self.clock.now_ms())
             self._states[tp] = IN_PROGRESS

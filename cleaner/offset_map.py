@@ -22,6 +22,7 @@ __all__ = [
     "OffsetMap",
     "ReadPacer",
     "build_offset_map",
+    "kafka_utilization_percent",
     "segments_overlapping",
 ]
 
@@ -106,11 +107,16 @@ class OffsetMap:
         2^31 − 1 as Kafka caps it); slots = bytes // 24. Kafka's map stops at ``floor(slots × load_factor)``
         entries, so more keys than that count as a full map (Kafka would have needed more rounds).
         """
-        slots = min(dedupe_buffer_bytes, _INT32_MAX) // KAFKA_BYTES_PER_ENTRY
-        if slots <= 0:
-            return 0.0
-        entries = min(self.size, int(slots * load_factor))
-        return 100.0 * entries / slots
+        return kafka_utilization_percent(self.size, dedupe_buffer_bytes, load_factor)
+
+
+def kafka_utilization_percent(map_size: int, dedupe_buffer_bytes: int, load_factor: float = 0.9) -> float:
+    """``OffsetMap.kafka_utilization_percent`` for ``map_size`` keys mapped elsewhere (e.g. in Spark)."""
+    slots = min(dedupe_buffer_bytes, _INT32_MAX) // KAFKA_BYTES_PER_ENTRY
+    if slots <= 0:
+        return 0.0
+    entries = min(map_size, int(slots * load_factor))
+    return 100.0 * entries / slots
 
 
 def segments_overlapping(segments: Sequence[LogSegment], start: int, end: int) -> list[LogSegment]:

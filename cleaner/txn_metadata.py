@@ -63,6 +63,17 @@ class CleanedTransactionMetadata:
         other._ongoing_committed = set(self._ongoing_committed)
         return other
 
+    def __getstate__(self) -> dict[str, object]:
+        """Picklable (a parallel path ships a group's starting state to its task): the counter as an int."""
+        position = next(self._sequence)
+        self._sequence = itertools.count(position)
+        return {**self.__dict__, "_sequence": position}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        start = state["_sequence"]
+        self._sequence = itertools.count(start if isinstance(start, int) else 0)
+
     def add_aborted_transactions(self, txns: Iterable[AbortedTxn]) -> None:
         for txn in txns:
             heapq.heappush(self._heap, (txn.first_offset, next(self._sequence), txn))
@@ -78,6 +89,10 @@ class CleanedTransactionMetadata:
             return False
         self._ongoing_aborted[batch.producer_id] = _OngoingAborted(ongoing.txn, batch.last_offset)
         return True
+
+    def on_plain_batch_read(self, last_offset: int) -> None:
+        """A non-transactional data batch was read: ``on_batch_read`` from its header (never aborted)."""
+        self._consume_aborted_up_to(last_offset)
 
     def on_control_batch_read(self, batch: RecordBatch) -> ControlBatchResult:
         """A control batch was read; may it go, and does it keep an aborted txn in the cleaned index?"""

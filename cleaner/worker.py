@@ -41,9 +41,20 @@ class RoundOutcome:
     bytes_read: int
     bytes_written: int
 
+    def to_json(self) -> dict[str, object]:
+        """One entry of the ``clean`` document (CONTRACT §4)."""
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "first_dirty_offset": self.first_dirty_offset,
+            "end_offset": self.end_offset,
+            "stats": self.stats,
+        }
 
-CleanFn = Callable[[Candidate, Callable[[], None]], RoundOutcome]
-"""Runs one round for a candidate; the second argument raises ``CleaningAbortedError`` once aborted."""
+
+CleanFn = Callable[[Candidate, Callable[[], None], int], RoundOutcome]
+"""Runs one round for a candidate: (candidate, check_aborted, worker id); ``check_aborted`` raises
+``CleaningAbortedError`` once the round must stop."""
 
 
 class CleanerWorker:
@@ -58,6 +69,7 @@ class CleanerWorker:
         *,
         backoff_ms: int,
         stop: threading.Event,
+        on_outcome: Callable[[RoundOutcome], None] | None = None,
     ) -> None:
         self.worker_id = worker_id
         self.name = f"kafka-log-cleaner-thread-{worker_id}"
@@ -66,6 +78,7 @@ class CleanerWorker:
         self.retention = retention
         self.backoff_ms = backoff_ms
         self.stop = stop
+        self.on_outcome = on_outcome
         self.last_outcome: RoundOutcome | None = None
         self.is_dead = False
         self.thread = threading.Thread(target=self.run, name=self.name, daemon=True)
@@ -89,8 +102,11 @@ class CleanerWorker:
         self.run_round(candidate)
         return True
 
-    def run_round(self, candidate: Candidate) -> RoundOutcome | None:
-        """Clean one candidate already marked in progress; always leaves it out of ``in progress``."""
+    def run_round(self, candidate: Candidate, *, reraise: bool = False) -> RoundOutcome | None:
+        """Clean one candidate already marked in progress; always leaves it out of ``in progress``.
+
+        None if the round was aborted or failed; ``reraise`` (a forced round) raises instead, after the
+        same bookkeeping."""
         log, tp = candidate.log, candidate.topic_partition
 
         def check_aborted() -> None:
@@ -99,10 +115,12 @@ class CleanerWorker:
 
         started = time.perf_counter()
         try:
-            outcome = self.clean(candidate, check_aborted)
+            outcome = self.clean(candidate, check_aborted, self.worker_id)
         except CleaningAbortedError:
             logger.info("%s: cleaning of %s aborted", self.name, tp)
             self.manager.done_cleaning(log, None)
+            if reraise:
+                raise
             return None
         except Exception:
             logger.exception(
@@ -113,9 +131,13 @@ class CleanerWorker:
             )
             self.manager.mark_uncleanable(log, candidate.to_clean.cleanable_bytes)
             self.manager.done_cleaning(log, None)
+            if reraise:
+                raise
             return None
         self.manager.done_cleaning(log, outcome.end_offset)
         self.last_outcome = outcome
+        if self.on_outcome is not None:
+            self.on_outcome(outcome)
         logger.info(
             "%s: cleaned %s [%d, %d) in %.2f s",
             self.name,

@@ -79,7 +79,14 @@ class LogScheduler:
         else:
             trigger = IntervalTrigger(seconds=max(period_ms, 1) / 1000, start_date=start, timezone=UTC)
         self._register(name, period_ms)
-        self._scheduler.add_job(self._runner(name, task), trigger, id=name, name=name, replace_existing=True)
+        self._scheduler.add_job(
+            self._runner(name, task),
+            trigger,
+            id=name,
+            name=name,
+            replace_existing=True,
+            next_run_time=start,  # an interval trigger would skip a start already past at ``start()``
+        )
 
     def add_self_rescheduling(self, name: str, task: Callable[[], int]) -> None:
         """Run ``task`` after the initial delay, then again after the delay (ms) it returns each time."""
@@ -167,7 +174,7 @@ class LogScheduler:
         """Every named job (one-shot ``delete-file`` tasks included once seen), with its next run."""
         next_runs: dict[str, int] = {}
         for job in self._scheduler.get_jobs():
-            if job.next_run_time is not None:
+            if getattr(job, "next_run_time", None) is not None:  # a job added before start() has none
                 at = int(job.next_run_time.timestamp() * 1000)
                 next_runs[job.name] = min(at, next_runs.get(job.name, at))
         with self._lock:

@@ -16,6 +16,7 @@ import click
 
 from service.daemon import Daemon
 from service.errors import ConflictError, InvalidInputError, LogCleanerError, NotFoundError
+from service.tools.clean_command import clean_command
 from service.tools.dump import dump_command
 from service.tools.gen import gen_command
 from service.tools.log_commands import (
@@ -59,7 +60,14 @@ def serve(config_file: Path | None, overrides: tuple[str, ...]) -> None:
         daemon.shutdown()
 
 
-for command in (dump_command, gen_command, retention_command, explain_command, topic_config_command):
+for command in (
+    dump_command,
+    gen_command,
+    retention_command,
+    clean_command,
+    explain_command,
+    topic_config_command,
+):
     cli.add_command(command)
 
 

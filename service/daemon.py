@@ -5,8 +5,10 @@ periodic log tasks start after ``scheduler.initial.delay.ms``. SIGTERM/SIGINT: t
 in flight finish), every log is flushed and closed, both checkpoints and the clean-shutdown marker are
 written, and the process exits 0.
 
-Until the log cleaner exists (issue 4), a ``kafka-log-cleaner-thread-0`` thread does the part of a
-cleaner thread's loop that is not cleaning: retention of compacted logs every ``log.cleaner.backoff.ms``.
+With ``log.cleaner.enable``, ``log.cleaner.threads`` cleaner workers (``kafka-log-cleaner-thread-N``)
+compact the dirtiest logs on the chosen engine and run the retention of compacted logs; they stop before
+the logs are closed. Topic overrides changed by another process are picked up every
+``log.cleaner.backoff.ms`` (``logcleaner-topic-config-refresh``) and at each retention run.
 """
 
 from __future__ import annotations
@@ -17,13 +19,21 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from fastapi import FastAPI
+
+from api.app import create_app
+from api.metrics.service_metrics import ServiceMetrics
+from api.server import ApiServer
+from cleaner.engine import CompactionEngine
+from cleaner.log_cleaner import LogCleaner
+from cleaner.setup import build_engine, build_log_cleaner
 from scheduler.log_scheduler import LogScheduler
 from service.clock import Clock, SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_config import effective_log_config
 from service.config.topic_store import TopicConfigStore
 from service.log_manager import LogManager, LogManagerSettings
-from service.ports import TaskScheduler
+from service.ports import CleanerView, TaskScheduler
 from service.storage.log_config import LogConfig
 
 __all__ = ["Daemon", "build_log_manager"]
@@ -59,28 +69,50 @@ class Daemon:
         self.broker = broker
         self.clock = clock or SystemClock()
         self.topic_store = TopicConfigStore([Path(d) for d in broker.log_dirs])
-        self.scheduler = LogScheduler(self.clock, initial_delay_ms=broker.scheduler_initial_delay_ms)
+        self.metrics = ServiceMetrics(self)  # reads this daemon's parts at each scrape, not now
+        self.metrics_registry = self.metrics.registry
+        self.scheduler = LogScheduler(
+            self.clock,
+            initial_delay_ms=broker.scheduler_initial_delay_ms,
+            on_outcome=self.metrics.on_job_outcome,
+        )
         self.log_manager = build_log_manager(
             broker, self.topic_store, clock=self.clock, scheduler=self.scheduler
         )
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
         self._config_version = 0
+        self.engine: CompactionEngine | None = None
+        self.cleaner: LogCleaner | None = None
+        self.api_server: ApiServer | None = None
 
     def start(self) -> None:
+        app = create_app(self, self.metrics_registry)  # first: a bad api.* setting stops start-up at once
         for path in self.log_manager.log_dirs:
             path.mkdir(parents=True, exist_ok=True)
         self.topic_store.load()
         self._config_version = self.topic_store.version
         self.log_manager.startup()
+        try:
+            self._start_services(app)
+        except BaseException:
+            logger.error("Start-up failed after the logs were loaded: shutting down cleanly")
+            self.shutdown()
+            raise
+
+    def _start_services(self, app: FastAPI) -> None:
+        if self.broker.log_cleaner_enable:
+            self.engine = build_engine(self.broker, self.clock, on_spark_job=self.metrics.observe_spark_job)
+            self.cleaner = build_log_cleaner(
+                self.broker, self.log_manager, self.engine, scheduler=self.scheduler
+            )
         self._schedule_tasks()
         self.scheduler.start()
-        if self.broker.log_cleaner_enable:
-            thread = threading.Thread(
-                target=self._compacted_retention_loop, name="kafka-log-cleaner-thread-0", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+        self.metrics.declare_jobs(job.name for job in self.scheduler.jobs())
+        if self.cleaner is not None:
+            self.cleaner.start()
+        server = ApiServer(app, host=self.broker.api_host, port=self.broker.api_port)
+        server.start()  # last: the API is ready once everything else is
+        self.api_server = server
         logger.info(
             "logcleaner started: %d logs in %s", len(self.log_manager.logs), self.log_manager.log_dirs
         )
@@ -104,6 +136,9 @@ class Daemon:
             manager.checkpoint_log_start_offsets,
         )
         self.scheduler.add_self_rescheduling("kafka-delete-logs", manager.delete_logs)
+        self.scheduler.add_periodic(
+            "logcleaner-topic-config-refresh", broker.log_cleaner_backoff_ms, self.refresh_topic_configs
+        )
 
     def _retention(self) -> None:
         self.refresh_topic_configs()
@@ -119,13 +154,10 @@ class Daemon:
                 self.log_manager.apply_topic_config(topic)
             logger.info("Topic configs changed (version %d): applied to the live logs", version)
 
-    def _compacted_retention_loop(self) -> None:
-        while not self._stop.wait(self.broker.log_cleaner_backoff_ms / 1000):
-            try:
-                self.refresh_topic_configs()
-                self.log_manager.cleanup_compacted_logs()
-            except Exception:  # a failing round is logged; the loop goes on, as Kafka's cleaner thread
-                logger.exception("Retention of compacted logs failed")
+    @property
+    def cleaner_view(self) -> CleanerView | None:
+        """The log cleaner as the API and the metrics see it (None with ``log.cleaner.enable=false``)."""
+        return self.cleaner
 
     def request_stop(self, signum: int | None = None, _frame: FrameType | None = None) -> None:
         if signum is not None:
@@ -139,9 +171,14 @@ class Daemon:
             pass
 
     def shutdown(self) -> None:
+        if self.api_server is not None:
+            self.api_server.stop()  # first: no request reaches a closing log
         self._stop.set()
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         self.scheduler.shutdown(wait=True)
-        for thread in self._threads:
-            thread.join(timeout=30)
+        if self.engine is not None:
+            self.engine.close()
+        self.metrics.close()  # no scrape reads the logs once they close
         self.log_manager.shutdown()
         logger.info("Shut down cleanly")

@@ -3,7 +3,8 @@
 Start-up locks each dir and loads it (a dir that fails with an I/O error goes offline, the others go on);
 the periodic tasks' bodies live here (retention, flush, both checkpoints, partition-dir deletion) and the
 scheduler only calls them; shutdown closes every log and writes the checkpoints and the clean-shutdown
-marker. ``_lock`` guards ``_logs``, ``_dirs`` and ``_delete_queue``; each log guards itself.
+marker. ``_lock`` guards ``_logs``, ``_dirs`` and ``_delete_queue``; each log guards itself;
+``_deletions_lock`` guards the running count of segments retention deleted, by reason (for the metrics).
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import logging
 import shutil
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from service.clock import Clock
-from service.errors import ConflictError, InvalidInputError, NotFoundError
+from service.errors import ConflictError, CorruptDataError, InvalidInputError, NotFoundError
 from service.ports import CleaningControl, TaskScheduler
 from service.retention import RetentionReason, plan_retention
 from service.storage.dir_lock import LogDirLock
@@ -87,6 +89,9 @@ class LogManager:
         self._lock = threading.RLock()
         self.is_loaded = False
         self.cleaning: CleaningControl | None = None  # set once the log cleaner exists
+        self._retention_deletions: Counter[str] = Counter()
+        self._deletions_lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()  # one writer per checkpoint file at a time (shared .tmp)
 
     # -- start-up and shutdown -------------------------------------------------------------------
 
@@ -136,7 +141,8 @@ class LogManager:
         for state in self.online_dirs():
             logs = self.logs_in(state.path)
             try:
-                close_log_dir(LoadedLogDir(state.path, {log.topic_partition: log for log in logs}, False))
+                with self._checkpoint_lock:
+                    close_log_dir(LoadedLogDir(state.path, {log.topic_partition: log for log in logs}, False))
             except OSError as exc:
                 self._mark_offline(state, exc)
         self.release_locks()
@@ -209,7 +215,7 @@ class LogManager:
         with self._lock:
             if topic in self.topics():
                 raise ConflictError(f"topic {topic!r} already exists")
-            return [self._create_partition(TopicPartition(topic, p)) for p in range(partitions)]
+            return self._create_partitions([TopicPartition(topic, p) for p in range(partitions)])
 
     def create_partitions(self, topic: str, total: int) -> list[PartitionLog]:
         """Kafka's CreatePartitions: grow ``topic`` to ``total`` partitions (never shrink)."""
@@ -221,36 +227,47 @@ class LogManager:
                 raise InvalidInputError(
                     f"topic {topic!r} has {len(existing)} partitions; the new count {total} must be larger"
                 )
-            return [self._create_partition(TopicPartition(topic, p)) for p in range(len(existing), total)]
+            return self._create_partitions([TopicPartition(topic, p) for p in range(len(existing), total)])
 
-    def _create_partition(self, tp: TopicPartition) -> PartitionLog:
+    def _create_partitions(self, partitions: list[TopicPartition]) -> list[PartitionLog]:
+        """Each new partition goes to the online dir with the fewest partitions (Kafka's choice)."""
         online = self.online_dirs()
         if not online:
             raise OSError("no log dir is online")
-        counts = {s.path: len(self.logs_in(s.path)) for s in online}
-        target = min(online, key=lambda s: counts[s.path]).path  # Kafka: the dir with fewest partitions
-        directory = target / partition_dir_name(tp.topic, tp.partition)
-        directory.mkdir()
-        log = load_partition_log(directory, self.config_for(tp.topic), clock=self.clock).log
-        self._logs[tp] = log
-        return log
+        counts = {s.path: 0 for s in online}
+        for log in self._logs.values():
+            if log.directory.parent in counts:
+                counts[log.directory.parent] += 1
+        created = []
+        for tp in partitions:
+            target = min(counts, key=counts.__getitem__)
+            directory = target / partition_dir_name(tp.topic, tp.partition)
+            directory.mkdir()
+            log = load_partition_log(directory, self.config_for(tp.topic), clock=self.clock).log
+            self._logs[tp] = log
+            counts[target] += 1
+            created.append(log)
+        return created
 
     def delete_topic(self, topic: str) -> list[TopicPartition]:
-        """Kafka's asynchronous delete: each partition dir is renamed ``-delete`` and removed later."""
+        """Kafka's asynchronous delete: each partition dir is renamed ``-delete`` and removed later.
+
+        The logs stop being live at once; a running cleaning of them is aborted outside ``_lock``, as
+        Kafka does (the cleaner's bookkeeping reads the live logs while the round winds down).
+        """
         with self._lock:
-            doomed = [tp for tp in self._logs if tp.topic == topic]
+            doomed = {tp: log for tp, log in sorted(self._logs.items()) if tp.topic == topic}
             if not doomed:
                 raise NotFoundError(f"topic {topic!r} does not exist")
             for tp in doomed:
-                self._async_delete(tp)
-        return doomed
+                del self._logs[tp]
+        for tp, log in doomed.items():
+            self._async_delete(tp, log)
+        return list(doomed)
 
-    def _async_delete(self, tp: TopicPartition) -> None:
-        log = self._logs[tp]
+    def _async_delete(self, tp: TopicPartition, log: PartitionLog) -> None:
         if self.cleaning is not None:
             self.cleaning.abort(tp)
-        del self._logs[tp]
-        if self.cleaning is not None:
             self.cleaning.update_checkpoint(log.directory.parent, tp, None)
         log.close()
         # Kafka's logDeleteDirName: shorten the topic, never "-<partition>", so the name still parses.
@@ -258,8 +275,10 @@ class LogManager:
         name = tp.topic[: _MAX_DIR_NAME - len(suffix)] + suffix
         renamed = log.directory.with_name(name)
         log.directory.rename(renamed)
-        self._delete_queue.append((renamed, self.clock.now_ms()))
-        write_offset_checkpoints(log.directory.parent, self.logs_in(log.directory.parent))
+        with self._lock:
+            self._delete_queue.append((renamed, self.clock.now_ms()))
+        with self._checkpoint_lock:
+            write_offset_checkpoints(log.directory.parent, self.logs_in(log.directory.parent))
         logger.info("Partition %s renamed to %s for deletion", tp, renamed)
 
     def delete_logs(self) -> int:
@@ -311,15 +330,28 @@ class LogManager:
             return []
         return self._retention_over(self.retention_logs(compacted=True))
 
+    def cleanup_compacted_log(self, log: PartitionLog) -> list[DeletedSegment]:
+        """A cleaner thread's retention of one compacted log it holds (its dir goes offline on I/O error)."""
+        return self._retention_over([log])
+
     def _retention_over(self, logs: list[PartitionLog]) -> list[DeletedSegment]:
-        """Retention log by log; an I/O error takes that log's dir offline and the others go on."""
+        """Retention log by log; an I/O error takes that log's dir offline, corrupt data skips that log
+        this round (logged), and the others go on."""
         deleted: list[DeletedSegment] = []
         for log in logs:
             try:
                 deleted.extend(self.delete_old_segments(log))
             except OSError as exc:
                 self._mark_offline(self._state_of(log.directory.parent), exc)
+            except CorruptDataError:
+                logger.exception("Retention of %s skipped: corrupt data", log.topic_partition)
         return deleted
+
+    @property
+    def retention_deletions(self) -> Counter[str]:
+        """Segments deleted by retention since start-up, by reason (a copy): read by the metrics."""
+        with self._deletions_lock:
+            return Counter(self._retention_deletions)
 
     def _state_of(self, log_dir: Path) -> _LogDirState:
         return next(s for s in self._dirs if s.path == log_dir)
@@ -347,6 +379,8 @@ class LogManager:
             if dry_run:
                 return deleted
             doomed = log.delete_oldest_segments(plan.total)
+        with self._deletions_lock:
+            self._retention_deletions.update(str(d.reason) for d in deleted)
         for d in deleted:
             logger.info(
                 "Deleting segment %d of %s-%d: %s retention", d.base_offset, d.topic, d.partition, d.reason
@@ -374,7 +408,8 @@ class LogManager:
     def _checkpoint_each_dir(self, write: Callable[[Path, list[PartitionLog]], None]) -> None:
         for state in self.online_dirs():
             try:
-                write(state.path, self.logs_in(state.path))
+                with self._checkpoint_lock:
+                    write(state.path, self.logs_in(state.path))
             except OSError as exc:
                 self._mark_offline(state, exc)
 

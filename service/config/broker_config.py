@@ -64,6 +64,7 @@ class BrokerConfig:
     log_cleaner_delete_retention_ms: int
     log_cleaner_min_compaction_lag_ms: int
     log_cleaner_max_compaction_lag_ms: int
+    log_cleaner_engine: str
     log_message_timestamp_type: str
     log_message_timestamp_before_max_ms: int
     log_message_timestamp_after_max_ms: int
@@ -82,6 +83,10 @@ class BrokerConfig:
     api_host: str
     api_port: int
     api_auth_token_file: str | None
+    api_max_request_bytes: int
+    api_max_records_per_request: int
+    api_max_fetch_records: int
+    api_max_fetch_bytes: int
     scheduler_initial_delay_ms: int
     spark_master: str
     spark_conf: Mapping[str, str]
@@ -139,6 +144,7 @@ class BrokerConfig:
             log_cleaner_delete_retention_ms=values.integer("log.cleaner.delete.retention.ms"),
             log_cleaner_min_compaction_lag_ms=values.integer("log.cleaner.min.compaction.lag.ms"),
             log_cleaner_max_compaction_lag_ms=values.integer("log.cleaner.max.compaction.lag.ms"),
+            log_cleaner_engine=values.text("log.cleaner.engine"),
             log_message_timestamp_type=values.text("log.message.timestamp.type"),
             log_message_timestamp_before_max_ms=values.integer("log.message.timestamp.before.max.ms"),
             log_message_timestamp_after_max_ms=values.integer("log.message.timestamp.after.max.ms"),
@@ -159,6 +165,10 @@ class BrokerConfig:
             api_host=values.text("api.host"),
             api_port=values.integer("api.port"),
             api_auth_token_file=values.optional_text("api.auth.token.file"),
+            api_max_request_bytes=values.integer("api.max.request.bytes"),
+            api_max_records_per_request=values.integer("api.max.records.per.request"),
+            api_max_fetch_records=values.integer("api.max.fetch.records"),
+            api_max_fetch_bytes=values.integer("api.max.fetch.bytes"),
             scheduler_initial_delay_ms=values.integer("scheduler.initial.delay.ms"),
             spark_master=values.text("spark.master"),
             spark_conf=MappingProxyType(spark_conf),

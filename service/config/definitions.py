@@ -189,8 +189,18 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("api.host", _S, "127.0.0.1", "Address the REST API listens on"),
     ConfigDef("api.port", _I, 8080, "Port the REST API listens on (0 = any free port)", Range(0, 65535)),
     ConfigDef("api.auth.token.file", _S, None, "File holding the API bearer token (unset = no auth)"),
+    ConfigDef("api.max.request.bytes", _I, 10_485_760, "Largest REST request body accepted (413 above)",
+              _AT_LEAST_1),
+    ConfigDef("api.max.records.per.request", _I, 10_000, "Most records in one REST produce request (422 "
+              "above)", _AT_LEAST_1),
+    ConfigDef("api.max.fetch.records", _I, 10_000, "Largest max_records of a REST fetch (422 above)",
+              _AT_LEAST_1),
+    ConfigDef("api.max.fetch.bytes", _I, 52_428_800, "Record bytes after which a REST fetch stops (at least "
+              "one record is returned)", _AT_LEAST_1),
     ConfigDef("scheduler.initial.delay.ms", _L, 30_000, "Delay before the first run of each scheduled task",
               _AT_LEAST_0),
+    ConfigDef("log.cleaner.engine", _S, "spark", "Where compaction runs: on Spark, or in-process (ours)",
+              ValidString(("spark", "in-process"))),
     ConfigDef("spark.master", _S, "local[*]", "Spark master URL; other spark.* keys pass to Spark as is"),
 )
 # fmt: on

@@ -20,15 +20,19 @@ from service.config.broker_config import BrokerConfig, load_broker_config
 from service.config.topic_config import describe_topic_config
 from service.config.topic_store import TopicConfigStore
 from service.daemon import build_log_manager
-from service.errors import NotFoundError
-from service.explain import explain_partition
 from service.log_manager import LogManager
-from service.storage.checkpoints import OffsetCheckpointFile
-from service.storage.log_files import CLEANER_OFFSET_CHECKPOINT
-from service.storage.topic_partition import TopicPartition
+from service.reports import explain_partitions, retention_document, topic_config_document
 from service.tasks import DeferredTasks
 
-__all__ = ["config_options", "explain_command", "load_config", "retention_command", "topic_config_command"]
+__all__ = [
+    "config_options",
+    "explain_command",
+    "json_option",
+    "load_config",
+    "offline_log_manager",
+    "retention_command",
+    "topic_config_command",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -89,26 +93,15 @@ def retention_command(
             if log.config.is_compacted and not broker.log_cleaner_enable:
                 continue
             deleted.extend(manager.delete_old_segments(log, dry_run=dry_run))
-    docs = [
-        {
-            "topic": d.topic,
-            "partition": d.partition,
-            "base_offset": d.base_offset,
-            "size_bytes": d.size_bytes,
-            "reason": str(d.reason),
-        }
-        for d in deleted
-    ]
     if as_json:
-        click.echo(json.dumps({"dry_run": dry_run, "deleted": docs}, indent=2))
+        click.echo(json.dumps(retention_document(deleted, dry_run=dry_run), indent=2))
         return
     verb = "would delete" if dry_run else "deleted"
-    for d in docs:
+    for d in deleted:
         click.echo(
-            f"{verb} {d['topic']}-{d['partition']} segment {d['base_offset']} "
-            f"({d['size_bytes']} bytes): {d['reason']}"
+            f"{verb} {d.topic}-{d.partition} segment {d.base_offset} ({d.size_bytes} bytes): {d.reason}"
         )
-    click.echo(f"{len(docs)} segment(s) {verb}")
+    click.echo(f"{len(deleted)} segment(s) {verb}")
 
 
 @click.command("explain")
@@ -128,36 +121,14 @@ def explain_command(
         raise click.UsageError("--partition needs --topic")
     broker = load_config(config_file, overrides)
     with offline_log_manager(broker) as manager:
-        logs = [
-            log
-            for tp, log in sorted(manager.logs.items())
-            if (topic is None or tp.topic == topic) and (partition is None or tp.partition == partition)
-        ]
-        if topic is not None and not logs:
-            raise NotFoundError(
-                f"no partition matches topic {topic!r}"
-                + (f" partition {partition}" if partition is not None else "")
-            )
-        checkpoints = _cleaner_checkpoints(manager)
-        now = manager.clock.now_ms()
-        docs = [
-            explain_partition(
-                log, now_ms=now, cleaner_enabled=broker.log_cleaner_enable, cleaner_checkpoints=checkpoints
-            )
-            for log in logs
-        ]
+        docs = explain_partitions(
+            manager, cleaner_enabled=broker.log_cleaner_enable, topic=topic, partition=partition
+        )
     if as_json:
         click.echo(json.dumps({"partitions": docs}, indent=2))
         return
     for doc in docs:
         _print_explanation(doc)
-
-
-def _cleaner_checkpoints(manager: LogManager) -> dict[TopicPartition, int]:
-    out: dict[TopicPartition, int] = {}
-    for path in manager.log_dirs:
-        out.update(OffsetCheckpointFile(path / CLEANER_OFFSET_CHECKPOINT).read())
-    return out
 
 
 def _print_explanation(doc: dict[str, object]) -> None:
@@ -218,17 +189,7 @@ def topic_config_command(
         store.update(topic, changes, list(delete_keys))
     entries = describe_topic_config(broker, store.get(topic))
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "topic": topic,
-                    "configs": [
-                        {"name": e.name, "value": e.value, "source": e.source} for e in entries.values()
-                    ],
-                },
-                indent=2,
-            )
-        )
+        click.echo(json.dumps(topic_config_document(topic, entries), indent=2))
         return
     for entry in entries.values():
         click.echo(f"{entry.name}={entry.value}  ({entry.source})")

@@ -117,3 +117,16 @@ def test_schedule_once_runs_a_task_after_its_delay(scheduler: LogScheduler) -> N
     assert done.wait(5)
     assert time.monotonic() - started >= 0.14
     assert status(scheduler, "delete-file").runs == 1
+
+
+def test_jobs_are_listed_before_start_and_a_zero_initial_delay_runs_at_once() -> None:
+    ran = threading.Event()
+    scheduler = LogScheduler(SystemClock(), initial_delay_ms=0)
+    scheduler.add_periodic("kafka-log-flusher", 3_600_000, ran.set)
+    assert [job.name for job in scheduler.jobs()] == ["kafka-log-flusher"], "listed before start()"
+    time.sleep(0.05)  # the start date is now in the past when the scheduler starts
+    scheduler.start()
+    try:
+        assert ran.wait(5), "first run right after the (zero) initial delay, not one period later"
+    finally:
+        scheduler.shutdown()

@@ -12,7 +12,8 @@ from service.storage.topic_partition import TopicPartition
 
 def test_a_cleanup_policy_change_moves_the_log_between_retention_owners(tmp_path: Path) -> None:
     broker, _ = BrokerConfig.from_properties(
-        {"log.dirs": str(tmp_path), "scheduler.initial.delay.ms": "3600000"}  # no task runs by itself
+        # no task runs by itself; the API on any free port
+        {"log.dirs": str(tmp_path), "scheduler.initial.delay.ms": "3600000", "api.port": "0"}
     )
     daemon = Daemon(broker)
     daemon.start()

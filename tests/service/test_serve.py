@@ -29,6 +29,7 @@ class Serve:
 
     def __init__(self, log_dir: Path, *overrides: str) -> None:
         args = [sys.executable, "-m", "service", "-v", "serve", "--override", f"log.dirs={log_dir}"]
+        args += ["--override", "api.port=0"]  # any free port: tests run in parallel with other servers
         for override in overrides:
             args += ["--override", override]
         self.proc = subprocess.Popen(
@@ -89,7 +90,16 @@ def test_sigterm_shuts_down_cleanly_and_a_second_instance_is_refused(tmp_path: P
     serve = Serve(log_dir)
     serve.wait_for(READY)
     second = subprocess.run(
-        [sys.executable, "-m", "service", "serve", "--override", f"log.dirs={log_dir}"],
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "serve",
+            "--override",
+            f"log.dirs={log_dir}",
+            "--override",
+            "api.port=0",
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -70,7 +70,12 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "api.host": "127.0.0.1",
     "api.port": 8080,
     "api.auth.token.file": None,
+    "api.max.request.bytes": 10_485_760,
+    "api.max.records.per.request": 10_000,
+    "api.max.fetch.records": 10_000,
+    "api.max.fetch.bytes": 52_428_800,
     "scheduler.initial.delay.ms": 30_000,
+    "log.cleaner.engine": "spark",
     "spark.master": "local[*]",
 }
 

@@ -1,0 +1,72 @@
+"""``create_app``: the FastAPI application over the daemon's ``LogService`` (CONTRACT §5).
+
+Routers per resource under ``/v1``; problem+json for every error; the guards (bearer auth, body limit,
+encoded slashes) as ASGI middleware in front of routing. Everything is built here from the injected
+service and registry: no module-level state.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+
+from api.auth import BearerAuthMiddleware, read_token_file
+from api.deps import ApiContext, ApiSettings, LogService
+from api.guards import BodyLimitMiddleware, EncodedSlashGuard
+from api.openapi import install_openapi
+from api.problems import install_problem_handlers
+from api.produce import produce_request_model
+from api.routes import checkpoints, cleaner, health, partitions, records, retention, scheduler, topics
+
+__all__ = ["create_app"]
+
+_DESCRIPTION = (
+    "Kafka's log management over HTTP: topics and their configs, produce and fetch, DeleteRecords, "
+    "checkpoints, retention, the log cleaner and the scheduled tasks. Errors are RFC 9457 problems."
+)
+
+
+def create_app(
+    service: LogService, registry: CollectorRegistry, *, settings: ApiSettings | None = None
+) -> FastAPI:
+    """The API of ``service``; ``/metrics`` serves ``registry``. ``settings`` default to the broker's
+    ``api.*`` keys (the token read from ``api.auth.token.file``, which must be readable and non-empty)."""
+    if settings is None:
+        token_file = service.broker.api_auth_token_file
+        token = read_token_file(token_file) if token_file else None
+        settings = ApiSettings.from_broker(service.broker, auth_token=token)
+    produce_model = produce_request_model(settings.max_records_per_request)
+    app = FastAPI(
+        title="logcleaner",
+        version=_version(),
+        description=_DESCRIPTION,
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.context = ApiContext(service, settings, produce_model)
+    install_problem_handlers(app)
+    app.include_router(health.build_router(registry))
+    for module in (topics, partitions, records, checkpoints, retention, cleaner, scheduler):
+        app.include_router(module.router)
+    # The last added runs first: auth, then encoded slashes, then the body limit.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.add_middleware(EncodedSlashGuard)
+    if settings.auth_token is not None:
+        app.add_middleware(BearerAuthMiddleware, token=settings.auth_token)
+    install_openapi(
+        app,
+        raw_bodies={"ProduceRequest": produce_model},
+        query_maximums={"max_records": settings.max_fetch_records},
+        auth=settings.auth_token is not None,
+    )
+    return app
+
+
+def _version() -> str:
+    try:
+        return version("logcleaner")
+    except PackageNotFoundError:
+        return "0+unknown"

@@ -1,0 +1,58 @@
+"""The LogManager's figures at scrape time: offline log dirs (Kafka ``kafka.log:type=LogManager``) and the
+segments retention has deleted since start-up, by reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from api.metrics.source import MetricsSource
+from service.retention import RetentionReason
+
+__all__ = ["LogManagerCollector"]
+
+# Every deleting reason is exported from the start, at 0, so that rate() sees the first deletion.
+_DELETE_REASONS = tuple(
+    str(r) for r in (RetentionReason.LOG_START_OFFSET, RetentionReason.SIZE, RetentionReason.TIME)
+)
+
+
+def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily]:
+    return (
+        GaugeMetricFamily(
+            "kafka_log_logmanager_offlinelogdirectorycount",
+            "Log dirs taken offline after an I/O error (Kafka LogManager.OfflineLogDirectoryCount)",
+        ),
+        GaugeMetricFamily(
+            "kafka_log_logmanager_logdirectoryoffline",
+            "1 if the log dir is offline, else 0 (Kafka LogManager.LogDirectoryOffline)",
+            labels=("logDirectory",),
+        ),
+        CounterMetricFamily(
+            "logcleaner_retention_deleted_segments_total",
+            "Segments deleted by retention since start-up, by reason (log-start-offset, size, time)",
+            labels=("reason",),
+        ),
+    )
+
+
+class LogManagerCollector(Collector):
+    def __init__(self, source: MetricsSource) -> None:
+        self._source = source
+
+    def describe(self) -> Iterable[Metric]:
+        return _families()
+
+    def collect(self) -> Iterable[Metric]:
+        offline_count, offline, deleted = families = _families()
+        manager = self._source.log_manager
+        offline_dirs = manager.offline_dirs
+        offline_count.add_metric([], len(offline_dirs))
+        for log_dir in manager.log_dirs:
+            offline.add_metric([str(log_dir)], 1 if log_dir in offline_dirs else 0)
+        deletions = manager.retention_deletions
+        for reason in sorted(set(_DELETE_REASONS) | deletions.keys()):
+            deleted.add_metric([reason], deletions[reason])
+        return families

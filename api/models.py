@@ -1,0 +1,296 @@
+"""Request and response bodies of the admin routes (topics, configs, partitions, checkpoints, tasks).
+
+Names and units follow CONTRACT §4/§5: snake_case, offsets, sizes and timestamps (ms) as integers. The
+``explain``, ``retention`` and ``clean`` documents are the CLI's own (built in ``service.reports`` and by
+the cleaner); their models name the contract's fields and allow the extra ones the builders add.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+)
+
+from service.config.topic_config import TOPIC_CONFIG_NAMES
+from service.storage.log_files import is_valid_topic_name
+
+__all__ = [
+    "INT32_MAX",
+    "MAX_PARTITIONS",
+    "TOPIC_NAME_RULE",
+    "Checkpoints",
+    "CleanDocument",
+    "CleanRequest",
+    "ConfigPatchRequest",
+    "CreateTopicRequest",
+    "DeleteRecordsRequest",
+    "DeleteRecordsResponse",
+    "ExplainDocument",
+    "Health",
+    "Jobs",
+    "PartitionDetail",
+    "RetentionDocument",
+    "TopicConfigs",
+    "TopicDeleted",
+    "TopicDetail",
+    "TopicList",
+    "TopicName",
+]
+
+INT32_MAX = (1 << 31) - 1
+MAX_PARTITIONS = 1000  # per request: a typo must not create a million directories
+TOPIC_NAME_RULE = "1-249 characters of [a-zA-Z0-9._-], and not '.' or '..' (Kafka's rule)"
+
+_FORBID = ConfigDict(extra="forbid")
+_OPEN = ConfigDict(extra="allow")
+
+
+def _check_topic_name(name: str) -> str:
+    if not is_valid_topic_name(name):
+        raise ValueError(f"invalid topic name {name!r}: use {TOPIC_NAME_RULE}")
+    return name
+
+
+TopicName = Annotated[
+    str,
+    AfterValidator(_check_topic_name),
+    WithJsonSchema({"type": "string", "pattern": "^[a-zA-Z0-9._-]{1,249}$", "not": {"enum": [".", ".."]}}),
+]
+
+
+def _config_value(value: object) -> str | int | float | bool:
+    if not isinstance(value, (str, int, float)):  # bool is an int
+        raise ValueError("a config value must be a string or a number")
+    return value
+
+
+ConfigValueIn = Annotated[
+    str | int | float | bool,
+    PlainValidator(_config_value),
+    WithJsonSchema({"type": ["string", "number", "boolean"]}),
+]
+"""A config value as sent: Kafka's string form or a JSON number (or boolean)."""
+_CONFIG_NAME_SCHEMA = {"enum": list(TOPIC_CONFIG_NAMES)}
+ConfigChanges = Annotated[
+    dict[str, ConfigValueIn],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": _CONFIG_NAME_SCHEMA,
+            "additionalProperties": {"type": ["string", "number", "boolean"]},
+        }
+    ),
+]
+"""Topic config name → value; names and values are checked against the config table (422 naming one)."""
+ConfigNames = Annotated[list[str], WithJsonSchema({"type": "array", "items": _CONFIG_NAME_SCHEMA})]
+
+
+# -- requests ------------------------------------------------------------------------------------
+
+
+class CreateTopicRequest(BaseModel):
+    model_config = _FORBID
+    name: TopicName
+    partitions: int | None = Field(
+        default=None, ge=1, le=MAX_PARTITIONS, description="num.partitions if absent"
+    )
+    configs: ConfigChanges = Field(default_factory=dict, description="Topic config overrides")
+
+
+class ConfigPatchRequest(BaseModel):
+    model_config = _FORBID
+    set: ConfigChanges = Field(default_factory=dict, description="Overrides to set")
+    delete: ConfigNames = Field(default_factory=list, description="Overrides to remove")
+
+
+class DeleteRecordsRequest(BaseModel):
+    model_config = _FORBID
+    before_offset: int = Field(ge=-1, description="The new log start offset; -1: the high watermark")
+
+
+class CleanRequest(BaseModel):
+    model_config = _FORBID
+    topic: TopicName
+    partition: int = Field(ge=0, le=INT32_MAX)
+
+
+# -- topics, configs, partitions -----------------------------------------------------------------
+
+
+class TopicSummary(BaseModel):
+    name: str
+    partitions: int
+
+
+class TopicList(BaseModel):
+    topics: list[TopicSummary]
+
+
+class PartitionSummary(BaseModel):
+    partition: int
+    log_dir: str
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    size_bytes: int
+    segments: int
+
+
+class TopicDetail(BaseModel):
+    name: str
+    partitions: list[PartitionSummary]
+    configs: dict[str, str] = Field(description="The topic's overrides (Kafka's string form)")
+
+
+class TopicDeleted(BaseModel):
+    name: str
+    partitions: list[int]
+
+
+class ConfigEntryOut(BaseModel):
+    name: str
+    value: int | float | bool | str
+    source: Literal["default", "broker", "topic"]
+
+
+class TopicConfigs(BaseModel):
+    topic: str
+    configs: list[ConfigEntryOut]
+
+
+class SegmentInfo(BaseModel):
+    base_offset: int
+    size_bytes: int
+    record_count: int | None = Field(description="null if the segment went away while counted")
+    largest_timestamp: int
+    largest_timestamp_source: str
+
+
+class PartitionDetail(BaseModel):
+    topic: str
+    partition: int
+    log_dir: str
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    recovery_point: int
+    size_bytes: int
+    cleanup_policy: str
+    segments: list[SegmentInfo]
+    dirty_ratio: float
+    cleaner_checkpoint: int | None = Field(description="cleaner-offset-checkpoint entry (first dirty offset)")
+
+
+class DeleteRecordsResponse(BaseModel):
+    topic: str
+    partition: int
+    log_start_offset: int = Field(description="Kafka's low watermark after the call")
+    log_end_offset: int
+
+
+# -- checkpoints, retention, cleaner, scheduler, health --------------------------------------------
+
+
+class CheckpointEntry(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+
+
+class CheckpointFile(BaseModel):
+    log_dir: str
+    name: str
+    entries: list[CheckpointEntry]
+    error: str | None = Field(description="Why the file could not be read, else null")
+
+
+class Checkpoints(BaseModel):
+    checkpoints: list[CheckpointFile]
+
+
+class DeletedSegmentOut(BaseModel):
+    topic: str
+    partition: int
+    base_offset: int
+    size_bytes: int
+    reason: str
+
+
+class RetentionDocument(BaseModel):
+    dry_run: bool
+    deleted: list[DeletedSegmentOut]
+
+
+class ExplainSegment(BaseModel):
+    model_config = _OPEN
+    base_offset: int
+    size_bytes: int
+    largest_timestamp: int
+    largest_timestamp_source: str
+    verdict: Literal["delete", "keep"]
+    reason: str
+
+
+class ExplainCleaner(BaseModel):
+    model_config = _OPEN
+    dirty_ratio: float
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    would_clean: bool
+    reason: str
+
+
+class ExplainPartition(BaseModel):
+    model_config = _OPEN
+    topic: str
+    partition: int
+    log_dir: str
+    log_start_offset: int
+    log_end_offset: int
+    cleanup_policy: str
+    segments: list[ExplainSegment]
+    cleaner: ExplainCleaner
+
+
+class ExplainDocument(BaseModel):
+    partitions: list[ExplainPartition]
+
+
+class CleanedPartition(BaseModel):
+    model_config = _OPEN
+    topic: str
+    partition: int
+    first_dirty_offset: int
+    end_offset: int
+    stats: dict[str, Any]
+
+
+class CleanDocument(BaseModel):
+    cleaned: list[CleanedPartition]
+
+
+class JobOut(BaseModel):
+    name: str
+    period_ms: int | None = Field(description="null: one-shot, or rescheduled by itself")
+    next_run_ms: int | None
+    last_run_ms: int | None
+    last_duration_ms: int | None
+    last_error: str | None
+    runs: int
+    failures: int
+    skipped: int
+
+
+class Jobs(BaseModel):
+    jobs: list[JobOut]
+
+
+class Health(BaseModel):
+    status: str

@@ -1,0 +1,57 @@
+"""``/v1/checkpoints``: the three offset checkpoint files of every log dir, parsed (missing = empty)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter
+
+from api.deps import Context
+from api.models import Checkpoints
+from api.problems import problem_responses
+from service.errors import CorruptDataError, NotFoundError
+from service.storage.checkpoints import OffsetCheckpointFile
+from service.storage.log_files import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+)
+
+__all__ = ["CHECKPOINT_NAMES", "router"]
+
+router = APIRouter(prefix="/v1/checkpoints", tags=["checkpoints"])
+
+CHECKPOINT_NAMES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
+
+
+@router.get("", response_model=Checkpoints)
+def all_checkpoints(context: Context) -> Checkpoints:
+    """Every checkpoint file of every log dir."""
+    return _read(context.service.log_manager.log_dirs, CHECKPOINT_NAMES)
+
+
+@router.get("/{name}", response_model=Checkpoints, responses=problem_responses(404, 422))
+def one_checkpoint(context: Context, name: str) -> Checkpoints:
+    """One checkpoint file (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` or
+    ``cleaner-offset-checkpoint``) of every log dir."""
+    if name not in CHECKPOINT_NAMES:
+        raise NotFoundError(f"no checkpoint named {name!r}; there are: {', '.join(CHECKPOINT_NAMES)}")
+    return _read(context.service.log_manager.log_dirs, (name,))
+
+
+def _read(log_dirs: list[Path], names: tuple[str, ...]) -> Checkpoints:
+    files = []
+    for log_dir in log_dirs:
+        for name in names:
+            entries: list[dict[str, object]] = []
+            error = None
+            try:
+                checkpoint = OffsetCheckpointFile(log_dir / name).read()
+                entries = [
+                    {"topic": tp.topic, "partition": tp.partition, "offset": offset}
+                    for tp, offset in sorted(checkpoint.items())
+                ]
+            except (OSError, CorruptDataError) as exc:
+                error = str(exc)
+            files.append({"log_dir": str(log_dir), "name": name, "entries": entries, "error": error})
+    return Checkpoints.model_validate({"checkpoints": files})

@@ -1,0 +1,39 @@
+"""``/healthz``, ``/readyz`` and ``/metrics``: always open (no bearer token), outside ``/v1``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from api.deps import Context
+from api.models import Health
+from api.problems import problem_response, problem_responses
+
+__all__ = ["build_router"]
+
+
+def build_router(registry: CollectorRegistry) -> APIRouter:
+    router = APIRouter(tags=["health"])
+
+    @router.get("/healthz", response_model=Health)
+    async def healthz() -> Health:
+        """Liveness: the process serves requests."""
+        return Health(status="ok")
+
+    @router.get("/readyz", response_model=Health, responses=problem_responses(503))
+    async def readyz(context: Context) -> Health | Response:
+        """Readiness: every log dir is loaded and recovered."""
+        if not context.service.log_manager.is_loaded:
+            return problem_response(503, "the logs are not loaded yet")
+        return Health(status="ready")
+
+    @router.get(
+        "/metrics",
+        response_class=Response,
+        responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
+    )
+    def metrics() -> Response:
+        """Prometheus text exposition of the daemon's registry (CONTRACT §6)."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return router

@@ -1,0 +1,61 @@
+"""Builds the log cleaner from the broker configuration (the daemon and ``logcleaner clean`` share it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cleaner.engine import CompactionEngine, InProcessEngine
+from cleaner.log_cleaner import LogCleaner
+from cleaner.manager import CleanerManager
+from cleaner.round import engine_round
+from cleaner.throttler import Throttler
+from service.clock import Clock
+from service.config.broker_config import BrokerConfig
+from service.log_manager import LogManager
+from service.ports import TaskScheduler
+
+__all__ = ["build_engine", "build_log_cleaner"]
+
+
+def build_engine(
+    broker: BrokerConfig, clock: Clock, *, on_spark_job: Callable[[float], None] | None = None
+) -> CompactionEngine:
+    """``log.cleaner.engine``: Spark (the SparkSession starts lazily, at the first round) or in-process."""
+    if broker.log_cleaner_engine == "in-process":
+        return InProcessEngine(
+            clock,
+            dedupe_buffer_bytes=broker.log_cleaner_dedupe_buffer_size,
+            load_factor=broker.log_cleaner_io_buffer_load_factor,
+        )
+    from cleaner.spark.engine import SparkEngine  # pyspark is imported only when Spark is chosen
+
+    return SparkEngine(
+        clock=clock,
+        spark_conf=broker.spark_conf,
+        dedupe_buffer_bytes=broker.log_cleaner_dedupe_buffer_size,
+        load_factor=broker.log_cleaner_io_buffer_load_factor,
+        on_job=on_spark_job,
+    )
+
+
+def build_log_cleaner(
+    broker: BrokerConfig,
+    log_manager: LogManager,
+    engine: CompactionEngine,
+    *,
+    scheduler: TaskScheduler,
+    threads: int | None = None,
+) -> LogCleaner:
+    """The pool of ``log.cleaner.threads`` workers; it becomes the LogManager's cleaning port."""
+    manager = CleanerManager(lambda: log_manager.logs, log_manager.clock)
+    throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second)
+    cleaner = LogCleaner(
+        manager,
+        engine_round(engine, throttle=throttler.maybe_throttle, scheduler=scheduler),
+        log_manager.cleanup_compacted_log,
+        threads=broker.log_cleaner_threads if threads is None else threads,
+        backoff_ms=broker.log_cleaner_backoff_ms,
+        engine_name=engine.name,
+    )
+    log_manager.cleaning = manager
+    return cleaner

@@ -1,0 +1,139 @@
+"""The process's one SparkSession for compaction: started at first use, stopped at exit or on ``stop``.
+
+Starting Spark costs seconds (a JVM, then Python workers), a small job a fraction of one, so a process
+keeps one session for its whole life and every cleaner worker shares it. Workers submit jobs at the same
+time: the FAIR scheduler gives each its own pool (``pool_name``; ``POOLS`` of them declared, weight 1,
+FIFO inside), so one large log does not hold the others' jobs back.
+
+Before the JVM starts, the environment is made to work out of the box (each only if unset):
+``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` = this interpreter, so workers import our packages and
+pyarrow; ``SPARK_WORKER_DIR`` = a temporary dir (removed on ``stop``), or ``local-cluster`` executors
+write into the installed package; for ``local``/``local-cluster`` masters, ``SPARK_LOCAL_IP=127.0.0.1``
+(on a real cluster the executors must reach the driver, so it is left to the operator there). Spark logs
+at WARN; its console progress bar and web UI are off unless ``spark.ui.*`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["DEFAULT_SPARK_CONF", "POOLS", "SparkSessionHolder", "pool_name"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SPARK_CONF: Mapping[str, str] = {
+    "spark.master": "local[*]",
+    "spark.app.name": "logcleaner",
+    "spark.scheduler.mode": "FAIR",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+# Two attempts of one task would write the same .cleaned files: never run speculative copies.
+_FORCED_CONF: Mapping[str, str] = {"spark.speculation": "false"}
+POOLS = 16  # pools declared for workers 0..15; a later worker's pool is created on the fly (Spark warns)
+_POOL_XML = (
+    '<pool name="{}"><schedulingMode>FIFO</schedulingMode><weight>1</weight><minShare>0</minShare></pool>'
+)
+
+
+def pool_name(thread_id: int) -> str:
+    """The FAIR scheduler pool of cleaner worker ``thread_id``."""
+    return f"logcleaner-cleaner-{thread_id}"
+
+
+class SparkSessionHolder:
+    """Starts the session on the first ``get``; ``stop`` ends it (also registered with ``atexit``).
+
+    ``_lock`` guards ``_session`` and ``_scratch`` (the temporary dir of the worker dir and the pool file):
+    workers may ask for the session concurrently, and only one may start it. The ``kafka-log`` data source
+    is registered as the session starts.
+    """
+
+    def __init__(self, conf: Mapping[str, str] | None = None) -> None:
+        merged = dict(DEFAULT_SPARK_CONF)
+        merged.update(conf or {})
+        for key, value in _FORCED_CONF.items():
+            if merged.get(key, value) != value:
+                logger.warning("Ignoring %s=%s: the cleaner needs %s", key, merged[key], value)
+            merged[key] = value
+        self.conf: Mapping[str, str] = merged
+        self._lock = threading.Lock()
+        self._session: SparkSession | None = None
+        self._scratch: str | None = None
+        self._atexit_registered = False
+
+    @property
+    def is_started(self) -> bool:
+        with self._lock:
+            return self._session is not None
+
+    def get(self) -> SparkSession:
+        with self._lock:
+            if self._session is None:
+                self._scratch = tempfile.mkdtemp(prefix="logcleaner-spark-")
+                try:
+                    self._session = self._start(self._scratch)
+                except BaseException:
+                    shutil.rmtree(self._scratch, ignore_errors=True)
+                    self._scratch = None
+                    raise
+            return self._session
+
+    def stop(self) -> None:
+        with self._lock:
+            session, self._session = self._session, None
+            scratch, self._scratch = self._scratch, None
+        if session is not None:
+            logger.info("Stopping the SparkSession (master %s)", self.conf["spark.master"])
+            session.stop()
+        if scratch is not None:
+            if os.environ.get("SPARK_WORKER_DIR", "").startswith(scratch):
+                del os.environ["SPARK_WORKER_DIR"]
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _start(self, scratch: str) -> SparkSession:
+        self._prepare_environment(scratch)
+        from pyspark.sql import SparkSession
+
+        from cleaner.spark.data_source import register_kafka_log_source
+
+        logger.info("Starting a SparkSession (master %s)", self.conf["spark.master"])
+        conf = dict(self.conf)
+        conf.setdefault("spark.scheduler.allocation.file", _write_pools(scratch))
+        builder = SparkSession.builder
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("WARN")
+        register_kafka_log_source(session)
+        if not self._atexit_registered:
+            atexit.register(self.stop)
+            self._atexit_registered = True
+        return session
+
+    def _prepare_environment(self, scratch: str) -> None:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if self.conf["spark.master"].startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("SPARK_WORKER_DIR", os.path.join(scratch, "work"))
+
+
+def _write_pools(scratch: str) -> str:
+    """The FAIR scheduler's allocation file: one pool per cleaner worker."""
+    path = os.path.join(scratch, "fairscheduler.xml")
+    pools = "".join(_POOL_XML.format(pool_name(i)) for i in range(POOLS))
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(f'<?xml version="1.0"?><allocations>{pools}</allocations>')
+    return path

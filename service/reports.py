@@ -1,0 +1,101 @@
+"""The JSON documents that the CLI's ``--json`` and the REST API share (CONTRACT §4): one builder each.
+
+``retention`` (``logcleaner retention``, ``POST /v1/retention/run``), ``explain`` (``logcleaner explain``,
+``GET /v1/retention/explain``) and a topic's effective configs (``logcleaner topic-config``,
+``GET /v1/topics/{t}/configs``). Both faces call these, so the documents cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from service.config.topic_config import ConfigEntry
+from service.errors import NotFoundError
+from service.explain import explain_partition
+from service.log_manager import DeletedSegment, LogManager
+from service.storage.checkpoints import OffsetCheckpointFile
+from service.storage.log_files import CLEANER_OFFSET_CHECKPOINT
+from service.storage.topic_partition import TopicPartition
+
+__all__ = [
+    "cleaner_checkpoints",
+    "deleted_segment_doc",
+    "explain_document",
+    "explain_partitions",
+    "retention_document",
+    "topic_config_document",
+]
+
+JsonDoc = dict[str, object]
+
+
+def deleted_segment_doc(deleted: DeletedSegment) -> JsonDoc:
+    return {
+        "topic": deleted.topic,
+        "partition": deleted.partition,
+        "base_offset": deleted.base_offset,
+        "size_bytes": deleted.size_bytes,
+        "reason": str(deleted.reason),
+    }
+
+
+def retention_document(deleted: Iterable[DeletedSegment], *, dry_run: bool) -> JsonDoc:
+    """``{"dry_run", "deleted": [{"topic", "partition", "base_offset", "size_bytes", "reason"}]}``."""
+    return {"dry_run": dry_run, "deleted": [deleted_segment_doc(d) for d in deleted]}
+
+
+def cleaner_checkpoints(log_dirs: Iterable[Path]) -> dict[TopicPartition, int]:
+    """Every ``cleaner-offset-checkpoint`` entry of ``log_dirs`` (a missing file has none)."""
+    out: dict[TopicPartition, int] = {}
+    for path in log_dirs:
+        out.update(OffsetCheckpointFile(path / CLEANER_OFFSET_CHECKPOINT).read())
+    return out
+
+
+def explain_document(
+    manager: LogManager,
+    *,
+    cleaner_enabled: bool,
+    topic: str | None = None,
+    partition: int | None = None,
+) -> JsonDoc:
+    """``{"partitions": [...]}``: the explanation of every matching log (:func:`explain_partitions`)."""
+    docs = explain_partitions(manager, cleaner_enabled=cleaner_enabled, topic=topic, partition=partition)
+    return {"partitions": docs}
+
+
+def explain_partitions(
+    manager: LogManager,
+    *,
+    cleaner_enabled: bool,
+    topic: str | None = None,
+    partition: int | None = None,
+) -> list[JsonDoc]:
+    """:func:`~service.explain.explain_partition` of every live log matching ``topic``/``partition``.
+
+    Raises ``NotFoundError`` when ``topic`` (and ``partition``) name no live partition.
+    """
+    logs = [
+        log
+        for tp, log in sorted(manager.logs.items())
+        if (topic is None or tp.topic == topic) and (partition is None or tp.partition == partition)
+    ]
+    if topic is not None and not logs:
+        where = f"topic {topic!r}" + (f" partition {partition}" if partition is not None else "")
+        raise NotFoundError(f"no partition matches {where}")
+    online = [path for path in manager.log_dirs if path not in manager.offline_dirs]
+    checkpoints = cleaner_checkpoints(online)
+    now = manager.clock.now_ms()
+    return [
+        explain_partition(log, now_ms=now, cleaner_enabled=cleaner_enabled, cleaner_checkpoints=checkpoints)
+        for log in logs
+    ]
+
+
+def topic_config_document(topic: str, entries: Mapping[str, ConfigEntry]) -> JsonDoc:
+    """``{"topic", "configs": [{"name", "value", "source"}]}``, sorted by name."""
+    return {
+        "topic": topic,
+        "configs": [{"name": e.name, "value": e.value, "source": e.source} for e in entries.values()],
+    }

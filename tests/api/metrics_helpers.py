@@ -1,0 +1,157 @@
+"""Shared by the metrics and deployment tests: CONTRACT §6's golden list of names, a daemon that runs no
+task by itself, a parsed scrape, and promtool (the real binary, never skipped)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from service.clock import Clock, ManualClock
+from service.config.broker_config import BrokerConfig
+from service.daemon import Daemon
+from service.storage.records import Record
+
+__all__ = [
+    "CONTRACT_NAMES",
+    "CONTRACT_NAME_EXCEPTIONS",
+    "Scrape",
+    "busy_scrape",
+    "promtool",
+    "running_daemon",
+]
+
+# CONTRACT §6, as exposed: counters with their _total, histograms by their family name.
+CONTRACT_NAMES = (
+    "kafka_log_log_size",
+    "kafka_log_log_numlogsegments",
+    "kafka_log_log_logstartoffset",
+    "kafka_log_log_logendoffset",
+    "kafka_log_logcleaner_max_buffer_utilization_percent",
+    "kafka_log_logcleaner_cleaner_recopy_percent",
+    "kafka_log_logcleaner_max_clean_time_secs",
+    "kafka_log_logcleaner_max_compaction_delay_secs",
+    "kafka_log_logcleaner_deadthreadcount",
+    "kafka_log_logcleanermanager_max_dirty_percent",
+    "kafka_log_logcleanermanager_time_since_last_run_ms",
+    "kafka_log_logcleanermanager_uncleanable_partitions_count",
+    "kafka_log_logcleanermanager_uncleanable_bytes",
+    "kafka_log_logmanager_offlinelogdirectorycount",
+    "logcleaner_retention_deleted_segments_total",
+    "logcleaner_retention_future_timestamp_segments",
+    "logcleaner_scheduler_job_runs_total",
+    "logcleaner_scheduler_job_duration_seconds",
+    "logcleaner_cleaner_bytes_read_total",
+    "logcleaner_cleaner_bytes_written_total",
+    "logcleaner_spark_job_duration_seconds",
+)
+
+# promtool's lint findings that Kafka's names (kept exact, so Kafka dashboards work) cannot avoid.
+CONTRACT_NAME_EXCEPTIONS = frozenset(
+    {
+        "kafka_log_logcleanermanager_time_since_last_run_ms metric names should not contain "
+        "abbreviated units",
+        "kafka_log_logcleanermanager_uncleanable_partitions_count non-histogram and non-summary metrics "
+        'should not have "_count" suffix',
+        "kafka_log_logcleanermanager_uncleanable_partitions_count label names should be written in "
+        "'snake_case' not 'camelCase'",
+        "kafka_log_logcleanermanager_uncleanable_bytes label names should be written in 'snake_case' "
+        "not 'camelCase'",
+        "kafka_log_logmanager_logdirectoryoffline label names should be written in 'snake_case' "
+        "not 'camelCase'",
+    }
+)
+
+# No scheduled task runs by itself; no cleaner thread; Spark stays out of it; the API on any free port.
+QUIET = {
+    "api.port": "0",
+    "scheduler.initial.delay.ms": "3600000",
+    "log.cleaner.engine": "in-process",
+    "log.cleaner.threads": "0",
+}
+
+
+@contextmanager
+def running_daemon(
+    log_dirs: Sequence[Path], overrides: Mapping[str, str] | None = None, *, clock: Clock | None = None
+) -> Iterator[Daemon]:
+    """A started daemon over ``log_dirs`` (``QUIET`` plus ``overrides``), shut down afterwards."""
+    properties = {"log.dirs": ",".join(str(d) for d in log_dirs), **QUIET, **(overrides or {})}
+    broker, _ = BrokerConfig.from_properties(properties)
+    daemon = Daemon(broker, clock=clock)
+    daemon.start()
+    try:
+        yield daemon
+    finally:
+        daemon.shutdown()
+
+
+Labels = frozenset[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """One scrape, parsed back from the text format as Prometheus reads it."""
+
+    text: str
+    values: dict[str, dict[Labels, float]]  # sample name → labels → value
+    types: dict[str, str]  # family name → type
+
+    @classmethod
+    def of(cls, registry: CollectorRegistry) -> Scrape:
+        return cls.parse(generate_latest(registry).decode())
+
+    @classmethod
+    def parse(cls, text: str) -> Scrape:
+        values: dict[str, dict[Labels, float]] = {}
+        types: dict[str, str] = {}
+        for family in text_string_to_metric_families(text):
+            types[family.name] = family.type
+            for sample in family.samples:
+                values.setdefault(sample.name, {})[frozenset(sample.labels.items())] = sample.value
+        return cls(text, values, types)
+
+    def value(self, name: str, **labels: str) -> float | None:
+        """The sample ``name`` with exactly these labels, or None if the scrape has none."""
+        return self.values.get(name, {}).get(frozenset(labels.items()))
+
+    def series(self, name: str) -> dict[Labels, float]:
+        return self.values.get(name, {})
+
+    @property
+    def names(self) -> set[str]:
+        """Every sample name (``x_total``, ``x_bucket``, …) and every family name."""
+        return set(self.values) | set(self.types)
+
+
+def busy_scrape(log_dir: Path) -> Scrape:
+    """A scrape in which every family has samples: a log with a segment stamped a day ahead, a Spark job
+    and a run of a scheduled task."""
+    clock = ManualClock()
+    with running_daemon([log_dir], {"log.segment.bytes": "100"}, clock=clock) as daemon:
+        [log] = daemon.log_manager.create_topic("orders", 1)
+        for timestamp in (clock.now_ms() + 86_400_000, clock.now_ms()):
+            log.append_records([Record(0, timestamp, None, b"value")])  # one segment each
+        daemon.metrics.observe_spark_job(2.5)
+        daemon.metrics.on_job_outcome("kafka-log-retention", "success", 0.25)
+        return Scrape.of(daemon.metrics_registry)
+
+
+def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real promtool; its absence fails the test (CI installs it), it never skips."""
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.fail(
+            "promtool is not installed: install Debian's prometheus package "
+            "(apt-get install -y prometheus), as .ci/run does"
+        )
+    return subprocess.run(
+        [path, *args], input=stdin, capture_output=True, text=True, timeout=120, check=False
+    )

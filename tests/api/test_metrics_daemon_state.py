@@ -1,0 +1,185 @@
+"""The metrics of the daemon's other parts, on a real daemon: scheduled runs and their outcomes, the
+cleaner's gauges (a real cleaning, no cleaner at all, uncleanable partitions), offline log dirs, and the
+registry emptied at shutdown."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from api.metrics.service_metrics import ServiceMetrics
+from service.clock import ManualClock
+from service.log_manager import LogManager
+from service.ports import CleanerFigures
+from service.storage.records import Record
+from service.storage.topic_partition import TopicPartition
+from tests.api.metrics_helpers import Scrape, running_daemon
+
+KAFKA_CLEANER_GAUGES = {
+    "kafka_log_logcleaner_max_buffer_utilization_percent": "max_buffer_utilization_percent",
+    "kafka_log_logcleaner_cleaner_recopy_percent": "cleaner_recopy_percent",
+    "kafka_log_logcleaner_max_clean_time_secs": "max_clean_time_secs",
+    "kafka_log_logcleaner_max_compaction_delay_secs": "max_compaction_delay_secs",
+    "kafka_log_logcleaner_deadthreadcount": "dead_thread_count",
+    "kafka_log_logcleanermanager_max_dirty_percent": "max_dirty_percent",
+    "kafka_log_logcleanermanager_time_since_last_run_ms": "time_since_last_run_ms",
+}
+
+
+def test_scheduled_runs_are_counted_by_job_and_outcome(tmp_path: Path) -> None:
+    with running_daemon([tmp_path], {"scheduler.initial.delay.ms": "500"}) as daemon:
+        scheduler = daemon.scheduler
+
+        def fail() -> None:
+            raise RuntimeError("boom")
+
+        scheduler.add_periodic("always-fails", 3_600_000, fail)
+        deadline = time.monotonic() + 30
+        while not all(j.runs >= 1 for j in scheduler.jobs() if j.period_ms is not None):
+            assert time.monotonic() < deadline, scheduler.jobs()
+            time.sleep(0.05)
+        scheduler.shutdown(wait=True)  # the counts stop moving
+        jobs = {j.name: j for j in scheduler.jobs()}
+        scrape = Scrape.of(daemon.metrics_registry)
+
+    assert jobs["always-fails"].failures == 1 and jobs["kafka-log-retention"].runs >= 1
+    for name, job in jobs.items():
+        counted = {
+            outcome: scrape.value("logcleaner_scheduler_job_runs_total", job=name, outcome=outcome)
+            for outcome in ("success", "failure", "skipped")
+        }
+        assert counted == {
+            "success": job.runs - job.failures,
+            "failure": job.failures,
+            "skipped": job.skipped,
+        }
+        assert scrape.value("logcleaner_scheduler_job_duration_seconds_count", job=name) == job.runs
+        assert (
+            scrape.value("logcleaner_scheduler_job_duration_seconds_bucket", job=name, le="+Inf") == job.runs
+        )
+
+
+def test_jobs_are_exported_at_zero_before_their_first_run(tmp_path: Path) -> None:
+    with running_daemon([tmp_path]) as daemon:  # every task waits an hour
+        scrape = Scrape.of(daemon.metrics_registry)
+        names = {j.name for j in daemon.scheduler.jobs()}
+
+    assert "kafka-log-retention" in names
+    for name in names:
+        for outcome in ("success", "failure", "skipped"):
+            assert scrape.value("logcleaner_scheduler_job_runs_total", job=name, outcome=outcome) == 0
+
+
+def test_cleaner_gauges_are_the_cleaners_figures(tmp_path: Path) -> None:
+    clock = ManualClock()  # the cleaner's figures stand still between the scrape and the comparison
+    with running_daemon([tmp_path], {"log.cleanup.policy": "compact"}, clock=clock) as daemon:
+        [log] = daemon.log_manager.create_topic("orders", 1)
+        for n in range(20):
+            log.append_records([Record(0, clock.now_ms(), b"key-%d" % (n % 4), b"value-%d" % n)])
+        log.roll()
+        cleaner = daemon.cleaner_view
+        assert cleaner is not None
+        cleaner.clean_partition(TopicPartition("orders", 0))
+        scrape = Scrape.of(daemon.metrics_registry)
+        figures = cleaner.figures()
+
+    assert figures.bytes_read_total > figures.bytes_written_total > 0
+    assert figures.cleaner_recopy_percent > 0
+    for name, field in KAFKA_CLEANER_GAUGES.items():
+        assert scrape.value(name) == getattr(figures, field), name
+    assert scrape.value("logcleaner_cleaner_bytes_read_total") == figures.bytes_read_total
+    assert scrape.value("logcleaner_cleaner_bytes_written_total") == figures.bytes_written_total
+    directory = str(tmp_path.resolve())
+    assert (
+        scrape.value("kafka_log_logcleanermanager_uncleanable_partitions_count", logDirectory=directory) == 0
+    )
+    assert scrape.value("kafka_log_logcleanermanager_uncleanable_bytes", logDirectory=directory) == 0
+
+
+def test_without_a_cleaner_the_gauges_hold_kafkas_idle_values(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    with running_daemon(dirs, {"log.cleaner.enable": "false"}) as daemon:
+        assert daemon.cleaner_view is None
+        scrape = Scrape.of(daemon.metrics_registry)
+
+    for name in [*KAFKA_CLEANER_GAUGES, "logcleaner_cleaner_bytes_read_total"]:
+        assert scrape.value(name) == 0, name
+    for directory in dirs:
+        labels = {"logDirectory": str(directory.resolve())}
+        assert scrape.value("kafka_log_logcleanermanager_uncleanable_partitions_count", **labels) == 0
+        assert scrape.value("kafka_log_logcleanermanager_uncleanable_bytes", **labels) == 0
+
+
+@dataclass
+class FixedCleaner:
+    """A CleanerView whose figures a test sets (the real cleaner marks partitions uncleanable only on
+    unexpected errors)."""
+
+    fixed: CleanerFigures
+
+    def figures(self) -> CleanerFigures:
+        return self.fixed
+
+    def status(self) -> dict[str, object]:
+        return {}
+
+    def clean_partition(self, tp: TopicPartition) -> dict[str, object]:
+        return {}
+
+
+@dataclass
+class Source:
+    log_manager: LogManager
+    cleaner_view: FixedCleaner
+
+
+def test_uncleanable_partitions_are_reported_per_log_dir(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    with running_daemon([a, b]) as daemon:
+        cleaner = daemon.cleaner_view
+        assert cleaner is not None
+        figures = replace(cleaner.figures(), uncleanable={a.resolve(): (2, 4096)})
+        metrics = ServiceMetrics(Source(daemon.log_manager, FixedCleaner(figures)))
+        scrape = Scrape.of(metrics.registry)
+
+    count, size = (
+        "kafka_log_logcleanermanager_uncleanable_partitions_count",
+        "kafka_log_logcleanermanager_uncleanable_bytes",
+    )
+    assert scrape.series(count) == {
+        frozenset({("logDirectory", str(a.resolve()))}): 2,
+        frozenset({("logDirectory", str(b.resolve()))}): 0,
+    }
+    assert scrape.value(size, logDirectory=str(a.resolve())) == 4096
+    assert scrape.value(size, logDirectory=str(b.resolve())) == 0
+
+
+def test_an_offline_log_dir_is_counted(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    with running_daemon([a, b]) as daemon:
+        before = Scrape.of(daemon.metrics_registry)
+        shutil.move(b, tmp_path / "b-gone")
+        b.write_text("not a directory")  # the next checkpoint of b fails with an I/O error
+        daemon.log_manager.checkpoint_recovery_points()
+        assert list(daemon.log_manager.offline_dirs) == [b.resolve()]
+        after = Scrape.of(daemon.metrics_registry)
+
+    assert before.value("kafka_log_logmanager_offlinelogdirectorycount") == 0
+    assert after.value("kafka_log_logmanager_offlinelogdirectorycount") == 1
+    assert after.value("kafka_log_logmanager_logdirectoryoffline", logDirectory=str(a.resolve())) == 0
+    assert after.value("kafka_log_logmanager_logdirectoryoffline", logDirectory=str(b.resolve())) == 1
+    assert set(after.series("kafka_log_logcleanermanager_uncleanable_bytes")) == {
+        frozenset({("logDirectory", str(a.resolve()))})
+    }
+
+
+def test_shutdown_empties_the_registry(tmp_path: Path) -> None:
+    with running_daemon([tmp_path]) as daemon:
+        daemon.log_manager.create_topic("orders", 1)
+        registry = daemon.metrics_registry
+        assert list(registry.collect())
+
+    assert list(registry.collect()) == []
+    daemon.metrics.close()  # idempotent

@@ -1,0 +1,289 @@
+"""Log cleaner on Spark benchmark (issue 4): one compaction round of a generated partition.
+
+Run on demand (not part of CI's pass/fail):
+
+    python tests/benchmarks/bench_spark_cleaner.py [--records 10000000] [--big-records 40000000]
+
+Under a temporary folder (removed at the end; ``--work-dir`` to choose where) it generates with
+``logcleaner gen``'s library one compacted partition: ``--records`` records of 100-byte values over
+``--keys`` distinct keys, ``--tombstones`` of them null, 128 MiB segments, then rolls it so every segment is
+cleanable. On copies of those same files, in the same run, it measures:
+
+- ``cp -r`` of the partition dir (the baseline: reading and writing every byte once);
+- one round (first dirty 0, upper bound the log end) with ``SparkEngine`` on ``local[*]``, after a warm-up
+  round on a small log, so the session, its JVM and its Python workers are warm;
+- the same round with the in-process oracle (``InProcessEngine``), fully (``--oracle-records`` runs it on a
+  smaller partition and extrapolates linearly, say so);
+- ``local-cluster[2,1,1024]`` (two executor JVMs, one core each) against ``local[1]``;
+- the driver's peak RSS (Python driver process, sampled with psutil every 50 ms; the driver JVM reported
+  apart) at ``--records`` and at ``--big-records`` (default 4× as many: about 4 GiB).
+
+Each Spark round runs in its own process (one SparkSession per process, each master its own), which
+prints one JSON line; this process only orchestrates, copies and times ``cp`` and the oracle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil  # type: ignore[import-untyped]  # no stubs installed; used only here, for RSS
+
+from cleaner.engine import InProcessEngine
+from service.clock import SystemClock
+from service.storage.loader import load_partition_log
+from service.storage.log_config import LogConfig
+from service.tools.gen import GenOptions, generate
+
+REPO = Path(__file__).resolve().parents[2]
+SEGMENT_BYTES = 128 << 20
+COMPACT = frozenset({"compact"})
+MiB = 1 << 20
+
+
+def config() -> LogConfig:
+    return LogConfig(segment_bytes=SEGMENT_BYTES, cleanup_policy=COMPACT)
+
+
+def generate_partition(root: Path, records: int, keys: int, tombstones: float) -> Path:
+    """``gen`` one compacted partition under ``root``, then roll it so that every segment is cleanable."""
+    options = GenOptions(
+        log_dir=root,
+        records=records,
+        keys=keys,
+        tombstones=tombstones,
+        segment_bytes=SEGMENT_BYTES,
+        cleanup_policy=COMPACT,
+    )
+    generate(options)
+    directory = root / "gen-0-0"
+    log = load_partition_log(directory, config(), clock=SystemClock()).log
+    log.roll()
+    log.close()
+    return directory
+
+
+def dir_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.iterdir() if p.name.endswith(".log"))
+
+
+def copy_tree(source: Path, target: Path) -> float:
+    shutil.rmtree(target, ignore_errors=True)
+    started = time.perf_counter()
+    subprocess.run(["cp", "-r", str(source), str(target)], check=True)
+    return time.perf_counter() - started
+
+
+def noop(*_args: object) -> None:
+    return None
+
+
+def run_oracle(directory: Path) -> float:
+    log = load_partition_log(directory, config(), clock=SystemClock()).log
+    started = time.perf_counter()
+    InProcessEngine(SystemClock()).clean(
+        log,
+        0,
+        log.log_end_offset,
+        check_aborted=noop,
+        throttle=noop,
+        schedule_delete=lambda _delay, delete: delete(),
+    )
+    elapsed = time.perf_counter() - started
+    log.close()
+    return elapsed
+
+
+# -- one Spark round, in its own process ---------------------------------------------------------------
+
+
+class PeakRss:
+    """Samples this process's RSS (and its child JVM's) every 50 ms; keeps the peaks."""
+
+    def __init__(self) -> None:
+        self.me = psutil.Process()
+        self.peak = 0
+        self.jvm_peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, self.me.memory_info().rss)
+            jvm = sum(c.memory_info().rss for c in self.me.children() if c.name() == "java")
+            self.jvm_peak = max(self.jvm_peak, jvm)  # the driver JVM (executor JVMs are its children)
+
+
+def spark_round(master: str, directory: Path, warm_dir: Path) -> dict[str, Any]:
+    from cleaner.spark.engine import SparkEngine
+    from cleaner.spark.session import SparkSessionHolder
+
+    holder = SparkSessionHolder({"spark.master": master})
+    engine = SparkEngine(clock=SystemClock(), session=holder)
+    try:
+        for target, timed in ((warm_dir, False), (directory, True)):
+            log = load_partition_log(target, config(), clock=SystemClock()).log
+            with PeakRss() as rss:
+                started = time.perf_counter()
+                result = engine.clean(
+                    log,
+                    0,
+                    log.log_end_offset,
+                    check_aborted=noop,
+                    throttle=noop,
+                    schedule_delete=lambda _delay, delete: delete(),
+                )
+                elapsed = time.perf_counter() - started
+            log.close()
+            if timed:
+                stats = result.stats
+                return {
+                    "seconds": elapsed,
+                    "map_s": stats.map_build_ms / 1000,
+                    "bytes_read": stats.bytes_read,
+                    "bytes_written": stats.bytes_written,
+                    "map_size": stats.map_size,
+                    "driver_rss": rss.peak,
+                    "driver_jvm_rss": rss.jvm_peak,
+                }
+    finally:
+        engine.close()
+    raise AssertionError("unreachable")
+
+
+def spark_round_process(master: str, directory: Path, warm_source: Path) -> dict[str, Any]:
+    """A fresh process: warm-up round on a copy of ``warm_source``, then the timed round on ``directory``."""
+    warm_dir = fresh_copy(warm_source, directory.parent.parent / f"warm-{directory.parent.name}" / "gen-0-0")
+    command = [sys.executable, __file__, "--spark-round", master, str(directory), str(warm_dir)]
+    done = subprocess.run(
+        command,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    shutil.rmtree(warm_dir.parent, ignore_errors=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"spark round on {master} failed:\n{done.stderr[-4000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+# -- the run ---------------------------------------------------------------------------------------------
+
+
+def fresh_copy(source: Path, target: Path) -> Path:
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target)
+    return target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=10_000_000)
+    parser.add_argument("--big-records", type=int, help="the RSS run's size [4 × --records; 0 skips it]")
+    parser.add_argument("--keys", type=int, help="distinct keys [--records / 10]")
+    parser.add_argument("--tombstones", type=float, default=0.05)
+    parser.add_argument("--oracle-records", type=int, help="run the oracle on this many records, extrapolate")
+    parser.add_argument("--skip-cluster", action="store_true", help="no local-cluster / local[1] comparison")
+    parser.add_argument("--work-dir", type=Path, help="where the data goes [a temporary dir]")
+    parser.add_argument("--spark-round", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.spark_round:
+        master, directory, warm = args.spark_round
+        sys.stdout.write(json.dumps(spark_round(master, Path(directory), Path(warm))) + "\n")
+        return
+    root = Path(tempfile.mkdtemp(prefix="bench-spark-", dir=args.work_dir))
+    try:
+        run(root, args)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run(root: Path, args: argparse.Namespace) -> None:
+    keys = args.keys or max(args.records // 10, 1)
+    print(
+        f"generating {args.records:,} records, {keys:,} keys, {args.tombstones:.0%} tombstones ...",
+        flush=True,
+    )
+    source = generate_partition(root / "source", args.records, keys, args.tombstones)
+    warm = generate_partition(root / "warm", 200_000, 20_000, args.tombstones)
+    size = dir_bytes(source)
+    print(f"partition: {size / MiB:,.0f} MiB of .log in {len(list(source.glob('*.log')))} segments")
+
+    copy_tree(source, root / "cp-warm")  # the page cache holds the source from here on
+    cp_s = min(copy_tree(source, root / f"cp-{i}") for i in range(3))
+    for i in range(3):
+        shutil.rmtree(root / f"cp-{i}", ignore_errors=True)
+    shutil.rmtree(root / "cp-warm", ignore_errors=True)
+    report("cp -r", cp_s, size)
+
+    spark = spark_round_process("local[*]", fresh_copy(source, root / "spark" / "gen-0-0"), warm)
+    report("spark local[*]", spark["seconds"], size, extra=f"map phase {spark['map_s']:.1f} s")
+    print(f"  vs cp: {cp_s / spark['seconds']:.3f} of cp's throughput (target >= 1/3)")
+    print_rss(spark)
+    shutil.rmtree(root / "spark", ignore_errors=True)
+
+    if args.oracle_records:
+        small = generate_partition(root / "oracle-source", args.oracle_records, keys, args.tombstones)
+        oracle_s = run_oracle(small) * size / dir_bytes(small)
+        print(f"oracle on {args.oracle_records:,} records, extrapolated linearly to the full partition")
+    else:
+        oracle_s = run_oracle(fresh_copy(source, root / "oracle" / "gen-0-0"))
+    shutil.rmtree(root / "oracle", ignore_errors=True)
+    report("oracle (in-process)", oracle_s, size)
+    print(f"  spark vs oracle: {oracle_s / spark['seconds']:.2f}x faster (target >= 10x)")
+
+    if not args.skip_cluster:
+        one = spark_round_process("local[1]", fresh_copy(source, root / "one" / "gen-0-0"), warm)
+        shutil.rmtree(root / "one", ignore_errors=True)
+        report("spark local[1]", one["seconds"], size)
+        cluster = spark_round_process(
+            "local-cluster[2,1,1024]", fresh_copy(source, root / "cluster" / "gen-0-0"), warm
+        )
+        shutil.rmtree(root / "cluster", ignore_errors=True)
+        report("spark local-cluster[2,1,1024]", cluster["seconds"], size)
+        print(f"  local-cluster vs local[1]: {one['seconds'] / cluster['seconds']:.2f}x (target >= 1.6x)")
+        print_rss(cluster)
+
+    big_records = args.records * 4 if args.big_records is None else args.big_records
+    if big_records:
+        shutil.rmtree(root / "source", ignore_errors=True)
+        big = generate_partition(root / "big", big_records, big_records // 10, args.tombstones)
+        big_size = dir_bytes(big)
+        result = spark_round_process("local[*]", big, warm)
+        report(f"spark local[*], {big_size / (1 << 30):.1f} GiB", result["seconds"], big_size)
+        print(
+            f"  driver peak RSS {result['driver_rss'] / MiB:,.0f} MiB (target < 1024), "
+            f"driver JVM {result['driver_jvm_rss'] / MiB:,.0f} MiB"
+        )
+
+
+def print_rss(result: dict[str, Any]) -> None:
+    python_mib, jvm_mib = result["driver_rss"] / MiB, result["driver_jvm_rss"] / MiB
+    print(f"  driver peak RSS {python_mib:,.0f} MiB (Python), driver JVM {jvm_mib:,.0f} MiB")
+
+
+def report(what: str, seconds: float, size: int, *, extra: str = "") -> None:
+    print(f"{what}: {seconds:.2f} s, {size / MiB / seconds:,.1f} MiB/s {extra}".rstrip(), flush=True)
+
+
+if __name__ == "__main__":
+    main()

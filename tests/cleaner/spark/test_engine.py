@@ -1,0 +1,261 @@
+"""The Spark engine's round around the job: aborts before a swap and during the job, a failing task, the
+throttle/on_job/delayed-deletion hooks, and two workers cleaning at once in their own pools."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.errors import PySparkException
+
+from cleaner.engine import InProcessEngine
+from cleaner.errors import CleaningAbortedError
+from cleaner.offset_map import kafka_utilization_percent
+from cleaner.spark import key_map
+from cleaner.spark.engine import SparkEngine
+from cleaner.spark.rewrite import GroupResult
+from cleaner.spark.round_plan import plan_round
+from cleaner.spark.session import SparkSessionHolder
+from service.clock import ManualClock
+from service.errors import CorruptDataError
+from service.storage.log_config import LogConfig
+from service.tasks import ManualTaskScheduler
+from tests.cleaner.helpers import compact_config
+from tests.cleaner.spark.fixed_logs import mixed_ops
+from tests.cleaner.spark.random_logs import START_MS, Writer, build_twins, files
+
+CONFIG = compact_config(segment_bytes=600)
+
+
+def run_now(_delay_ms: int, task: Callable[[], None]) -> None:
+    task()
+
+
+def no_throttle(_bytes: int) -> None:
+    return None
+
+
+def twins(root: Path, config: LogConfig = CONFIG) -> tuple[Writer, Writer]:
+    oracle, spark = build_twins(root, config, mixed_ops())
+    assert files(oracle.log.directory) == files(spark.log.directory)
+    return oracle, spark
+
+
+def aborting_after(calls: int) -> Callable[[], None]:
+    """A check_aborted that raises from its ``calls``-th call on."""
+    count = 0
+
+    def check() -> None:
+        nonlocal count
+        count += 1
+        if count >= calls:
+            raise CleaningAbortedError("aborted by the test")
+
+    return check
+
+
+def no_cleaned_files(directory: Path) -> bool:
+    return not [p for p in directory.iterdir() if p.name.endswith(".cleaned")]
+
+
+def test_an_abort_before_the_first_swap_leaves_the_log_as_it_was(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    _oracle, spark = twins(tmp_path)
+    before = files(spark.log.directory)
+    finished = threading.Event()
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, on_job=lambda _s: finished.set())
+
+    def check_aborted() -> None:
+        if finished.is_set():  # the job is done: the next check is the one before the first swap
+            raise CleaningAbortedError("aborted by the test")
+
+    with pytest.raises(CleaningAbortedError):
+        engine.clean(
+            spark.log,
+            0,
+            spark.log.active_segment.base_offset,
+            check_aborted=check_aborted,
+            throttle=no_throttle,
+            schedule_delete=run_now,
+        )
+    assert files(spark.log.directory) == before
+    assert no_cleaned_files(spark.log.directory)
+
+
+def test_an_abort_during_the_job_cancels_it_and_a_later_round_still_matches_the_oracle(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    oracle, spark = twins(tmp_path)
+    before = files(spark.log.directory)
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, poll_interval_s=0.01)
+    upper = spark.log.active_segment.base_offset
+    with pytest.raises(CleaningAbortedError):
+        engine.clean(
+            spark.log,
+            0,
+            upper,
+            check_aborted=aborting_after(3),
+            throttle=no_throttle,
+            schedule_delete=run_now,
+        )
+    assert files(spark.log.directory) == before
+    assert no_cleaned_files(spark.log.directory)
+
+    result = engine.clean(
+        spark.log, 0, upper, check_aborted=lambda: None, throttle=no_throttle, schedule_delete=run_now
+    )
+    expected = InProcessEngine(oracle.clock).clean(
+        oracle.log, 0, upper, check_aborted=lambda: None, throttle=no_throttle, schedule_delete=run_now
+    )
+    assert result.end_offset == expected.end_offset
+    assert files(spark.log.directory) == files(oracle.log.directory)
+
+
+def test_a_corrupt_batch_fails_the_round_and_changes_nothing(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    _oracle, spark = twins(tmp_path)
+    victim = spark.log.segments[2].log_path
+    data = bytearray(victim.read_bytes())
+    data[-3] ^= 0xFF  # inside the last batch's records: its CRC no longer matches
+    victim.write_bytes(bytes(data))
+    before = files(spark.log.directory)
+    engine = SparkEngine(clock=spark.clock, session=spark_holder)
+    with pytest.raises((PySparkException, CorruptDataError), match="CRC mismatch"):  # task, or driver
+        engine.clean(
+            spark.log,
+            0,
+            spark.log.active_segment.base_offset,
+            check_aborted=lambda: None,
+            throttle=no_throttle,
+            schedule_delete=run_now,
+        )
+    assert files(spark.log.directory) == before
+
+
+def test_each_group_is_rewritten_by_its_own_task(tmp_path: Path, spark_holder: SparkSessionHolder) -> None:
+    _oracle, spark = twins(tmp_path)
+    engine = SparkEngine(clock=spark.clock, session=spark_holder)
+    seen: list[list[int]] = []
+    rewrite = engine._rewrite
+
+    def spy(*args: Any, **kwargs: Any) -> tuple[list[GroupResult], int]:
+        results, map_size = rewrite(*args, **kwargs)
+        seen.append(sorted(r.task_partition for r in results))
+        return results, map_size
+
+    engine._rewrite = spy  # type: ignore[method-assign]
+    engine.clean(
+        spark.log,
+        0,
+        spark.log.active_segment.base_offset,
+        check_aborted=lambda: None,
+        throttle=no_throttle,
+        schedule_delete=run_now,
+    )
+    assert len(seen[0]) > 5
+    assert seen[0] == list(range(len(seen[0]))), "partition i rewrote group i, and only it"
+
+
+def test_hooks_hear_the_bytes_the_job_and_the_delayed_deletions(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    _oracle, spark = twins(tmp_path)
+    throttled: list[int] = []
+    jobs: list[float] = []
+    scheduler = ManualTaskScheduler(ManualClock(START_MS))
+
+    def schedule_delete(delay_ms: int, task: Callable[[], None]) -> None:
+        assert delay_ms == CONFIG.file_delete_delay_ms
+        scheduler.schedule_once("delete-file", delay_ms, task)
+
+    engine = SparkEngine(
+        clock=spark.clock, session=spark_holder, on_job=jobs.append, dedupe_buffer_bytes=1 << 20
+    )
+    result = engine.clean(
+        spark.log,
+        0,
+        spark.log.active_segment.base_offset,
+        check_aborted=lambda: None,
+        throttle=throttled.append,
+        schedule_delete=schedule_delete,
+    )
+    stats = result.stats
+    assert len(jobs) == 1 and jobs[0] > 0
+    assert throttled == [stats.map_bytes_read + stats.bytes_read + stats.bytes_written]
+    assert stats.buffer_utilization == kafka_utilization_percent(stats.map_size, 1 << 20) / 100 > 0
+    assert [p for p in spark.log.directory.iterdir() if p.name.endswith(".deleted")], "deletion waits"
+    scheduler.advance(CONFIG.file_delete_delay_ms)
+    assert not [p for p in spark.log.directory.iterdir() if p.name.endswith(".deleted")]
+
+
+def test_a_round_with_nothing_to_clean_runs_no_job(tmp_path: Path, spark_holder: SparkSessionHolder) -> None:
+    _oracle, spark = twins(tmp_path)
+    jobs: list[float] = []
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, on_job=jobs.append)
+    result = engine.clean(
+        spark.log, 10, 0, check_aborted=lambda: None, throttle=no_throttle, schedule_delete=run_now
+    )
+    assert result.end_offset == 10 and jobs == []
+
+
+def test_two_workers_clean_two_logs_at_once(tmp_path: Path, spark_holder: SparkSessionHolder) -> None:
+    pairs = [twins(tmp_path / "a"), twins(tmp_path / "b", compact_config(segment_bytes=1024))]
+    engine = SparkEngine(clock=ManualClock(START_MS), session=spark_holder)
+    errors: list[BaseException] = []
+
+    def worker(thread_id: int) -> None:
+        spark = pairs[thread_id][1]
+        try:
+            engine.clean(
+                spark.log,
+                0,
+                spark.log.active_segment.base_offset,
+                check_aborted=lambda: None,
+                throttle=no_throttle,
+                schedule_delete=run_now,
+                thread_id=thread_id,
+            )
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for oracle, spark in pairs:
+        InProcessEngine(ManualClock(START_MS)).clean(
+            oracle.log,
+            0,
+            oracle.log.active_segment.base_offset,
+            check_aborted=lambda: None,
+            throttle=no_throttle,
+            schedule_delete=run_now,
+        )
+        assert files(spark.log.directory) == files(oracle.log.directory)
+
+
+@pytest.mark.parametrize("max_bit_words", [0, 4])
+def test_group_sets_and_aborted_batches_match_the_oracle(
+    tmp_path: Path, spark_holder: SparkSessionHolder, monkeypatch: pytest.MonkeyPatch, max_bit_words: int
+) -> None:
+    """``collect_set`` (many groups) or bit sets, over a log whose dirty section holds aborted data."""
+    monkeypatch.setattr(key_map, "MAX_BIT_WORDS", max_bit_words)
+    oracle, spark = twins(tmp_path)
+    upper = spark.log.active_segment.base_offset
+    plan = plan_round(spark.log, 0, upper, spark.clock.now_ms())
+    assert plan is not None and plan.map_scan.aborted_batches
+    result = SparkEngine(clock=spark.clock, session=spark_holder).clean(
+        spark.log, 0, upper, check_aborted=lambda: None, throttle=no_throttle, schedule_delete=run_now
+    )
+    expected = InProcessEngine(oracle.clock).clean(
+        oracle.log, 0, upper, check_aborted=lambda: None, throttle=no_throttle, schedule_delete=run_now
+    )
+    assert (result.end_offset, result.stats.map_size) == (expected.end_offset, expected.stats.map_size)
+    assert files(spark.log.directory) == files(oracle.log.directory)

@@ -1,0 +1,131 @@
+"""The Spark engine against the oracle (the in-process ``Cleaner``): for random logs and rounds, every file of
+the partition dir is byte-identical afterwards, and so are the end offset and the round's counters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cleaner.cleaner import CleaningResult
+from cleaner.engine import InProcessEngine
+from cleaner.spark.engine import SparkEngine
+from cleaner.spark.session import SparkSessionHolder
+from service.storage.log import PartitionLog
+from service.storage.log_config import LogConfig
+from tests.cleaner.helpers import DAY_MS
+from tests.cleaner.spark.random_logs import Op, Writer, build_twins, configs, files, operations
+
+COUNTERS = (
+    "bytes_read",
+    "bytes_written",
+    "bytes_skipped",
+    "records_read",
+    "records_retained",
+    "invalid_records",
+    "map_bytes_read",
+    "map_records_read",
+    "map_size",
+    "groups_rewritten",
+    "groups_skipped",
+    "segments_read",
+    "buffer_utilization",
+)
+
+
+def run_now(_delay_ms: int, task: Callable[[], None]) -> None:
+    task()
+
+
+def pick_upper(log: PartitionLog, pick: int) -> int:
+    """0: the active segment; 1: the log end; 2: a middle segment's base; 3: offset 0 (capped at the LSO)."""
+    segments = log.segments
+    choices = [
+        log.active_segment.base_offset,
+        log.log_end_offset,
+        segments[len(segments) // 2].base_offset,
+        0,
+    ]
+    return min(choices[pick], log.last_stable_offset)
+
+
+def clean_both(
+    oracle: Writer, spark: Writer, engine: SparkEngine, first_dirty: int, upper: int
+) -> tuple[CleaningResult, CleaningResult]:
+    expected = InProcessEngine(oracle.clock).clean(
+        oracle.log,
+        first_dirty,
+        upper,
+        check_aborted=lambda: None,
+        throttle=lambda _n: None,
+        schedule_delete=run_now,
+    )
+    actual = engine.clean(
+        spark.log,
+        first_dirty,
+        upper,
+        check_aborted=lambda: None,
+        throttle=lambda _n: None,
+        schedule_delete=run_now,
+    )
+    return expected, actual
+
+
+rounds = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from([Op("roll")]), max_size=1) | operations,
+        st.integers(0, 3),
+        st.sampled_from([0, 1_000, DAY_MS + 1]),
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+@given(
+    config=configs,
+    ops=operations,
+    rounds=rounds,
+    split_bytes=st.sampled_from([200, 64 << 20]),
+    first_dirty_share=st.sampled_from([0.0, 0.0, 0.5]),
+)
+def test_spark_rounds_equal_the_oracle_byte_for_byte(
+    tmp_path_factory: pytest.TempPathFactory,
+    spark_holder: SparkSessionHolder,
+    config: LogConfig,
+    ops: list[Op],
+    rounds: list[tuple[list[Op], int, int]],
+    split_bytes: int,
+    first_dirty_share: float,
+) -> None:
+    root = tmp_path_factory.mktemp("twins")
+    oracle, spark = build_twins(root, config, ops)
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, max_split_bytes=split_bytes)
+    first_dirty = int(oracle.log.log_end_offset * first_dirty_share)
+    for more_ops, upper_pick, delta_ms in rounds:
+        for writer in (oracle, spark):
+            writer.apply(more_ops)
+            writer.clock.advance(delta_ms)
+        assert files(oracle.log.directory) == files(spark.log.directory)
+        upper = pick_upper(oracle.log, upper_pick)
+        expected, actual = clean_both(oracle, spark, engine, first_dirty, upper)
+        assert actual.end_offset == expected.end_offset
+        assert files(spark.log.directory) == files(oracle.log.directory)
+        assert {c: getattr(actual.stats, c) for c in COUNTERS} == {
+            c: getattr(expected.stats, c) for c in COUNTERS
+        }
+        first_dirty = expected.end_offset
+    oracle.log.close()
+    spark.log.close()
+    assert files(spark.log.directory) == files(oracle.log.directory), "and after a clean close"
