@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 
 from service.clock import Clock, SystemClock
+from service.config.topic_store import TopicConfigStore
 from service.errors import InvalidInputError
 from service.storage.compression import CompressionType, compress, compression_from_name
 from service.storage.dir_lock import LogDirLock
@@ -104,6 +105,20 @@ class GenOptions:
             message_timestamp_after_max_ms=_DEFAULT_CONFIG.message_timestamp_after_max_ms,
         )
 
+    def topic_overrides(self) -> dict[str, str]:
+        """The topic configs the run was asked for that differ from Kafka's defaults, under Kafka's names.
+
+        ``generate`` stores them as the topics' overrides, so ``serve``, ``explain``, ``retention`` and
+        ``clean`` treat the logs as written (a compacted workload is compacted), as ``kafka-topics.sh
+        --create --config`` would have recorded them.
+        """
+        overrides: dict[str, str] = {}
+        if self.cleanup_policy != _DEFAULT_CONFIG.cleanup_policy:
+            overrides["cleanup.policy"] = ",".join(sorted(self.cleanup_policy))
+        if self.segment_bytes != _DEFAULT_CONFIG.segment_bytes:
+            overrides["segment.bytes"] = str(self.segment_bytes)
+        return overrides
+
 
 @dataclass(frozen=True, slots=True)
 class GenResult:
@@ -173,7 +188,8 @@ def generate(options: GenOptions, *, clock: Clock | None = None) -> list[GenResu
 
     Existing partitions are loaded (with every other partition of the dir, so the checkpoints and the
     clean-shutdown marker written at the end stay true for all of them) and appended to; missing ones
-    are created. The log dir's lock is held throughout, so a running service cannot share the dir.
+    are created. The log dir's lock is held throughout, so a running service cannot share the dir. The
+    topics' non-default configs are stored as their overrides (``GenOptions.topic_overrides``).
     """
     clock = clock or SystemClock()
     log_dir = options.log_dir
@@ -193,6 +209,11 @@ def generate(options: GenOptions, *, clock: Clock | None = None) -> list[GenResu
             _close_unclean(loaded)
             raise
         close_log_dir(loaded)
+        overrides = options.topic_overrides()
+        if overrides:
+            store = TopicConfigStore([log_dir])
+            for topic in options.topics:
+                store.update(topic, overrides)
     return results
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from service.cli import main
 from service.clock import ManualClock
+from service.config.topic_store import TOPIC_CONFIGS_FILE, TopicConfigStore
 from service.errors import ConflictError, InvalidInputError
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import read_clean_shutdown_marker
@@ -199,6 +200,39 @@ def test_compacted_topic_with_tombstones(tmp_path: Path, capsys: pytest.CaptureF
         capsys, tmp_path, "--records", "200", "--tombstones", "0.5", "--cleanup-policy", "compact,delete"
     )
     assert any(r.value is None for r in records(tmp_path / "gen-0-0"))
+
+
+def test_non_default_topic_configs_are_stored_as_overrides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_json(capsys, tmp_path / "plain", "--records", "10")
+    assert not (tmp_path / "plain" / TOPIC_CONFIGS_FILE).exists()
+
+    args = (
+        "--topics",
+        "2",
+        "--records",
+        "10",
+        "--cleanup-policy",
+        "delete,compact",
+        "--segment-bytes",
+        "4096",
+    )
+    run_json(capsys, tmp_path / "compacted", *args)
+    store = TopicConfigStore([tmp_path / "compacted"])
+    for topic in ("gen-0", "gen-1"):
+        assert store.get(topic) == {"cleanup.policy": "compact,delete", "segment.bytes": "4096"}
+    code, out, err = main_output(
+        capsys, "explain", "--override", f"log.dirs={tmp_path / 'compacted'}", "--json"
+    )
+    assert code == 0, err
+    assert {p["cleanup_policy"] for p in json.loads(out)["partitions"]} == {"compact,delete"}
+
+
+def main_output(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 # -- the directory it leaves -------------------------------------------------------------------
