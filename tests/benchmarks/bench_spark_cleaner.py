@@ -210,6 +210,8 @@ def main() -> None:
         master, directory, warm = args.spark_round
         sys.stdout.write(json.dumps(spark_round(master, Path(directory), Path(warm))) + "\n")
         return
+    if args.work_dir is not None:
+        args.work_dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="bench-spark-", dir=args.work_dir))
     try:
         run(root, args)
