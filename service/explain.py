@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from service.cleanable import CleanerReason, log_to_clean
-from service.retention import SegmentVerdict, explain_retention
+from service.retention import SegmentVerdict, explain_log_retention
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
 
@@ -29,14 +29,8 @@ def explain_partition(
     config = log.config
     with log.lock:
         segments = log.segments
-        verdicts = explain_retention(
-            segments,
-            config,
-            now_ms=now_ms,
-            log_start_offset=log.log_start_offset,
-            log_end_offset=log.log_end_offset,
-            high_watermark=log.high_watermark,
-            retention_applies=cleaner_enabled or not config.is_compacted,
+        verdicts = explain_log_retention(
+            log, segments, now_ms=now_ms, retention_applies=cleaner_enabled or not config.is_compacted
         )
         cleaner = _cleaner_view(log, now_ms, cleaner_enabled, cleaner_checkpoints.get(log.topic_partition))
     tp = log.topic_partition

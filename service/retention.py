@@ -17,15 +17,19 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from service.storage.log_config import LogConfig
 from service.storage.segment import LogSegment
+
+if TYPE_CHECKING:
+    from service.storage.log import PartitionLog
 
 __all__ = [
     "RetentionPlan",
     "RetentionReason",
     "SegmentVerdict",
+    "explain_log_retention",
     "explain_retention",
     "plan_retention",
 ]
@@ -176,6 +180,26 @@ def _count_time_breach(state: _LogState, first: int, retention_ms: int, now_ms: 
             break
         count += 1
     return count
+
+
+def explain_log_retention(
+    log: PartitionLog,
+    segments: Sequence[LogSegment],
+    *,
+    now_ms: int,
+    retention_applies: bool = True,
+) -> list[SegmentVerdict]:
+    """``explain_retention`` of ``log`` as it stands: its config and offsets; ``segments`` = ``log.segments``,
+    read by the caller under ``log.lock``."""
+    return explain_retention(
+        segments,
+        log.config,
+        now_ms=now_ms,
+        log_start_offset=log.log_start_offset,
+        log_end_offset=log.log_end_offset,
+        high_watermark=log.high_watermark,
+        retention_applies=retention_applies,
+    )
 
 
 def explain_retention(

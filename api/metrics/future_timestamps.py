@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import attrgetter
 
-from service.retention import RetentionReason, explain_retention
+from service.retention import RetentionReason, explain_log_retention
 from service.storage.log import PartitionLog
 from service.storage.segment import LogSegment
 
@@ -37,14 +37,7 @@ def count_future_timestamp_segments(
         return 0
     if not _may_hold_future_timestamp(segments, now_ms):
         return 0
-    verdicts = explain_retention(
-        segments,
-        config,
-        now_ms=now_ms,
-        log_start_offset=log.log_start_offset,
-        log_end_offset=log.log_end_offset,
-        high_watermark=log.high_watermark,
-    )
+    verdicts = explain_log_retention(log, segments, now_ms=now_ms)
     return sum(1 for v in verdicts if v.reason is RetentionReason.FUTURE_TIMESTAMP)
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from service.clock import ManualClock
 from service.log_manager import LogManager, LogManagerSettings
-from service.retention import RetentionReason, explain_retention, plan_retention
+from service.retention import RetentionReason, explain_log_retention, plan_retention
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.records import Record
@@ -652,14 +652,7 @@ def test_retention_reasons_match_explain(new_log: NewLog, retention: LogManager)
     append_plain(log, 10, timestamp=START_MS + 60_000)
     append_plain(log, 5, timestamp=START_MS - 120_000)
     log.increment_log_start_offset(5)
-    verdicts = explain_retention(
-        log.segments,
-        log.config,
-        now_ms=START_MS,
-        log_start_offset=log.log_start_offset,
-        log_end_offset=log.log_end_offset,
-        high_watermark=log.high_watermark,
-    )
+    verdicts = explain_log_retention(log, log.segments, now_ms=START_MS)
     expected = [(v.base_offset, v.reason) for v in verdicts if v.is_delete]
     assert expected == [(0, START), (5, SIZE)]
     assert run(retention, log) == expected
