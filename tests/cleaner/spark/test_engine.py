@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from pyspark.errors import PySparkException
 
-from cleaner.engine import InProcessEngine
+from cleaner.cleaner import CleaningResult, ScheduleDelete
+from cleaner.engine import CompactionEngine, InProcessEngine
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark import key_map
@@ -21,6 +22,7 @@ from cleaner.spark.round_plan import plan_round
 from cleaner.spark.session import SparkSessionHolder
 from service.clock import ManualClock
 from service.errors import CorruptDataError
+from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.tasks import ManualTaskScheduler
 from tests.cleaner.helpers import compact_config
@@ -36,6 +38,30 @@ def run_now(_delay_ms: int, task: Callable[[], None]) -> None:
 
 def no_throttle(_bytes: int) -> None:
     return None
+
+
+def clean_round(
+    engine: CompactionEngine,
+    log: PartitionLog,
+    first_dirty_offset: int = 0,
+    upper_bound_offset: int | None = None,
+    *,
+    check_aborted: Callable[[], None] = lambda: None,
+    throttle: Callable[[int], None] = no_throttle,
+    schedule_delete: ScheduleDelete = run_now,
+    thread_id: int = 0,
+) -> CleaningResult:
+    """One round of ``engine`` on ``log``, by default from 0 up to the active segment, hooks idle."""
+    upper = log.active_segment.base_offset if upper_bound_offset is None else upper_bound_offset
+    return engine.clean(
+        log,
+        first_dirty_offset,
+        upper,
+        check_aborted=check_aborted,
+        throttle=throttle,
+        schedule_delete=schedule_delete,
+        thread_id=thread_id,
+    )
 
 
 def twins(root: Path, config: LogConfig = CONFIG) -> tuple[Writer, Writer]:
@@ -74,14 +100,7 @@ def test_an_abort_before_the_first_swap_leaves_the_log_as_it_was(
             raise CleaningAbortedError("aborted by the test")
 
     with pytest.raises(CleaningAbortedError):
-        engine.clean(
-            spark.log,
-            0,
-            spark.log.active_segment.base_offset,
-            check_aborted=check_aborted,
-            throttle=no_throttle,
-            schedule_delete=run_now,
-        )
+        clean_round(engine, spark.log, check_aborted=check_aborted)
     assert files(spark.log.directory) == before
     assert no_cleaned_files(spark.log.directory)
 
@@ -94,23 +113,12 @@ def test_an_abort_during_the_job_cancels_it_and_a_later_round_still_matches_the_
     engine = SparkEngine(clock=spark.clock, session=spark_holder, poll_interval_s=0.01)
     upper = spark.log.active_segment.base_offset
     with pytest.raises(CleaningAbortedError):
-        engine.clean(
-            spark.log,
-            0,
-            upper,
-            check_aborted=aborting_after(3),
-            throttle=no_throttle,
-            schedule_delete=run_now,
-        )
+        clean_round(engine, spark.log, 0, upper, check_aborted=aborting_after(3))
     assert files(spark.log.directory) == before
     assert no_cleaned_files(spark.log.directory)
 
-    result = engine.clean(
-        spark.log, 0, upper, check_aborted=lambda: None, throttle=no_throttle, schedule_delete=run_now
-    )
-    expected = InProcessEngine(oracle.clock).clean(
-        oracle.log, 0, upper, check_aborted=lambda: None, throttle=no_throttle, schedule_delete=run_now
-    )
+    result = clean_round(engine, spark.log, 0, upper)
+    expected = clean_round(InProcessEngine(oracle.clock), oracle.log, 0, upper)
     assert result.end_offset == expected.end_offset
     assert files(spark.log.directory) == files(oracle.log.directory)
 
@@ -126,14 +134,7 @@ def test_a_corrupt_batch_fails_the_round_and_changes_nothing(
     before = files(spark.log.directory)
     engine = SparkEngine(clock=spark.clock, session=spark_holder)
     with pytest.raises((PySparkException, CorruptDataError), match="CRC mismatch"):  # task, or driver
-        engine.clean(
-            spark.log,
-            0,
-            spark.log.active_segment.base_offset,
-            check_aborted=lambda: None,
-            throttle=no_throttle,
-            schedule_delete=run_now,
-        )
+        clean_round(engine, spark.log)
     assert files(spark.log.directory) == before
 
 
@@ -149,14 +150,7 @@ def test_each_group_is_rewritten_by_its_own_task(tmp_path: Path, spark_holder: S
         return results, map_size
 
     engine._rewrite = spy  # type: ignore[method-assign]
-    engine.clean(
-        spark.log,
-        0,
-        spark.log.active_segment.base_offset,
-        check_aborted=lambda: None,
-        throttle=no_throttle,
-        schedule_delete=run_now,
-    )
+    clean_round(engine, spark.log)
     assert len(seen[0]) > 5
     assert seen[0] == list(range(len(seen[0]))), "partition i rewrote group i, and only it"
 
@@ -176,14 +170,7 @@ def test_hooks_hear_the_bytes_the_job_and_the_delayed_deletions(
     engine = SparkEngine(
         clock=spark.clock, session=spark_holder, on_job=jobs.append, dedupe_buffer_bytes=1 << 20
     )
-    result = engine.clean(
-        spark.log,
-        0,
-        spark.log.active_segment.base_offset,
-        check_aborted=lambda: None,
-        throttle=throttled.append,
-        schedule_delete=schedule_delete,
-    )
+    result = clean_round(engine, spark.log, throttle=throttled.append, schedule_delete=schedule_delete)
     stats = result.stats
     assert len(jobs) == 1 and jobs[0] > 0
     assert throttled == [stats.map_bytes_read + stats.bytes_read + stats.bytes_written]
@@ -197,9 +184,7 @@ def test_a_round_with_nothing_to_clean_runs_no_job(tmp_path: Path, spark_holder:
     _oracle, spark = twins(tmp_path)
     jobs: list[float] = []
     engine = SparkEngine(clock=spark.clock, session=spark_holder, on_job=jobs.append)
-    result = engine.clean(
-        spark.log, 10, 0, check_aborted=lambda: None, throttle=no_throttle, schedule_delete=run_now
-    )
+    result = clean_round(engine, spark.log, 10, 0)
     assert result.end_offset == 10 and jobs == []
 
 
@@ -211,15 +196,7 @@ def test_two_workers_clean_two_logs_at_once(tmp_path: Path, spark_holder: SparkS
     def worker(thread_id: int) -> None:
         spark = pairs[thread_id][1]
         try:
-            engine.clean(
-                spark.log,
-                0,
-                spark.log.active_segment.base_offset,
-                check_aborted=lambda: None,
-                throttle=no_throttle,
-                schedule_delete=run_now,
-                thread_id=thread_id,
-            )
+            clean_round(engine, spark.log, thread_id=thread_id)
         except BaseException as exc:
             errors.append(exc)
 
@@ -230,14 +207,7 @@ def test_two_workers_clean_two_logs_at_once(tmp_path: Path, spark_holder: SparkS
         thread.join()
     assert errors == []
     for oracle, spark in pairs:
-        InProcessEngine(ManualClock(START_MS)).clean(
-            oracle.log,
-            0,
-            oracle.log.active_segment.base_offset,
-            check_aborted=lambda: None,
-            throttle=no_throttle,
-            schedule_delete=run_now,
-        )
+        clean_round(InProcessEngine(ManualClock(START_MS)), oracle.log)
         assert files(spark.log.directory) == files(oracle.log.directory)
 
 
@@ -251,11 +221,7 @@ def test_group_sets_and_aborted_batches_match_the_oracle(
     upper = spark.log.active_segment.base_offset
     plan = plan_round(spark.log, 0, upper, spark.clock.now_ms())
     assert plan is not None and plan.map_scan.aborted_batches
-    result = SparkEngine(clock=spark.clock, session=spark_holder).clean(
-        spark.log, 0, upper, check_aborted=lambda: None, throttle=no_throttle, schedule_delete=run_now
-    )
-    expected = InProcessEngine(oracle.clock).clean(
-        oracle.log, 0, upper, check_aborted=lambda: None, throttle=no_throttle, schedule_delete=run_now
-    )
+    result = clean_round(SparkEngine(clock=spark.clock, session=spark_holder), spark.log, 0, upper)
+    expected = clean_round(InProcessEngine(oracle.clock), oracle.log, 0, upper)
     assert (result.end_offset, result.stats.map_size) == (expected.end_offset, expected.stats.map_size)
     assert files(spark.log.directory) == files(oracle.log.directory)
