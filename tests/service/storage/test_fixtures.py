@@ -1,4 +1,4 @@
-"""Segment files a real Kafka broker wrote (shared/fixtures/kafka-written) decode to what their README lists.
+"""Segment files a real Kafka broker wrote (tests/fixtures/kafka-written) decode to what their README lists.
 
 Every byte the CRC covers, flipped, gives a CorruptDataError naming the batch's position in the file.
 """
@@ -28,7 +28,7 @@ class ExpectedFile:
     batches: tuple[ExpectedBatch, ...]
 
 
-# The table in shared/fixtures/README.md.
+# The table in tests/fixtures/README.md.
 EXPECTED = {
     "kraft-metadata-a.log": ExpectedFile(
         331,
@@ -43,14 +43,10 @@ fixture_files = pytest.mark.parametrize("name", sorted(EXPECTED))
 
 
 def kafka_written_dir() -> Path:
-    """shared/fixtures/kafka-written beside this repository; fail (never skip) when it is missing."""
-    repo_root = Path(__file__).resolve().parents[3]
-    directory = (repo_root / ".." / "shared" / "fixtures" / "kafka-written").resolve()
+    """tests/fixtures/kafka-written in this repository; fail (never skip) when it is missing."""
+    directory = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-written"
     if not directory.is_dir():
-        pytest.fail(
-            f"Kafka-written fixtures not found at {directory}: these tests need the shared/ directory "
-            f"that sits beside the repository ({repo_root.parent / 'shared'}); restore it, do not skip them"
-        )
+        pytest.fail(f"Kafka-written fixtures not found at {directory}: restore them, do not skip these tests")
     missing = sorted(name for name in EXPECTED if not (directory / name).is_file())
     if missing:
         pytest.fail(f"Kafka-written fixtures missing from {directory}: {', '.join(missing)}")
