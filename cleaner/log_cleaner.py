@@ -45,6 +45,8 @@ class LogCleaner:
         self._lock = threading.Lock()
         self._bytes_read_total = 0
         self._bytes_written_total = 0
+        self._rounds_by_engine: collections.Counter[str] = collections.Counter()
+        self._bytes_read_by_engine: collections.Counter[str] = collections.Counter()
         self._recent: collections.deque[RoundOutcome] = collections.deque(maxlen=_RECENT_RUNS)
         self.workers = [
             CleanerWorker(
@@ -78,6 +80,8 @@ class LogCleaner:
         with self._lock:
             self._bytes_read_total += outcome.bytes_read
             self._bytes_written_total += outcome.bytes_written
+            self._rounds_by_engine[outcome.engine] += 1
+            self._bytes_read_by_engine[outcome.engine] += outcome.bytes_read
             self._recent.append(outcome)
 
     # -- forced rounds ---------------------------------------------------------------------------
@@ -124,6 +128,7 @@ class LogCleaner:
         last = self.manager.last_selection_ms
         with self._lock:
             read_total, written_total = self._bytes_read_total, self._bytes_written_total
+            rounds, read_by_engine = dict(self._rounds_by_engine), dict(self._bytes_read_by_engine)
         return CleanerFigures(
             threads=len(self.workers),
             dead_thread_count=self.dead_thread_count,
@@ -139,6 +144,8 @@ class LogCleaner:
             },
             bytes_read_total=read_total,
             bytes_written_total=written_total,
+            rounds_by_engine=rounds,
+            bytes_read_by_engine=read_by_engine,
         )
 
     def status(self) -> dict[str, object]:

@@ -40,6 +40,7 @@ class RoundOutcome:
     duration_s: float
     bytes_read: int
     bytes_written: int
+    engine: str = "in-process"
 
     def to_json(self) -> dict[str, object]:
         """One entry of the ``clean`` document (CONTRACT §4)."""
@@ -48,6 +49,7 @@ class RoundOutcome:
             "partition": self.partition,
             "first_dirty_offset": self.first_dirty_offset,
             "end_offset": self.end_offset,
+            "engine": self.engine,
             "stats": self.stats,
         }
 

@@ -56,6 +56,8 @@ class CleanerFigures:
     uncleanable: dict[Path, tuple[int, int]] = field(default_factory=dict)
     bytes_read_total: int = 0
     bytes_written_total: int = 0
+    rounds_by_engine: dict[str, int] = field(default_factory=dict)
+    bytes_read_by_engine: dict[str, int] = field(default_factory=dict)
 
 
 class CleanerView(Protocol):

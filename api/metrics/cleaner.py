@@ -95,8 +95,21 @@ def _families(
         count.add_metric([str(log_dir)], partitions)
         size.add_metric([str(log_dir)], cleanable_bytes)
     read_total = written_total = None
+    rounds = CounterMetricFamily(
+        "logcleaner_cleaner_rounds",
+        "Cleaning rounds since start-up, by the engine that ran them",
+        labels=["engine"],
+    )
+    engine_bytes = CounterMetricFamily(
+        "logcleaner_cleaner_engine_bytes_read",
+        "Bytes the cleaner read since start-up, by the engine that read them",
+        labels=["engine"],
+    )
     if figures is not None:
         read_total, written_total = figures.bytes_read_total, figures.bytes_written_total
+        for engine in ("in-process", "spark"):
+            rounds.add_metric([engine], figures.rounds_by_engine.get(engine, 0))
+            engine_bytes.add_metric([engine], figures.bytes_read_by_engine.get(engine, 0))
     families += [
         count,
         size,
@@ -108,6 +121,8 @@ def _families(
             "Bytes the cleaner wrote since start-up",
             value=written_total,
         ),
+        rounds,
+        engine_bytes,
     ]
     return families
 

@@ -20,6 +20,7 @@ from service.config.broker_config import BrokerConfig, load_broker_config
 from service.config.topic_config import describe_topic_config
 from service.config.topic_store import TopicConfigStore
 from service.daemon import build_log_manager
+from service.engine_choice import EngineChoice
 from service.log_manager import LogManager
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.tasks import DeferredTasks
@@ -122,7 +123,11 @@ def explain_command(
     broker = load_config(config_file, overrides)
     with offline_log_manager(broker) as manager:
         docs = explain_partitions(
-            manager, cleaner_enabled=broker.log_cleaner_enable, topic=topic, partition=partition
+            manager,
+            cleaner_enabled=broker.log_cleaner_enable,
+            topic=topic,
+            partition=partition,
+            engine_choice=EngineChoice.of(broker),
         )
     if as_json:
         click.echo(json.dumps({"partitions": docs}, indent=2))
@@ -152,6 +157,7 @@ def _print_explanation(doc: dict[str, object]) -> None:
         f"  cleaner: dirty ratio {cleaner['dirty_ratio']:.3f} (min {cleaner['min_cleanable_dirty_ratio']}), "
         f"dirty from {cleaner['first_dirty_offset']} to {cleaner['first_uncleanable_offset']}: "
         f"{'would clean' if cleaner['would_clean'] else 'would not clean'} ({cleaner['reason']})"
+        f", on {cleaner['engine']} ({cleaner['engine_reason']})"
     )
 
 
