@@ -146,7 +146,7 @@ class Cleaner:
             self.clean_segments(
                 log,
                 group,
-                lookup=offset_map.get,
+                lookup=offset_map.lookup,
                 map_latest_offset=offset_map.latest_offset,
                 upper_bound=upper,
                 now_ms=now_ms,
