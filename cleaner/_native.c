@@ -373,7 +373,11 @@ keymap_map_records(KeyMap *m, PyObject *args)
             status = 1;
             break;
         }
-        int64_t offset = base_offset + r.offset_delta;
+        int64_t offset;
+        if (__builtin_add_overflow((int64_t)base_offset, r.offset_delta, &offset)) {
+            status = 1;
+            break;
+        }
         if (r.key >= 0 && offset >= start) {
             if (keymap_put(m, buf + r.key, r.key_length, offset) < 0) {
                 status = 2;
@@ -536,7 +540,11 @@ filter_records(PyObject *self, PyObject *args)
         if (discard_all) {
             continue;
         }
-        int64_t offset = base_offset + r.offset_delta;
+        int64_t offset;
+        if (__builtin_add_overflow((int64_t)base_offset, r.offset_delta, &offset)) {
+            status = 1;
+            break;
+        }
         if (!is_control && offset <= map_latest_offset) {
             if (r.key < 0) {
                 n_invalid++;
