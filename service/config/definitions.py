@@ -48,7 +48,7 @@ INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN = -(1 << 63)
 SPARK_PREFIX = "spark."
 # log.cleaner.spark.min.bytes: the round size from which Spark may beat in-process (README: the measurement)
-SPARK_MIN_BYTES_DEFAULT = 4 << 30
+SPARK_MIN_BYTES_DEFAULT = 16 << 30
 
 ConfigValue = int | float | bool | str | tuple[str, ...]
 """A parsed value: INT/LONG → int, DOUBLE → float, BOOLEAN → bool, STRING → str, LIST → tuple."""

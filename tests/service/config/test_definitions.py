@@ -76,7 +76,7 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "api.max.fetch.bytes": 52_428_800,
     "scheduler.initial.delay.ms": 30_000,
     "log.cleaner.engine": "auto",
-    "log.cleaner.spark.min.bytes": 4 << 30,
+    "log.cleaner.spark.min.bytes": 16 << 30,
     "spark.master": "local[*]",
 }
 
