@@ -211,12 +211,28 @@ read_record(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, RecordVie
 
 /* -- the key map --------------------------------------------------------------------------------- */
 
+#define INLINE_KEY_BYTES 12
+
+/* 32 bytes; a key of up to INLINE_KEY_BYTES lives in the slot itself (no second cache miss). */
 typedef struct {
     uint64_t hash;
-    int64_t key_at;     /* position in the arena; -1: empty slot */
-    int64_t key_length;
     int64_t offset;
+    int32_t key_length; /* -1: empty slot */
+    unsigned char key[INLINE_KEY_BYTES]; /* the key, or (longer keys) its int64 position in the arena */
 } Slot;
+
+_Static_assert(sizeof(Slot) == 32, "a slot is half a cache line");
+
+static inline const unsigned char *
+slot_key(const unsigned char *arena, const Slot *s)
+{
+    if (s->key_length <= INLINE_KEY_BYTES) {
+        return s->key;
+    }
+    int64_t at;
+    memcpy(&at, s->key, sizeof at);
+    return arena + at;
+}
 
 typedef struct {
     PyObject_HEAD
@@ -257,15 +273,15 @@ keymap_grow(KeyMap *m)
         return -1;
     }
     for (Py_ssize_t i = 0; i < capacity; i++) {
-        slots[i].key_at = -1;
+        slots[i].key_length = -1;
     }
     for (Py_ssize_t i = 0; i < m->capacity; i++) {
         Slot *s = &m->slots[i];
-        if (s->key_at < 0) {
+        if (s->key_length < 0) {
             continue;
         }
         Py_ssize_t j = (Py_ssize_t)(s->hash & (uint64_t)(capacity - 1));
-        while (slots[j].key_at >= 0) {
+        while (slots[j].key_length >= 0) {
             j = (j + 1) & (capacity - 1);
         }
         slots[j] = *s;
@@ -283,8 +299,8 @@ keymap_find(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash)
     Py_ssize_t j = (Py_ssize_t)(hash & (uint64_t)(m->capacity - 1));
     for (;;) {
         Slot *s = &m->slots[j];
-        if (s->key_at < 0 ||
-            (s->hash == hash && s->key_length == n && memcmp(m->arena + s->key_at, key, (size_t)n) == 0)) {
+        if (s->key_length < 0 ||
+            (s->hash == hash && s->key_length == n && memcmp(slot_key(m->arena, s), key, (size_t)n) == 0)) {
             return s;
         }
         j = (j + 1) & (m->capacity - 1);
@@ -299,24 +315,33 @@ keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
     }
     uint64_t hash = hash_bytes(key, n);
     Slot *s = keymap_find(m, key, n, hash);
-    if (s->key_at < 0) {
-        if (m->arena_used + n > m->arena_capacity) {
-            Py_ssize_t capacity = m->arena_capacity ? m->arena_capacity * 2 : 65536;
-            while (capacity < m->arena_used + n) {
-                capacity *= 2;
-            }
-            unsigned char *arena = realloc(m->arena, (size_t)capacity);
-            if (arena == NULL) {
-                return -1;
-            }
-            m->arena = arena;
-            m->arena_capacity = capacity;
+    if (s->key_length < 0) {
+        if (n > INT32_MAX) {
+            return -1;
         }
-        memcpy(m->arena + m->arena_used, key, (size_t)n);
+        if (n <= INLINE_KEY_BYTES) {
+            memcpy(s->key, key, (size_t)n);
+        }
+        else {
+            if (m->arena_used + n > m->arena_capacity) {
+                Py_ssize_t capacity = m->arena_capacity ? m->arena_capacity * 2 : 65536;
+                while (capacity < m->arena_used + n) {
+                    capacity *= 2;
+                }
+                unsigned char *arena = realloc(m->arena, (size_t)capacity);
+                if (arena == NULL) {
+                    return -1;
+                }
+                m->arena = arena;
+                m->arena_capacity = capacity;
+            }
+            memcpy(m->arena + m->arena_used, key, (size_t)n);
+            int64_t at = (int64_t)m->arena_used;
+            memcpy(s->key, &at, sizeof at);
+            m->arena_used += n;
+        }
         s->hash = hash;
-        s->key_at = m->arena_used;
-        s->key_length = n;
-        m->arena_used += n;
+        s->key_length = (int32_t)n;
         m->size++;
     }
     s->offset = offset;
@@ -330,7 +355,7 @@ keymap_get(KeyMap *m, const unsigned char *key, Py_ssize_t n)
         return -1;
     }
     Slot *s = keymap_find(m, key, n, hash_bytes(key, n));
-    return s->key_at < 0 ? -1 : s->offset;
+    return s->key_length < 0 ? -1 : s->offset;
 }
 
 static void
@@ -434,7 +459,7 @@ static PyObject *
 keymap_clear(KeyMap *m, PyObject *unused)
 {
     for (Py_ssize_t i = 0; i < m->capacity; i++) {
-        m->slots[i].key_at = -1;
+        m->slots[i].key_length = -1;
     }
     m->size = 0;
     m->arena_used = 0;

@@ -26,7 +26,7 @@ from tests.cleaner.helpers import DAY_MS, Producer, compact_config
 
 pytestmark = pytest.mark.skipif(cleaner.native._native is None, reason="cleaner._native is not built")
 
-KEYS = [b"a", b"b", b"c", b"d", b"e", b""]
+KEYS = [b"a", b"b", b"c", b"twelve-bytes", b"longer-than-the-twelve-inline-bytes", b""]
 PRODUCERS = [1, 2, 3]
 START = 1_400_000_000_000
 REPO = Path(__file__).resolve().parents[2]
@@ -164,3 +164,19 @@ def test_odd_encodings_fall_back_to_the_python_rules() -> None:
     canonical = bytes([14, 0, 0, 0, 2, ord("k"), 1, 0])
     assert key_map.map_records(canonical, 1, 100, 0) == (1, 100)
     assert key_map.get(b"k") == 100 and len(key_map) == 1
+
+
+def test_the_key_map_keeps_every_key_through_its_growth() -> None:
+    native = cleaner.native._native
+    assert native is not None
+    key_map = native.KeyMap()
+    keys = [b"k%d" % i + b"x" * (i % 40) for i in range(20_000)]  # inline (<= 12 bytes) and in the arena
+    for offset, key in enumerate(keys):
+        key_map.put(key, offset)
+    key_map.put(keys[7], 99_999)
+    assert len(key_map) == len(keys)
+    assert [key_map.get(k) for k in keys[:10]] == [0, 1, 2, 3, 4, 5, 6, 99_999, 8, 9]
+    assert all(key_map.get(k) == i for i, k in enumerate(keys) if i != 7)
+    assert key_map.get(b"absent") == -1 and key_map.get(b"k1xx") == -1  # k1 has one x
+    key_map.clear()
+    assert len(key_map) == 0 and key_map.get(keys[0]) == -1
