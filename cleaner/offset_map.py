@@ -1,8 +1,9 @@
 """The cleaner's key map (Kafka ``OffsetMap``/``SkimpyOffsetMap``) and how a round builds it (§12.2).
 
 Kafka keeps a 24-byte slot per key (MD5 of the key + offset) in a fixed buffer, so keys can collide and a
-round maps at most ``slots × load factor`` keys. Here the map is a dict of the exact key bytes: no
-collision can merge two keys and a round maps the whole dirty section. ``kafka_utilization_percent``
+round maps at most ``slots × load factor`` keys. Here the map holds the exact key bytes (in the C table of
+``cleaner._native`` when it is built, else a dict): no collision can merge two keys and a round maps the
+whole dirty section; a data batch's keys go into the C table in one call (``_map_native``). ``kafka_utilization_percent``
 still reports what Kafka's buffer would have held, for the ``max-buffer-utilization-percent`` gauge.
 ``build_offset_map`` takes an optional ``max_entries`` to reproduce Kafka's partial rounds (a full map
 stops the round early; the next round starts where it stopped), which Kafka's own tests rely on.
@@ -70,7 +71,8 @@ class OffsetMap:
 
     ``latest_offset`` is the last offset the map covers (Kafka ``latestOffset``): ``put`` moves it to the
     record's offset and ``update_latest_offset`` past gaps and whole batches. Records above it were not
-    looked at by this round and are always kept. Owned by one round on one thread: no lock.
+    looked at by this round and are always kept. Owned by one round on one thread: no lock. ``native=False``
+    keeps the keys in a dict (the pure-Python path, also under ``LOGCLEANER_PURE_PYTHON=1``).
     """
 
     __slots__ = ("_entries", "_latest_offset", "_native")
