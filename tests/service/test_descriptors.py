@@ -94,14 +94,32 @@ def test_fetch_across_sealed_segments_gives_back_every_descriptor(log_dir: Path)
     close_log_dir(loaded)
 
 
+COMPACT_IN_PROCESS = (
+    "--override",
+    "log.cleanup.policy=compact",
+    "--override",
+    "log.cleaner.engine=in-process",
+)
+
+
 @pytest.mark.parametrize(
-    "command",
-    [["explain", "--json"], ["retention", "--dry-run", "--json"]],
-    ids=["explain", "retention-dry-run"],
+    ("command", "listed", "count"),
+    [
+        (["explain", "--json"], "partitions", 4),
+        (["retention", "--dry-run", "--json"], "deleted", 4 * SEGMENTS_PER_PARTITION),  # all expired
+        (["retention", "--json"], "deleted", 4 * SEGMENTS_PER_PARTITION),
+        (["clean", *COMPACT_IN_PROCESS, "--json"], "cleaned", 4),
+    ],
+    ids=["explain", "retention-dry-run", "retention", "clean"],
 )
 @pytest.mark.parametrize("unclean", [False, True], ids=["clean", "unclean"])
 def test_offline_read_commands_run_under_a_low_limit(
-    log_dir: Path, command: list[str], unclean: bool, capsys: pytest.CaptureFixture[str]
+    log_dir: Path,
+    command: list[str],
+    listed: str,
+    count: int,
+    unclean: bool,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     if unclean:
         make_unclean(log_dir)
@@ -110,9 +128,23 @@ def test_offline_read_commands_run_under_a_low_limit(
         code = main([command[0], "--override", f"log.dirs={log_dir}", *command[1:]])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert json.loads(out)
+    assert len(json.loads(out)[listed]) == count
     assert open_fds() == start
     assert read_clean_shutdown_marker(log_dir) is not None
+
+
+def test_dump_of_every_file_of_a_dir_under_a_low_limit(
+    log_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = sorted(str(p) for p in log_dir.glob("fds-*/*") if p.suffix in (".log", ".index", ".timeindex"))
+    assert len(files) > 3 * HEADROOM_FDS
+    start = open_fds()
+    with fd_limit():
+        code = main(["dump", "--json", *files])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert len(json.loads(out)["files"]) == len(files)
+    assert open_fds() == start
 
 
 def _limit_to_2048() -> None:
