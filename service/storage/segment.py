@@ -108,7 +108,9 @@ class LogSegment:
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._txn_index: TransactionIndex | None = None
-        self._indexes_checked = False  # set by check_index_files: the files are as a clean shutdown left them
+        # The index files are as a clean close leaves them (trimmed, the final time-index entry written):
+        # set by ``check_index_files`` and ``release``, cleared by whatever changes the segment.
+        self._indexes_checked = False
         self._size = os.stat(self._log_file).st_size if size_bytes is None else size_bytes
         self._fd: int | None = None
         self._is_dirty = False
@@ -279,6 +281,7 @@ class LogSegment:
         if largest_offset - self.base_offset > _INT32_MAX or largest_offset < self.base_offset:
             raise ValueError(f"offset {largest_offset} does not fit segment {self.base_offset}")
         position = self._size
+        self._indexes_checked = False
         if position == 0:
             self._rolling_based_timestamp = max_timestamp
         written = os.pwrite(self._file(), data, position)
@@ -297,6 +300,7 @@ class LogSegment:
         self._bytes_since_last_index_entry += len(data)
 
     def append_aborted_txn(self, aborted: AbortedTxn) -> None:
+        self._indexes_checked = False
         self.txn_index.append(aborted)
 
     def batches(self, start_position: int = 0, *, verify_crc: bool = False) -> Iterator[RecordBatch]:
@@ -338,6 +342,7 @@ class LogSegment:
         self.time_index.truncate()
         self.time_index.resize(self.time_index.max_index_size)
         self.txn_index.truncate_to(self.base_offset)
+        self._indexes_checked = False
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max_timestamp = self.base_offset
         self._rolling_based_timestamp = _UNKNOWN
@@ -390,6 +395,7 @@ class LogSegment:
 
     def truncate_to_position(self, position: int, *, now_ms: int | None = None) -> None:
         """Cut the log at a batch boundary; a segment cut to empty waits for its roll afresh."""
+        self._indexes_checked = False
         if self._fd is not None:
             os.ftruncate(self._fd, position)
         else:
@@ -454,21 +460,22 @@ class LogSegment:
     def close(self) -> None:
         """Close cleanly: the final time-index entry and trimmed indexes let Kafka and us reopen it.
 
-        As in Kafka (whose lazy indexes are closed only if loaded), a segment whose index files passed
-        ``check_index_files`` leaves alone each index it has not touched since: the file is as the last
-        clean shutdown wrote it. Likewise its final time-index entry is appended only if the largest
-        timestamp was read or changed; otherwise it is still the file's last entry. At 100,000 segments,
-        shutdown then costs what the segments were used for, not a read of every index.
+        As in Kafka (whose lazy indexes are closed only if loaded), a segment whose index files are as a
+        clean close leaves them (they passed ``check_index_files``, or ``release`` left them so, and
+        nothing changed the segment since) leaves alone each index not in memory and appends no final
+        time-index entry: it is the file's last one. At 100,000 segments, shutdown then costs what the
+        segments were used for, not a read of every index.
         """
-        untouched_ok = self._indexes_checked
-        if not (untouched_ok and self._max_timestamp == _UNKNOWN) and self.max_timestamp_so_far >= 0:
-            self.time_index.append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
-            )
-        if not (untouched_ok and self._offset_index is None):
-            self.offset_index.trim_to_valid_size()
-        if not (untouched_ok and self._time_index is None):
-            self.time_index.trim_to_valid_size()
+        if self._indexes_checked:
+            indexes = [i for i in (self._offset_index, self._time_index) if i is not None and i.is_loaded]
+        else:
+            if self.max_timestamp_so_far >= 0:
+                self.time_index.append(
+                    self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
+                )
+            indexes = [self.offset_index, self.time_index]
+        for index in indexes:
+            index.trim_to_valid_size()
         self.flush()
         for index in self._opened_indexes():
             index.close()
@@ -490,9 +497,14 @@ class LogSegment:
         For a segment that is no longer active (after a roll, a recovery, a swap); nothing is fsynced
         here, a pending fsync is done by the next ``flush``. The next use opens what it needs again.
         """
+        if self.max_timestamp_so_far >= 0:  # a no-op after a roll or a recovery, which wrote it
+            self.time_index.append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
+            )
         self.close_file()
         for index in self._opened_indexes():
-            index.unload()
+            index.unload()  # trims what is in memory
+        self._indexes_checked = True
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename every file of the segment, e.g. ``""`` → ``.deleted`` or ``.cleaned`` → ``.swap``."""

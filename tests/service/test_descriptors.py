@@ -63,6 +63,23 @@ def test_appends_that_roll_keep_one_descriptor_per_active_segment(tmp_path: Path
     assert open_fds() == start
 
 
+def test_closing_a_log_leaves_its_rolled_segments_indexes_unread(tmp_path: Path) -> None:
+    """A rolled segment was left final (trimmed, last time-index entry written): closing does not read it
+    again. A partial entry appended behind our back would fail any load, so the close shows none."""
+    (tmp_path / "t-0").mkdir()
+    loaded = load_log_dir(tmp_path, lambda _topic: SMALL_SEGMENTS, clock=ManualClock(NOW_MS))
+    log = loaded.logs[TopicPartition("t", 0)]
+    for n in range(3):
+        log.append_records([Record(0, NOW_MS + n, b"k", b"v" * 1000)])
+    sealed = log.segments[0]
+    assert not sealed.offset_index.is_loaded and not sealed.time_index.is_loaded
+    for index in (sealed.offset_index, sealed.time_index):
+        with index.path.open("ab") as f:
+            f.write(b"\x00")
+    close_log_dir(loaded)
+    assert sealed.time_index.path.stat().st_size % 12 == 1  # untouched
+
+
 def test_an_unclean_load_recovers_every_segment_without_keeping_their_descriptors(log_dir: Path) -> None:
     make_unclean(log_dir)
     start = open_fds()
