@@ -477,8 +477,8 @@ class LogSegment:
         for index in indexes:
             index.trim_to_valid_size()
         self.flush()
-        for index in self._opened_indexes():
-            index.close()
+        for opened in self._opened_indexes():
+            opened.close()
         self.close_file()
 
     def _opened_indexes(self) -> list[IndexFile]:
