@@ -182,8 +182,18 @@ class LogSegment:
         return self._fd
 
     def _open_for_read(self) -> int:
-        """A read-only descriptor of the ``.log`` for one read; the caller closes it."""
-        return os.open(self._log_file, os.O_RDONLY | os.O_CLOEXEC)
+        """A read-only descriptor of the ``.log`` for one read; the caller closes it.
+
+        If retention or a swap renamed the file between reading its name and opening it, the new name is
+        tried once (the renamed file lives on until its delayed deletion).
+        """
+        file = self._log_file
+        try:
+            return os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if self._log_file == file:
+                raise
+            return os.open(self._log_file, os.O_RDONLY | os.O_CLOEXEC)
 
     def _load_max_timestamp(self) -> None:
         """From the time index's last entry, which a roll or close wrote (read once, then kept).
