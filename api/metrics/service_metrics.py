@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.registry import Collector
 
 from api.metrics.cleaner import CleanerCollector
@@ -55,6 +55,9 @@ class ServiceMetrics:
             registry=None,
         )
         self._collectors: list[Collector] = [
+            # process_open_fds, process_max_fds, process_resident_memory_bytes...: what the descriptor
+            # budget is watched with. The global registry has it; a fresh one needs it added.
+            ProcessCollector(registry=None),
             PartitionCollector(source),
             LogManagerCollector(source),
             CleanerCollector(source),

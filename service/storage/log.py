@@ -231,6 +231,7 @@ class PartitionLog:
             self._sealed_size_bytes += active.size_bytes
             # Kafka flushes the old segments asynchronously after a roll; we do it now, in the roll.
             self.flush(new_base)
+            active.release()  # a sealed segment holds no descriptor until a read opens one
             return segment
 
     # -- read --------------------------------------------------------------------------------------
@@ -344,6 +345,7 @@ class PartitionLog:
                 segment.change_file_suffixes("", DELETED_SUFFIX)
             for segment in cleaned:
                 segment.change_file_suffixes(SWAP_SUFFIX, "")
+                segment.release()
             fsync_dir(self.directory)
             return doomed
 
