@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RoundOutcome:
-    """What one cleaning round did: the range, and the stats document (CONTRACT §4 ``clean``)."""
+    """What one cleaning round did: the range, and the stats document (one ``clean`` entry)."""
 
     topic: str
     partition: int
@@ -42,7 +42,7 @@ class RoundOutcome:
     bytes_written: int
 
     def to_json(self) -> dict[str, object]:
-        """One entry of the ``clean`` document (CONTRACT §4)."""
+        """One entry of the ``clean`` document."""
         return {
             "topic": self.topic,
             "partition": self.partition,
