@@ -192,4 +192,11 @@ def topic_config_command(
         click.echo(json.dumps(topic_config_document(topic, entries), indent=2))
         return
     for entry in entries.values():
-        click.echo(f"{entry.name}={entry.value}  ({entry.source})")
+        click.echo(f"{entry.name}={_kafka_text(entry.value)}  ({entry.source})")
+
+
+def _kafka_text(value: object) -> str:
+    """A config value as Kafka's config tool prints it: booleans lower-case (``false``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
