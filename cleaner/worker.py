@@ -72,7 +72,8 @@ class CleanerWorker:
         on_outcome: Callable[[RoundOutcome], None] | None = None,
     ) -> None:
         self.worker_id = worker_id
-        self.name = f"kafka-log-cleaner-thread-{worker_id}"
+        # -1 is the worker a forced (REST) clean runs on, not one of Kafka's numbered cleaner threads
+        self.name = f"kafka-log-cleaner-thread-{worker_id}" if worker_id >= 0 else "logcleaner-forced-clean"
         self.manager = manager
         self.clean = clean
         self.retention = retention
