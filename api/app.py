@@ -1,4 +1,4 @@
-"""``create_app``: the FastAPI application over the daemon's ``LogService`` (CONTRACT §5).
+"""``create_app``: the FastAPI application over the daemon's ``LogService``.
 
 Routers per resource under ``/v1``; problem+json for every error; the guards (bearer auth, body limit,
 encoded slashes) as ASGI middleware in front of routing. Everything is built here from the injected

@@ -1,6 +1,6 @@
 """Request and response bodies of the admin routes (topics, configs, partitions, checkpoints, tasks).
 
-Names and units follow CONTRACT §4/§5: snake_case, offsets, sizes and timestamps (ms) as integers. The
+Names and units: snake_case, offsets, sizes and timestamps (ms) as integers. The
 ``explain``, ``retention`` and ``clean`` documents are the CLI's own (built in ``service.reports`` and by
 the cleaner); their models name the contract's fields and allow the extra ones the builders add.
 """

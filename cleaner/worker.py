@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RoundOutcome:
-    """What one cleaning round did: the range, and the stats document (CONTRACT §4 ``clean``)."""
+    """What one cleaning round did: the range, and the stats document (one ``clean`` entry)."""
 
     topic: str
     partition: int
@@ -43,7 +43,7 @@ class RoundOutcome:
     engine: str = "in-process"
 
     def to_json(self) -> dict[str, object]:
-        """One entry of the ``clean`` document (CONTRACT §4)."""
+        """One entry of the ``clean`` document."""
         return {
             "topic": self.topic,
             "partition": self.partition,
@@ -74,7 +74,8 @@ class CleanerWorker:
         on_outcome: Callable[[RoundOutcome], None] | None = None,
     ) -> None:
         self.worker_id = worker_id
-        self.name = f"kafka-log-cleaner-thread-{worker_id}"
+        # -1 is the worker a forced (REST) clean runs on, not one of Kafka's numbered cleaner threads
+        self.name = f"kafka-log-cleaner-thread-{worker_id}" if worker_id >= 0 else "logcleaner-forced-clean"
         self.manager = manager
         self.clean = clean
         self.retention = retention

@@ -1,7 +1,7 @@
 """``logcleaner explain`` and ``GET /v1/retention/explain``: per partition and segment, what retention
 would do and why, and whether the cleaner would pick the log. Beyond Kafka, which acts silently.
 
-The documents follow CONTRACT §4 (snake_case, integers for offsets, sizes and timestamps); each segment
+The documents use snake_case names (integers for offsets, sizes and timestamps); each segment
 also carries ``detail`` (a sentence) and, when held back by a future timestamp, ``future_by_ms``.
 """
 

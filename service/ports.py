@@ -70,7 +70,7 @@ class CleanerView(Protocol):
         ...
 
     def clean_partition(self, tp: TopicPartition) -> dict[str, object]:
-        """Clean ``tp`` now, on the caller's thread; one entry of the ``clean`` document (CONTRACT §4).
+        """Clean ``tp`` now, on the caller's thread; one entry of the ``clean`` document.
 
         Raises ``NotFoundError`` for an unknown partition, ``ConflictError`` if it is not compacted or is
         being cleaned already.

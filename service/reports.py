@@ -1,4 +1,4 @@
-"""The JSON documents that the CLI's ``--json`` and the REST API share (CONTRACT §4): one builder each.
+"""The JSON documents that the CLI's ``--json`` and the REST API share: one builder each.
 
 ``retention`` (``logcleaner retention``, ``POST /v1/retention/run``), ``explain`` (``logcleaner explain``,
 ``GET /v1/retention/explain``) and a topic's effective configs (``logcleaner topic-config``,

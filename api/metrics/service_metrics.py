@@ -1,7 +1,7 @@
 """The one entry point to the service's metrics: a registry the composition root owns, the scrape-time
 collectors over the live state, and the recorders the scheduler and the Spark engine call.
 
-Names are CONTRACT §6's, exactly. The recorders are prometheus_client's own thread-safe Counter and
+Names are the documented ones, exactly. The recorders are prometheus_client's own thread-safe Counter and
 Histograms; ``_lock`` guards only ``_jobs_seen``. ``close`` unregisters everything (at shutdown), so a
 late scrape never reads closed logs.
 """

@@ -33,7 +33,7 @@ def build_router(registry: CollectorRegistry) -> APIRouter:
         responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
     )
     def metrics() -> Response:
-        """Prometheus text exposition of the daemon's registry (CONTRACT §6)."""
+        """Prometheus text exposition of the daemon's registry."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return router

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ from service.config.topic_config import describe_topic_config
 from service.config.topic_store import TopicConfigStore
 from service.daemon import build_log_manager
 from service.engine_choice import EngineChoice
+from service.errors import NotFoundError
 from service.log_manager import LogManager
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.tasks import DeferredTasks
@@ -170,6 +172,9 @@ def _print_explanation(doc: dict[str, object]) -> None:
 @click.option(
     "--delete", "delete_keys", multiple=True, metavar="KEY", help="Remove a topic override (repeatable)."
 )
+@click.option(
+    "--allow-missing-topic", is_flag=True, help="Accept a topic with no partition yet (about to be created)."
+)
 @json_option
 def topic_config_command(
     config_file: Path | None,
@@ -177,6 +182,7 @@ def topic_config_command(
     topic: str,
     set_pairs: tuple[str, ...],
     delete_keys: tuple[str, ...],
+    allow_missing_topic: bool,
     as_json: bool,
 ) -> None:
     """Show or change a topic's config overrides (Kafka's topic config names).
@@ -184,6 +190,11 @@ def topic_config_command(
     Changes are stored durably in every log dir; a running daemon applies them on its next task run.
     """
     broker = load_config(config_file, overrides)
+    if not allow_missing_topic and not _topic_exists(broker, topic):
+        raise NotFoundError(
+            f"topic {topic!r} has no partition in log.dirs {', '.join(broker.log_dirs)}"
+            " (--allow-missing-topic for a topic about to be created)"
+        )
     store = TopicConfigStore([Path(d) for d in broker.log_dirs])
     if set_pairs or delete_keys:
         changes = {}
@@ -198,4 +209,24 @@ def topic_config_command(
         click.echo(json.dumps(topic_config_document(topic, entries), indent=2))
         return
     for entry in entries.values():
-        click.echo(f"{entry.name}={entry.value}  ({entry.source})")
+        click.echo(f"{entry.name}={_kafka_text(entry.value)}  ({entry.source})")
+
+
+def _topic_exists(broker: BrokerConfig, topic: str) -> bool:
+    """Whether some log dir holds a partition directory ``<topic>-<n>`` (read only, nothing created)."""
+    prefix = f"{topic}-"
+    for log_dir in broker.log_dirs:
+        try:
+            names = [entry.name for entry in os.scandir(log_dir) if entry.is_dir()]
+        except OSError:
+            continue
+        if any(name.startswith(prefix) and name[len(prefix) :].isdigit() for name in names):
+            return True
+    return False
+
+
+def _kafka_text(value: object) -> str:
+    """A config value as Kafka's config tool prints it: booleans lower-case (``false``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -268,3 +268,9 @@ def test_deleting_a_topic_aborts_its_running_cleaning(env: Env) -> None:
     assert outcomes == [None], "aborted, then resumed and forgotten with the partition"
     assert TopicPartition("doomed", 0) not in env.manager.logs
     assert not cleaner.workers[0].is_dead
+
+
+def test_forced_worker_is_not_named_like_a_numbered_cleaner_thread(env: Env) -> None:
+    cleaner = env.cleaner()
+    assert cleaner._forced.name == "logcleaner-forced-clean"
+    assert [w.name for w in cleaner.workers][:1] in ([], ["kafka-log-cleaner-thread-0"])
