@@ -4,7 +4,15 @@ Jobs carry Kafka's names (``kafka-log-retention``, …) as their ids and start a
 ``scheduler.initial.delay.ms``. One run of a job at a time (``max_instances=1``, late runs coalesced); a job
 that raises is logged with its traceback, counted and runs again next period. Each job's last run,
 duration and error are kept for the API. A period of Long.MAX (Kafka's default for the flusher) means
-"run once". ``_lock`` guards ``_stats``; APScheduler guards its own job store.
+"run once". ``_lock`` guards ``_stats`` and the runs in flight; ``_add_lock`` makes "not stopping, so add
+the job" one step; APScheduler guards its own job store.
+
+No deadlock at shutdown, by design: APScheduler's ``shutdown`` holds its job-store lock, and a task that
+ends reschedules itself (``add_job``) or asks for a one-shot deletion. So ``shutdown`` first marks the
+scheduler stopping (under ``_add_lock``), after which nothing is added: a self-rescheduling task simply
+ends, and a one-shot task asked for while stopping is dropped (Kafka's start-up removes the ``.deleted``
+files it would have removed). Then APScheduler stops without waiting, and the runs in flight are waited
+for on our own condition, with a bound.
 """
 
 from __future__ import annotations
@@ -61,7 +69,10 @@ class LogScheduler:
         self.initial_delay_ms = initial_delay_ms
         self.on_outcome = on_outcome
         self._stats: dict[str, JobStatus] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
+        self._add_lock = threading.Lock()
+        self._stopping = False
+        self._in_flight: dict[str, int] = {}
         self._scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(threads)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 60},
@@ -101,17 +112,24 @@ class LogScheduler:
     def schedule_once(self, name: str, delay_ms: int, task: Callable[[], None]) -> None:
         """One run of ``task`` after ``delay_ms`` (Kafka's ``scheduleOnce``; the ``TaskScheduler`` port)."""
         self._register(name, None)
-        self._scheduler.add_job(
-            self._runner(name, task),
-            DateTrigger(run_date=self._at(delay_ms)),
-            name=name,
-            misfire_grace_time=None,
-        )
+        with self._add_lock:
+            if self._stopping:
+                logger.info("Scheduler stopping: %s not scheduled (the next start does it)", name)
+                return
+            self._scheduler.add_job(
+                self._runner(name, task),
+                DateTrigger(run_date=self._at(delay_ms)),
+                name=name,
+                misfire_grace_time=None,
+            )
 
     def _schedule(self, name: str, delay_ms: int, fn: Callable[[], None]) -> None:
-        self._scheduler.add_job(
-            fn, DateTrigger(run_date=self._at(delay_ms)), id=name, name=name, replace_existing=True
-        )
+        with self._add_lock:
+            if self._stopping:
+                return
+            self._scheduler.add_job(
+                fn, DateTrigger(run_date=self._at(delay_ms)), id=name, name=name, replace_existing=True
+            )
 
     def _at(self, delay_ms: int) -> datetime:
         return datetime.now(UTC) + timedelta(milliseconds=delay_ms)
@@ -126,11 +144,19 @@ class LogScheduler:
             start = time.perf_counter()
             error: str | None = None
             result: object = None
+            with self._lock:
+                self._in_flight[name] = self._in_flight.get(name, 0) + 1
             try:
                 result = task()
             except Exception as exc:  # isolate: log, count, run again next period
                 logger.error("Scheduled task %s failed", name, exc_info=exc)
                 error = f"{type(exc).__name__}: {exc}"
+            finally:
+                with self._lock:
+                    self._in_flight[name] -= 1
+                    if not self._in_flight[name]:
+                        del self._in_flight[name]
+                    self._lock.notify_all()
             seconds = time.perf_counter() - start
             with self._lock:
                 stats = self._stats[name]
@@ -165,10 +191,28 @@ class LogScheduler:
     def start(self) -> None:
         self._scheduler.start()
 
-    def shutdown(self, *, wait: bool = True) -> None:
-        """Stop scheduling; with ``wait`` the runs in flight finish first."""
+    def shutdown(self, *, wait: bool = True, timeout_s: float | None = None) -> list[str]:
+        """Stop scheduling; with ``wait`` the runs in flight finish first, for up to ``timeout_s``.
+
+        Returns the names of the tasks still running (empty once every run in flight has ended).
+        """
+        with self._add_lock:
+            self._stopping = True  # from here on no task adds a job, so none waits on APScheduler's locks
         if self._scheduler.running:
-            self._scheduler.shutdown(wait=wait)
+            self._scheduler.shutdown(wait=False)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._lock:
+            while wait and self._in_flight:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                self._lock.wait(remaining)
+            return sorted(self._in_flight)
+
+    def running(self) -> list[str]:
+        """The tasks running now (names), for a stop that reports what it waits for."""
+        with self._lock:
+            return sorted(self._in_flight)
 
     def jobs(self) -> list[JobStatus]:
         """Every named job (one-shot ``delete-file`` tasks included once seen), with its next run."""

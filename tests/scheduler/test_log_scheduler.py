@@ -130,3 +130,83 @@ def test_jobs_are_listed_before_start_and_a_zero_initial_delay_runs_at_once() ->
         assert ran.wait(5), "first run right after the (zero) initial delay, not one period later"
     finally:
         scheduler.shutdown()
+
+
+# -- shutdown never deadlocks (issue 15): a task in flight when shutdown() is called -------------
+
+
+def _blocking_task(started: threading.Event, release: threading.Event) -> Callable[[], None]:
+    def task() -> None:
+        started.set()
+        release.wait(10)
+
+    return task
+
+
+def _shutdown_while_in_flight(
+    sched: LogScheduler, started: threading.Event, release: threading.Event
+) -> None:
+    sched.start()
+    assert started.wait(10), "the task did not start"
+    done = threading.Event()
+    stuck: list[list[str]] = []
+
+    def stop() -> None:
+        stuck.append(sched.shutdown(wait=True, timeout_s=10))
+        done.set()
+
+    threading.Thread(target=stop, daemon=True).start()
+    time.sleep(0.2)  # shutdown is now waiting for the run in flight
+    assert not done.is_set(), "shutdown must wait for the run in flight"
+    release.set()  # the task ends and (before the fix) reschedules itself under APScheduler's lock
+    assert done.wait(5), "shutdown deadlocked with the task's add_job"
+    assert stuck == [[]]
+
+
+def test_shutdown_returns_while_a_periodic_task_runs() -> None:
+    started, release = threading.Event(), threading.Event()
+    sched = LogScheduler(SystemClock(), initial_delay_ms=0)
+    sched.add_periodic("kafka-log-retention", 50, _blocking_task(started, release))
+    _shutdown_while_in_flight(sched, started, release)
+
+
+def test_shutdown_returns_while_a_self_rescheduling_task_runs() -> None:
+    started, release = threading.Event(), threading.Event()
+    sched = LogScheduler(SystemClock(), initial_delay_ms=0)
+    blocking = _blocking_task(started, release)
+
+    def task() -> int:
+        blocking()
+        return 10
+
+    sched.add_self_rescheduling("kafka-delete-logs", task)
+    _shutdown_while_in_flight(sched, started, release)
+    assert status(sched, "kafka-delete-logs").next_run_ms is None, "nothing rescheduled while stopping"
+
+
+def test_shutdown_returns_while_a_task_asks_for_a_one_shot_deletion() -> None:
+    started, release = threading.Event(), threading.Event()
+    sched = LogScheduler(SystemClock(), initial_delay_ms=0)
+    blocking = _blocking_task(started, release)
+    deletions: list[int] = []
+
+    def retention() -> None:
+        blocking()
+        sched.schedule_once("delete-file", 0, lambda: deletions.append(1))
+
+    sched.add_periodic("kafka-log-retention", 60_000, retention)
+    _shutdown_while_in_flight(sched, started, release)
+    time.sleep(0.1)
+    assert deletions == [], "a one-shot deletion asked for while stopping is left for the next start"
+
+
+def test_shutdown_is_bounded_and_names_a_task_that_never_returns() -> None:
+    started, release = threading.Event(), threading.Event()
+    sched = LogScheduler(SystemClock(), initial_delay_ms=0)
+    sched.add_periodic("kafka-log-retention", 60_000, _blocking_task(started, release))
+    sched.start()
+    assert started.wait(10)
+    began = time.monotonic()
+    assert sched.shutdown(wait=True, timeout_s=0.3) == ["kafka-log-retention"]
+    assert time.monotonic() - began < 2
+    release.set()
