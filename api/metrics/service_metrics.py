@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.registry import Collector
 
 from api.metrics.cleaner import CleanerCollector
+from api.metrics.loading import LoadingCollector
 from api.metrics.log_manager import LogManagerCollector
 from api.metrics.partitions import PartitionCollector
 from api.metrics.source import MetricsSource
@@ -57,6 +58,7 @@ class ServiceMetrics:
         self._collectors: list[Collector] = [
             PartitionCollector(source),
             LogManagerCollector(source),
+            LoadingCollector(source),
             CleanerCollector(source),
             self._job_runs,
             self._job_duration,
