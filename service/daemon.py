@@ -247,7 +247,7 @@ class Daemon:
         sd_notify("STOPPING=1")
         began = time.monotonic()
         deadline = began + self._timeout_s
-        watchdog = threading.Timer(self._timeout_s, self._abandon_stop, args=("the stop",))
+        watchdog = threading.Timer(self._timeout_s, lambda: self._abandon_stop(self._still_running()))
         watchdog.daemon = True
         watchdog.start()
         phase = _Phases()
@@ -272,6 +272,12 @@ class Daemon:
         watchdog.cancel()
         phase.done("logs closed")
         logger.info("Shut down cleanly in %.1f s", time.monotonic() - began)
+
+    def _still_running(self) -> str:
+        running = [f"scheduled task {name}" for name in self.scheduler.running()]
+        if self.cleaner is not None:
+            running += [w.thread.name for w in self.cleaner.workers if w.thread.is_alive()]
+        return ", ".join(running) or "closing the logs"
 
     def _abandon_stop(self, still_running: str) -> None:
         logger.error(
