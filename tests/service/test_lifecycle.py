@@ -54,9 +54,11 @@ def test_a_start_on_a_taken_port_exits_1_with_the_log_dir_byte_identical(
     assert sum(1 for name in before if name.endswith(".log")) > 3
     began = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "service", "serve", "--override", f"log.dirs={log_dir}"]
-        + ["--override", f"api.port={taken_port}", "--override", "scheduler.initial.delay.ms=0"]
-        + ["--override", "log.cleaner.engine=in-process"],
+        [
+            *(sys.executable, "-m", "service", "serve", "--override", f"log.dirs={log_dir}"),
+            *("--override", f"api.port={taken_port}", "--override", "scheduler.initial.delay.ms=0"),
+            *("--override", "log.cleaner.engine=in-process"),
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
