@@ -219,10 +219,10 @@ class LogScheduler:
         with self._idle:
             return sorted(self._in_flight)
 
-    @property
-    def is_stopping(self) -> bool:
-        with self._add_lock:
-            return self._stopping
+    def running(self) -> list[str]:
+        """The tasks running now (names), for a stop that reports what it waits for."""
+        with self._idle:
+            return sorted(self._in_flight)
 
     def jobs(self) -> list[JobStatus]:
         """Every named job (one-shot ``delete-file`` tasks included once seen), with its next run."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from service.clock import Clock
 from service.errors import ConflictError, CorruptDataError, InvalidInputError, NotFoundError
+from service.load_progress import LoadProgress
 from service.ports import CleaningControl, TaskScheduler
 from service.retention import RetentionReason, plan_retention
 from service.storage.dir_lock import LogDirLock
@@ -88,6 +89,7 @@ class LogManager:
         self._delete_queue: list[tuple[Path, int]] = []  # (renamed dir, time enqueued)
         self._lock = threading.RLock()
         self.is_loaded = False
+        self.load_progress = LoadProgress()  # read by /readyz and the metrics while start-up loads
         self.cleaning: CleaningControl | None = None  # set once the log cleaner exists
         self._retention_deletions: Counter[str] = Counter()
         self._deletions_lock = threading.Lock()
@@ -114,6 +116,7 @@ class LogManager:
                     self.config_for,
                     clock=self.clock,
                     threads=self.settings.recovery_threads_per_dir,
+                    progress=self.load_progress,
                 )
             except OSError as exc:
                 self._mark_offline(state, exc)

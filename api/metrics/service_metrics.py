@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.registry import Collector
 
 from api.metrics.cleaner import CleanerCollector
+from api.metrics.loading import LoadingCollector
 from api.metrics.log_manager import LogManagerCollector
 from api.metrics.partitions import PartitionCollector
 from api.metrics.source import MetricsSource
@@ -60,6 +61,7 @@ class ServiceMetrics:
             ProcessCollector(registry=None),
             PartitionCollector(source),
             LogManagerCollector(source),
+            LoadingCollector(source),
             CleanerCollector(source),
             self._job_runs,
             self._job_duration,

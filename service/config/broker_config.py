@@ -89,6 +89,7 @@ class BrokerConfig:
     api_max_fetch_records: int
     api_max_fetch_bytes: int
     scheduler_initial_delay_ms: int
+    shutdown_timeout_ms: int
     spark_master: str
     spark_conf: Mapping[str, str]
     """Every ``spark.*`` key to hand to Spark, ``spark.master`` included (with its default)."""
@@ -172,6 +173,7 @@ class BrokerConfig:
             api_max_fetch_records=values.integer("api.max.fetch.records"),
             api_max_fetch_bytes=values.integer("api.max.fetch.bytes"),
             scheduler_initial_delay_ms=values.integer("scheduler.initial.delay.ms"),
+            shutdown_timeout_ms=values.integer("shutdown.timeout.ms"),
             spark_master=values.text("spark.master"),
             spark_conf=MappingProxyType(spark_conf),
             explicit_keys=frozenset(explicit) | frozenset(spark),

@@ -199,6 +199,8 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
               _AT_LEAST_1),
     ConfigDef("api.max.fetch.bytes", _I, 52_428_800, "Record bytes after which a REST fetch stops (at least "
               "one record is returned)", _AT_LEAST_1),
+    ConfigDef("shutdown.timeout.ms", _L, 30_000, "Longest a stop may take; past it the process exits 1 "
+              "without the clean-shutdown marker", _AT_LEAST_0),
     ConfigDef("scheduler.initial.delay.ms", _L, 30_000, "Delay before the first run of each scheduled task",
               _AT_LEAST_0),
     ConfigDef("log.cleaner.engine", _S, "auto", "Where compaction runs: auto (by the round's bytes), on "

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from service.clock import Clock
 from service.errors import InvalidInputError
+from service.load_progress import LoadProgress
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import (
     read_clean_shutdown_marker,
@@ -62,8 +63,11 @@ def load_log_dir(
     *,
     clock: Clock,
     threads: int = 1,
+    progress: LoadProgress | None = None,
 ) -> LoadedLogDir:
-    """Load every partition of ``path``; the clean-shutdown marker is honoured, then removed."""
+    """Load every partition of ``path``; the clean-shutdown marker is honoured, then removed.
+
+    ``progress`` counts the logs found and loaded, for a start-up that reports how far it is."""
     path = path.resolve()
     path.mkdir(parents=True, exist_ok=True)
     clean = read_clean_shutdown_marker(path) is not None
@@ -89,6 +93,8 @@ def load_log_dir(
             to_load.append((child, TopicPartition(parsed.topic, parsed.partition)))
         else:
             logger.info("Skipping %s: a %s replica is not managed here", child, parsed.kind)
+    if progress is not None:
+        progress.found(len(to_load))
 
     def load(item: tuple[Path, TopicPartition]) -> tuple[TopicPartition, LoadResult]:
         directory, tp = item
@@ -100,6 +106,8 @@ def load_log_dir(
             recovery_point=recovery_points.get(tp, 0),
             clean_shutdown=clean,
         )
+        if progress is not None:
+            progress.loaded_one()
         return tp, result
 
     if threads <= 1:  # one thread: no pool, whose per-task cost showed at 10,000 partitions
