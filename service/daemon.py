@@ -115,7 +115,9 @@ class Daemon:
         sd_notify("READY=1")  # systemd: the API listens (it reports the loading progress from here on)
         try:
             for path in self.log_manager.log_dirs:
-                path.mkdir(parents=True, exist_ok=True)
+                if not path.is_dir():  # as a broker does; the offline commands never create one
+                    path.mkdir(parents=True, exist_ok=True)
+                    logger.info("Created the missing log dir %s", path)
             self.topic_store.load()
             self._config_version = self.topic_store.version
             try:
