@@ -28,7 +28,7 @@ KAFKA_CLEANER_GAUGES = {
 }
 
 
-def test_scheduled_runs_are_counted_by_job_and_outcome(tmp_path: Path) -> None:
+def test_scheduled_runs_are_counted_by_task_and_outcome(tmp_path: Path) -> None:
     with running_daemon([tmp_path], {"scheduler.initial.delay.ms": "500"}) as daemon:
         scheduler = daemon.scheduler
 
@@ -47,7 +47,7 @@ def test_scheduled_runs_are_counted_by_job_and_outcome(tmp_path: Path) -> None:
     assert jobs["always-fails"].failures == 1 and jobs["kafka-log-retention"].runs >= 1
     for name, job in jobs.items():
         counted = {
-            outcome: scrape.value("logcleaner_scheduler_job_runs_total", job=name, outcome=outcome)
+            outcome: scrape.value("logcleaner_scheduler_job_runs_total", task=name, outcome=outcome)
             for outcome in ("success", "failure", "skipped")
         }
         assert counted == {
@@ -55,9 +55,9 @@ def test_scheduled_runs_are_counted_by_job_and_outcome(tmp_path: Path) -> None:
             "failure": job.failures,
             "skipped": job.skipped,
         }
-        assert scrape.value("logcleaner_scheduler_job_duration_seconds_count", job=name) == job.runs
+        assert scrape.value("logcleaner_scheduler_job_duration_seconds_count", task=name) == job.runs
         assert (
-            scrape.value("logcleaner_scheduler_job_duration_seconds_bucket", job=name, le="+Inf") == job.runs
+            scrape.value("logcleaner_scheduler_job_duration_seconds_bucket", task=name, le="+Inf") == job.runs
         )
 
 
@@ -69,7 +69,7 @@ def test_jobs_are_exported_at_zero_before_their_first_run(tmp_path: Path) -> Non
     assert "kafka-log-retention" in names
     for name in names:
         for outcome in ("success", "failure", "skipped"):
-            assert scrape.value("logcleaner_scheduler_job_runs_total", job=name, outcome=outcome) == 0
+            assert scrape.value("logcleaner_scheduler_job_runs_total", task=name, outcome=outcome) == 0
 
 
 def test_cleaner_gauges_are_the_cleaners_figures(tmp_path: Path) -> None:
