@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 
 from api.metrics.build_info import build_info
 from api.metrics.cleaner import CleanerCollector
+from api.metrics.exposition import ExpositionRegistry
 from api.metrics.loading import LoadingCollector
 from api.metrics.log_manager import LogManagerCollector
 from api.metrics.partitions import PartitionCollector
@@ -53,10 +54,11 @@ class ServiceMetrics:
     def __init__(
         self, source: MetricsSource, registry: CollectorRegistry | None = None, *, version: str | None = None
     ) -> None:
-        """``source`` is read at each scrape; ``registry`` defaults to a fresh one (never the global);
+        """``source`` is read at each scrape; ``registry`` defaults to a fresh ``ExpositionRegistry`` (never
+        the global one);
         ``version`` (for ``logcleaner_build_info``) to the installed distribution's."""
         disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
-        self.registry = registry if registry is not None else CollectorRegistry()
+        self.registry = registry if registry is not None else ExpositionRegistry()
         self._lock = threading.Lock()
         self._tasks_seen: set[str] = set()
         self._task_runs = Counter(
