@@ -49,6 +49,7 @@ class _Flight:
     done: threading.Event = field(default_factory=threading.Event)
     body: bytes = b""
     error: BaseException | None = None
+    waiters: int = 0  # scrapes waiting for this one's result
 
 
 class ScrapeCoalescer:
@@ -69,6 +70,8 @@ class ScrapeCoalescer:
             is_leader = flight is None
             if flight is None:
                 flight = self._flights[content_type] = _Flight()
+            else:
+                flight.waiters += 1
         if is_leader:
             try:
                 with self._render_lock:
@@ -87,6 +90,13 @@ class ScrapeCoalescer:
         return flight.body
 
 
+    def waiting(self, content_type: str) -> int:
+        """How many scrapes wait for the one rendering ``content_type`` now."""
+        with self._guard:
+            flight = self._flights.get(content_type)
+            return 0 if flight is None else flight.waiters
+
+
 class ExpositionRegistry(CollectorRegistry):
     """The daemon's registry: ``collect()`` as any registry gives every family; ``expose`` renders them for
     ``/metrics``, ``TextCollector``s through their own lines, one scrape at a time."""
@@ -95,7 +105,7 @@ class ExpositionRegistry(CollectorRegistry):
         super().__init__()
         self._encoded = CollectorRegistry()  # every collector but the TextCollectors
         self._text: list[TextCollector] = []
-        self._coalescer = ScrapeCoalescer()
+        self.coalescer = ScrapeCoalescer()
 
     def register(self, collector: Collector) -> None:
         super().register(collector)
@@ -125,7 +135,7 @@ class ExpositionRegistry(CollectorRegistry):
                 return head[: -len(_EOF)] + lines + _EOF
             return head + lines
 
-        return self._coalescer.render(content_type, render), content_type
+        return self.coalescer.render(content_type, render), content_type
 
 
 def expose(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]:
