@@ -89,7 +89,6 @@ class ScrapeCoalescer:
             raise RuntimeError("the scrape this one waited for failed") from flight.error
         return flight.body
 
-
     def waiting(self, content_type: str) -> int:
         """How many scrapes wait for the one rendering ``content_type`` now."""
         with self._guard:
