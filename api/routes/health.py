@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CollectorRegistry
 
 from api.deps import Context
+from api.metrics.exposition import expose
 from api.models import Health
 from api.problems import problem_response, problem_responses
 
@@ -30,10 +31,19 @@ def build_router(registry: CollectorRegistry) -> APIRouter:
     @router.get(
         "/metrics",
         response_class=Response,
-        responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
+        responses={
+            200: {
+                "content": {
+                    "text/plain": {"schema": {"type": "string"}},
+                    "application/openmetrics-text": {"schema": {"type": "string"}},
+                }
+            }
+        },
     )
-    def metrics() -> Response:
-        """Prometheus text exposition of the daemon's registry."""
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    def metrics(request: Request) -> Response:
+        """The daemon's metrics: OpenMetrics if ``Accept`` asks for ``application/openmetrics-text``,
+        else Prometheus' text format."""
+        body, content_type = expose(registry, request.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     return router
