@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -39,7 +39,7 @@ def test_a_closed_log_refuses_every_read_and_write(make_log: MakeLog) -> None:
     log.append_records(_records(b"a", 3))
     log.close(deleted=True)
     assert log.is_closed
-    refused = [
+    refused: list[Callable[[], object]] = [
         lambda: log.append_records(_records(b"b", 1)),
         lambda: log.read(0),
         lambda: list(log.read_batches(0)),
