@@ -328,8 +328,9 @@ class LogManager:
             self._mark_offline(self._state_of(log_dir), exc)
             log.check_usable()  # raises LogDirOfflineError
             raise
-        with self._lock:
-            del self._logs[tp]
+        with self._lock:  # the dir may have gone offline meanwhile (another log's I/O error)
+            self._logs.pop(tp, None)
+            self._offline_logs.pop(tp, None)
             self._delete_queue.append((renamed, self.clock.now_ms()))
         try:
             with self._checkpoint_lock:
