@@ -310,5 +310,6 @@ class Health(BaseModel):
 class Readiness(Health):
     offline_log_dirs: list[str] = Field(
         default_factory=list,
-        description="Log dirs taken offline after an I/O error (ready while one is online)",
+        exclude_if=lambda v: not v,
+        description="Log dirs taken offline after an I/O error (absent if none; ready while one is online)",
     )
