@@ -25,6 +25,7 @@ from service.errors import (
     CorruptDataError,
     InvalidInputError,
     LogClosedError,
+    LogDirOfflineError,
     NotFoundError,
 )
 from service.ports import CleaningControl, TaskScheduler
@@ -272,7 +273,8 @@ class LogManager:
         """Each new partition goes to the online dir with the fewest partitions (Kafka's choice)."""
         online = self.online_dirs()
         if not online:
-            raise OSError("no log dir is online")
+            offline = ", ".join(str(s.path) for s in self._dirs)
+            raise LogDirOfflineError(f"no log dir is online (offline: {offline})", log_dir=offline)
         counts = {s.path: 0 for s in online}
         for log in self._logs.values():
             if log.directory.parent in counts:
@@ -281,8 +283,18 @@ class LogManager:
         for tp in partitions:
             target = min(counts, key=counts.__getitem__)
             directory = target / partition_dir_name(tp.topic, tp.partition)
-            directory.mkdir()
-            log = load_partition_log(directory, self.config_for(tp.topic), clock=self.clock).log
+            try:
+                directory.mkdir()
+                log = load_partition_log(directory, self.config_for(tp.topic), clock=self.clock).log
+            except FileExistsError:
+                raise ConflictError(
+                    f"partition dir {directory.name} already exists but is not a live partition"
+                ) from None
+            except OSError as exc:
+                self._mark_offline(self._state_of(target), exc)
+                raise LogDirOfflineError(
+                    f"cannot create {tp}: log dir {target} went offline ({exc})", log_dir=str(target)
+                ) from exc
             log.on_io_error = self._on_log_io_error
             self._logs[tp] = log
             counts[target] += 1

@@ -169,3 +169,29 @@ def test_the_flusher_skips_a_log_deleted_meanwhile(tmp_path: Path, make_manager:
     manager.flush_dirty_logs()
 
     assert manager.offline_dirs == {}
+
+
+def test_an_io_error_creating_a_partition_takes_the_dir_offline(
+    tmp_path: Path, make_manager: MakeManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = tmp_path / "logs"
+    manager = make_manager(log_dir)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "mkdir", _fail_with(errno.EIO))
+        with pytest.raises(LogDirOfflineError, match="cannot create t-0"):
+            manager.create_topic("t", 1)
+
+    assert list(manager.offline_dirs) == [log_dir.resolve()]
+    with pytest.raises(LogDirOfflineError, match="no log dir is online"):
+        manager.create_topic("u", 1)
+
+
+def test_a_stray_partition_dir_makes_a_create_conflict(tmp_path: Path, make_manager: MakeManager) -> None:
+    log_dir = tmp_path / "logs"
+    manager = make_manager(log_dir)
+    (log_dir / "t-0").mkdir()  # appeared after start-up (another process), not a loaded partition
+
+    with pytest.raises(ConflictError, match="partition dir t-0 already exists"):
+        manager.create_topic("t", 1)
+    assert manager.offline_dirs == {}
