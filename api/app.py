@@ -18,7 +18,7 @@ from api.guards import BodyLimitMiddleware, EncodedSlashGuard
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
 from api.produce import produce_request_model
-from api.routes import checkpoints, cleaner, health, partitions, records, retention, scheduler, topics
+from api.routes import checkpoints, cleaner, health, logs, partitions, records, retention, scheduler, topics
 
 __all__ = ["create_app"]
 
@@ -49,7 +49,7 @@ def create_app(
     app.state.context = ApiContext(service, settings, produce_model)
     install_problem_handlers(app)
     app.include_router(health.build_router(registry))
-    for module in (topics, partitions, records, checkpoints, retention, cleaner, scheduler):
+    for module in (topics, partitions, records, checkpoints, retention, cleaner, scheduler, logs):
         app.include_router(module.router)
     # The last added runs first: auth, then encoded slashes, then the body limit.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
