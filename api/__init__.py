@@ -1,3 +1,3 @@
-"""The REST API (CONTRACT §5): FastAPI on uvicorn, inside the daemon; reaches the core only."""
+"""The REST API: FastAPI on uvicorn, inside the daemon; reaches the core only."""
 
 __all__: list[str] = []

@@ -1,4 +1,4 @@
-"""``create_app``: the FastAPI application over the daemon's ``LogService`` (CONTRACT §5).
+"""``create_app``: the FastAPI application over the daemon's ``LogService``.
 
 Routers per resource under ``/v1``; problem+json for every error; the guards (bearer auth, body limit,
 encoded slashes) as ASGI middleware in front of routing. Everything is built here from the injected
@@ -7,6 +7,7 @@ service and registry: no module-level state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI
@@ -18,6 +19,7 @@ from api.guards import BodyLimitMiddleware, EncodedSlashGuard
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
 from api.produce import produce_request_model
+from api.readiness import ReadinessGuard
 from api.routes import checkpoints, cleaner, health, logs, partitions, records, retention, scheduler, topics
 
 __all__ = ["create_app"]
@@ -29,10 +31,16 @@ _DESCRIPTION = (
 
 
 def create_app(
-    service: LogService, registry: CollectorRegistry, *, settings: ApiSettings | None = None
+    service: LogService,
+    registry: CollectorRegistry,
+    *,
+    settings: ApiSettings | None = None,
+    not_ready: Callable[[], str | None] | None = None,
 ) -> FastAPI:
     """The API of ``service``; ``/metrics`` serves ``registry``. ``settings`` default to the broker's
-    ``api.*`` keys (the token read from ``api.auth.token.file``, which must be readable and non-empty)."""
+    ``api.*`` keys (the token read from ``api.auth.token.file``, which must be readable and non-empty).
+    ``not_ready()`` (the daemon's start-up and stop) makes ``/readyz`` and ``/v1`` answer 503 with its
+    reason while it returns one."""
     if settings is None:
         token_file = service.broker.api_auth_token_file
         token = read_token_file(token_file) if token_file else None
@@ -51,7 +59,9 @@ def create_app(
     app.include_router(health.build_router(registry))
     for module in (topics, partitions, records, checkpoints, retention, cleaner, scheduler, logs):
         app.include_router(module.router)
-    # The last added runs first: auth, then encoded slashes, then the body limit.
+    # The last added runs first: auth, then encoded slashes, then the body limit, then readiness.
+    if not_ready is not None:
+        app.add_middleware(ReadinessGuard, not_ready=not_ready)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(EncodedSlashGuard)
     if settings.auth_token is not None:

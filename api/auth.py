@@ -1,4 +1,4 @@
-"""Bearer-token authentication of ``/v1`` (CONTRACT §5): ASGI middleware, before anything reads the body.
+"""Bearer-token authentication of ``/v1``: ASGI middleware, before anything reads the body.
 
 With ``api.auth.token.file`` set, every ``/v1`` request needs ``Authorization: Bearer <token>``; the token
 is the file's content without surrounding whitespace, compared in constant time. ``/healthz``, ``/readyz``,

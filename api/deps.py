@@ -86,7 +86,7 @@ class LogService(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ApiSettings:
-    """The ``api.*`` keys the request handling obeys (CONTRACT §2 plus our limits)."""
+    """The ``api.*`` keys the request handling obeys, plus our limits."""
 
     max_request_bytes: int = 10_485_760
     max_records_per_request: int = 10_000

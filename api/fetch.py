@@ -135,7 +135,7 @@ def _binary(data: bytes | None) -> dict[str, str] | None:
 
 
 def record_doc(record: Record) -> dict[str, Any]:
-    """A fetched record: key, value and header values as BINARY (CONTRACT §5)."""
+    """A fetched record: key, value and header values as BINARY."""
     return {
         "offset": record.offset,
         "timestamp": record.timestamp,

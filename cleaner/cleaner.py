@@ -62,10 +62,12 @@ ScheduleDelete = Callable[[int, Callable[[], None]], None]
 
 @dataclass(frozen=True, slots=True)
 class CleaningResult:
-    """``end_offset``: the new first dirty offset (checkpoint it); ``stats``: what the round did."""
+    """``end_offset``: the new first dirty offset (checkpoint it); ``stats``: what the round did;
+    ``engine``: which engine ran it (``spark`` or ``in-process``)."""
 
     end_offset: int
     stats: CleanerStats
+    engine: str = "in-process"
 
 
 def _no_throttle(_bytes: int) -> None:
@@ -144,7 +146,7 @@ class Cleaner:
             self.clean_segments(
                 log,
                 group,
-                lookup=offset_map.get,
+                lookup=offset_map.lookup,
                 map_latest_offset=offset_map.latest_offset,
                 upper_bound=upper,
                 now_ms=now_ms,

@@ -2,19 +2,23 @@
 
 Both engines take the same inputs and must produce byte-identical logs (the in-process ``Cleaner`` is the
 oracle the Spark engine is tested against). The cleaner's workers call an engine through this protocol
-only, so the daemon, the CLI and the tests pick one by ``log.cleaner.engine``.
+only. ``PerRoundEngine`` picks one of the two for each round by ``log.cleaner.engine`` (``auto``: by the
+bytes the round will read, against ``log.cleaner.spark.min.bytes``), and builds the Spark engine (and so
+imports pyspark and starts a JVM) only when a round first needs it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from cleaner.cleaner import Cleaner, CleaningResult, ScheduleDelete
+from cleaner.cleaner import Cleaner, CleaningResult, ScheduleDelete, round_down_to_segment
 from service.clock import Clock
+from service.engine_choice import ENGINE_SPARK, EngineChoice
 from service.storage.log import PartitionLog
 
-__all__ = ["CompactionEngine", "InProcessEngine", "ScheduleDelete"]
+__all__ = ["CompactionEngine", "InProcessEngine", "PerRoundEngine", "ScheduleDelete", "round_bytes"]
 
 
 class CompactionEngine(Protocol):
@@ -78,3 +82,73 @@ class InProcessEngine:
 
     def close(self) -> None:
         return None
+
+
+def round_bytes(log: PartitionLog, upper_bound_offset: int) -> int:
+    """The bytes a round up to ``upper_bound_offset`` reads: every segment below the segment holding it."""
+    segments = log.segments
+    upper = round_down_to_segment(segments, upper_bound_offset)
+    return sum(s.size_bytes for s in segments[:-1] if s.base_offset < upper)
+
+
+class PerRoundEngine:
+    """Runs each round on the engine ``choice`` picks for its size; ``name`` is the setting (``auto`` …).
+
+    ``build_spark`` is called once, at the first round that goes to Spark (under ``_lock``, which guards
+    ``_spark``); until then no pyspark import and no JVM. ``close`` stops Spark only if it was started.
+    """
+
+    def __init__(
+        self,
+        choice: EngineChoice,
+        in_process: CompactionEngine,
+        build_spark: Callable[[], CompactionEngine],
+    ) -> None:
+        self.choice = choice
+        self.name = choice.setting
+        self.in_process = in_process
+        self._build_spark = build_spark
+        self._spark: CompactionEngine | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def has_started_spark(self) -> bool:
+        return self._spark is not None
+
+    def engine_for(self, log: PartitionLog, upper_bound_offset: int) -> CompactionEngine:
+        engine, _reason = self.choice.choose(round_bytes(log, upper_bound_offset))
+        if engine != ENGINE_SPARK:
+            return self.in_process
+        with self._lock:
+            if self._spark is None:
+                self._spark = self._build_spark()
+            return self._spark
+
+    def clean(
+        self,
+        log: PartitionLog,
+        first_dirty_offset: int,
+        upper_bound_offset: int,
+        *,
+        check_aborted: Callable[[], None],
+        throttle: Callable[[int], None],
+        schedule_delete: ScheduleDelete,
+        thread_id: int = 0,
+    ) -> CleaningResult:
+        engine = self.engine_for(log, upper_bound_offset)
+        return engine.clean(
+            log,
+            first_dirty_offset,
+            upper_bound_offset,
+            check_aborted=check_aborted,
+            throttle=throttle,
+            schedule_delete=schedule_delete,
+            thread_id=thread_id,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            spark, self._spark = self._spark, None
+        self.in_process.close()
+        if spark is not None:
+            spark.close()

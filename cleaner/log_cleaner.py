@@ -38,13 +38,17 @@ class LogCleaner:
         threads: int,
         backoff_ms: int,
         engine_name: str = "in-process",
+        on_round: Callable[[str, float], None] | None = None,
     ) -> None:
         self.manager = manager
+        self._on_round = on_round
         self.engine_name = engine_name
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._bytes_read_total = 0
         self._bytes_written_total = 0
+        self._rounds_by_engine: collections.Counter[str] = collections.Counter()
+        self._bytes_read_by_engine: collections.Counter[str] = collections.Counter()
         self._recent: collections.deque[RoundOutcome] = collections.deque(maxlen=_RECENT_RUNS)
         self.workers = [
             CleanerWorker(
@@ -78,7 +82,11 @@ class LogCleaner:
         with self._lock:
             self._bytes_read_total += outcome.bytes_read
             self._bytes_written_total += outcome.bytes_written
+            self._rounds_by_engine[outcome.engine] += 1
+            self._bytes_read_by_engine[outcome.engine] += outcome.bytes_read
             self._recent.append(outcome)
+        if self._on_round is not None:
+            self._on_round(outcome.engine, outcome.duration_s)
 
     # -- forced rounds ---------------------------------------------------------------------------
 
@@ -124,12 +132,13 @@ class LogCleaner:
         last = self.manager.last_selection_ms
         with self._lock:
             read_total, written_total = self._bytes_read_total, self._bytes_written_total
+            rounds, read_by_engine = dict(self._rounds_by_engine), dict(self._bytes_read_by_engine)
         return CleanerFigures(
             threads=len(self.workers),
             dead_thread_count=self.dead_thread_count,
-            max_buffer_utilization_percent=max((o.buffer_utilization_percent for o in outcomes), default=0),
+            max_buffer_utilization_percent=max((o.buffer_utilization_percent for o in outcomes), default=0.0),
             cleaner_recopy_percent=int(100 * written / max(read, 1)),
-            max_clean_time_secs=int(max((o.duration_s for o in outcomes), default=0)),
+            max_clean_time_secs=max((o.duration_s for o in outcomes), default=0.0),
             max_compaction_delay_secs=max((o.max_compaction_delay_ms // 1000 for o in outcomes), default=0),
             max_dirty_percent=self.manager.max_dirty_percent,
             time_since_last_run_ms=0 if last is None else max(self.manager.clock.now_ms() - last, 0),
@@ -139,6 +148,8 @@ class LogCleaner:
             },
             bytes_read_total=read_total,
             bytes_written_total=written_total,
+            rounds_by_engine=rounds,
+            bytes_read_by_engine=read_by_engine,
         )
 
     def status(self) -> dict[str, object]:

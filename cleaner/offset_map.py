@@ -1,9 +1,11 @@
 """The cleaner's key map (Kafka ``OffsetMap``/``SkimpyOffsetMap``) and how a round builds it (§12.2).
 
 Kafka keeps a 24-byte slot per key (MD5 of the key + offset) in a fixed buffer, so keys can collide and a
-round maps at most ``slots × load factor`` keys. Here the map is a dict of the exact key bytes: no
-collision can merge two keys and a round maps the whole dirty section. ``kafka_utilization_percent``
-still reports what Kafka's buffer would have held, for the ``max-buffer-utilization-percent`` gauge.
+round maps at most ``slots × load factor`` keys. Here the map holds the exact key bytes (in the C table of
+``cleaner._native`` when it is built, else a dict): no collision can merge two keys and a round maps the
+whole dirty section; a data batch's keys go into the C table in one call (``_map_native``).
+``kafka_utilization_percent`` still reports what Kafka's buffer would have held, for the
+``max-buffer-utilization-percent`` gauge.
 ``build_offset_map`` takes an optional ``max_entries`` to reproduce Kafka's partial rounds (a full map
 stops the round early; the next round starts where it stopped), which Kafka's own tests rely on.
 """
@@ -12,8 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from cleaner.native import FALLBACK, NativeKeyMap, new_native_key_map
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
+from service.storage.records import RecordBatch
 from service.storage.segment import LogSegment
 
 __all__ = [
@@ -68,28 +72,46 @@ class OffsetMap:
 
     ``latest_offset`` is the last offset the map covers (Kafka ``latestOffset``): ``put`` moves it to the
     record's offset and ``update_latest_offset`` past gaps and whole batches. Records above it were not
-    looked at by this round and are always kept. Owned by one round on one thread: no lock.
+    looked at by this round and are always kept. Owned by one round on one thread: no lock. ``native=False``
+    keeps the keys in a dict (the pure-Python path, also under ``LOGCLEANER_PURE_PYTHON=1``).
     """
 
-    __slots__ = ("_entries", "_latest_offset")
+    __slots__ = ("_entries", "_latest_offset", "_native")
 
-    def __init__(self) -> None:
+    def __init__(self, *, native: bool = True) -> None:
         self._entries: dict[bytes, int] = {}
+        self._native = new_native_key_map() if native else None
         self._latest_offset = -1
 
     def put(self, key: bytes, offset: int) -> None:
-        self._entries[key] = offset
+        if self._native is not None:
+            self._native.put(key, offset)
+        else:
+            self._entries[key] = offset
         self._latest_offset = offset
 
     def get(self, key: bytes) -> int:
         """The key's latest offset, or -1 if the dirty section does not hold it (nothing supersedes it)."""
+        if self._native is not None:
+            return self._native.get(key)
         return self._entries.get(key, -1)
+
+    @property
+    def lookup(self) -> Callable[[bytes], int]:
+        """``get``, as the C map's own method when there is one (``rules.filter_batch`` then stays in C)."""
+        return self._native.get if self._native is not None else self.get
+
+    @property
+    def native(self) -> NativeKeyMap | None:
+        return self._native
 
     def update_latest_offset(self, offset: int) -> None:
         self._latest_offset = offset
 
     def clear(self) -> None:
         self._entries.clear()
+        if self._native is not None:
+            self._native.clear()
         self._latest_offset = -1
 
     @property
@@ -98,7 +120,7 @@ class OffsetMap:
 
     @property
     def size(self) -> int:
-        return len(self._entries)
+        return len(self._native) if self._native is not None else len(self._entries)
 
     def kafka_utilization_percent(self, dedupe_buffer_bytes: int, load_factor: float = 0.9) -> float:
         """What Kafka's SkimpyOffsetMap would have used, in percent (entries / slots × 100).
@@ -186,6 +208,8 @@ def _map_segment(
             stats.map_records_read += 1
         elif txns.on_batch_read(batch):
             stats.map_records_read += batch.records_count
+        elif max_entries is None and _map_native(batch, start, offset_map, stats):
+            pass
         else:
             for record in batch.records():
                 if record.key is not None and record.offset >= start:
@@ -197,3 +221,20 @@ def _map_segment(
             offset_map.update_latest_offset(batch.last_offset)
         stats.map_bytes_read += batch.size_bytes
     return False
+
+
+def _map_native(batch: RecordBatch, start: int, offset_map: OffsetMap, stats: CleanerStats) -> bool:
+    """Map one data batch's keys in C; False (nothing counted) when the Python loop must do it."""
+    native = offset_map.native
+    if native is None or batch.records_count == 0:
+        return False
+    try:
+        read, last_put = native.map_records(
+            batch.records_bytes(), batch.records_count, batch.base_offset, start
+        )
+    except FALLBACK:
+        return False  # the keys it put are put again, in the same order, by the Python loop
+    if last_put >= 0:
+        offset_map.update_latest_offset(last_put)
+    stats.map_records_read += read
+    return True

@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+from cleaner.native import NativeKeyMap, encode_rebuilt_batch, filter_records, native_key_map
 from service.storage.compression import CompressionType
 from service.storage.log import PartitionLog
 from service.storage.log_config import LONG_MAX
@@ -125,6 +126,18 @@ def filter_batch(batch: RecordBatch, *, can_discard: bool, ctx: CleaningContext)
     retention = batch_retention(batch, discard_records=discard_records, ctx=ctx)
     if retention is BatchRetention.DELETE:
         return BatchOutcome(None, False, retention, 0, 0, 0, batch.max_timestamp)
+    key_map = native_key_map(ctx.lookup)
+    if key_map is not None:
+        outcome = _filter_batch_native(
+            batch,
+            key_map,
+            discard_records=discard_records,
+            can_discard=can_discard,
+            retention=retention,
+            ctx=ctx,
+        )
+        if outcome is not None:
+            return outcome
     records = batch.records()
     retains_deletes = horizon is None or ctx.now_ms < horizon
     kept: list[Record] = []
@@ -154,6 +167,48 @@ def filter_batch(batch: RecordBatch, *, can_discard: bool, ctx: CleaningContext)
     data = rebuild_batch(batch, kept, delete_horizon_ms=horizon)
     max_timestamp = _rebuilt_max_timestamp(batch, kept)
     return _outcome(batch, data, retention, len(records), len(kept), invalid, max_timestamp)
+
+
+def _filter_batch_native(
+    batch: RecordBatch,
+    key_map: NativeKeyMap,
+    *,
+    discard_records: bool,
+    can_discard: bool,
+    retention: BatchRetention,
+    ctx: CleaningContext,
+) -> BatchOutcome | None:
+    """``filter_batch``'s record loop in C (``cleaner.native``); None: the batch needs the Python rules."""
+    result = filter_records(
+        batch,
+        key_map=key_map,
+        map_latest_offset=ctx.map_latest_offset,
+        now_ms=ctx.now_ms,
+        new_horizon_ms=delete_horizon_for(ctx.now_ms, ctx.delete_retention_ms),
+        discard_records=discard_records,
+        can_discard=can_discard,
+    )
+    if result is None:
+        return None
+    area, read, kept, invalid, kept_max_timestamp, base_timestamp, horizon = result
+    if not kept:
+        data = empty_batch(batch) if retention is BatchRetention.RETAIN_EMPTY else None
+        return _outcome(batch, data, retention, read, 0, invalid, batch.max_timestamp)
+    if area is None:
+        return BatchOutcome(batch.data, True, retention, read, kept, invalid, batch.max_timestamp)
+    if batch.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        max_timestamp = batch.max_timestamp
+    else:
+        max_timestamp = kept_max_timestamp
+    data = encode_rebuilt_batch(
+        batch,
+        area,
+        records_count=kept,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        delete_horizon_ms=horizon,
+    )
+    return _outcome(batch, data, retention, read, kept, invalid, max_timestamp)
 
 
 def _outcome(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cleaner.engine import CompactionEngine, InProcessEngine
+from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine
 from cleaner.log_cleaner import LogCleaner
 from cleaner.manager import CleanerManager
 from cleaner.round import engine_round
 from cleaner.throttler import Throttler
 from service.clock import Clock
 from service.config.broker_config import BrokerConfig
+from service.engine_choice import EngineChoice
 from service.log_manager import LogManager
 from service.ports import TaskScheduler
 
@@ -19,23 +20,27 @@ __all__ = ["build_engine", "build_log_cleaner"]
 
 def build_engine(
     broker: BrokerConfig, clock: Clock, *, on_spark_job: Callable[[float], None] | None = None
-) -> CompactionEngine:
-    """``log.cleaner.engine``: Spark (the SparkSession starts lazily, at the first round) or in-process."""
-    if broker.log_cleaner_engine == "in-process":
-        return InProcessEngine(
-            clock,
-            dedupe_buffer_bytes=broker.log_cleaner_dedupe_buffer_size,
-            load_factor=broker.log_cleaner_io_buffer_load_factor,
-        )
-    from cleaner.spark.engine import SparkEngine  # pyspark is imported only when Spark is chosen
-
-    return SparkEngine(
-        clock=clock,
-        spark_conf=broker.spark_conf,
+) -> PerRoundEngine:
+    """``log.cleaner.engine`` per round: in-process, or Spark (built, and pyspark imported, at the first
+    round that goes to Spark: with ``auto`` only rounds of ``log.cleaner.spark.min.bytes`` or more)."""
+    in_process = InProcessEngine(
+        clock,
         dedupe_buffer_bytes=broker.log_cleaner_dedupe_buffer_size,
         load_factor=broker.log_cleaner_io_buffer_load_factor,
-        on_job=on_spark_job,
     )
+
+    def build_spark() -> CompactionEngine:
+        from cleaner.spark.engine import SparkEngine  # pyspark is imported only when a round needs it
+
+        return SparkEngine(
+            clock=clock,
+            spark_conf=broker.spark_conf,
+            dedupe_buffer_bytes=broker.log_cleaner_dedupe_buffer_size,
+            load_factor=broker.log_cleaner_io_buffer_load_factor,
+            on_job=on_spark_job,
+        )
+
+    return PerRoundEngine(EngineChoice.of(broker), in_process, build_spark)
 
 
 def build_log_cleaner(
@@ -45,8 +50,10 @@ def build_log_cleaner(
     *,
     scheduler: TaskScheduler,
     threads: int | None = None,
+    on_round: Callable[[str, float], None] | None = None,
 ) -> LogCleaner:
-    """The pool of ``log.cleaner.threads`` workers; it becomes the LogManager's cleaning port."""
+    """The pool of ``log.cleaner.threads`` workers; it becomes the LogManager's cleaning port.
+    ``on_round(engine, seconds)`` hears of every finished round (the metrics' round-duration histogram)."""
     manager = CleanerManager(lambda: log_manager.logs, log_manager.clock)
     throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second)
     cleaner = LogCleaner(
@@ -56,6 +63,7 @@ def build_log_cleaner(
         threads=broker.log_cleaner_threads if threads is None else threads,
         backoff_ms=broker.log_cleaner_backoff_ms,
         engine_name=engine.name,
+        on_round=on_round,
     )
     log_manager.cleaning = manager
     return cleaner

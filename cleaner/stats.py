@@ -103,7 +103,7 @@ class CleanerStats:
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> dict[str, int | float]:
-        """The counters and durations, snake_case (CONTRACT §4 ``clean`` ``stats``)."""
+        """The counters and durations, snake_case (the ``clean`` ``stats`` document)."""
         doc: dict[str, int | float] = {name: getattr(self, name) for name in _COUNTERS}
         doc.update(
             started_ms=self.started_ms,

@@ -28,26 +28,28 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RoundOutcome:
-    """What one cleaning round did: the range, and the stats document (CONTRACT §4 ``clean``)."""
+    """What one cleaning round did: the range, and the stats document (one ``clean`` entry)."""
 
     topic: str
     partition: int
     first_dirty_offset: int
     end_offset: int
     stats: dict[str, object]
-    buffer_utilization_percent: int
+    buffer_utilization_percent: float
     max_compaction_delay_ms: int
     duration_s: float
     bytes_read: int
     bytes_written: int
+    engine: str = "in-process"
 
     def to_json(self) -> dict[str, object]:
-        """One entry of the ``clean`` document (CONTRACT §4)."""
+        """One entry of the ``clean`` document."""
         return {
             "topic": self.topic,
             "partition": self.partition,
             "first_dirty_offset": self.first_dirty_offset,
             "end_offset": self.end_offset,
+            "engine": self.engine,
             "stats": self.stats,
         }
 
@@ -72,7 +74,8 @@ class CleanerWorker:
         on_outcome: Callable[[RoundOutcome], None] | None = None,
     ) -> None:
         self.worker_id = worker_id
-        self.name = f"kafka-log-cleaner-thread-{worker_id}"
+        # -1 is the worker a forced (REST) clean runs on, not one of Kafka's numbered cleaner threads
+        self.name = f"kafka-log-cleaner-thread-{worker_id}" if worker_id >= 0 else "logcleaner-forced-clean"
         self.manager = manager
         self.clean = clean
         self.retention = retention

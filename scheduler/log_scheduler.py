@@ -5,6 +5,14 @@ Jobs carry Kafka's names (``kafka-log-retention``, …) as their ids and start a
 that raises is logged with its traceback, counted and runs again next period. Each job's last run,
 duration and error are kept for the API. A period of Long.MAX (Kafka's default for the flusher) means
 "run once". ``_lock`` guards ``_stats``; APScheduler guards its own job store.
+
+Stopping never deadlocks: APScheduler's ``shutdown(wait=True)`` holds its job-store lock while it joins the
+running tasks, and a task that ends by adding a job (a periodic one rescheduling itself, retention asking
+for a delayed file deletion) would wait for that lock forever. So every ``add_job`` goes through
+``_add_job`` under ``_add_lock`` with the ``_stopping`` flag: ``shutdown`` sets the flag first, and from then
+on nothing is added (a skipped delayed deletion leaves its ``.deleted`` file for the next start's clean-up,
+as Kafka's start-up does). APScheduler is then stopped without waiting, and the runs in flight are waited
+for with a bound, on the scheduler's own count of them.
 """
 
 from __future__ import annotations
@@ -62,6 +70,10 @@ class LogScheduler:
         self.on_outcome = on_outcome
         self._stats: dict[str, JobStatus] = {}
         self._lock = threading.Lock()
+        self._add_lock = threading.Lock()  # a job is added, or the scheduler stops: never both at once
+        self._stopping = False  # guarded by _add_lock
+        self._in_flight: dict[str, int] = {}  # task name -> runs in progress; guarded by _idle
+        self._idle = threading.Condition()
         self._scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(threads)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 60},
@@ -79,7 +91,7 @@ class LogScheduler:
         else:
             trigger = IntervalTrigger(seconds=max(period_ms, 1) / 1000, start_date=start, timezone=UTC)
         self._register(name, period_ms)
-        self._scheduler.add_job(
+        self._add_job(
             self._runner(name, task),
             trigger,
             id=name,
@@ -101,7 +113,7 @@ class LogScheduler:
     def schedule_once(self, name: str, delay_ms: int, task: Callable[[], None]) -> None:
         """One run of ``task`` after ``delay_ms`` (Kafka's ``scheduleOnce``; the ``TaskScheduler`` port)."""
         self._register(name, None)
-        self._scheduler.add_job(
+        self._add_job(
             self._runner(name, task),
             DateTrigger(run_date=self._at(delay_ms)),
             name=name,
@@ -109,9 +121,15 @@ class LogScheduler:
         )
 
     def _schedule(self, name: str, delay_ms: int, fn: Callable[[], None]) -> None:
-        self._scheduler.add_job(
-            fn, DateTrigger(run_date=self._at(delay_ms)), id=name, name=name, replace_existing=True
-        )
+        self._add_job(fn, DateTrigger(run_date=self._at(delay_ms)), id=name, name=name, replace_existing=True)
+
+    def _add_job(self, fn: Callable[[], object], trigger: object, **options: object) -> None:
+        """Add a job unless the scheduler is stopping (then the job is dropped, and logged)."""
+        with self._add_lock:
+            if self._stopping:
+                logger.debug("Scheduler stopping: task %s not scheduled", options.get("name"))
+                return
+            self._scheduler.add_job(fn, trigger, **options)
 
     def _at(self, delay_ms: int) -> datetime:
         return datetime.now(UTC) + timedelta(milliseconds=delay_ms)
@@ -126,11 +144,21 @@ class LogScheduler:
             start = time.perf_counter()
             error: str | None = None
             result: object = None
+            with self._idle:  # a run that APScheduler started after the stop began does nothing
+                if self._stopping:
+                    return None
+                self._in_flight[name] = self._in_flight.get(name, 0) + 1
             try:
                 result = task()
             except Exception as exc:  # isolate: log, count, run again next period
                 logger.error("Scheduled task %s failed", name, exc_info=exc)
                 error = f"{type(exc).__name__}: {exc}"
+            finally:
+                with self._idle:
+                    self._in_flight[name] -= 1
+                    if not self._in_flight[name]:
+                        del self._in_flight[name]
+                    self._idle.notify_all()
             seconds = time.perf_counter() - start
             with self._lock:
                 stats = self._stats[name]
@@ -165,10 +193,36 @@ class LogScheduler:
     def start(self) -> None:
         self._scheduler.start()
 
-    def shutdown(self, *, wait: bool = True) -> None:
-        """Stop scheduling; with ``wait`` the runs in flight finish first."""
+    def shutdown(self, *, wait: bool = True, timeout_s: float | None = None) -> list[str]:
+        """Stop scheduling; with ``wait``, wait up to ``timeout_s`` (None: no bound) for the runs in flight.
+
+        Returns the names of the tasks still running when it returns (empty after a complete stop).
+        """
+        with self._add_lock:
+            self._stopping = True
         if self._scheduler.running:
-            self._scheduler.shutdown(wait=wait)
+            self._scheduler.pause()  # no new pass over the due jobs starts
+            # APScheduler sets its state to stopped before it takes its job-store lock, so a pass in progress
+            # would fail to remove a one-shot job it just started (JobLookupError in its thread): let that
+            # pass end first. The lock is private; APScheduler 3.x is pinned (<4) in pyproject.toml.
+            with self._scheduler._jobstores_lock:
+                pass
+            self._scheduler.shutdown(wait=False)  # never joins under that lock (see the module doc)
+        if wait:
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            with self._idle:
+                while self._in_flight:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        break
+                    self._idle.wait(remaining)
+        with self._idle:
+            return sorted(self._in_flight)
+
+    def running(self) -> list[str]:
+        """The tasks running now (names), for a stop that reports what it waits for."""
+        with self._idle:
+            return sorted(self._in_flight)
 
     def jobs(self) -> list[JobStatus]:
         """Every named job (one-shot ``delete-file`` tasks included once seen), with its next run."""

@@ -1,9 +1,12 @@
 """The composition root of the long-running service: configuration, the LogManager, the scheduler.
 
-Start-up: topic overrides are read, every log dir is locked and loaded (the LogManager), then Kafka's
-periodic log tasks start after ``scheduler.initial.delay.ms``. SIGTERM/SIGINT: the scheduler stops (runs
-in flight finish), every log is flushed and closed, both checkpoints and the clean-shutdown marker are
-written, and the process exits 0.
+Start-up: the REST API binds its port first (``/healthz`` and ``/metrics`` answer from then on, ``/readyz``
+and ``/v1`` answer 503 with the loading progress), then topic overrides are read, every log dir is locked
+and loaded (the LogManager), then Kafka's periodic log tasks start after ``scheduler.initial.delay.ms``.
+A start-up that fails stops what it started before anything acted, without the clean-shutdown marker.
+SIGTERM/SIGINT: the API stops, then the cleaner, then the scheduler (runs in flight finish), every log is
+flushed and closed, both checkpoints and the clean-shutdown marker are written, and the process exits 0;
+all within ``shutdown.timeout.ms``, else it exits 1 without the marker. A second signal exits at once.
 
 With ``log.cleaner.enable``, ``log.cleaner.threads`` cleaner workers (``kafka-log-cleaner-thread-N``)
 compact the dirtiest logs on the chosen engine and run the retention of compacted logs; they stop before
@@ -14,12 +17,14 @@ the logs are closed. Topic overrides changed by another process are picked up ev
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
+import time
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import FrameType
-
-from fastapi import FastAPI
+from typing import NoReturn
 
 from api.app import create_app
 from api.metrics.service_metrics import ServiceMetrics
@@ -32,13 +37,19 @@ from service.clock import Clock, SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_config import effective_log_config
 from service.config.topic_store import TopicConfigStore
+from service.errors import ConflictError, LogCleanerError
 from service.log_manager import LogManager, LogManagerSettings
 from service.ports import CleanerView, TaskScheduler
+from service.sd_notify import sd_notify
 from service.storage.log_config import LogConfig
 
-__all__ = ["Daemon", "build_log_manager"]
+__all__ = ["Daemon", "StartupError", "build_log_manager"]
 
 logger = logging.getLogger(__name__)
+
+
+class StartupError(LogCleanerError):
+    """Start-up could not complete (the port is taken, a log dir is locked): ``serve`` exits 1."""
 
 
 def build_log_manager(
@@ -84,37 +95,82 @@ class Daemon:
         self.engine: CompactionEngine | None = None
         self.cleaner: LogCleaner | None = None
         self.api_server: ApiServer | None = None
+        self._ready = False  # every log loaded and every task started
+        self._stopping = False
 
     def start(self) -> None:
-        app = create_app(self, self.metrics_registry)  # first: a bad api.* setting stops start-up at once
-        for path in self.log_manager.log_dirs:
-            path.mkdir(parents=True, exist_ok=True)
-        self.topic_store.load()
-        self._config_version = self.topic_store.version
-        self.log_manager.startup()
-        try:
-            self._start_services(app)
-        except BaseException:
-            logger.error("Start-up failed after the logs were loaded: shutting down cleanly")
-            self.shutdown()
-            raise
+        """Bind the API, then lock and load the logs, then start the tasks; a failure stops what started.
 
-    def _start_services(self, app: FastAPI) -> None:
+        The port is bound before anything touches the log dirs, so a taken port (or a bad ``api.*``
+        setting) fails start-up with nothing changed on disk. No scheduled task or cleaner thread starts
+        until every start-up condition held; ``/readyz`` and ``/v1`` answer 503 until then.
+        """
+        app = create_app(self, self.metrics_registry, not_ready=self.not_ready_reason)
+        server = ApiServer(app, host=self.broker.api_host, port=self.broker.api_port)
+        try:
+            server.start()
+        except (OSError, RuntimeError) as exc:
+            raise StartupError(str(exc)) from exc
+        self.api_server = server
+        sd_notify("READY=1")  # systemd: the API listens (it reports the loading progress from here on)
+        try:
+            for path in self.log_manager.log_dirs:
+                if not path.is_dir():  # as a broker does; the offline commands never create one
+                    path.mkdir(parents=True, exist_ok=True)
+                    logger.info("Created the missing log dir %s", path)
+            self.topic_store.load()
+            self._config_version = self.topic_store.version
+            try:
+                self.log_manager.startup()
+            except ConflictError as exc:
+                raise StartupError(str(exc)) from exc
+            self._start_services()
+        except BaseException:
+            logger.error("Start-up failed: stopping what was started before it acted")
+            self._abort_start()
+            raise
+        self._ready = True
+        logger.info(self._started_line())
+
+    def _start_services(self) -> None:
         if self.broker.log_cleaner_enable:
             self.engine = build_engine(self.broker, self.clock, on_spark_job=self.metrics.observe_spark_job)
             self.cleaner = build_log_cleaner(
-                self.broker, self.log_manager, self.engine, scheduler=self.scheduler
+                self.broker,
+                self.log_manager,
+                self.engine,
+                scheduler=self.scheduler,
+                on_round=self.metrics.observe_cleaner_round,
             )
         self._schedule_tasks()
-        self.scheduler.start()
         self.metrics.declare_jobs(job.name for job in self.scheduler.jobs())
+        self.scheduler.start()  # last but the cleaner: nothing above acts on the logs
         if self.cleaner is not None:
             self.cleaner.start()
-        server = ApiServer(app, host=self.broker.api_host, port=self.broker.api_port)
-        server.start()  # last: the API is ready once everything else is
-        self.api_server = server
-        logger.info(
-            "logcleaner started: %d logs in %s", len(self.log_manager.logs), self.log_manager.log_dirs
+
+    def _abort_start(self) -> None:
+        """Stop what a failed start began, without the clean-shutdown marker (the next start recovers)."""
+        self._stop.set()
+        if self.api_server is not None:
+            self.api_server.stop()
+        if self.cleaner is not None:
+            self.cleaner.shutdown(timeout_s=self._timeout_s)
+        self.scheduler.shutdown(wait=True, timeout_s=self._timeout_s)
+        if self.engine is not None:
+            self.engine.close()
+        self.metrics.close()
+        self.log_manager.release_locks()
+
+    def _started_line(self) -> str:
+        manager = self.log_manager
+        unclean = [state.path for state in manager.online_dirs() if not state.had_clean_shutdown]
+        recovered = sum(len(manager.logs_in(path)) for path in unclean)
+        url = self.api_server.url if self.api_server is not None else "-"
+        dirs = ", ".join(str(p) for p in manager.log_dirs)
+        auth = "on" if self.broker.api_auth_token_file else "off"
+        return (
+            f"logcleaner started (version {_package_version()}): {len(manager.logs)} logs loaded "
+            f"({recovered} recovered) from {dirs}; REST API on {url} (auth {auth})"
         )
 
     def _schedule_tasks(self) -> None:
@@ -159,7 +215,23 @@ class Daemon:
         """The log cleaner as the API and the metrics see it (None with ``log.cleaner.enable=false``)."""
         return self.cleaner
 
+    @property
+    def _timeout_s(self) -> float:
+        return self.broker.shutdown_timeout_ms / 1000
+
+    def not_ready_reason(self) -> str | None:
+        """Why ``/readyz`` and ``/v1`` answer 503 now (loading progress, stopping), or None when ready."""
+        if self._stopping:
+            return "stopping"
+        if not self._ready:
+            return self.log_manager.load_progress.describe()
+        return None
+
     def request_stop(self, signum: int | None = None, _frame: FrameType | None = None) -> None:
+        """The first SIGTERM/SIGINT stops cleanly; a second exits at once, without the marker."""
+        if signum is not None and self._stop.is_set():
+            logger.error("Received signal %d again: exiting now, without the clean-shutdown marker", signum)
+            _exit_now()
         if signum is not None:
             logger.info("Received signal %d: shutting down", signum)
         self._stop.set()
@@ -171,14 +243,78 @@ class Daemon:
             pass
 
     def shutdown(self) -> None:
+        """Stop within ``shutdown.timeout.ms``: API, cleaner, scheduler, then close the logs (the marker).
+
+        Each phase is logged with its duration. Past the bound the stop is abandoned: what still runs is
+        logged and the process exits 1 without the clean-shutdown marker, so the next start recovers.
+        """
+        self._stopping = True  # /readyz answers 503 from here on
+        self._stop.set()
+        sd_notify("STOPPING=1")
+        began = time.monotonic()
+        deadline = began + self._timeout_s
+        watchdog = threading.Timer(self._timeout_s, lambda: self._abandon_stop(self._still_running()))
+        watchdog.daemon = True
+        watchdog.start()
+        phase = _Phases()
         if self.api_server is not None:
             self.api_server.stop()  # first: no request reaches a closing log
-        self._stop.set()
+        phase.done("API stopped")
         if self.cleaner is not None:
-            self.cleaner.shutdown()
-        self.scheduler.shutdown(wait=True)
+            self.cleaner.shutdown(timeout_s=max(deadline - time.monotonic(), 0))
+            still = [w.thread.name for w in self.cleaner.workers if w.thread.is_alive()]
+            if still:
+                self._abandon_stop(", ".join(still))
+            phase.done("cleaner stopped")
+        running = self.scheduler.shutdown(wait=True, timeout_s=max(deadline - time.monotonic(), 0))
+        if running:
+            self._abandon_stop(", ".join(f"scheduled task {name}" for name in running))
+        phase.done("scheduler stopped")
         if self.engine is not None:
             self.engine.close()
+            phase.done("engine closed")
         self.metrics.close()  # no scrape reads the logs once they close
         self.log_manager.shutdown()
-        logger.info("Shut down cleanly")
+        watchdog.cancel()
+        phase.done("logs closed")
+        logger.info("Shut down cleanly in %.1f s", time.monotonic() - began)
+
+    def _still_running(self) -> str:
+        running = [f"scheduled task {name}" for name in self.scheduler.running()]
+        if self.cleaner is not None:
+            running += [w.thread.name for w in self.cleaner.workers if w.thread.is_alive()]
+        return ", ".join(running) or "closing the logs"
+
+    def _abandon_stop(self, still_running: str) -> None:
+        logger.error(
+            "Stop abandoned after shutdown.timeout.ms=%d: still running: %s; exiting without the "
+            "clean-shutdown marker (the next start recovers)",
+            self.broker.shutdown_timeout_ms,
+            still_running,
+        )
+        _exit_now()
+
+
+class _Phases:
+    """Logs each phase of the stop with how long it took."""
+
+    def __init__(self) -> None:
+        self._last = time.monotonic()
+
+    def done(self, what: str) -> None:
+        now = time.monotonic()
+        logger.info("%s in %.1f s", what, now - self._last)
+        self._last = now
+
+
+def _exit_now() -> NoReturn:
+    """Exit 1 at once: threads stuck in a task would keep a normal exit waiting for them."""
+    logging.shutdown()
+    os._exit(1)
+
+
+def _package_version() -> str:
+    try:
+        return version("logcleaner")
+    except PackageNotFoundError:
+        return "0+unknown"

@@ -1,7 +1,7 @@
 """``logcleaner explain`` and ``GET /v1/retention/explain``: per partition and segment, what retention
 would do and why, and whether the cleaner would pick the log. Beyond Kafka, which acts silently.
 
-The documents follow CONTRACT §4 (snake_case, integers for offsets, sizes and timestamps); each segment
+The documents use snake_case names (integers for offsets, sizes and timestamps); each segment
 also carries ``detail`` (a sentence) and, when held back by a future timestamp, ``future_by_ms``.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from service.cleanable import CleanerReason, log_to_clean
+from service.engine_choice import EngineChoice
 from service.retention import SegmentVerdict, explain_log_retention
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
@@ -25,14 +26,22 @@ def explain_partition(
     now_ms: int,
     cleaner_enabled: bool,
     cleaner_checkpoints: Mapping[TopicPartition, int],
+    engine_choice: EngineChoice | None = None,
 ) -> JsonDoc:
+    """``engine_choice``: the broker's engine settings (default: ``auto`` at the default threshold)."""
     config = log.config
     with log.lock:
         segments = log.segments
         verdicts = explain_log_retention(
             log, segments, now_ms=now_ms, retention_applies=cleaner_enabled or not config.is_compacted
         )
-        cleaner = _cleaner_view(log, now_ms, cleaner_enabled, cleaner_checkpoints.get(log.topic_partition))
+        cleaner = _cleaner_view(
+            log,
+            now_ms,
+            cleaner_enabled,
+            cleaner_checkpoints.get(log.topic_partition),
+            engine_choice or EngineChoice(),
+        )
     tp = log.topic_partition
     return {
         "topic": tp.topic,
@@ -65,8 +74,12 @@ def _segment_doc(verdict: SegmentVerdict) -> JsonDoc:
     return doc
 
 
-def _cleaner_view(log: PartitionLog, now_ms: int, cleaner_enabled: bool, checkpoint: int | None) -> JsonDoc:
+def _cleaner_view(
+    log: PartitionLog, now_ms: int, cleaner_enabled: bool, checkpoint: int | None, choice: EngineChoice
+) -> JsonDoc:
+    """``engine``: where a round would run now; it reads the clean prefix and the cleanable bytes."""
     candidate = log_to_clean(log, checkpoint, now_ms)
+    engine, engine_reason = choice.choose(candidate.total_bytes)
     ratio = log.config.min_cleanable_dirty_ratio
     if not log.config.is_compacted:
         would_clean, reason = False, CleanerReason.NOT_COMPACTED
@@ -84,4 +97,6 @@ def _cleaner_view(log: PartitionLog, now_ms: int, cleaner_enabled: bool, checkpo
         "max_compaction_delay_ms": candidate.max_compaction_delay_ms,
         "would_clean": would_clean,
         "reason": str(reason),
+        "engine": engine,
+        "engine_reason": str(engine_reason),
     }

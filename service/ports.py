@@ -47,15 +47,17 @@ class CleanerFigures:
 
     threads: int
     dead_thread_count: int
-    max_buffer_utilization_percent: int
+    max_buffer_utilization_percent: float
     cleaner_recopy_percent: int
-    max_clean_time_secs: int
+    max_clean_time_secs: float
     max_compaction_delay_secs: int
     max_dirty_percent: int
     time_since_last_run_ms: int
     uncleanable: dict[Path, tuple[int, int]] = field(default_factory=dict)
     bytes_read_total: int = 0
     bytes_written_total: int = 0
+    rounds_by_engine: dict[str, int] = field(default_factory=dict)
+    bytes_read_by_engine: dict[str, int] = field(default_factory=dict)
 
 
 class CleanerView(Protocol):
@@ -68,7 +70,7 @@ class CleanerView(Protocol):
         ...
 
     def clean_partition(self, tp: TopicPartition) -> dict[str, object]:
-        """Clean ``tp`` now, on the caller's thread; one entry of the ``clean`` document (CONTRACT §4).
+        """Clean ``tp`` now, on the caller's thread; one entry of the ``clean`` document.
 
         Raises ``NotFoundError`` for an unknown partition, ``ConflictError`` if it is not compacted or is
         being cleaned already.

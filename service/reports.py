@@ -1,4 +1,4 @@
-"""The JSON documents that the CLI's ``--json`` and the REST API share (CONTRACT §4): one builder each.
+"""The JSON documents that the CLI's ``--json`` and the REST API share: one builder each.
 
 ``retention`` (``logcleaner retention``, ``POST /v1/retention/run``), ``explain`` (``logcleaner explain``,
 ``GET /v1/retention/explain``) and a topic's effective configs (``logcleaner topic-config``,
@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from service.config.topic_config import ConfigEntry
+from service.engine_choice import EngineChoice
 from service.errors import NotFoundError
 from service.explain import explain_partition
 from service.log_manager import DeletedSegment, LogManager
@@ -59,9 +60,16 @@ def explain_document(
     cleaner_enabled: bool,
     topic: str | None = None,
     partition: int | None = None,
+    engine_choice: EngineChoice | None = None,
 ) -> JsonDoc:
     """``{"partitions": [...]}``: the explanation of every matching log (:func:`explain_partitions`)."""
-    docs = explain_partitions(manager, cleaner_enabled=cleaner_enabled, topic=topic, partition=partition)
+    docs = explain_partitions(
+        manager,
+        cleaner_enabled=cleaner_enabled,
+        topic=topic,
+        partition=partition,
+        engine_choice=engine_choice,
+    )
     return {"partitions": docs}
 
 
@@ -71,6 +79,7 @@ def explain_partitions(
     cleaner_enabled: bool,
     topic: str | None = None,
     partition: int | None = None,
+    engine_choice: EngineChoice | None = None,
 ) -> list[JsonDoc]:
     """:func:`~service.explain.explain_partition` of every live log matching ``topic``/``partition``.
 
@@ -88,7 +97,13 @@ def explain_partitions(
     checkpoints = cleaner_checkpoints(online)
     now = manager.clock.now_ms()
     return [
-        explain_partition(log, now_ms=now, cleaner_enabled=cleaner_enabled, cleaner_checkpoints=checkpoints)
+        explain_partition(
+            log,
+            now_ms=now,
+            cleaner_enabled=cleaner_enabled,
+            cleaner_checkpoints=checkpoints,
+            engine_choice=engine_choice,
+        )
         for log in logs
     ]
 

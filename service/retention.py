@@ -233,7 +233,8 @@ def explain_retention(
         largest, source = segment.largest_timestamp()
         base = (segment.base_offset, segment.size_bytes, largest, source)
         if index < len(deleted):
-            verdicts.append(SegmentVerdict(*base, is_delete=True, reason=deleted[index]))
+            detail = _deleted_detail(deleted[index], state, index, config, now_ms, largest)
+            verdicts.append(SegmentVerdict(*base, is_delete=True, reason=deleted[index], detail=detail))
             continue
         verdict = _why_kept(state, index, config, now_ms, base, retention_applies)
         if verdict.reason is RetentionReason.TIME:  # expired, yet kept: an earlier segment holds it back
@@ -293,6 +294,17 @@ def _why_kept(
     if is_active:
         return keep(RetentionReason.ACTIVE_SEGMENT, _within(config, now_ms, largest))
     return keep(RetentionReason.WITHIN_RETENTION, _within(config, now_ms, largest))
+
+
+def _deleted_detail(
+    reason: RetentionReason, state: _LogState, index: int, config: LogConfig, now_ms: int, largest: int
+) -> str:
+    """The one-line why of a DELETE verdict, as the kept verdicts have theirs."""
+    if reason is RetentionReason.LOG_START_OFFSET:
+        return f"offsets below {state.upper(index)}, before the log start offset {state.log_start_offset}"
+    if reason is RetentionReason.TIME:
+        return f"age {now_ms - largest} ms > retention.ms={config.retention_ms}"
+    return f"the log is over retention.bytes={config.retention_bytes} without it"
 
 
 def _within(config: LogConfig, now_ms: int, largest: int) -> str:

@@ -1,3 +1,3 @@
-"""The service's Prometheus metrics (CONTRACT §6): scrape-time collectors and the event recorders."""
+"""The service's Prometheus metrics: scrape-time collectors and the event recorders."""
 
 __all__: list[str] = []

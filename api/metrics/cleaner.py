@@ -21,15 +21,15 @@ __all__ = ["IDLE_FIGURES", "CleanerCollector"]
 IDLE_FIGURES = CleanerFigures(
     threads=0,
     dead_thread_count=0,
-    max_buffer_utilization_percent=0,
+    max_buffer_utilization_percent=0.0,
     cleaner_recopy_percent=0,
-    max_clean_time_secs=0,
+    max_clean_time_secs=0.0,
     max_compaction_delay_secs=0,
     max_dirty_percent=0,
     time_since_last_run_ms=0,
 )
 
-_Read = Callable[[CleanerFigures], int]
+_Read = Callable[[CleanerFigures], float]
 
 # (name, help, figure): Kafka's gauges with no labels, in Kafka's units.
 _GAUGES: tuple[tuple[str, str, _Read], ...] = (
@@ -95,8 +95,21 @@ def _families(
         count.add_metric([str(log_dir)], partitions)
         size.add_metric([str(log_dir)], cleanable_bytes)
     read_total = written_total = None
+    rounds = CounterMetricFamily(
+        "logcleaner_cleaner_rounds",
+        "Cleaning rounds since start-up, by the engine that ran them",
+        labels=["engine"],
+    )
+    engine_bytes = CounterMetricFamily(
+        "logcleaner_cleaner_engine_bytes_read",
+        "Bytes the cleaner read since start-up, by the engine that read them",
+        labels=["engine"],
+    )
     if figures is not None:
         read_total, written_total = figures.bytes_read_total, figures.bytes_written_total
+        for engine in ("in-process", "spark"):
+            rounds.add_metric([engine], figures.rounds_by_engine.get(engine, 0))
+            engine_bytes.add_metric([engine], figures.bytes_read_by_engine.get(engine, 0))
     families += [
         count,
         size,
@@ -108,6 +121,8 @@ def _families(
             "Bytes the cleaner wrote since start-up",
             value=written_total,
         ),
+        rounds,
+        engine_bytes,
     ]
     return families
 

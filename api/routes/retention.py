@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query
 from api.deps import Context
 from api.models import INT32_MAX, ExplainDocument, RetentionDocument, TopicName
 from api.problems import invalid, problem_responses
+from service.engine_choice import EngineChoice
 from service.reports import explain_document, retention_document
 
 __all__ = ["router"]
@@ -55,4 +56,5 @@ def explain(
         cleaner_enabled=service.broker.log_cleaner_enable,
         topic=topic,
         partition=partition,
+        engine_choice=EngineChoice.of(service.broker),
     )

@@ -111,7 +111,7 @@ class SparkEngine:
         if plan is None:
             stats.map_done(self.clock)
             stats.all_done(self.clock)
-            return CleaningResult(first_dirty_offset, stats)
+            return CleaningResult(first_dirty_offset, stats, self.name)
         stats.map_bytes_read = plan.map_scan.bytes_read
         stats.map_records_read = plan.map_scan.records_read
         results: list[GroupResult] = []
@@ -138,7 +138,7 @@ class SparkEngine:
         )
         if stats.invalid_records:
             logger.warning("\tFound %d invalid messages during compaction.", stats.invalid_records)
-        return CleaningResult(plan.end_offset, stats)
+        return CleaningResult(plan.end_offset, stats, self.name)
 
     def _rewrite(
         self, log: PartitionLog, plan: RoundPlan, check_aborted: Callable[[], None], thread_id: int

@@ -12,7 +12,7 @@ returns one metadata row per group. The driver swaps the files in; a task never 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cleaner.cleaner import clean_group
+from cleaner.native import new_native_key_map
 from cleaner.rules import LastRecord
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata
@@ -140,9 +141,7 @@ def rewrite_group(task: RoundTask, slot: int, latest: Mapping[bytes, int]) -> di
     ]
     stats = CleanerStats()
 
-    def lookup(key: bytes) -> int:
-        return latest.get(key, -1)
-
+    lookup = _lookup_of(latest)
     cleaned = None
     try:
         cleaned = clean_group(
@@ -175,6 +174,17 @@ def rewrite_group(task: RoundTask, slot: int, latest: Mapping[bytes, int]) -> di
     }
     row.update({name: getattr(stats, name) for name in _COUNTERS})
     return row
+
+
+def _lookup_of(latest: Mapping[bytes, int]) -> Callable[[bytes], int]:
+    """The group's key lookup: in the C map when it is built (``clean_group``'s record loop then runs in
+    C, ``cleaner.native``), else over the dict."""
+    key_map = new_native_key_map()
+    if key_map is None:
+        return lambda key: latest.get(key, -1)
+    for key, offset in latest.items():
+        key_map.put(key, offset)
+    return key_map.get
 
 
 def _release(segment: LogSegment) -> None:

@@ -65,6 +65,7 @@ class BrokerConfig:
     log_cleaner_min_compaction_lag_ms: int
     log_cleaner_max_compaction_lag_ms: int
     log_cleaner_engine: str
+    log_cleaner_spark_min_bytes: int
     log_message_timestamp_type: str
     log_message_timestamp_before_max_ms: int
     log_message_timestamp_after_max_ms: int
@@ -88,6 +89,7 @@ class BrokerConfig:
     api_max_fetch_records: int
     api_max_fetch_bytes: int
     scheduler_initial_delay_ms: int
+    shutdown_timeout_ms: int
     spark_master: str
     spark_conf: Mapping[str, str]
     """Every ``spark.*`` key to hand to Spark, ``spark.master`` included (with its default)."""
@@ -145,6 +147,7 @@ class BrokerConfig:
             log_cleaner_min_compaction_lag_ms=values.integer("log.cleaner.min.compaction.lag.ms"),
             log_cleaner_max_compaction_lag_ms=values.integer("log.cleaner.max.compaction.lag.ms"),
             log_cleaner_engine=values.text("log.cleaner.engine"),
+            log_cleaner_spark_min_bytes=values.integer("log.cleaner.spark.min.bytes"),
             log_message_timestamp_type=values.text("log.message.timestamp.type"),
             log_message_timestamp_before_max_ms=values.integer("log.message.timestamp.before.max.ms"),
             log_message_timestamp_after_max_ms=values.integer("log.message.timestamp.after.max.ms"),
@@ -170,6 +173,7 @@ class BrokerConfig:
             api_max_fetch_records=values.integer("api.max.fetch.records"),
             api_max_fetch_bytes=values.integer("api.max.fetch.bytes"),
             scheduler_initial_delay_ms=values.integer("scheduler.initial.delay.ms"),
+            shutdown_timeout_ms=values.integer("shutdown.timeout.ms"),
             spark_master=values.text("spark.master"),
             spark_conf=MappingProxyType(spark_conf),
             explicit_keys=frozenset(explicit) | frozenset(spark),

@@ -47,6 +47,8 @@ __all__ = [
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN = -(1 << 63)
 SPARK_PREFIX = "spark."
+# log.cleaner.spark.min.bytes: the round size from which Spark may beat in-process (README: the measurement)
+SPARK_MIN_BYTES_DEFAULT = 16 << 30
 
 ConfigValue = int | float | bool | str | tuple[str, ...]
 """A parsed value: INT/LONG → int, DOUBLE → float, BOOLEAN → bool, STRING → str, LIST → tuple."""
@@ -197,10 +199,14 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
               _AT_LEAST_1),
     ConfigDef("api.max.fetch.bytes", _I, 52_428_800, "Record bytes after which a REST fetch stops (at least "
               "one record is returned)", _AT_LEAST_1),
+    ConfigDef("shutdown.timeout.ms", _L, 30_000, "Longest a stop may take; past it the process exits 1 "
+              "without the clean-shutdown marker", _AT_LEAST_0),
     ConfigDef("scheduler.initial.delay.ms", _L, 30_000, "Delay before the first run of each scheduled task",
               _AT_LEAST_0),
-    ConfigDef("log.cleaner.engine", _S, "spark", "Where compaction runs: on Spark, or in-process (ours)",
-              ValidString(("spark", "in-process"))),
+    ConfigDef("log.cleaner.engine", _S, "auto", "Where compaction runs: auto (by the round's bytes), on "
+              "Spark, or in-process (ours)", ValidString(("auto", "spark", "in-process"))),
+    ConfigDef("log.cleaner.spark.min.bytes", _L, SPARK_MIN_BYTES_DEFAULT, "With engine auto, the bytes a "
+              "round reads from which it runs on Spark (ours)", _AT_LEAST_0),
     ConfigDef("spark.master", _S, "local[*]", "Spark master URL; other spark.* keys pass to Spark as is"),
 )
 # fmt: on

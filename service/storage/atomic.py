@@ -30,7 +30,7 @@ import logging
 import os
 from pathlib import Path
 
-__all__ = ["TMP_SUFFIX", "fsync_dir", "rename_durably", "write_atomically"]
+__all__ = ["TMP_SUFFIX", "fsync_dir", "fsync_file", "rename_durably", "write_atomically"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,19 @@ def fsync_dir(path: Path) -> None:
         if exc.errno not in _DIR_FSYNC_UNSUPPORTED:
             raise
         logger.debug("file system of %s cannot fsync a directory (%s); skipped", path, exc)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: str) -> None:
+    """fsync a file through a descriptor opened for the call.
+
+    Linux syncs a file's dirty pages whichever descriptor wrote them, so a writer need not keep its
+    descriptor open until the flush; this is how segments and indexes hold none while they wait for one.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
     finally:
         os.close(fd)
 

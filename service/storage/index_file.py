@@ -4,6 +4,11 @@ fixed-width index under the offset and time indexes.
 Kafka splits ``AbstractIndex`` (file, preallocation, trim, resize) and ``LazyIndex`` (no I/O until first
 use); here one base class does both, entries live in memory and the file is written with ``pwrite``. Kafka's
 ``TransactionIndex`` stands alone; here it shares ``IndexFile`` (flush, rename, delete, release).
+
+No index keeps a descriptor open (Kafka keeps none either: its indexes are memory-mapped and their files
+closed). Each write, trim or fsync opens the file for that call and closes it; an fsync through a new
+descriptor syncs the file's data whichever descriptor wrote it. So a segment costs at most its ``.log``
+descriptor, and a sealed one none (see ``LogSegment``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from service.errors import CorruptDataError, InvalidInputError
+from service.storage.atomic import fsync_file
 
 __all__ = [
     "DEFAULT_MAX_INDEX_SIZE",
@@ -42,11 +48,12 @@ def check_whole_entries(length: int, entry_size: int, *, kind: str, path: str | 
 
 
 class IndexFile(ABC):
-    """The file under a segment index: its path, the descriptor kept open to write, whether it needs an fsync.
+    """The file under a segment index: its path and whether what was written to it still needs an fsync.
 
-    ``flush``, ``close``, ``rename_to`` and ``delete_if_exists`` never create the file. Releasing it closes
-    the descriptor and calls ``_forget``, where a subclass drops what it holds in memory; the next access
-    reads the file again. Not thread-safe: the segment owner locks.
+    No descriptor is kept: each write opens the file for that write (``_pwrite``, ``_truncate_file``) and
+    ``flush`` opens it to fsync. ``flush``, ``close``, ``rename_to`` and ``delete_if_exists`` never create
+    the file. Releasing it calls ``_forget``, where a subclass drops what it holds in memory; the next
+    access reads the file again. Not thread-safe: the segment owner locks.
 
     The path is kept as a string (``_file``), which every system call takes; the ``Path`` object is built
     only when asked for. A broker loads about three index files per segment, 300,000 for 100,000 segments,
@@ -54,13 +61,12 @@ class IndexFile(ABC):
     per-instance dict for the garbage collector to walk at 100,000 segments.
     """
 
-    __slots__ = ("_dirty", "_fd", "_file", "_path_object")
+    __slots__ = ("_dirty", "_file", "_path_object")
 
     def __init__(self, path: Path | str) -> None:
         self._file = os.fspath(path)
         self._path_object = path if isinstance(path, Path) else None
-        self._fd: int | None = None
-        self._dirty = False
+        self._dirty = False  # written since the last fsync
 
     @abstractmethod
     def _forget(self) -> None:
@@ -77,9 +83,9 @@ class IndexFile(ABC):
         return self._path_object
 
     def flush(self) -> None:
-        """fsync what this index wrote; a no-op if it never opened the file for writing."""
-        if self._fd is not None and self._dirty:
-            os.fsync(self._fd)
+        """fsync what this index wrote; a no-op if it wrote nothing since the last flush."""
+        if self._dirty:
+            fsync_file(self._file)
         self._dirty = False
 
     def close(self) -> None:
@@ -89,10 +95,14 @@ class IndexFile(ABC):
         finally:
             self._release()
 
+    def unload(self) -> None:
+        """Drop what is held in memory without an fsync (a pending one stays pending for ``flush``)."""
+        self._release()
+
     def rename_to(self, new_path: Path | str) -> None:
         """Rename the file if it exists; otherwise only remember the new path (it is created there)."""
         new_file = os.fspath(new_path)
-        if self._fd is not None or os.path.exists(self._file):
+        if os.path.exists(self._file):
             os.replace(self._file, new_file)
         self._file = new_file
         self._path_object = new_path if isinstance(new_path, Path) else None
@@ -100,25 +110,36 @@ class IndexFile(ABC):
     def delete_if_exists(self) -> bool:
         """Release and delete the file; False if there was none."""
         self._release()
+        self._dirty = False
         try:
             os.unlink(self._file)
         except FileNotFoundError:
             return False
         return True
 
-    def _pwrite(self, fd: int, raw: bytes, position: int) -> None:
-        """Write all of ``raw`` at ``position`` (a short write is an EIO OSError) and mark it for fsync."""
-        written = os.pwrite(fd, raw, position)
+    def _pwrite(self, raw: bytes, position: int, *, create: bool = False) -> None:
+        """Write all of ``raw`` at ``position`` (a short write is an EIO OSError) and mark it for fsync.
+
+        The descriptor lives for this call only; ``create`` makes the file if it is missing.
+        """
+        flags = os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        fd = os.open(self._file, flags, 0o644)
+        try:
+            written = os.pwrite(fd, raw, position)
+        finally:
+            os.close(fd)
         if written != len(raw):
             raise OSError(errno.EIO, f"short write: {written} of {len(raw)} bytes", str(self._path))
         self._dirty = True
 
+    def _truncate_file(self, length: int) -> None:
+        """Set the file's length (it must exist) and mark it for fsync."""
+        os.truncate(self._file, length)
+        self._dirty = True
+
     def _release(self) -> None:
-        fd, self._fd = self._fd, None
-        self._dirty = False
+        """Drop what is held in memory; a pending fsync stays pending (``flush`` reopens the file)."""
         self._forget()
-        if fd is not None:
-            os.close(fd)
 
 
 _UNLOADED_COLUMNS: tuple[array[int], array[int]] = (array("q"), array("q"))
@@ -144,7 +165,11 @@ class AbstractIndex(IndexFile):
 
     An existing file's whole length counts as entries (``length // entry_size``) and as capacity, so a
     reopened trimmed index is full until ``resize``; the loader re-preallocates the active segment's.
-    A descriptor is opened only to write and kept until ``close``. Not thread-safe: the segment owner locks.
+
+    Appended entries are held in memory and written to the file, in one ``pwrite``, by ``flush``,
+    ``resize`` (so by every trim), ``close`` and ``unload``: no descriptor stays open between appends.
+    What a crash leaves is as before: entries appended since the segment's last flush are above the
+    recovery point, whose segments recovery rebuilds. Not thread-safe: the segment owner locks.
     """
 
     __slots__ = (
@@ -155,6 +180,7 @@ class AbstractIndex(IndexFile):
         "_loaded",
         "_max_index_size",
         "_writable",
+        "_written",
     )
 
     entry_size: ClassVar[int]
@@ -174,7 +200,8 @@ class AbstractIndex(IndexFile):
         self._max_index_size = max_index_size
         self._writable = writable
         self._loaded = False
-        self._file_length = 0  # bytes on disk while loaded
+        self._file_length = 0  # bytes on disk while loaded, counting the entries not yet written
+        self._written = 0  # leading entries in memory that are also in the file
         self._edges: _Edges | None = None  # cached tail read of an unloaded file
         # The entries as stored (offsets relative), one array per field: columns[0][n], columns[1][n].
         # Unloaded, it is the shared empty pair, never appended to: ``_load`` puts fresh arrays in first.
@@ -226,6 +253,7 @@ class AbstractIndex(IndexFile):
         """Set the file length to ``new_size`` rounded down to whole entries; True if it changed."""
         self._require_writable()
         self._load()
+        self._write_pending()
         rounded = new_size // self.entry_size * self.entry_size
         used = self._count() * self.entry_size
         if rounded < used:
@@ -234,14 +262,12 @@ class AbstractIndex(IndexFile):
             )
         if rounded == self._file_length:
             return False
-        if self._fd is None and rounded > self._file_length:
-            # Preallocation needs no descriptor and no fsync: a crash leaves either length, and both read
-            # correctly (zero slots count as entries until recovery rebuilds the index). Keeping no
-            # descriptor matters at start-up, when every partition's active segment is preallocated again.
+        if rounded > self._file_length:
+            # Preallocation needs no fsync: a crash leaves either length, and both read correctly (zero
+            # slots count as entries until recovery rebuilds the index).
             os.truncate(self._file, rounded)
         else:
-            os.ftruncate(self._writer(), rounded)
-            self._dirty = True  # a trim must be durable before the clean-shutdown marker is written
+            self._truncate_file(rounded)  # a trim must be durable before the clean-shutdown marker is written
         self._file_length = rounded
         return True
 
@@ -265,6 +291,11 @@ class AbstractIndex(IndexFile):
         self.truncate()
         self.resize(self._max_index_size)
 
+    def flush(self) -> None:
+        """Write the entries held only in memory, then fsync."""
+        self._write_pending()
+        super().flush()
+
     def close(self) -> None:
         """Trim (if writable and loaded), fsync and release the file; a later access reloads it."""
         try:
@@ -273,6 +304,15 @@ class AbstractIndex(IndexFile):
             self.flush()
         finally:
             self._release()
+
+    def unload(self) -> None:
+        """Trim (if writable and loaded) and drop the entries from memory, as a clean load leaves an index.
+
+        Unlike ``close`` it does not fsync: a pending fsync stays pending for the segment's next ``flush``.
+        """
+        if self._loaded and self._writable:
+            self.trim_to_valid_size()
+        self._release()
 
     def __repr__(self) -> str:
         name, path = type(self).__name__, str(self._path)
@@ -309,6 +349,7 @@ class AbstractIndex(IndexFile):
             self._file_length = length
             if data is not None:
                 self._columns = self._decode_columns(memoryview(data), length // self.entry_size)
+        self._written = self._count()
         self._loaded = True
         self._edges = None
 
@@ -318,28 +359,28 @@ class AbstractIndex(IndexFile):
         try:
             os.ftruncate(fd, length)
         except BaseException:
-            os.close(fd)
             self._path.unlink(missing_ok=True)
             raise
-        self._fd, self._file_length, self._dirty = fd, length, True
+        finally:
+            os.close(fd)
+        self._file_length, self._dirty = length, True
 
-    def _writer(self) -> int:
-        self._require_writable()
-        self._load()
-        if self._fd is None:
-            self._fd = os.open(self._file, os.O_RDWR | os.O_CLOEXEC)
-        return self._fd
-
-    def _write_slot(self, slot: int, raw: bytes) -> None:
-        fd = self._writer()
-        position = slot * self.entry_size
-        self._pwrite(fd, raw, position)
-        self._file_length = max(self._file_length, position + len(raw))
+    def _write_pending(self) -> None:
+        """Write the entries appended since the last write-out, in one ``pwrite``."""
+        count = self._count()
+        if not self._loaded or self._written >= count:
+            return
+        first, second = self._columns
+        entry = self._entry
+        raw = b"".join(entry.pack(first[n], second[n]) for n in range(self._written, count))
+        self._pwrite(raw, self._written * self.entry_size)
+        self._written = count
 
     def _forget(self) -> None:
         self._loaded = False
         self._columns = _UNLOADED_COLUMNS
         self._file_length = 0
+        self._written = 0
         self._edges = None
 
     def _peek(self, *, create: bool) -> _Edges:
@@ -388,6 +429,7 @@ class AbstractIndex(IndexFile):
     def _keep(self, count: int) -> None:
         for column in self._columns:
             del column[count:]
+        self._written = min(self._written, count)
 
     def _stored(self, slot: int) -> tuple[int, int]:
         return self._columns[0][slot], self._columns[1][slot]
@@ -399,11 +441,11 @@ class AbstractIndex(IndexFile):
         return self._stored(n)
 
     def _write_entry(self, first: int, second: int) -> None:
-        """Write the entry to the next slot, then add it to memory."""
-        slot = self._count()
-        self._write_slot(slot, self._entry.pack(first, second))
+        """Add the entry to memory; ``_write_pending`` writes it to its slot (the file grows if need be)."""
+        self._require_writable()
         self._columns[0].append(first)
         self._columns[1].append(second)
+        self._file_length = max(self._file_length, self._count() * self.entry_size)
 
 
 def check_index_file_length(file: str, index_type: type[AbstractIndex], *, must_exist: bool) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from service.clock import Clock
 from service.errors import InvalidInputError, LogCleanerError
+from service.load_progress import LoadProgress
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import (
     read_clean_shutdown_marker,
@@ -79,8 +80,11 @@ def load_log_dir(
     *,
     clock: Clock,
     threads: int = 1,
+    progress: LoadProgress | None = None,
 ) -> LoadedLogDir:
-    """Load every partition of ``path``; the clean-shutdown marker is honoured, then removed."""
+    """Load every partition of ``path``; the clean-shutdown marker is honoured, then removed.
+
+    ``progress`` counts the logs found and loaded, for a start-up that reports how far it is."""
     path = path.resolve()
     path.mkdir(parents=True, exist_ok=True)
     clean = read_clean_shutdown_marker(path) is not None
@@ -106,11 +110,13 @@ def load_log_dir(
             to_load.append((child, TopicPartition(parsed.topic, parsed.partition)))
         else:
             logger.info("Skipping %s: a %s replica is not managed here", child, parsed.kind)
+    if progress is not None:
+        progress.found(len(to_load))
 
     def load(item: tuple[Path, TopicPartition]) -> LoadResult | FailedPartition:
         directory, tp = item
         try:
-            return load_partition_log(
+            result: LoadResult | FailedPartition = load_partition_log(
                 directory,
                 config_for(tp.topic),
                 clock=clock,
@@ -122,7 +128,10 @@ def load_log_dir(
         except OSError:
             raise  # the disk failing: the whole dir goes offline (the caller)
         except Exception as exc:  # anything else costs this partition only
-            return _failed(tp, directory, exc, start_offsets.get(tp, 0))
+            result = _failed(tp, directory, exc, start_offsets.get(tp, 0))
+        if progress is not None:
+            progress.loaded_one()  # a partition that failed to load is done with too
+        return result
 
     if threads <= 1:  # one thread: no pool, whose per-task cost showed at 10,000 partitions
         results = [load(item) for item in to_load]

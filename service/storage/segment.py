@@ -9,6 +9,13 @@ when more than ``index.interval.bytes`` were appended since the last one; the ti
 (max timestamp so far, offset of that max) with it. Rolling or closing appends one more time-index entry
 and trims both indexes to their entries, so the segment's largest timestamp is read back from the last
 time-index entry after a restart without scanning the log. Not thread-safe: ``PartitionLog`` locks.
+
+Descriptors: a segment holds at most one, its ``.log`` opened for writing by the first append (in practice
+only the active segment's), and none once ``release`` or ``close_file`` ran. Indexes keep none (see
+``index_file``). Every read (``batches``, the first batch's header) opens its own read-only descriptor and
+closes it when it ends, so a reader never shares one that a roll, retention or the cleaner may close, and
+the process's descriptors stay bounded by the active segments plus the reads in flight. A write not yet
+fsynced stays pending when the descriptor is closed: ``flush`` opens the file again to fsync it.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from service.errors import CorruptDataError, UnsupportedFormatError
+from service.errors import CorruptDataError, LogClosedError, UnsupportedFormatError
+from service.storage.atomic import fsync_file
 from service.storage.file_records import iter_file_batches
 from service.storage.index_file import IndexFile, check_index_file_length
 from service.storage.log_config import LogConfig
@@ -50,6 +58,7 @@ _UNKNOWN = -2  # sentinel for lazily computed values
 class LogSegment:
     __slots__ = (
         "_bytes_since_last_index_entry",
+        "_closed",
         "_fd",
         "_index_bytes",
         "_indexes_checked",
@@ -100,7 +109,9 @@ class LogSegment:
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._txn_index: TransactionIndex | None = None
-        self._indexes_checked = False  # set by check_index_files: the files are as a clean shutdown left them
+        # The index files are as a clean close leaves them (trimmed, the final time-index entry written):
+        # set by ``check_index_files`` and ``release``, cleared by whatever changes the segment.
+        self._indexes_checked = False
         self._size = os.stat(self._log_file).st_size if size_bytes is None else size_bytes
         self._fd: int | None = None
         self._is_dirty = False
@@ -109,6 +120,7 @@ class LogSegment:
         self._rolling_based_timestamp = _UNKNOWN
         self._mtime_ms: int | None = None
         self._bytes_since_last_index_entry = 0
+        self._closed = False  # set by close/abandon: no file is opened again by path (it may name another's)
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -135,6 +147,7 @@ class LogSegment:
     @property
     def offset_index(self) -> OffsetIndex:
         if self._offset_index is None:
+            self._refuse_if_closed()
             self._offset_index = OffsetIndex(
                 self._stem + INDEX_SUFFIX + self.suffix, self.base_offset, self._index_bytes
             )
@@ -143,6 +156,7 @@ class LogSegment:
     @property
     def time_index(self) -> TimeIndex:
         if self._time_index is None:
+            self._refuse_if_closed()
             self._time_index = TimeIndex(
                 self._stem + TIME_INDEX_SUFFIX + self.suffix, self.base_offset, self._index_bytes
             )
@@ -151,6 +165,7 @@ class LogSegment:
     @property
     def txn_index(self) -> TransactionIndex:
         if self._txn_index is None:
+            self._refuse_if_closed()
             self._txn_index = TransactionIndex(self._stem + TXN_INDEX_SUFFIX + self.suffix, self.base_offset)
         return self._txn_index
 
@@ -166,9 +181,26 @@ class LogSegment:
         return self._size
 
     def _file(self) -> int:
+        """The descriptor appends write through, opened on first use and kept until ``close_file``."""
         if self._fd is None:
-            self._fd = os.open(self._log_file, os.O_RDWR)
+            self._refuse_if_closed()
+            self._fd = os.open(self._log_file, os.O_RDWR | os.O_CLOEXEC)
         return self._fd
+
+    def _open_for_read(self) -> int:
+        """A read-only descriptor of the ``.log`` for one read; the caller closes it.
+
+        If retention or a swap renamed the file between reading its name and opening it, the new name is
+        tried once (the renamed file lives on until its delayed deletion).
+        """
+        self._refuse_if_closed()
+        file = self._log_file
+        try:
+            return os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if self._log_file == file:
+                raise
+            return os.open(self._log_file, os.O_RDONLY | os.O_CLOEXEC)
 
     def _load_max_timestamp(self) -> None:
         """From the time index's last entry, which a roll or close wrote (read once, then kept).
@@ -216,7 +248,12 @@ class LogSegment:
         if self._rolling_based_timestamp == _UNKNOWN:
             if self._size < BATCH_HEADER.size:
                 return None
-            header = BATCH_HEADER.unpack(os.pread(self._file(), BATCH_HEADER.size, 0))
+            fd = self._open_for_read()
+            try:
+                raw = os.pread(fd, BATCH_HEADER.size, 0)
+            finally:
+                os.close(fd)
+            header = BATCH_HEADER.unpack(raw)
             self._rolling_based_timestamp = header[8]
         return self._rolling_based_timestamp
 
@@ -261,6 +298,7 @@ class LogSegment:
         if largest_offset - self.base_offset > _INT32_MAX or largest_offset < self.base_offset:
             raise ValueError(f"offset {largest_offset} does not fit segment {self.base_offset}")
         position = self._size
+        self._indexes_checked = False
         if position == 0:
             self._rolling_based_timestamp = max_timestamp
         written = os.pwrite(self._file(), data, position)
@@ -279,12 +317,19 @@ class LogSegment:
         self._bytes_since_last_index_entry += len(data)
 
     def append_aborted_txn(self, aborted: AbortedTxn) -> None:
+        self._indexes_checked = False
         self.txn_index.append(aborted)
 
     def batches(self, start_position: int = 0, *, verify_crc: bool = False) -> Iterator[RecordBatch]:
-        return iter_file_batches(
-            self._file(), start_position, self._size, path=self._log_file, verify_crc=verify_crc
-        )
+        """Batches from ``start_position`` to the size at the first ``next``, through a descriptor of
+        their own, closed when the iteration ends, is closed, or the iterator is dropped."""
+        fd = self._open_for_read()
+        try:
+            yield from iter_file_batches(
+                fd, start_position, self._size, path=self._log_file, verify_crc=verify_crc
+            )
+        finally:
+            os.close(fd)
 
     def read_from(self, offset: int) -> Iterator[RecordBatch]:
         """Batches from the first one whose last offset ≥ ``offset`` (found through the offset index)."""
@@ -314,6 +359,7 @@ class LogSegment:
         self.time_index.truncate()
         self.time_index.resize(self.time_index.max_index_size)
         self.txn_index.truncate_to(self.base_offset)
+        self._indexes_checked = False
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max_timestamp = self.base_offset
         self._rolling_based_timestamp = _UNKNOWN
@@ -355,15 +401,22 @@ class LogSegment:
             self.truncate_to_position(valid_bytes)
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
         # As after a roll or close: the final time-index entry, both indexes trimmed (the loader
-        # re-expands the active segment's), so the next load finds them valid.
+        # re-expands the active segment's), so the next load finds them valid. Then the segment is left
+        # as a clean load leaves it: no descriptor, no entries in memory (only the fsyncs are pending),
+        # so recovering a log of thousands of segments holds none of them open.
         self.time_index.append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self.release()
         return dropped
 
     def truncate_to_position(self, position: int, *, now_ms: int | None = None) -> None:
         """Cut the log at a batch boundary; a segment cut to empty waits for its roll afresh."""
-        os.ftruncate(self._file(), position)
+        self._indexes_checked = False
+        if self._fd is not None:
+            os.ftruncate(self._fd, position)
+        else:
+            os.truncate(self._log_file, position)
         self._size = position
         self._is_dirty = True
         self._mtime_ms = None
@@ -411,8 +464,12 @@ class LogSegment:
             os.ftruncate(self._fd, self._size)
 
     def flush(self) -> None:
-        if self._fd is not None and self._is_dirty:
-            os.fsync(self._fd)
+        """fsync what was written since the last flush, through the writer's descriptor or a new one."""
+        if self._is_dirty:
+            if self._fd is not None:
+                os.fsync(self._fd)
+            else:
+                fsync_file(self._log_file)
             self._is_dirty = False
         for index in self._opened_indexes():
             index.flush()
@@ -420,34 +477,68 @@ class LogSegment:
     def close(self) -> None:
         """Close cleanly: the final time-index entry and trimmed indexes let Kafka and us reopen it.
 
-        As in Kafka (whose lazy indexes are closed only if loaded), a segment whose index files passed
-        ``check_index_files`` leaves alone each index it has not touched since: the file is as the last
-        clean shutdown wrote it. Likewise its final time-index entry is appended only if the largest
-        timestamp was read or changed; otherwise it is still the file's last entry. At 100,000 segments,
-        shutdown then costs what the segments were used for, not a read of every index.
+        As in Kafka (whose lazy indexes are closed only if loaded), a segment whose index files are as a
+        clean close leaves them (they passed ``check_index_files``, or ``release`` left them so, and
+        nothing changed the segment since) leaves alone each index not in memory and appends no final
+        time-index entry: it is the file's last one. At 100,000 segments, shutdown then costs what the
+        segments were used for, not a read of every index.
         """
-        untouched_ok = self._indexes_checked
-        if not (untouched_ok and self._max_timestamp == _UNKNOWN) and self.max_timestamp_so_far >= 0:
-            self.time_index.append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
-            )
-        if not (untouched_ok and self._offset_index is None):
-            self.offset_index.trim_to_valid_size()
-        if not (untouched_ok and self._time_index is None):
-            self.time_index.trim_to_valid_size()
+        if self._indexes_checked:
+            indexes = [i for i in (self._offset_index, self._time_index) if i is not None and i.is_loaded]
+        else:
+            if self.max_timestamp_so_far >= 0:
+                self.time_index.append(
+                    self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
+                )
+            indexes = [self.offset_index, self.time_index]
+        for index in indexes:
+            index.trim_to_valid_size()
         self.flush()
-        for index in self._opened_indexes():
-            index.close()
+        for opened in self._opened_indexes():
+            opened.close()
         self.close_file()
+        self._closed = True
+        self._offset_index = self._time_index = self._txn_index = None
+
+    def abandon(self) -> None:
+        """After an I/O error in its dir: release every file without writing; the segment stays closed."""
+        self._closed = True
+        for index in self._opened_indexes():
+            with contextlib.suppress(OSError):
+                index.close()
+        self._offset_index = self._time_index = self._txn_index = None
+        with contextlib.suppress(OSError):
+            self.close_file()
+
+    def _refuse_if_closed(self) -> None:
+        """A closed segment's path may name another topic's file by now (deleted, re-created)."""
+        if self._closed:
+            raise LogClosedError(f"segment {self.base_offset} of {self.directory.name} is closed")
 
     def _opened_indexes(self) -> list[IndexFile]:
         """The index objects built so far (the properties build them on first use)."""
         return [i for i in (self._offset_index, self._time_index, self._txn_index) if i is not None]
 
     def close_file(self) -> None:
+        """Close the ``.log`` descriptor; an unsynced write stays pending for ``flush``."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def release(self) -> None:
+        """Leave the segment as a clean load does: no descriptor, indexes trimmed and not in memory.
+
+        For a segment that is no longer active (after a roll, a recovery, a swap); nothing is fsynced
+        here, a pending fsync is done by the next ``flush``. The next use opens what it needs again.
+        """
+        if self.max_timestamp_so_far >= 0:  # a no-op after a roll or a recovery, which wrote it
+            self.time_index.append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
+            )
+        self.close_file()
+        for index in self._opened_indexes():
+            index.unload()  # trims what is in memory
+        self._indexes_checked = True
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename every file of the segment, e.g. ``""`` → ``.deleted`` or ``.cleaned`` → ``.swap``."""
@@ -464,6 +555,7 @@ class LogSegment:
 
     def delete_files(self) -> None:
         self.close_file()
+        self._is_dirty = False
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()

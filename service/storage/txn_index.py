@@ -96,7 +96,8 @@ class TransactionIndex(IndexFile):
     On disk: 34-byte ``AbortedTxn`` entries back to back, no header, ``last_offset`` strictly increasing.
     Not preallocated: the file is created on the first ``append`` (most segments never have one). The
     constructor does no I/O; the entries are read into memory on first use. ``append`` and ``truncate_to``
-    write through (``pwrite``/``ftruncate``); ``flush`` fsyncs.
+    write through (``pwrite``/``truncate``, each through a descriptor opened for the call); ``flush``
+    fsyncs.
 
     Crash behaviour: an entry half-written by a crash leaves a partial tail, which ``sanity_check`` reports
     so that the loader rebuilds the segment. Not thread-safe: the segment owner locks.
@@ -125,7 +126,7 @@ class TransactionIndex(IndexFile):
                 f"{self._path}: aborted transaction {txn} does not end after the last one, at offset "
                 f"{txns[-1].last_offset}"
             )
-        self._pwrite(self._writer(), txn.encode(), len(txns) * ENTRY_SIZE)
+        self._pwrite(txn.encode(), len(txns) * ENTRY_SIZE, create=True)
         txns.append(txn)
 
     def all_aborted(self) -> list[AbortedTxn]:
@@ -157,13 +158,13 @@ class TransactionIndex(IndexFile):
         txns = self._load()
         keep = next((i for i, txn in enumerate(txns) if txn.last_offset >= offset), len(txns))
         if keep < len(txns):
-            os.ftruncate(self._writer(), keep * ENTRY_SIZE)
+            self._truncate_file(keep * ENTRY_SIZE)
             del txns[keep:]
 
     def truncate(self) -> None:
         """Remove every entry without reading the file (Kafka ``reset``); a file is cut to 0 bytes."""
-        if self._fd is not None or os.path.exists(self._file):
-            os.ftruncate(self._writer(), 0)
+        if os.path.exists(self._file):
+            self._truncate_file(0)
         self._txns = []
 
     def sanity_check(self) -> None:
@@ -194,12 +195,6 @@ class TransactionIndex(IndexFile):
                 data = b""
             self._txns = decode_entries(data, path=self._file)
         return self._txns
-
-    def _writer(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self._file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        self._dirty = True
-        return self._fd
 
     def _forget(self) -> None:
         self._txns = None

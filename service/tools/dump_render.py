@@ -27,7 +27,7 @@ _INT32_MAX = (1 << 31) - 1
 _FLUSH_CHARS = 1 << 16  # stdout is written in pieces of about this size
 
 
-# -- JSON shapes (CONTRACT §4) -------------------------------------------------------------------------
+# -- JSON shapes -------------------------------------------------------------------------
 
 
 def batch_to_json(dump: BatchDump) -> dict[str, object]:

@@ -50,7 +50,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_FUTURE_MS = 86_400_000  # one day: the size of the future-timestamp incident we reproduce
-MIN_SEGMENT_BYTES = 14  # Kafka 3.x's minimum segment.bytes (CONTRACT §2)
+MIN_SEGMENT_BYTES = 14  # Kafka 3.x's minimum segment.bytes
 MAX_SEGMENT_BYTES = (1 << 31) - 1  # segment.bytes is a Java int
 CLEANUP_POLICIES: dict[str, frozenset[str]] = {
     "delete": frozenset({"delete"}),

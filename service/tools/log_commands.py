@@ -1,14 +1,19 @@
 """The offline log commands: ``retention``, ``explain`` and ``topic-config``.
 
-Each loads the configuration like ``serve`` (``--config`` plus ``--override``), takes the log dirs' locks,
-loads the logs, acts, and closes them as a clean shutdown would (checkpoints and marker), so the daemon's
-next start needs no recovery. Delayed file deletions run before the command exits.
+Each loads the configuration like ``serve`` (``--config`` plus ``--override``). A command that changes the
+logs (``retention``, ``clean``) takes the log dirs' locks, loads the logs, acts, and closes them as a clean
+shutdown would (checkpoints and marker), so the daemon's next start needs no recovery; delayed file
+deletions run before it exits. An inspection (``explain``, ``retention --dry-run``) writes nothing: it loads
+a read-only shadow of the log dirs (``read_only.py``), so it also works while a daemon holds them. No
+offline command creates a missing log dir, and an offline log dir is an error (exit 2), never "nothing".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,9 +25,12 @@ from service.config.broker_config import BrokerConfig, load_broker_config
 from service.config.topic_config import describe_topic_config
 from service.config.topic_store import TopicConfigStore
 from service.daemon import build_log_manager
+from service.engine_choice import EngineChoice
+from service.errors import InvalidInputError, LogCleanerError, NotFoundError
 from service.log_manager import LogManager
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.tasks import DeferredTasks
+from service.tools.read_only import require_log_dirs, shadow_log_dirs
 
 __all__ = [
     "config_options",
@@ -61,16 +69,51 @@ def load_config(config_file: Path | None, overrides: tuple[str, ...]) -> BrokerC
 
 
 @contextmanager
-def offline_log_manager(broker: BrokerConfig) -> Iterator[LogManager]:
+def offline_log_manager(broker: BrokerConfig, *, read_only: bool = False) -> Iterator[LogManager]:
+    """The LogManager of an offline command; ``read_only`` loads a shadow of the log dirs (writes nothing).
+
+    A missing log dir is an error (only ``serve`` creates one), and so is a log dir that went offline while
+    loading: the command cannot answer for it.
+    """
+    log_dirs = [Path(d) for d in broker.log_dirs]
+    if not read_only:
+        require_log_dirs(log_dirs)
+        with _loaded(broker, {path: path for path in log_dirs}) as manager:
+            yield manager
+        return
+    with shadow_log_dirs(log_dirs) as shadows:
+        shadow_broker = dataclasses.replace(broker, log_dirs=tuple(str(path) for path in shadows))
+        try:
+            with _loaded(shadow_broker, shadows) as manager:
+                yield manager
+        except (LogCleanerError, OSError) as exc:  # name the user's files, not the shadows
+            message = str(exc)
+            for shadow, original in shadows.items():
+                message = message.replace(str(shadow), str(original))
+            exc.args = (message,)
+            raise
+
+
+@contextmanager
+def _loaded(broker: BrokerConfig, originals: dict[Path, Path]) -> Iterator[LogManager]:
     store = TopicConfigStore([Path(d) for d in broker.log_dirs])
     tasks = DeferredTasks()
     manager = build_log_manager(broker, store, clock=SystemClock(), scheduler=tasks)
     manager.startup()
     try:
+        for path, reason in manager.offline_dirs.items():
+            raise InvalidInputError(f"log dir {originals.get(path, path)} is offline: {reason}")
         yield manager
         tasks.run_all()
     finally:
         manager.shutdown()
+
+
+def _original_log_dirs(docs: list[dict[str, object]], broker: BrokerConfig) -> None:
+    """Explain documents name the configured log dirs, not the read-only shadows (<scratch>/<i>/<name>)."""
+    for doc in docs:
+        index = Path(str(doc["log_dir"])).parent.name
+        doc["log_dir"] = str(Path(broker.log_dirs[int(index)]).resolve())
 
 
 @click.command("retention")
@@ -86,7 +129,7 @@ def retention_command(
     log.cleaner.enable is true (Kafka's cleaner threads run theirs). Deleted files are removed before exit.
     """
     broker = load_config(config_file, overrides)
-    with offline_log_manager(broker) as manager:
+    with offline_log_manager(broker, read_only=dry_run) as manager:
         logs = sorted(manager.logs.values(), key=lambda log: log.topic_partition)
         deleted = []
         for log in logs:
@@ -120,10 +163,15 @@ def explain_command(
     if partition is not None and topic is None:
         raise click.UsageError("--partition needs --topic")
     broker = load_config(config_file, overrides)
-    with offline_log_manager(broker) as manager:
+    with offline_log_manager(broker, read_only=True) as manager:
         docs = explain_partitions(
-            manager, cleaner_enabled=broker.log_cleaner_enable, topic=topic, partition=partition
+            manager,
+            cleaner_enabled=broker.log_cleaner_enable,
+            topic=topic,
+            partition=partition,
+            engine_choice=EngineChoice.of(broker),
         )
+    _original_log_dirs(docs, broker)
     if as_json:
         click.echo(json.dumps({"partitions": docs}, indent=2))
         return
@@ -152,6 +200,7 @@ def _print_explanation(doc: dict[str, object]) -> None:
         f"  cleaner: dirty ratio {cleaner['dirty_ratio']:.3f} (min {cleaner['min_cleanable_dirty_ratio']}), "
         f"dirty from {cleaner['first_dirty_offset']} to {cleaner['first_uncleanable_offset']}: "
         f"{'would clean' if cleaner['would_clean'] else 'would not clean'} ({cleaner['reason']})"
+        f", on {cleaner['engine']} ({cleaner['engine_reason']})"
     )
 
 
@@ -164,6 +213,9 @@ def _print_explanation(doc: dict[str, object]) -> None:
 @click.option(
     "--delete", "delete_keys", multiple=True, metavar="KEY", help="Remove a topic override (repeatable)."
 )
+@click.option(
+    "--allow-missing-topic", is_flag=True, help="Accept a topic with no partition yet (about to be created)."
+)
 @json_option
 def topic_config_command(
     config_file: Path | None,
@@ -171,6 +223,7 @@ def topic_config_command(
     topic: str,
     set_pairs: tuple[str, ...],
     delete_keys: tuple[str, ...],
+    allow_missing_topic: bool,
     as_json: bool,
 ) -> None:
     """Show or change a topic's config overrides (Kafka's topic config names).
@@ -178,6 +231,12 @@ def topic_config_command(
     Changes are stored durably in every log dir; a running daemon applies them on its next task run.
     """
     broker = load_config(config_file, overrides)
+    require_log_dirs([Path(d) for d in broker.log_dirs])
+    if not allow_missing_topic and not _topic_exists(broker, topic):
+        raise NotFoundError(
+            f"topic {topic!r} has no partition in log.dirs {', '.join(broker.log_dirs)}"
+            " (--allow-missing-topic for a topic about to be created)"
+        )
     store = TopicConfigStore([Path(d) for d in broker.log_dirs])
     if set_pairs or delete_keys:
         changes = {}
@@ -192,4 +251,24 @@ def topic_config_command(
         click.echo(json.dumps(topic_config_document(topic, entries), indent=2))
         return
     for entry in entries.values():
-        click.echo(f"{entry.name}={entry.value}  ({entry.source})")
+        click.echo(f"{entry.name}={_kafka_text(entry.value)}  ({entry.source})")
+
+
+def _topic_exists(broker: BrokerConfig, topic: str) -> bool:
+    """Whether some log dir holds a partition directory ``<topic>-<n>`` (read only, nothing created)."""
+    prefix = f"{topic}-"
+    for log_dir in broker.log_dirs:
+        try:
+            names = [entry.name for entry in os.scandir(log_dir) if entry.is_dir()]
+        except OSError:
+            continue
+        if any(name.startswith(prefix) and name[len(prefix) :].isdigit() for name in names):
+            return True
+    return False
+
+
+def _kafka_text(value: object) -> str:
+    """A config value as Kafka's config tool prints it: booleans lower-case (``false``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -146,9 +146,12 @@ def test_a_worker_goes_on_cleaning_while_records_arrive(tmp_path: Path) -> None:
             assert len(below) == len(set(below))
     finally:
         cleaner.shutdown()
+    try:
+        latest = latest_by_key(log)  # before the close: a closed log refuses reads
+    finally:
         env.close()
     assert checkpoints == sorted(checkpoints) and len(set(checkpoints)) == 4, "the checkpoint moves on"
-    assert latest_by_key(log) == {b"k%d" % k: f"r3-2-{k}".encode() for k in range(40)}
+    assert latest == {b"k%d" % k: f"r3-2-{k}".encode() for k in range(40)}
 
 
 def test_a_clean_log_is_not_picked_and_the_worker_backs_off(env: Env) -> None:
@@ -268,3 +271,9 @@ def test_deleting_a_topic_aborts_its_running_cleaning(env: Env) -> None:
     assert outcomes == [None], "aborted, then resumed and forgotten with the partition"
     assert TopicPartition("doomed", 0) not in env.manager.logs
     assert not cleaner.workers[0].is_dead
+
+
+def test_forced_worker_is_not_named_like_a_numbered_cleaner_thread(env: Env) -> None:
+    cleaner = env.cleaner()
+    assert cleaner._forced.name == "logcleaner-forced-clean"
+    assert [w.name for w in cleaner.workers][:1] in ([], ["kafka-log-cleaner-thread-0"])

@@ -187,3 +187,23 @@ def test_topic_config_is_durable_and_takes_effect(capsys: pytest.CaptureFixture[
     assert code == 2 and "log.retention.ms" in err
     code, out, _ = run(capsys, "topic-config", *base, "--topic", "t", "--delete", "retention.ms", "--json")
     assert {c["name"]: c["source"] for c in json.loads(out)["configs"]}["retention.ms"] == "default"
+
+
+def test_topic_config_prints_kafka_booleans(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    make_logs(tmp_path, age_ms=0)
+    code, out, err = run(capsys, "topic-config", "--override", f"log.dirs={tmp_path}", "--topic", "t")
+    assert code == 0, err
+    assert "preallocate=false  (default)" in out.splitlines()
+    assert "False" not in out and "True" not in out
+
+
+def test_topic_config_unknown_topic_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    make_logs(tmp_path, age_ms=0)
+    base = ["--override", f"log.dirs={tmp_path}"]
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    code, _, err = run(capsys, "topic-config", *base, "--topic", "nosuch", "--set", "retention.ms=1")
+    assert code == 2 and "nosuch" in err and str(tmp_path) in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before, "nothing stored for the unknown topic"
+    code, out, err = run(capsys, "topic-config", *base, "--topic", "nosuch", "--allow-missing-topic")
+    assert code == 0, err
+    assert "retention.ms=" in out

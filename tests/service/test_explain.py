@@ -181,6 +181,7 @@ def test_reasons_in_a_delete_log(new_log: NewLog) -> None:
     young = doc["segments"][1]
     assert young["detail"] == f"age {HOUR_MS} ms ≤ retention.ms={HOUR_MS}", "age == retention.ms is kept"
     assert "segment 1 (within-retention)" in doc["segments"][2]["detail"]
+    assert doc["segments"][0]["detail"] == f"age {2 * HOUR_MS} ms > retention.ms={HOUR_MS}"
 
 
 def test_a24_future_timestamp_holds_back_later_expired_segments(new_log: NewLog) -> None:
@@ -223,7 +224,11 @@ def test_unlimited_retention_keeps_everything(new_log: NewLog) -> None:
 def test_size_and_log_start_offset_deletions(new_log: NewLog) -> None:
     log = five_segment_log(new_log, retention_bytes=700)
     log.increment_log_start_offset(5)
-    assert reasons(explain(log)) == [
+    doc = explain(log)
+    assert all(segment["detail"] for segment in doc["segments"]), "every verdict says why"
+    assert "retention.bytes=700" in doc["segments"][1]["detail"]
+    assert "log start offset 5" in doc["segments"][0]["detail"]
+    assert reasons(doc) == [
         (0, "delete", "log-start-offset"),
         (5, "delete", "size"),
         (10, "delete", "size"),

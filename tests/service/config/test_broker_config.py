@@ -49,6 +49,7 @@ RESOLVED_DEFAULTS: dict[str, object] = {
     "api_port": 8080,
     "api_auth_token_file": None,
     "scheduler_initial_delay_ms": 30_000,
+    "shutdown_timeout_ms": 30_000,
     "spark_master": "local[*]",
 }
 

@@ -75,7 +75,9 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "api.max.fetch.records": 10_000,
     "api.max.fetch.bytes": 52_428_800,
     "scheduler.initial.delay.ms": 30_000,
-    "log.cleaner.engine": "spark",
+    "shutdown.timeout.ms": 30_000,
+    "log.cleaner.engine": "auto",
+    "log.cleaner.spark.min.bytes": 16 << 30,
     "spark.master": "local[*]",
 }
 

@@ -30,7 +30,7 @@ from service.storage.txn_index import AbortedTxn
 from service.storage.txn_index import encode_entries as encode_txn_entries
 from service.tools.dump_readers import file_kind
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared/fixtures/kafka-written"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-written"
 NOW_MS = 1_700_000_000_000
 
 CONTRACT_BATCH_FIELDS = {

@@ -1,0 +1,701 @@
+/*
+ * The cleaner's per-record work in C: the key map and the record filter of a batch's records area.
+ *
+ * KeyMap: exact key bytes -> latest offset, an open-addressing table over a byte arena (no Python object
+ * per key). KeyMap.map_records(raw, count, base_offset, start) puts every keyed record at or above
+ * `start` of one decompressed records area. filter_records(...) applies the record rules of
+ * cleaner.rules.filter_batch to one records area and re-encodes the survivors (attributes 0, timestamp
+ * delta against the new base timestamp, every other field copied), exactly as the Python encoder writes
+ * them. Both release the GIL for their loops.
+ *
+ * On ANY anomaly (truncation, bad lengths, a varint not in its shortest form, invalid UTF-8 in a header
+ * key, overflow) they raise Fallback, and the caller runs the Python rules, which stay the specification
+ * and the source of every error message. So this file holds no format rules beyond the byte layout.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static PyObject *fallback_error = NULL;
+
+/* -- varints ------------------------------------------------------------------------------------- */
+
+static int
+varint_size(int64_t value)
+{
+    uint64_t zz = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
+    int size = 1;
+    while (zz >= 0x80) {
+        zz >>= 7;
+        size++;
+    }
+    return size;
+}
+
+/* A zig-zag varint in its shortest form (what the Python encoder writes); -1 otherwise. */
+static int
+read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
+{
+    uint64_t result = 0;
+    Py_ssize_t p = *pos;
+    for (int i = 0; i < 10; i++) {
+        if (p >= end) {
+            return -1;
+        }
+        unsigned char b = buf[p++];
+        if (i == 9 && (b & 0x7F) > 1) {
+            return -1;
+        }
+        result |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (!(b & 0x80)) {
+            int64_t value = (int64_t)((result >> 1) ^ (0 - (result & 1)));
+            if (varint_size(value) != p - *pos) {
+                return -1;
+            }
+            *pos = p;
+            *out = value;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static Py_ssize_t
+write_varint(unsigned char *out, int64_t value)
+{
+    uint64_t zz = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
+    Py_ssize_t n = 0;
+    while (zz >= 0x80) {
+        out[n++] = (unsigned char)((zz & 0x7F) | 0x80);
+        zz >>= 7;
+    }
+    out[n++] = (unsigned char)zz;
+    return n;
+}
+
+/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF), as Python's decoder accepts it. */
+static int
+is_utf8(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        uint32_t cp;
+        if ((c & 0xE0) == 0xC0) {
+            len = 2;
+            cp = c & 0x1F;
+        }
+        else if ((c & 0xF0) == 0xE0) {
+            len = 3;
+            cp = c & 0x0F;
+        }
+        else if ((c & 0xF8) == 0xF0) {
+            len = 4;
+            cp = c & 0x07;
+        }
+        else {
+            return 0;
+        }
+        if (i + len > n) {
+            return 0;
+        }
+        for (int k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) {
+                return 0;
+            }
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+            return 0;
+        }
+        i += len;
+    }
+    return 1;
+}
+
+/* -- one record's layout ------------------------------------------------------------------------- */
+
+typedef struct {
+    Py_ssize_t start;       /* first byte of the length varint */
+    Py_ssize_t tail;        /* first byte of the offset delta: copied from here to `end` */
+    Py_ssize_t end;         /* one past the record */
+    int64_t offset_delta;
+    int64_t timestamp_delta;
+    Py_ssize_t key;         /* position of the key bytes, -1 if null */
+    Py_ssize_t key_length;
+    int has_value;
+} RecordView;
+
+static int
+read_nullable(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, Py_ssize_t *at, Py_ssize_t *length)
+{
+    int64_t n;
+    if (read_varint(buf, end, pos, &n) < 0 || n < -1) {
+        return -1;
+    }
+    if (n == -1) {
+        *at = -1;
+        *length = 0;
+        return 0;
+    }
+    if (n > end - *pos) {
+        return -1;
+    }
+    *at = *pos;
+    *length = (Py_ssize_t)n;
+    *pos += (Py_ssize_t)n;
+    return 0;
+}
+
+/* Parse the record at *pos (validating it as the Python decoder does); -1 on any anomaly. */
+static int
+read_record(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, RecordView *r)
+{
+    int64_t length, count;
+    r->start = *pos;
+    if (read_varint(buf, end, pos, &length) < 0 || length < 0 || length > end - *pos) {
+        return -1;
+    }
+    Py_ssize_t record_end = *pos + (Py_ssize_t)length;
+    Py_ssize_t p = *pos + 1; /* attributes: unused */
+    if (p > record_end) {
+        return -1;
+    }
+    if (read_varint(buf, record_end, &p, &r->timestamp_delta) < 0) {
+        return -1;
+    }
+    r->tail = p;
+    if (read_varint(buf, record_end, &p, &r->offset_delta) < 0) {
+        return -1;
+    }
+    if (read_nullable(buf, record_end, &p, &r->key, &r->key_length) < 0) {
+        return -1;
+    }
+    Py_ssize_t value_at, value_length;
+    if (read_nullable(buf, record_end, &p, &value_at, &value_length) < 0) {
+        return -1;
+    }
+    r->has_value = value_at >= 0;
+    if (read_varint(buf, record_end, &p, &count) < 0 || count < 0) {
+        return -1;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        int64_t key_length;
+        if (read_varint(buf, record_end, &p, &key_length) < 0 || key_length < 0 || key_length > record_end - p) {
+            return -1;
+        }
+        if (!is_utf8(buf + p, (Py_ssize_t)key_length)) {
+            return -1;
+        }
+        p += (Py_ssize_t)key_length;
+        Py_ssize_t hv_at, hv_length;
+        if (read_nullable(buf, record_end, &p, &hv_at, &hv_length) < 0) {
+            return -1;
+        }
+    }
+    if (p != record_end) {
+        return -1;
+    }
+    r->end = record_end;
+    *pos = record_end;
+    return 0;
+}
+
+/* -- the key map --------------------------------------------------------------------------------- */
+
+#define INLINE_KEY_BYTES 12
+
+/* 32 bytes; a key of up to INLINE_KEY_BYTES lives in the slot itself (no second cache miss). */
+typedef struct {
+    uint64_t hash;
+    int64_t offset;
+    int32_t key_length; /* -1: empty slot */
+    unsigned char key[INLINE_KEY_BYTES]; /* the key, or (longer keys) its int64 position in the arena */
+} Slot;
+
+_Static_assert(sizeof(Slot) == 32, "a slot is half a cache line");
+
+static inline const unsigned char *
+slot_key(const unsigned char *arena, const Slot *s)
+{
+    if (s->key_length <= INLINE_KEY_BYTES) {
+        return s->key;
+    }
+    int64_t at;
+    memcpy(&at, s->key, sizeof at);
+    return arena + at;
+}
+
+typedef struct {
+    PyObject_HEAD
+    Slot *slots;
+    Py_ssize_t capacity; /* a power of two */
+    Py_ssize_t size;
+    unsigned char *arena;
+    Py_ssize_t arena_used;
+    Py_ssize_t arena_capacity;
+} KeyMap;
+
+static uint64_t
+hash_bytes(const unsigned char *s, Py_ssize_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)n;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) {
+        h = (h ^ s[i]) * 0x100000001b3ULL;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static int
+keymap_grow(KeyMap *m)
+{
+    Py_ssize_t capacity = m->capacity ? m->capacity * 2 : 1024;
+    Slot *slots = malloc((size_t)capacity * sizeof(Slot));
+    if (slots == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < capacity; i++) {
+        slots[i].key_length = -1;
+    }
+    for (Py_ssize_t i = 0; i < m->capacity; i++) {
+        Slot *s = &m->slots[i];
+        if (s->key_length < 0) {
+            continue;
+        }
+        Py_ssize_t j = (Py_ssize_t)(s->hash & (uint64_t)(capacity - 1));
+        while (slots[j].key_length >= 0) {
+            j = (j + 1) & (capacity - 1);
+        }
+        slots[j] = *s;
+    }
+    free(m->slots);
+    m->slots = slots;
+    m->capacity = capacity;
+    return 0;
+}
+
+/* The slot holding the key, or the empty slot where it would go. */
+static Slot *
+keymap_find(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash)
+{
+    Py_ssize_t j = (Py_ssize_t)(hash & (uint64_t)(m->capacity - 1));
+    for (;;) {
+        Slot *s = &m->slots[j];
+        if (s->key_length < 0 ||
+            (s->hash == hash && s->key_length == n && memcmp(slot_key(m->arena, s), key, (size_t)n) == 0)) {
+            return s;
+        }
+        j = (j + 1) & (m->capacity - 1);
+    }
+}
+
+static int
+keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
+{
+    if ((m->size + 1) * 4 > m->capacity * 3 && keymap_grow(m) < 0) {
+        return -1;
+    }
+    uint64_t hash = hash_bytes(key, n);
+    Slot *s = keymap_find(m, key, n, hash);
+    if (s->key_length < 0) {
+        if (n > INT32_MAX) {
+            return -1;
+        }
+        if (n <= INLINE_KEY_BYTES) {
+            memcpy(s->key, key, (size_t)n);
+        }
+        else {
+            if (m->arena_used + n > m->arena_capacity) {
+                Py_ssize_t capacity = m->arena_capacity ? m->arena_capacity * 2 : 65536;
+                while (capacity < m->arena_used + n) {
+                    capacity *= 2;
+                }
+                unsigned char *arena = realloc(m->arena, (size_t)capacity);
+                if (arena == NULL) {
+                    return -1;
+                }
+                m->arena = arena;
+                m->arena_capacity = capacity;
+            }
+            memcpy(m->arena + m->arena_used, key, (size_t)n);
+            int64_t at = (int64_t)m->arena_used;
+            memcpy(s->key, &at, sizeof at);
+            m->arena_used += n;
+        }
+        s->hash = hash;
+        s->key_length = (int32_t)n;
+        m->size++;
+    }
+    s->offset = offset;
+    return 0;
+}
+
+static int64_t
+keymap_get(KeyMap *m, const unsigned char *key, Py_ssize_t n)
+{
+    if (m->capacity == 0) {
+        return -1;
+    }
+    Slot *s = keymap_find(m, key, n, hash_bytes(key, n));
+    return s->key_length < 0 ? -1 : s->offset;
+}
+
+static void
+keymap_dealloc(KeyMap *m)
+{
+    free(m->slots);
+    free(m->arena);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static PyObject *
+keymap_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    KeyMap *m = (KeyMap *)type->tp_alloc(type, 0);
+    if (m != NULL && keymap_grow(m) < 0) {
+        Py_DECREF(m);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)m;
+}
+
+/* map_records(raw, count, base_offset, start) -> (records read, last offset put or -1) */
+static PyObject *
+keymap_map_records(KeyMap *m, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t count;
+    long long base_offset, start;
+    if (!PyArg_ParseTuple(args, "y*nLL", &view, &count, &base_offset, &start)) {
+        return NULL;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t end = view.len, pos = 0, n = 0;
+    int64_t last_put = -1;
+    int status = 0; /* 0 ok, 1 fallback, 2 no memory */
+    Py_BEGIN_ALLOW_THREADS
+    for (; n < count; n++) {
+        RecordView r;
+        if (read_record(buf, end, &pos, &r) < 0) {
+            status = 1;
+            break;
+        }
+        int64_t offset;
+        if (__builtin_add_overflow((int64_t)base_offset, r.offset_delta, &offset)) {
+            status = 1;
+            break;
+        }
+        if (r.key >= 0 && offset >= start) {
+            if (keymap_put(m, buf + r.key, r.key_length, offset) < 0) {
+                status = 2;
+                break;
+            }
+            last_put = offset;
+        }
+    }
+    if (status == 0 && pos != end) {
+        status = 1;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (status == 1) {
+        /* the map may hold some of this area's keys: the caller clears it and starts over in Python */
+        PyErr_SetString(fallback_error, "records area needs the Python decoder");
+        return NULL;
+    }
+    if (status == 2) {
+        return PyErr_NoMemory();
+    }
+    return Py_BuildValue("nL", n, (long long)last_put);
+}
+
+static PyObject *
+keymap_get_py(KeyMap *m, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    int64_t offset = keymap_get(m, view.buf, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong(offset);
+}
+
+static PyObject *
+keymap_put_py(KeyMap *m, PyObject *args)
+{
+    Py_buffer view;
+    long long offset;
+    if (!PyArg_ParseTuple(args, "y*L", &view, &offset)) {
+        return NULL;
+    }
+    int rc = keymap_put(m, view.buf, view.len, offset);
+    PyBuffer_Release(&view);
+    if (rc < 0) {
+        return PyErr_NoMemory();
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+keymap_clear(KeyMap *m, PyObject *unused)
+{
+    for (Py_ssize_t i = 0; i < m->capacity; i++) {
+        m->slots[i].key_length = -1;
+    }
+    m->size = 0;
+    m->arena_used = 0;
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t
+keymap_len(KeyMap *m)
+{
+    return m->size;
+}
+
+static PyMethodDef keymap_methods[] = {
+    {"map_records", (PyCFunction)keymap_map_records, METH_VARARGS,
+     "Put the keyed records at or above start of one records area."},
+    {"get", (PyCFunction)keymap_get_py, METH_O, "The key's latest offset, -1 if absent."},
+    {"put", (PyCFunction)keymap_put_py, METH_VARARGS, "Map key to offset."},
+    {"clear", (PyCFunction)keymap_clear, METH_NOARGS, "Forget every key."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods keymap_as_sequence = {.sq_length = (lenfunc)keymap_len};
+
+static PyTypeObject KeyMapType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cleaner._native.KeyMap",
+    .tp_basicsize = sizeof(KeyMap),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Exact key bytes -> latest offset, for one cleaning round (one thread at a time).",
+    .tp_new = keymap_new,
+    .tp_dealloc = (destructor)keymap_dealloc,
+    .tp_methods = keymap_methods,
+    .tp_as_sequence = &keymap_as_sequence,
+};
+
+/* -- the record filter --------------------------------------------------------------------------- */
+
+/*
+ * filter_records(raw, count, base_offset, base_timestamp, log_append_time|None, key_map|None,
+ *                map_latest_offset, now_ms, existing_horizon|None, new_horizon, discard_all,
+ *                is_control, can_discard)
+ * -> (area|None, records read, kept, invalid, max kept timestamp, base timestamp used, horizon|None)
+ *
+ * area is None when nothing is kept, or when everything is kept and no horizon is added (the batch is
+ * unchanged). The horizon is the batch's own, else `new_horizon` if a kept record is a tombstone (or a
+ * discardable control batch keeps records), else none.
+ */
+static PyObject *
+filter_records(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t count;
+    long long base_offset, base_timestamp, map_latest_offset, now_ms, new_horizon;
+    PyObject *log_append_time_obj, *key_map_obj, *existing_horizon_obj;
+    int discard_all, is_control, can_discard;
+    if (!PyArg_ParseTuple(args, "y*nLLOOLLOLppp", &view, &count, &base_offset, &base_timestamp,
+                          &log_append_time_obj, &key_map_obj, &map_latest_offset, &now_ms,
+                          &existing_horizon_obj, &new_horizon, &discard_all, &is_control, &can_discard)) {
+        return NULL;
+    }
+    KeyMap *key_map = NULL;
+    if (key_map_obj != Py_None) {
+        if (!PyObject_TypeCheck(key_map_obj, &KeyMapType)) {
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_TypeError, "key_map must be a KeyMap or None");
+            return NULL;
+        }
+        key_map = (KeyMap *)key_map_obj;
+    }
+    int has_log_append_time = log_append_time_obj != Py_None;
+    long long log_append_time = has_log_append_time ? PyLong_AsLongLong(log_append_time_obj) : 0;
+    int has_horizon = existing_horizon_obj != Py_None;
+    long long horizon = has_horizon ? PyLong_AsLongLong(existing_horizon_obj) : 0;
+    if (PyErr_Occurred() || count < 0) {
+        PyBuffer_Release(&view);
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(fallback_error, "negative record count");
+        }
+        return NULL;
+    }
+    int retains_deletes = !has_horizon || now_ms < horizon;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    RecordView *kept = count ? malloc((size_t)count * sizeof(RecordView)) : NULL;
+    int64_t *timestamps = count ? malloc((size_t)count * sizeof(int64_t)) : NULL;
+    unsigned char *out = NULL;
+    Py_ssize_t out_length = 0, n_read = 0, n_kept = 0, n_invalid = 0;
+    int has_tombstone = 0, status = 0, needs_horizon = 0;
+    int64_t max_ts = INT64_MIN, new_base = 0;
+    if (count && (kept == NULL || timestamps == NULL)) {
+        free(kept);
+        free(timestamps);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (; n_read < count; n_read++) {
+        RecordView r;
+        if (read_record(buf, end, &pos, &r) < 0) {
+            status = 1;
+            break;
+        }
+        if (discard_all) {
+            continue;
+        }
+        int64_t offset;
+        if (__builtin_add_overflow((int64_t)base_offset, r.offset_delta, &offset)) {
+            status = 1;
+            break;
+        }
+        if (!is_control && offset <= map_latest_offset) {
+            if (r.key < 0) {
+                n_invalid++;
+                continue;
+            }
+            int64_t latest = key_map == NULL ? -1 : keymap_get(key_map, buf + r.key, r.key_length);
+            if (offset < latest || (!r.has_value && !retains_deletes)) {
+                continue;
+            }
+        }
+        int64_t ts;
+        if (has_log_append_time) {
+            ts = log_append_time;
+        }
+        else if (__builtin_add_overflow((int64_t)base_timestamp, r.timestamp_delta, &ts)) {
+            status = 1;
+            break;
+        }
+        timestamps[n_kept] = ts;
+        kept[n_kept++] = r;
+        has_tombstone = has_tombstone || !r.has_value;
+        if (ts > max_ts) {
+            max_ts = ts;
+        }
+    }
+    if (status == 0 && pos != end) {
+        status = 1;
+    }
+    needs_horizon = !has_horizon && (has_tombstone || (can_discard && is_control));
+    if (status == 0 && n_kept > 0 && (n_kept < count || needs_horizon)) {
+        if (has_horizon) {
+            new_base = horizon;
+        }
+        else if (needs_horizon) {
+            new_base = new_horizon;
+        }
+        else {
+            new_base = timestamps[0];
+        }
+        /* each record grows at most by its timestamp delta's new size (<= 10) minus the old (>= 1) */
+        size_t capacity = (size_t)end + (size_t)n_kept * 20 + 16;
+        out = malloc(capacity);
+        if (out == NULL) {
+            status = 2;
+        }
+        for (Py_ssize_t i = 0; status == 0 && i < n_kept; i++) {
+            RecordView *r = &kept[i];
+            int64_t delta;
+            if (__builtin_sub_overflow(timestamps[i], new_base, &delta)) {
+                status = 1;
+                break;
+            }
+            unsigned char delta_bytes[10];
+            Py_ssize_t delta_size = write_varint(delta_bytes, delta);
+            Py_ssize_t body = 1 + delta_size + (r->end - r->tail);
+            out_length += write_varint(out + out_length, (int64_t)body);
+            out[out_length++] = 0;
+            memcpy(out + out_length, delta_bytes, (size_t)delta_size);
+            out_length += delta_size;
+            memcpy(out + out_length, buf + r->tail, (size_t)(r->end - r->tail));
+            out_length += r->end - r->tail;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(kept);
+    free(timestamps);
+    PyBuffer_Release(&view);
+    if (status != 0) {
+        free(out);
+        if (status == 2) {
+            return PyErr_NoMemory();
+        }
+        PyErr_SetString(fallback_error, "records area needs the Python rules");
+        return NULL;
+    }
+    PyObject *area;
+    if (out == NULL) {
+        area = Py_NewRef(Py_None);
+    }
+    else {
+        area = PyBytes_FromStringAndSize((const char *)out, out_length);
+        free(out);
+        if (area == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *horizon_out;
+    if (has_horizon) {
+        horizon_out = PyLong_FromLongLong(horizon);
+    }
+    else if (needs_horizon && n_kept > 0) {
+        horizon_out = PyLong_FromLongLong(new_horizon);
+    }
+    else {
+        horizon_out = Py_NewRef(Py_None);
+    }
+    if (horizon_out == NULL) {
+        Py_DECREF(area);
+        return NULL;
+    }
+    return Py_BuildValue("NnnnLLN", area, n_read, n_kept, n_invalid, (long long)max_ts, (long long)new_base,
+                         horizon_out);
+}
+
+static PyMethodDef methods[] = {
+    {"filter_records", filter_records, METH_VARARGS, "Filter and re-encode one records area."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    if (PyType_Ready(&KeyMapType) < 0) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) {
+        return NULL;
+    }
+    fallback_error = PyErr_NewException("cleaner._native.Fallback", PyExc_ValueError, NULL);
+    if (fallback_error == NULL || PyModule_AddObjectRef(m, "Fallback", fallback_error) < 0 ||
+        PyModule_AddObjectRef(m, "KeyMap", (PyObject *)&KeyMapType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,169 @@
+"""The C path for the cleaner's per-record work (``cleaner/_native.c``), behind the Python rules.
+
+``KeyMap`` holds the round's key map without a Python object per key; ``map_records`` fills it from one
+batch's records area and ``filter_batch_native`` applies the record rules of ``rules.filter_batch`` to one
+batch and re-encodes the survivors, both with the GIL released. Codec work stays in Python
+(``records_bytes`` decompresses, ``compress`` compresses the survivors). Anything the C code does not
+handle exactly (an odd encoding, a key map that is not native, an empty batch) comes back as None or
+``Fallback``, and the caller runs the Python rules, which stay the oracle. ``LOGCLEANER_PURE_PYTHON=1``, or
+an install without a compiler, leaves only the Python rules.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from types import ModuleType
+from typing import Protocol
+
+import crc32c
+
+from service.storage.compression import CompressionType, compress
+from service.storage.records import (
+    BATCH_HEADER,
+    CURRENT_MAGIC,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    RecordBatch,
+    TimestampType,
+)
+
+__all__ = [
+    "FALLBACK",
+    "Fallback",
+    "NativeKeyMap",
+    "filter_records",
+    "encode_rebuilt_batch",
+    "native_key_map",
+    "new_native_key_map",
+]
+
+_TRANSACTIONAL_BIT = 0x10
+_CONTROL_BIT = 0x20
+_DELETE_HORIZON_BIT = 0x40
+
+
+class NativeKeyMap(Protocol):
+    """``cleaner._native.KeyMap``: exact key bytes → latest offset."""
+
+    def map_records(self, raw: bytes, count: int, base_offset: int, start: int) -> tuple[int, int]: ...
+
+    def get(self, key: bytes) -> int: ...
+
+    def put(self, key: bytes, offset: int) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("LOGCLEANER_PURE_PYTHON"):
+        return None
+    try:
+        from cleaner import _native as module  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return module  # type: ignore[no-any-return]
+
+
+_native = _load()
+
+
+class Fallback(Exception):
+    """Never raised: stands in for ``_native.Fallback`` when the module is not built."""
+
+
+FALLBACK: type[Exception] = Fallback if _native is None else _native.Fallback
+
+
+def new_native_key_map() -> NativeKeyMap | None:
+    """A fresh C key map, or None when the native module is not in use."""
+    return None if _native is None else _native.KeyMap()
+
+
+def native_key_map(lookup: Callable[[bytes], int]) -> NativeKeyMap | None:
+    """The C key map behind ``lookup`` when it is a ``KeyMap``'s ``get`` (what ``OffsetMap.lookup`` hands
+    out), else None: then the records go through the Python rules, which call ``lookup``."""
+    if _native is None:
+        return None
+    owner = getattr(lookup, "__self__", None)
+    return owner if isinstance(owner, _native.KeyMap) else None
+
+
+def filter_records(
+    batch: RecordBatch,
+    *,
+    key_map: NativeKeyMap,
+    map_latest_offset: int,
+    now_ms: int,
+    new_horizon_ms: int,
+    discard_records: bool,
+    can_discard: bool,
+) -> tuple[bytes | None, int, int, int, int, int, int | None] | None:
+    """The C record loop over one batch (see ``_native.filter_records``); None: use the Python rules."""
+    if _native is None or batch.records_count == 0:
+        return None
+    log_append_time = batch.max_timestamp if batch.timestamp_type is TimestampType.LOG_APPEND_TIME else None
+    raw = batch.records_bytes()
+    try:
+        result = _native.filter_records(
+            raw,
+            batch.records_count,
+            batch.base_offset,
+            batch.base_timestamp,
+            log_append_time,
+            key_map,
+            map_latest_offset,
+            now_ms,
+            batch.delete_horizon_ms,
+            new_horizon_ms,
+            discard_records,
+            batch.is_control,
+            can_discard,
+        )
+    except _native.Fallback:
+        return None
+    return result  # type: ignore[no-any-return]
+
+
+def encode_rebuilt_batch(
+    batch: RecordBatch,
+    area: bytes,
+    *,
+    records_count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    delete_horizon_ms: int | None,
+) -> bytes:
+    """The survivors' records area as one batch, with the header ``records.encode_batch`` would write."""
+    if batch.compression is not CompressionType.NONE:
+        area = compress(batch.compression, area)
+    attributes = int(batch.compression) | (int(batch.timestamp_type) << 3)
+    if batch.is_transactional:
+        attributes |= _TRANSACTIONAL_BIT
+    if batch.is_control:
+        attributes |= _CONTROL_BIT
+    if delete_horizon_ms is not None:
+        attributes |= _DELETE_HORIZON_BIT
+    size = RECORD_BATCH_OVERHEAD + len(area)
+    header = bytearray(
+        BATCH_HEADER.pack(
+            batch.base_offset,
+            size - LOG_OVERHEAD,
+            batch.partition_leader_epoch,
+            CURRENT_MAGIC,
+            0,
+            attributes,
+            batch.last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            batch.producer_id,
+            batch.producer_epoch,
+            batch.base_sequence,
+            records_count,
+        )
+    )
+    crc = crc32c.crc32c(area, crc32c.crc32c(header[21:]))
+    header[17:21] = crc.to_bytes(4, "big")
+    return bytes(header) + area

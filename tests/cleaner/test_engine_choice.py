@@ -1,0 +1,178 @@
+"""``log.cleaner.engine`` per round: ``auto`` sends a round to Spark only from ``log.cleaner.spark.min.bytes``
+read; small logs are cleaned in-process without ever importing pyspark or starting a JVM."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import psutil  # type: ignore[import-untyped]  # no stubs installed; used to look for a java child
+import pytest
+
+from cleaner.cleaner import CleaningResult, ScheduleDelete
+from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine, round_bytes
+from service.clock import ManualClock
+from service.engine_choice import EngineChoice, EngineReason
+from service.storage.log import PartitionLog
+from tests.cleaner.helpers import keyed, new_log
+from tests.service.test_serve import READY, Serve
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_auto_picks_spark_from_the_threshold_on() -> None:
+    choice = EngineChoice("auto", 1000)
+    assert choice.choose(999) == ("in-process", EngineReason.BELOW_SPARK_MIN_BYTES)
+    assert choice.choose(1000) == ("spark", EngineReason.AT_OR_ABOVE_SPARK_MIN_BYTES)
+    assert EngineChoice("spark", 1000).choose(0) == ("spark", EngineReason.FORCED)
+    assert EngineChoice("in-process", 0).choose(10**12) == ("in-process", EngineReason.FORCED)
+
+
+class _NamedSpark:
+    """Stands in for the Spark engine (the real one is tested in tests/cleaner/spark): in-process rules,
+    reported as ``spark``, so that the choice is visible without a JVM."""
+
+    name = "spark"
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.inner = InProcessEngine(clock)
+        self.closed = False
+
+    def clean(
+        self,
+        log: PartitionLog,
+        first_dirty_offset: int,
+        upper_bound_offset: int,
+        *,
+        check_aborted: Callable[[], None],
+        throttle: Callable[[int], None],
+        schedule_delete: ScheduleDelete,
+        thread_id: int = 0,
+    ) -> CleaningResult:
+        result = self.inner.clean(
+            log,
+            first_dirty_offset,
+            upper_bound_offset,
+            check_aborted=check_aborted,
+            throttle=throttle,
+            schedule_delete=schedule_delete,
+        )
+        return CleaningResult(result.end_offset, result.stats, self.name)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _clean(engine: CompactionEngine, log: PartitionLog) -> CleaningResult:
+    return engine.clean(
+        log,
+        0,
+        log.log_end_offset,
+        check_aborted=lambda: None,
+        throttle=lambda _n: None,
+        schedule_delete=lambda _delay, _fn: None,
+    )
+
+
+@pytest.mark.parametrize("margin", [1, 0])
+def test_spark_is_built_only_when_a_round_reaches_the_threshold(tmp_path: Path, margin: int) -> None:
+    clock = ManualClock(1_700_000_000_000)
+    log = new_log(tmp_path / "topic-0", clock, segment_bytes=2048)
+    for i in range(200):
+        log.append_records([keyed(i % 5, i)])
+    size = round_bytes(log, log.log_end_offset)
+    assert size > 0
+    built: list[_NamedSpark] = []
+
+    def build_spark() -> CompactionEngine:
+        built.append(_NamedSpark(clock))
+        return built[-1]
+
+    engine = PerRoundEngine(EngineChoice("auto", size + margin), InProcessEngine(clock), build_spark)
+    result = _clean(engine, log)
+    expected = "in-process" if margin else "spark"
+    assert result.engine == expected
+    assert engine.has_started_spark is (not margin)
+    engine.close()
+    assert [b.closed for b in built] == ([] if margin else [True])
+
+
+def _gen_compacted(log_dir: Path) -> None:
+    args = [sys.executable, "-m", "service", "gen", "--log-dir", str(log_dir), "--records", "3000"]
+    args += ["--keys", "100", "--value-size", "20", "--batch-size", "50", "--segment-bytes", "16384"]
+    args += ["--partitions", "2"]
+    args += ["--cleanup-policy", "compact"]
+    subprocess.run(args, cwd=REPO, check=True, capture_output=True)
+
+
+def test_offline_clean_of_small_logs_runs_in_process_and_never_imports_pyspark(tmp_path: Path) -> None:
+    """The default engine (auto): every entry says in-process, and pyspark was never imported."""
+    _gen_compacted(tmp_path / "logs")
+    script = (
+        "import json, sys\n"
+        "from service.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print(json.dumps({'code': code, 'pyspark': 'pyspark' in sys.modules}))\n"
+    )
+    args = [sys.executable, "-c", script, "clean", "--json", "--override", f"log.dirs={tmp_path / 'logs'}"]
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=False)
+    *document, last = done.stdout.strip().splitlines()
+    assert json.loads(last) == {"code": 0, "pyspark": False}, done.stderr
+    cleaned = json.loads("\n".join(document))["cleaned"]
+    assert len(cleaned) == 2
+    assert {entry["engine"] for entry in cleaned} == {"in-process"}
+    assert {entry["stats"]["engine"] for entry in cleaned} == {"in-process"}
+
+
+def test_explain_says_which_engine_a_round_would_use(tmp_path: Path) -> None:
+    _gen_compacted(tmp_path / "logs")
+    base = [
+        sys.executable,
+        "-m",
+        "service",
+        "explain",
+        "--json",
+        "--override",
+        f"log.dirs={tmp_path / 'logs'}",
+    ]
+    for extra, engine, reason in [
+        ([], "in-process", "below-spark-min-bytes"),
+        (["--override", "log.cleaner.spark.min.bytes=1"], "spark", "at-or-above-spark-min-bytes"),
+        (["--override", "log.cleaner.engine=spark"], "spark", "forced-by-log.cleaner.engine"),
+    ]:
+        done = subprocess.run([*base, *extra], cwd=REPO, capture_output=True, text=True, check=True)
+        cleaners = [p["cleaner"] for p in json.loads(done.stdout)["partitions"]]
+        assert [(c["engine"], c["engine_reason"]) for c in cleaners] == [(engine, reason)] * 2
+
+
+@pytest.mark.slow
+def test_serve_cleans_small_logs_in_process_without_a_jvm(tmp_path: Path) -> None:
+    _gen_compacted(tmp_path / "logs")
+    serve = Serve(tmp_path / "logs", "log.cleaner.backoff.ms=100", "scheduler.initial.delay.ms=3600000")
+    try:
+        serve.wait_for(READY)
+        found = re.search(r"REST API listening on (http://127\.0\.0\.1:\d+)", serve.log)
+        assert found, serve.log
+        url = found.group(1)
+        runs: list[dict[str, object]] = []
+        deadline = time.monotonic() + 20
+        while len(runs) < 2 and time.monotonic() < deadline:
+            runs = httpx.get(f"{url}/v1/cleaner").json()["last_runs"]
+            time.sleep(0.1)
+        assert {r["engine"] for r in runs} == {"in-process"}, runs
+        metrics = httpx.get(f"{url}/metrics").text
+        assert re.search(r'^logcleaner_cleaner_rounds_total\{engine="in-process"\} [1-9]', metrics, re.M)
+        assert re.search(r'^logcleaner_cleaner_rounds_total\{engine="spark"\} 0\.0$', metrics, re.M)
+        forced = httpx.post(f"{url}/v1/cleaner/run", json={"topic": "gen-0", "partition": 0})
+        assert forced.status_code == 200, forced.text
+        assert [e["engine"] for e in forced.json()["cleaned"]] == ["in-process"]
+        children = psutil.Process(serve.proc.pid).children(recursive=True)
+        assert not [c for c in children if "java" in c.name()], children
+    finally:
+        assert serve.stop() == 0, serve.log

@@ -1,0 +1,130 @@
+"""Inspection commands write nothing into a log dir: no lock, marker, checkpoint, index or truncation.
+
+``explain`` and ``retention --dry-run`` run over a log dir after a clean stop, after an unclean one (no
+marker, missing indexes, a torn tail that recovery would cut), and while another LogManager holds its
+lock; every file's bytes, and the set of names, are the same afterwards. No offline command creates a
+missing log dir: that is exit 2 naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from service.cli import main
+from service.clock import SystemClock
+from service.storage.dir_lock import LogDirLock
+from service.storage.log_config import LogConfig
+from service.storage.log_dir import close_log_dir, load_log_dir
+from service.storage.records import Record
+from service.storage.topic_partition import TopicPartition
+
+DAY_MS = 86_400_000
+READ_ONLY_COMMANDS = [["explain", "--json"], ["retention", "--dry-run", "--json"]]
+
+
+def make_old_logs(log_dir: Path, partitions: int = 2, records: int = 30) -> None:
+    """Partitions ``t-N`` of 10-day-old records in 300-byte segments: time retention deletes most."""
+    for p in range(partitions):
+        (log_dir / f"t-{p}").mkdir(parents=True)
+    loaded = load_log_dir(log_dir, lambda _t: LogConfig(segment_bytes=300), clock=SystemClock())
+    stamp = SystemClock().now_ms() - 10 * DAY_MS
+    for p in range(partitions):
+        log = loaded.logs[TopicPartition("t", p)]
+        for i in range(records):
+            log.append_records([Record(0, stamp, b"k%d" % i, b"v%d" % i)])
+    close_log_dir(loaded)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every path below ``root`` with its content hash (dirs as "dir")."""
+    result: dict[str, str] = {}
+    for directory, dirs, files in os.walk(root):
+        for name in dirs:
+            result[os.path.relpath(os.path.join(directory, name), root)] = "dir"
+        for name in files:
+            path = Path(directory, name)
+            result[os.path.relpath(path, root)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return result
+
+
+def make_unclean(log_dir: Path) -> None:
+    """As a kill leaves it: no marker, no recovery-point checkpoint, lost indexes, a torn last batch."""
+    (log_dir / ".kafka_cleanshutdown").unlink()
+    (log_dir / "recovery-point-offset-checkpoint").unlink(missing_ok=True)
+    partition = log_dir / "t-0"
+    for index in sorted(partition.glob("*.index"))[:2]:
+        index.unlink()
+    active = sorted(partition.glob("*.log"))[-1]
+    with active.open("ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00")  # a batch header cut short
+
+
+def run(capsys: pytest.CaptureFixture[str], log_dir: Path, *args: str) -> tuple[int, str, str]:
+    code = main([*args, "--override", f"log.dirs={log_dir}", "--override", "log.retention.hours=24"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("args", READ_ONLY_COMMANDS, ids=lambda a: " ".join(a))
+@pytest.mark.parametrize("state", ["clean", "unclean", "held-by-a-daemon"])
+def test_inspection_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], state: str
+) -> None:
+    log_dir = tmp_path / "logs"
+    make_old_logs(log_dir)
+    if state == "unclean":
+        make_unclean(log_dir)
+    lock = LogDirLock(log_dir) if state == "held-by-a-daemon" else None
+    if lock is not None:
+        lock.acquire()
+    try:
+        before = snapshot(log_dir)
+        code, out, err = run(capsys, log_dir, *args)
+        assert code == 0, err
+        assert snapshot(log_dir) == before
+    finally:
+        if lock is not None:
+            lock.release()
+    document = json.loads(out)
+    if args[0] == "retention":
+        assert len(document["deleted"]) >= 4  # it still reports what a real pass would delete
+    else:
+        assert {p["log_dir"] for p in document["partitions"]} == {str(log_dir.resolve())}
+        verdicts = [s["verdict"] for p in document["partitions"] for s in p["segments"]]
+        assert verdicts.count("delete") >= 4
+
+
+def test_inspection_after_an_unclean_stop_reports_what_recovery_would_do(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    clean, unclean = tmp_path / "clean", tmp_path / "unclean"
+    make_old_logs(clean)
+    make_old_logs(unclean)
+    make_unclean(unclean)
+    documents = []
+    for log_dir in (clean, unclean):
+        code, out, err = run(capsys, log_dir, "explain", "--json")
+        assert code == 0, err
+        documents.append(json.loads(out)["partitions"])
+    offsets = [[(p["log_start_offset"], p["log_end_offset"]) for p in doc] for doc in documents]
+    assert offsets[0] == offsets[1]  # the torn tail is not counted: recovery would cut it
+
+
+@pytest.mark.parametrize(
+    "args",
+    [*READ_ONLY_COMMANDS, ["retention"], ["clean"], ["topic-config", "--topic", "t"]],
+    ids=lambda a: " ".join(a),
+)
+def test_a_missing_log_dir_is_exit_2_and_is_not_created(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str]
+) -> None:
+    missing = tmp_path / "typo" / "logs"
+    code, _out, err = run(capsys, missing, *args)
+    assert code == 2
+    assert str(missing) in err and "does not exist" in err
+    assert not (tmp_path / "typo").exists()
