@@ -5,8 +5,9 @@ Every 4xx/5xx the API sends has ``type``, ``title``, ``status`` and ``detail``. 
 (``log_start_offset``, ``log_end_offset``). FastAPI's own request-validation errors and Starlette's
 404/405 become problems too, and so does anything unexpected (500, logged with its traceback).
 
-A detail never names a file: corrupt data is described by its reason (the daemon's log has the file and
-position), and any log dir path left in an error's message is replaced by ``<log dir>``.
+A detail never names a file by its absolute path: corrupt data is described by its reason (the daemon's
+log has the file and position), and a file below a log dir is named relative to it (``t-0/….log``). A log
+dir itself is named where it is the subject (a 503 for an offline dir): it is configuration, not a file.
 """
 
 from __future__ import annotations
@@ -210,12 +211,12 @@ async def _on_validation_error(_request: Request, exc: Exception) -> JSONRespons
 
 
 def _without_paths(request: Request, text: str) -> str:
-    """``text`` with every log dir's absolute path replaced by ``<log dir>`` (longest first)."""
+    """``text`` with each file below a log dir named relative to it (longest log dir first)."""
     context = getattr(request.app.state, "context", None)
     service = getattr(context, "service", None)
     log_dirs = getattr(getattr(service, "log_manager", None), "log_dirs", ())
     for log_dir in sorted((str(d) for d in log_dirs), key=len, reverse=True):
-        text = text.replace(log_dir, "<log dir>")
+        text = text.replace(log_dir.rstrip("/") + "/", "")
     return text
 
 
