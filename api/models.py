@@ -333,7 +333,7 @@ class SetAsideConfigFile(BaseModel):
 
 class LoadFailures(BaseModel):
     partitions: list[FailedPartitionOut] = Field(
-        description="Partitions left out at start-up (not served; their files are untouched)"
+        description="Partitions left out at start-up (not served; their records are untouched)"
     )
     topic_config_files: list[SetAsideConfigFile] = Field(
         description="Corrupt topic-config store copies renamed aside (their topics run on broker defaults "

@@ -240,7 +240,7 @@ class LogManager:
 
     @property
     def failed_partitions(self) -> dict[TopicPartition, FailedPartition]:
-        """Partitions whose dir failed to load at start-up (not an I/O error): left out, files untouched."""
+        """Partitions whose dir failed to load at start-up (not an I/O error): left out, records untouched."""
         with self._lock:
             return dict(self._failed)
 

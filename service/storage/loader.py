@@ -158,7 +158,7 @@ def _check_clean_active_segment(active: LogSegment) -> tuple[str | None, int | N
     try:
         next_offset = active.read_next_offset()
     except UnsupportedFormatError:
-        return None, None  # read again by the caller, which then fails the partition's load
+        raise  # fails the partition's load before its indexes are preallocated again
     except CorruptDataError as exc:
         return exc.reason, None
     _, offset_of_max = active.time_index.last_entry()

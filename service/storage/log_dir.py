@@ -48,7 +48,7 @@ _SKIPPED_DIRS = ("__cluster_metadata-",)
 
 @dataclass(frozen=True, slots=True)
 class FailedPartition:
-    """A partition dir whose load failed: left out, untouched on disk, until an operator repairs it.
+    """A partition dir whose load failed: left out, its records untouched, until an operator repairs it.
 
     ``log_start_offset`` is its checkpointed one, written back with the dir's checkpoints so that a
     repaired partition comes back with it. Its recovery point is not written back: a partition missing

@@ -5,6 +5,7 @@ before it looks at the magic byte)."""
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -119,3 +120,23 @@ def test_header_then_zeros_is_corrupt_not_an_old_format() -> None:
     assert not isinstance(caught.value, UnsupportedFormatError)
     assert caught.value.position == 70
     assert "CRC" in caught.value.reason
+
+
+@pytest.mark.parametrize("clean_shutdown", [True, False])
+def test_an_old_format_batch_fails_the_load_and_leaves_the_log_alone(
+    make_log: MakeLog, open_log: OpenLog, log_dir: Path, clean_shutdown: bool
+) -> None:
+    """A magic 1 message whose own CRC holds is a real old segment, not a torn tail: never truncated."""
+    _good_prefix(make_log)
+    body = struct.pack(">bbq", 1, 0, 1_700_000_000_000) + struct.pack(">ii", -1, 3) + b"old"
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    active = log_dir / f"{0:020d}.log"
+    with open(active, "ab") as f:
+        f.write(struct.pack(">qi", 5, len(message)) + message)
+    before = {p.name: p.read_bytes() for p in log_dir.iterdir()} if clean_shutdown else None
+    log_bytes = active.read_bytes()
+    with pytest.raises(UnsupportedFormatError, match="magic 1"):
+        open_log(clean_shutdown=clean_shutdown)
+    assert active.read_bytes() == log_bytes
+    if before is not None:  # after a clean stop nothing at all is written
+        assert {p.name: p.read_bytes() for p in log_dir.iterdir()} == before
