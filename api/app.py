@@ -20,7 +20,7 @@ from api.openapi import install_openapi
 from api.problems import install_problem_handlers
 from api.produce import produce_request_model
 from api.readiness import ReadinessGuard
-from api.routes import checkpoints, cleaner, health, partitions, records, retention, scheduler, topics
+from api.routes import checkpoints, cleaner, health, logs, partitions, records, retention, scheduler, topics
 
 __all__ = ["create_app"]
 
@@ -57,7 +57,7 @@ def create_app(
     app.state.context = ApiContext(service, settings, produce_model)
     install_problem_handlers(app)
     app.include_router(health.build_router(registry))
-    for module in (topics, partitions, records, checkpoints, retention, cleaner, scheduler):
+    for module in (topics, partitions, records, checkpoints, retention, cleaner, scheduler, logs):
         app.include_router(module.router)
     # The last added runs first: auth, then encoded slashes, then the body limit, then readiness.
     if not_ready is not None:

@@ -130,7 +130,9 @@ def find_log(context: ApiContext, topic: str, partition: int) -> PartitionLog:
     manager = context.service.log_manager
     try:
         return manager.get_log(TopicPartition(topic, partition))
-    except NotFoundError:
+    except NotFoundError as exc:
+        if TopicPartition(topic, partition) in manager.failed_partitions:
+            raise exc from None  # names the load failure
         partitions = manager.topics().get(topic)
         if partitions is None:
             raise NotFoundError(f"topic {topic!r} does not exist") from None

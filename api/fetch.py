@@ -5,21 +5,47 @@ An offset below the log start offset or past the log end offset is out of range 
 gives the next record. Control batches are skipped. At most ``max_records`` records, and no more once
 their keys and values pass ``max_bytes`` (the first record always comes, as Kafka's fetch does).
 ``next_offset`` is where the following fetch should start.
+
+Every batch's CRC is verified before its records are decoded, as a Kafka consumer with ``check.crcs=true``
+does: the records before a corrupt batch are returned (``next_offset`` stops at it), and a fetch that
+starts at one answers 500 naming the topic, partition and offset (never a file). In a log that is not
+compacted the offsets are contiguous, so a hole between two batches means lost data (a truncated
+segment): the fetch goes on past it, and logs and counts it.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
+from collections.abc import Callable
 from typing import Any
 
-from service.errors import OffsetOutOfRangeError
+from api.problems import ApiProblem
+from service.errors import CorruptDataError, OffsetOutOfRangeError
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 
-__all__ = ["fetch_document", "record_doc"]
+__all__ = ["FETCH_CORRUPT_BATCH", "FETCH_MISSING_RANGE", "FetchFaultRecorder", "fetch_document", "record_doc"]
+
+logger = logging.getLogger(__name__)
+
+FETCH_CORRUPT_BATCH = "corrupt-batch"
+FETCH_MISSING_RANGE = "missing-range"
+FetchFaultRecorder = Callable[[str], None]  # called with FETCH_CORRUPT_BATCH or FETCH_MISSING_RANGE
 
 
-def fetch_document(log: PartitionLog, offset: int, *, max_records: int, max_bytes: int) -> dict[str, Any]:
+def _ignore(_kind: str) -> None:
+    pass
+
+
+def fetch_document(
+    log: PartitionLog,
+    offset: int,
+    *,
+    max_records: int,
+    max_bytes: int,
+    on_fault: FetchFaultRecorder = _ignore,
+) -> dict[str, Any]:
     """The ``FetchResponse`` document (built as plain data: this is the API's hot read path)."""
     start, end = log.log_start_offset, log.log_end_offset
     if offset < start or offset > end:
@@ -29,7 +55,7 @@ def fetch_document(log: PartitionLog, offset: int, *, max_records: int, max_byte
             log_start_offset=start,
             log_end_offset=end,
         )
-    records, next_offset = _read(log, offset, max_records, max_bytes)
+    records, next_offset = _read(log, offset, max_records, max_bytes, on_fault)
     tp = log.topic_partition
     return {
         "topic": tp.topic,
@@ -42,14 +68,31 @@ def fetch_document(log: PartitionLog, offset: int, *, max_records: int, max_byte
     }
 
 
-def _read(log: PartitionLog, offset: int, max_records: int, max_bytes: int) -> tuple[list[Record], int]:
+def _read(
+    log: PartitionLog, offset: int, max_records: int, max_bytes: int, on_fault: FetchFaultRecorder
+) -> tuple[list[Record], int]:
     end_before = log.log_end_offset  # everything below it is covered by a read that reaches the end
+    contiguous = not log.config.is_compacted
+    expected = max(offset, log.log_start_offset)  # the next offset a contiguous log holds
     out: list[Record] = []
     size = 0
-    for batch in log.read_batches(offset):
-        if batch.is_control:
-            continue
-        for record in batch.records():
+    batches = log.read_batches(offset)
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                break
+            if not batch.is_crc_valid():
+                raise CorruptDataError(
+                    f"CRC mismatch in the batch of offsets [{batch.base_offset}, {batch.last_offset}]"
+                )
+            records = [] if batch.is_control else batch.records()
+        except CorruptDataError as exc:
+            return _stop_at_corrupt(log, out, expected, exc, on_fault)
+        if contiguous and batch.base_offset > expected:
+            _missing_range(log, expected, batch.base_offset, on_fault)
+        expected = max(expected, batch.next_offset)
+        for record in records:
             if record.offset < offset:
                 continue
             out.append(record)
@@ -57,6 +100,34 @@ def _read(log: PartitionLog, offset: int, max_records: int, max_bytes: int) -> t
             if len(out) >= max_records or size >= max_bytes:
                 return out, record.offset + 1
     return out, max(end_before, out[-1].offset + 1 if out else offset)
+
+
+def _stop_at_corrupt(
+    log: PartitionLog, out: list[Record], at: int, exc: CorruptDataError, on_fault: FetchFaultRecorder
+) -> tuple[list[Record], int]:
+    """The good records read so far; with none, a 500 that names where (the file and position are logged)."""
+    tp = log.topic_partition
+    on_fault(FETCH_CORRUPT_BATCH)
+    logger.error("Fetch of %s stopped at offset %d by corrupt data: %s", tp, at, exc)
+    if out:
+        return out, out[-1].offset + 1
+    raise ApiProblem(
+        500,
+        f"corrupt data in partition {tp.partition} of topic {tp.topic!r} at offset {at}: {exc.reason}; "
+        "it is not served (the daemon's log names the file)",
+        extensions={"topic": tp.topic, "partition": tp.partition, "offset": at},
+    )
+
+
+def _missing_range(log: PartitionLog, start: int, end: int, on_fault: FetchFaultRecorder) -> None:
+    on_fault(FETCH_MISSING_RANGE)
+    logger.warning(
+        "Fetch of %s passed missing offsets [%d, %d): the log is not compacted, so a segment may have "
+        "been truncated",
+        log.topic_partition,
+        start,
+        end,
+    )
 
 
 def _binary(data: bytes | None) -> dict[str, str] | None:

@@ -313,3 +313,29 @@ class Readiness(Health):
         exclude_if=lambda v: not v,
         description="Log dirs taken offline after an I/O error (absent if none; ready while one is online)",
     )
+
+
+# -- load failures -----------------------------------------------------------------------------
+
+
+class FailedPartitionOut(BaseModel):
+    topic: str
+    partition: int
+    log_dir: str
+    reason: str = Field(description="Why loading the partition dir failed (names the file where known)")
+
+
+class SetAsideConfigFile(BaseModel):
+    path: str = Field(description="The corrupt topic-config store copy")
+    kept_as: str | None = Field(description="Where it was renamed aside; null if the rename failed")
+    reason: str
+
+
+class LoadFailures(BaseModel):
+    partitions: list[FailedPartitionOut] = Field(
+        description="Partitions left out at start-up (not served; their records are untouched)"
+    )
+    topic_config_files: list[SetAsideConfigFile] = Field(
+        description="Corrupt topic-config store copies renamed aside (their topics run on broker defaults "
+        "unless another log dir's copy was readable)"
+    )

@@ -4,6 +4,10 @@ Every 4xx/5xx the API sends has ``type``, ``title``, ``status`` and ``detail``. 
 (``[{"field", "message"}]``, the field as ``records[3].value.data``); a 416 adds the valid range
 (``log_start_offset``, ``log_end_offset``). FastAPI's own request-validation errors and Starlette's
 404/405 become problems too, and so does anything unexpected (500, logged with its traceback).
+
+A detail never names a file by its absolute path: corrupt data is described by its reason (the daemon's
+log has the file and position), and a file below a log dir is named relative to it (``t-0/….log``). A log
+dir itself is named where it is the subject (a 503 for an offline dir): it is configuration, not a file.
 """
 
 from __future__ import annotations
@@ -206,11 +210,25 @@ async def _on_validation_error(_request: Request, exc: Exception) -> JSONRespons
     return _render(validation_problem(list(exc.errors())))
 
 
-async def _on_log_cleaner_error(_request: Request, exc: Exception) -> JSONResponse:
+def _without_paths(request: Request, text: str) -> str:
+    """``text`` with each file below a log dir named relative to it (longest log dir first)."""
+    context = getattr(request.app.state, "context", None)
+    service = getattr(context, "service", None)
+    log_dirs = getattr(getattr(service, "log_manager", None), "log_dirs", ())
+    for log_dir in sorted((str(d) for d in log_dirs), key=len, reverse=True):
+        text = text.replace(log_dir.rstrip("/") + "/", "")
+    return text
+
+
+async def _on_log_cleaner_error(request: Request, exc: Exception) -> JSONResponse:
     status = next((s for cls, s in _STATUS_BY_ERROR if isinstance(exc, cls)), 500)
     if status == 500:
         logger.error("Request failed: %s", exc, exc_info=exc)
-        return problem_response(500, f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, CorruptDataError):
+            detail = f"corrupt data: {exc.reason} (the daemon's log names the file)"
+        else:
+            detail = f"{type(exc).__name__}: {exc}"
+        return problem_response(500, _without_paths(request, detail))
     if isinstance(exc, OffsetOutOfRangeError):
         return problem_response(
             416,
@@ -220,8 +238,9 @@ async def _on_log_cleaner_error(_request: Request, exc: Exception) -> JSONRespon
     if status == 422:
         name = getattr(exc, "name", None)  # InvalidConfigError names the config
         field = name if isinstance(name, str) else "body"
-        return _render(ApiProblem(422, str(exc), errors=[FieldError(field=field, message=str(exc))]))
-    return problem_response(status, str(exc))
+        message = _without_paths(request, str(exc))
+        return _render(ApiProblem(422, message, errors=[FieldError(field=field, message=message)]))
+    return problem_response(status, _without_paths(request, str(exc)))
 
 
 async def _on_unexpected(_request: Request, exc: Exception) -> JSONResponse:

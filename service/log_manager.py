@@ -37,6 +37,7 @@ from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import (
+    FailedPartition,
     LoadedLogDir,
     close_log_dir,
     load_log_dir,
@@ -98,12 +99,14 @@ class LogManager:
         # Logs of offline dirs: still listed (marked offline), never read or written until a restart.
         self._offline_logs: dict[TopicPartition, PartitionLog] = {}
         self._topic_admin_lock = threading.RLock()  # one topic creation or deletion at a time
+        self._failed: dict[TopicPartition, FailedPartition] = {}  # left out at start-up
         self._delete_queue: list[tuple[Path, int]] = []  # (renamed dir, time enqueued)
         self._lock = threading.RLock()
         self.is_loaded = False
         self.load_progress = LoadProgress()  # read by /readyz and the metrics while start-up loads
         self.cleaning: CleaningControl | None = None  # set once the log cleaner exists
         self._retention_deletions: Counter[str] = Counter()
+        self._fetch_faults: Counter[str] = Counter()  # by kind; guarded by _deletions_lock too
         self._deletions_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()  # one writer per checkpoint file at a time (shared .tmp)
 
@@ -139,17 +142,20 @@ class LogManager:
     def _adopt(self, state: _LogDirState, loaded: LoadedLogDir) -> None:
         state.had_clean_shutdown = loaded.had_clean_shutdown
         logger.info(
-            "Loaded %d logs from %s (clean shutdown: %s, segments recovered: %d, bytes truncated: %d)",
+            "Loaded %d logs from %s (clean shutdown: %s, segments recovered: %d, bytes truncated: %d, "
+            "partitions that failed to load: %d)",
             len(loaded.logs),
             state.path,
             loaded.had_clean_shutdown,
             loaded.recovered_segments,
             loaded.truncated_bytes,
+            len(loaded.failed),
         )
         for log in loaded.logs.values():
             log.on_io_error = self._on_log_io_error
         with self._lock:
             self._logs.update(loaded.logs)
+            self._failed.update((f.topic_partition, f) for f in loaded.failed)
             now = self.clock.now_ms()
             self._delete_queue.extend((path, now) for path in loaded.pending_deletion)
 
@@ -159,7 +165,9 @@ class LogManager:
             logs = self.logs_in(state.path)
             try:
                 with self._checkpoint_lock:
-                    close_log_dir(LoadedLogDir(state.path, {log.topic_partition: log for log in logs}, False))
+                    logs_by_tp = {log.topic_partition: log for log in logs}
+                    failed = self.failed_in(state.path)
+                    close_log_dir(LoadedLogDir(state.path, logs_by_tp, False, failed=failed))
             except OSError as exc:
                 self._mark_offline(state, exc)
         for log in self.offline_logs.values():
@@ -225,8 +233,29 @@ class LogManager:
         if offline is not None:
             offline.check_usable()
         if log is None:
+            if tp in self.failed_partitions:
+                raise NotFoundError(f"partition {tp} failed to load at start-up (see GET /v1/logs/failed)")
             raise NotFoundError(f"partition {tp} does not exist")
         return log
+
+    @property
+    def failed_partitions(self) -> dict[TopicPartition, FailedPartition]:
+        """Partitions whose dir failed to load at start-up (not an I/O error): left out, records untouched."""
+        with self._lock:
+            return dict(self._failed)
+
+    def failed_in(self, log_dir: Path) -> list[FailedPartition]:
+        return [f for f in self.failed_partitions.values() if f.path.parent == log_dir]
+
+    def _refuse_failed_topic(self, topic: str) -> None:
+        """A topic with a partition that failed to load still owns its dirs: creating it again would
+        collide with them."""
+        failed = sorted(tp.partition for tp in self.failed_partitions if tp.topic == topic)
+        if failed:
+            raise ConflictError(
+                f"topic {topic!r} has partitions that failed to load at start-up ({failed}); "
+                "repair or remove their dirs and restart first"
+            )
 
     def topics(self) -> dict[str, list[int]]:
         """Every topic's partitions, those on offline dirs included."""
@@ -258,12 +287,14 @@ class LogManager:
         with self._topic_admin_lock, self._lock:
             if topic in self.topics():
                 raise ConflictError(f"topic {topic!r} already exists")
+            self._refuse_failed_topic(topic)
             return self._create_partitions([TopicPartition(topic, p) for p in range(partitions)])
 
     def create_partitions(self, topic: str, total: int) -> list[PartitionLog]:
         """Kafka's CreatePartitions: grow ``topic`` to ``total`` partitions (never shrink)."""
         with self._topic_admin_lock, self._lock:
             existing = self.topics().get(topic)
+            self._refuse_failed_topic(topic)
             if existing is None:
                 raise NotFoundError(f"topic {topic!r} does not exist")
             if total <= len(existing):
@@ -349,7 +380,7 @@ class LogManager:
             self._delete_queue.append((renamed, self.clock.now_ms()))
         try:
             with self._checkpoint_lock:
-                write_offset_checkpoints(log_dir, self.logs_in(log_dir))
+                write_offset_checkpoints(log_dir, self.logs_in(log_dir), self.failed_in(log_dir))
         except OSError as exc:
             self._mark_offline(self._state_of(log_dir), exc)
         logger.info("Partition %s renamed to %s for deletion", tp, renamed)
@@ -428,6 +459,17 @@ class LogManager:
         with self._deletions_lock:
             return Counter(self._retention_deletions)
 
+    def record_fetch_fault(self, kind: str) -> None:
+        """Count a fetch that met corrupt data or passed missing offsets (``api.fetch``), for the metrics."""
+        with self._deletions_lock:
+            self._fetch_faults[kind] += 1
+
+    @property
+    def fetch_faults(self) -> Counter[str]:
+        """Fetch faults since start-up, by kind (a copy): read by the metrics."""
+        with self._deletions_lock:
+            return Counter(self._fetch_faults)
+
     def _state_of(self, log_dir: Path) -> _LogDirState:
         return next(s for s in self._dirs if s.path == log_dir)
 
@@ -482,8 +524,14 @@ class LogManager:
         self._checkpoint_each_dir(write_recovery_point_checkpoint)
 
     def checkpoint_log_start_offsets(self) -> None:
-        """The ``kafka-log-start-offset-checkpoint`` task."""
-        self._checkpoint_each_dir(write_log_start_offset_checkpoint)
+        """The ``kafka-log-start-offset-checkpoint`` task (partitions that failed to load keep theirs)."""
+        for state in self.online_dirs():
+            try:
+                with self._checkpoint_lock:
+                    logs = self.logs_in(state.path)
+                    write_log_start_offset_checkpoint(state.path, logs, self.failed_in(state.path))
+            except OSError as exc:
+                self._mark_offline(state, exc)
 
     def _checkpoint_each_dir(self, write: Callable[[Path, list[PartitionLog]], None]) -> None:
         for state in self.online_dirs():

@@ -1,5 +1,6 @@
-"""The LogManager's figures at scrape time: offline log dirs (Kafka ``kafka.log:type=LogManager``) and the
-segments retention has deleted since start-up, by reason."""
+"""The LogManager's figures at scrape time: offline log dirs (Kafka ``kafka.log:type=LogManager``), the
+segments retention has deleted since start-up, by reason, the partitions that failed to load, and the
+fetches that met corrupt data or passed missing offsets."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from api.fetch import FETCH_CORRUPT_BATCH, FETCH_MISSING_RANGE
 from api.metrics.source import MetricsSource
 from service.retention import RetentionReason
 
@@ -17,6 +19,24 @@ __all__ = ["LogManagerCollector"]
 _DELETE_REASONS = tuple(
     str(r) for r in (RetentionReason.LOG_START_OFFSET, RetentionReason.SIZE, RetentionReason.TIME)
 )
+
+
+_FetchFamilies = tuple[GaugeMetricFamily, CounterMetricFamily]
+
+
+def _load_and_fetch_families() -> _FetchFamilies:
+    return (
+        GaugeMetricFamily(
+            "logcleaner_partitions_failed_to_load",
+            "Partitions left out at start-up because loading their dir failed (GET /v1/logs/failed says why)",
+        ),
+        CounterMetricFamily(
+            "logcleaner_fetch_faults",
+            "Fetches that stopped at corrupt data (corrupt-batch) or passed offsets missing from a log that "
+            "is not compacted (missing-range)",
+            labels=("kind",),
+        ),
+    )
 
 
 def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily]:
@@ -43,7 +63,7 @@ class LogManagerCollector(Collector):
         self._source = source
 
     def describe(self) -> Iterable[Metric]:
-        return _families()
+        return (*_families(), *_load_and_fetch_families())
 
     def collect(self) -> Iterable[Metric]:
         offline_count, offline, deleted = families = _families()
@@ -55,4 +75,9 @@ class LogManagerCollector(Collector):
         deletions = manager.retention_deletions
         for reason in sorted(set(_DELETE_REASONS) | deletions.keys()):
             deleted.add_metric([reason], deletions[reason])
-        return families
+        failed, fetch_faults = more = _load_and_fetch_families()
+        failed.add_metric([], len(manager.failed_partitions))
+        faults = manager.fetch_faults
+        for kind in sorted({FETCH_CORRUPT_BATCH, FETCH_MISSING_RANGE} | faults.keys()):
+            fetch_faults.add_metric([kind], faults[kind])
+        return (*families, *more)

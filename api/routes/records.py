@@ -53,7 +53,7 @@ def _produce(context: ApiContext, topic: str, partition: int, body: bytes) -> Pr
     return append_request(log, body, context.produce_model, max_records=limit, now_ms=now_ms)
 
 
-@router.get("", response_model=FetchResponse, responses=problem_responses(404, 416, 422))
+@router.get("", response_model=FetchResponse, responses=problem_responses(404, 416, 422, 500))
 def fetch(
     context: Context,
     topic: TopicPath,
@@ -77,5 +77,11 @@ def fetch(
         )
     log = find_log(context, topic, partition)
     start = log.log_start_offset if offset is None else offset
-    document = fetch_document(log, start, max_records=max_records, max_bytes=context.settings.max_fetch_bytes)
+    document = fetch_document(
+        log,
+        start,
+        max_records=max_records,
+        max_bytes=context.settings.max_fetch_bytes,
+        on_fault=context.service.log_manager.record_fetch_fault,
+    )
     return JSONResponse(document)

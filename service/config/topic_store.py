@@ -12,9 +12,11 @@ Crash behaviour: each copy is replaced with :func:`~service.storage.atomic.write
 is always a complete old or new file. A crash part-way through the copies leaves some dirs on version N+1
 and the rest on N; :meth:`TopicConfigStore.load` takes the highest version, so the change is either
 fully seen or (if no copy was replaced) not at all. A dir with a missing or unreadable copy is skipped
-with a warning; a corrupt copy is logged as an error and skipped, unless no readable copy is left, which
-raises ``CorruptDataError`` rather than start with the overrides silently gone. Log loading ignores the
-file: it is not a partition directory (Kafka's loader ignores stray files the same way).
+with a warning. A corrupt copy is renamed aside (``<file>.corrupt-<UTC time>``, kept for the operator),
+logged as one error line and listed by :attr:`TopicConfigStore.set_aside`; the other dirs' copies are used,
+or, if none is readable, every topic starts on the broker defaults (loudly, never silently: the file is
+kept and reported). Log loading ignores the file: it is not a partition directory (Kafka's loader ignores
+stray files the same way).
 """
 
 from __future__ import annotations
@@ -22,22 +24,34 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
+import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from service.config.definitions import InvalidConfigError
 from service.config.topic_config import topic_config_def, validate_topic_overrides
 from service.errors import CorruptDataError, InvalidInputError
-from service.storage.atomic import write_atomically
+from service.storage.atomic import rename_durably, write_atomically
 from service.storage.log_files import is_valid_topic_name
 
-__all__ = ["TOPIC_CONFIGS_FILE", "TopicConfigStore"]
+__all__ = ["TOPIC_CONFIGS_FILE", "SetAsideFile", "TopicConfigStore"]
 
 logger = logging.getLogger(__name__)
 
 TOPIC_CONFIGS_FILE = ".logcleaner-topic-configs.json"
 
 _Topics = dict[str, dict[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class SetAsideFile:
+    """A corrupt copy of the store, renamed ``kept_as`` so that the operator can inspect or restore it."""
+
+    path: Path
+    kept_as: Path | None  # None if the rename itself failed (the file is then read, and reported, again)
+    reason: str
 
 
 class TopicConfigStore:
@@ -56,6 +70,13 @@ class TopicConfigStore:
         self._version = 0
         self._topics: _Topics = {}
         self._loaded = False
+        self._set_aside: list[SetAsideFile] = []
+
+    @property
+    def set_aside(self) -> list[SetAsideFile]:
+        """The corrupt copies found since start-up, renamed aside (oldest first)."""
+        with self._lock:
+            return list(self._set_aside)
 
     @property
     def version(self) -> int:
@@ -70,7 +91,7 @@ class TopicConfigStore:
 
     def _load_locked(self) -> None:
         best: tuple[int, _Topics] | None = None
-        corrupt: list[CorruptDataError] = []
+        corrupt: list[tuple[Path, CorruptDataError]] = []
         for path in self._paths:
             try:
                 data = path.read_bytes()
@@ -83,13 +104,12 @@ class TopicConfigStore:
             try:
                 version, topics = _decode(data, path)
             except CorruptDataError as exc:
-                logger.exception("topic config file %s is corrupt; using the other log dirs' copies", path)
-                corrupt.append(exc)
+                corrupt.append((path, exc))
                 continue
             if best is None or version > best[0]:
                 best = (version, topics)
-        if best is None and corrupt:
-            raise corrupt[0]
+        for path, error in corrupt:
+            self._set_aside.append(_set_aside(path, error, others_readable=best is not None))
         self._version, self._topics = best if best is not None else (0, {})
         self._loaded = True
         logger.debug(
@@ -168,6 +188,32 @@ class TopicConfigStore:
         if written == 0:
             raise errors[0]
         self._version, self._topics = version, topics
+
+
+def _set_aside(path: Path, error: CorruptDataError, *, others_readable: bool) -> SetAsideFile:
+    """Rename a corrupt copy aside and say, in one error line, what the service does instead."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    if target.exists():
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{uuid.uuid4().hex[:8]}")
+    kept_as: Path | None = target
+    try:
+        rename_durably(path, target)
+    except OSError as rename_error:
+        logger.error("cannot rename the corrupt topic config file %s aside: %s", path, rename_error)
+        kept_as = None
+    if others_readable:
+        outcome = "the other log dirs' copies are used"
+    else:
+        outcome = "no readable copy is left: every topic starts on the broker defaults"
+    logger.error(
+        "topic config file %s is corrupt (%s); kept aside as %s; %s",
+        path,
+        error.reason,
+        kept_as if kept_as is not None else "(not renamed)",
+        outcome,
+    )
+    return SetAsideFile(path, kept_as, error.reason)
 
 
 def _without(topics: _Topics, topic: str) -> _Topics:

@@ -45,7 +45,8 @@ def iter_file_batches(
         if size > len(buf) - offset_in_buf and pos + size <= end:
             buf = os.pread(fd, max(chunk_bytes, size), pos)
             buf_start, offset_in_buf = pos, 0
-        view = memoryview(buf)[offset_in_buf : offset_in_buf + max(size, 0)] if size > 0 else b""
+        # At least the log overhead, so that a nonsense size is reported as such, not as a short read.
+        view = memoryview(buf)[offset_in_buf : offset_in_buf + max(size, LOG_OVERHEAD)]
         try:
             batch = decode_batch(view, 0, position=pos, verify_crc=verify_crc)
         except CorruptDataError as exc:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.clock import Clock
-from service.errors import CorruptDataError
+from service.errors import CorruptDataError, InvalidInputError, UnsupportedFormatError
 from service.storage.atomic import fsync_dir
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
@@ -91,11 +91,22 @@ def load_partition_log(
         truncated += truncated_now
     if segments:
         active = segments[-1]
+        known_end: int | None = None
+        if clean_shutdown:
+            contradiction, known_end = _check_clean_active_segment(active)
+            if contradiction is not None:
+                logger.warning(
+                    "%s: the clean-shutdown marker is contradicted by the active segment (%s); recovering it",
+                    directory,
+                    contradiction,
+                )
+                truncated += active.recover(tracker.on_batch)
+                recovered += 1
         # Preallocate the active segment's indexes again (this reads their entries, which the log end
         # offset lookup below then uses from memory).
         active.offset_index.resize(config.segment_index_bytes)
         active.time_index.resize(config.segment_index_bytes)
-        log_end_offset = active.read_next_offset()
+        log_end_offset = known_end if known_end is not None else active.read_next_offset()
         if clean_shutdown:
             active.close_file()  # nothing unsynced: the first append opens it again
         if log_end_offset < log_start_offset:
@@ -129,6 +140,45 @@ def load_partition_log(
     return LoadResult(log, recovered, truncated)
 
 
+def _check_clean_active_segment(active: LogSegment) -> tuple[str | None, int | None]:
+    """Why the active segment's files cannot be what a clean shutdown left (or None), and its end offset.
+
+    Kafka's sanity checks at load: the indexes may not point past the log's end, and the log must read
+    whole from the last offset-index entry (a truncated or zero-padded ``.log`` does not). An old-format
+    batch is not a contradiction: it fails the partition's load, as it does after an unclean stop.
+    """
+    index = active.offset_index
+    if index.entries > 0:
+        _, position = index.lookup(index.last_offset)
+        if position >= active.size_bytes:
+            reason = (
+                f"the offset index points at position {position}, past the log's {active.size_bytes} bytes"
+            )
+            return reason, None
+    try:
+        next_offset = active.read_next_offset()
+    except UnsupportedFormatError:
+        raise  # fails the partition's load before its indexes are preallocated again
+    except CorruptDataError as exc:
+        return exc.reason, None
+    _, offset_of_max = active.time_index.last_entry()
+    if active.time_index.entries > 0 and offset_of_max >= next_offset:
+        reason = f"the time index names offset {offset_of_max}, at or past the log end offset {next_offset}"
+        return reason, None
+    return None, next_offset
+
+
+def _base_offset(directory: Path, name: str) -> int:
+    """A segment file's base offset; a name that does not start with one fails the partition's load."""
+    try:
+        return base_offset_from_name(name)
+    except InvalidInputError as exc:
+        raise CorruptDataError(
+            f"file name {name!r} does not start with a base offset: not a segment file",
+            path=str(directory / name),
+        ) from exc
+
+
 def _remove_temp_files(directory: Path, names: list[str]) -> list[str]:
     """Step 1; returns the dir's listing, listed again only if a file was deleted."""
     deleted = sorted(n for n in names if n.endswith(DELETED_SUFFIX))
@@ -137,10 +187,10 @@ def _remove_temp_files(directory: Path, names: list[str]) -> list[str]:
         return names
     for name in deleted:
         (directory / name).unlink(missing_ok=True)
-    min_cleaned = min((base_offset_from_name(n) for n in cleaned), default=None)
+    min_cleaned = min((_base_offset(directory, n) for n in cleaned), default=None)
     if min_cleaned is not None:
         for name in sorted(n for n in names if n.endswith(SWAP_SUFFIX)):
-            if base_offset_from_name(name) >= min_cleaned:
+            if _base_offset(directory, name) >= min_cleaned:
                 logger.info("Deleting %s: a swap file left by an interrupted segment split", directory / name)
                 (directory / name).unlink(missing_ok=True)
     for name in cleaned:
@@ -161,7 +211,7 @@ def _complete_swaps(directory: Path, names: list[str], config: LogConfig, clock:
         return os.listdir(directory)
     ranges = []
     for path in log_swaps:
-        base = base_offset_from_name(path.name)
+        base = _base_offset(directory, path.name)
         segment = LogSegment(directory, base, config=config, created_ms=clock.now_ms(), suffix=SWAP_SUFFIX)
         next_offset = base
         for batch in segment.batches():
@@ -173,7 +223,7 @@ def _complete_swaps(directory: Path, names: list[str], config: LogConfig, clock:
     for name in sorted(names):
         if name.endswith(SWAP_SUFFIX) or not name.endswith(_SEGMENT_SUFFIXES) or not name[:1].isdigit():
             continue
-        if min_swap <= base_offset_from_name(name) < max_swap:
+        if min_swap <= _base_offset(directory, name) < max_swap:
             logger.info("Deleting %s: replaced by a completed swap", directory / name)
             (directory / name).unlink()
     for path in swaps:
@@ -199,7 +249,7 @@ def _load_segments(
     segment gets the full check.
     """
     log_names = {n[: -len(LOG_SUFFIX)]: n for n in names if n.endswith(LOG_SUFFIX) and n[:1].isdigit()}
-    log_bases = sorted(base_offset_from_name(n) for n in log_names.values())
+    log_bases = sorted(_base_offset(directory, n) for n in log_names.values())
     bases = set(log_bases)
     txn_bases = set()
     for name in names:
@@ -207,12 +257,12 @@ def _load_segments(
             continue
         stem = name.partition(".")[0]
         # Same name as a .log: no need to parse the offset (the common case, by far).
-        base = -1 if stem in log_names else base_offset_from_name(name)
+        base = -1 if stem in log_names else _base_offset(directory, name)
         if base != -1 and base not in bases:
             logger.warning("Deleting %s: an index file without a log file", directory / name)
             (directory / name).unlink()
         elif name.endswith(TXN_INDEX_SUFFIX):
-            txn_bases.add(base_offset_from_name(name))
+            txn_bases.add(_base_offset(directory, name))
     now_ms = clock.now_ms()
     segments = []
     rebuilt: dict[int, int] = {}

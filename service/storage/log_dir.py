@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.clock import Clock
-from service.errors import InvalidInputError
+from service.errors import InvalidInputError, LogCleanerError
 from service.load_progress import LoadProgress
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import (
@@ -32,6 +32,7 @@ from service.storage.log_files import (
 from service.storage.topic_partition import TopicPartition
 
 __all__ = [
+    "FailedPartition",
     "LoadedLogDir",
     "close_log_dir",
     "load_log_dir",
@@ -45,6 +46,21 @@ logger = logging.getLogger(__name__)
 _SKIPPED_DIRS = ("__cluster_metadata-",)
 
 
+@dataclass(frozen=True, slots=True)
+class FailedPartition:
+    """A partition dir whose load failed: left out, its records untouched, until an operator repairs it.
+
+    ``log_start_offset`` is its checkpointed one, written back with the dir's checkpoints so that a
+    repaired partition comes back with it. Its recovery point is not written back: a partition missing
+    from the recovery-point checkpoint is recovered at its next load, whatever the clean-shutdown marker.
+    """
+
+    topic_partition: TopicPartition
+    path: Path
+    reason: str
+    log_start_offset: int = 0
+
+
 @dataclass(slots=True)
 class LoadedLogDir:
     """The live logs of one log dir after loading, and the partition dirs awaiting deletion."""
@@ -55,6 +71,7 @@ class LoadedLogDir:
     pending_deletion: list[Path] = field(default_factory=list)
     recovered_segments: int = 0
     truncated_bytes: int = 0
+    failed: list[FailedPartition] = field(default_factory=list)
 
 
 def load_log_dir(
@@ -96,29 +113,51 @@ def load_log_dir(
     if progress is not None:
         progress.found(len(to_load))
 
-    def load(item: tuple[Path, TopicPartition]) -> tuple[TopicPartition, LoadResult]:
+    def load(item: tuple[Path, TopicPartition]) -> LoadResult | FailedPartition:
         directory, tp = item
-        result = load_partition_log(
-            directory,
-            config_for(tp.topic),
-            clock=clock,
-            log_start_offset=start_offsets.get(tp, 0),
-            recovery_point=recovery_points.get(tp, 0),
-            clean_shutdown=clean,
-        )
+        try:
+            result: LoadResult | FailedPartition = load_partition_log(
+                directory,
+                config_for(tp.topic),
+                clock=clock,
+                log_start_offset=start_offsets.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                # A partition the checkpoint does not know (it failed to load last time) is recovered.
+                clean_shutdown=clean and tp in recovery_points,
+            )
+        except OSError:
+            raise  # the disk failing: the whole dir goes offline (the caller)
+        except Exception as exc:  # anything else costs this partition only
+            result = _failed(tp, directory, exc, start_offsets.get(tp, 0))
         if progress is not None:
-            progress.loaded_one()
-        return tp, result
+            progress.loaded_one()  # a partition that failed to load is done with too
+        return result
 
     if threads <= 1:  # one thread: no pool, whose per-task cost showed at 10,000 partitions
         results = [load(item) for item in to_load]
     else:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
             results = list(pool.map(load, to_load))
-    loaded = LoadedLogDir(path, {tp: r.log for tp, r in results}, clean, pending_deletion)
-    loaded.recovered_segments = sum(r.recovered_segments for _, r in results)
-    loaded.truncated_bytes = sum(r.truncated_bytes for _, r in results)
+    loaded_logs = [r for r in results if isinstance(r, LoadResult)]
+    loaded = LoadedLogDir(path, {r.log.topic_partition: r.log for r in loaded_logs}, clean, pending_deletion)
+    loaded.recovered_segments = sum(r.recovered_segments for r in loaded_logs)
+    loaded.truncated_bytes = sum(r.truncated_bytes for r in loaded_logs)
+    loaded.failed = [r for r in results if isinstance(r, FailedPartition)]
     return loaded
+
+
+def _failed(tp: TopicPartition, directory: Path, exc: Exception, log_start_offset: int) -> FailedPartition:
+    """Log why ``directory`` failed to load (a traceback only for an error we did not foresee)."""
+    known = isinstance(exc, LogCleanerError)
+    reason = str(exc) if known else f"{type(exc).__name__}: {exc}"
+    logger.error(
+        "Partition %s in %s failed to load and is left out (the other partitions are served): %s",
+        tp,
+        directory,
+        reason,
+        exc_info=None if known else exc,
+    )
+    return FailedPartition(tp, directory, reason, log_start_offset)
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -136,27 +175,32 @@ def write_recovery_point_checkpoint(path: Path, logs: Iterable[PartitionLog]) ->
     )
 
 
-def write_log_start_offset_checkpoint(path: Path, logs: Iterable[PartitionLog]) -> None:
-    """``log-start-offset-checkpoint``: only logs whose start offset is above their first segment (Kafka)."""
-    OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT).write(
-        {
-            log.topic_partition: log.log_start_offset
-            for log in logs
-            if log.log_start_offset > log.segments[0].base_offset
-        }
+def write_log_start_offset_checkpoint(
+    path: Path, logs: Iterable[PartitionLog], failed: Iterable[FailedPartition] = ()
+) -> None:
+    """``log-start-offset-checkpoint``: only logs whose start offset is above their first segment (Kafka),
+    and the partitions that failed to load keep theirs."""
+    offsets = {f.topic_partition: f.log_start_offset for f in failed if f.log_start_offset > 0}
+    offsets.update(
+        (log.topic_partition, log.log_start_offset)
+        for log in logs
+        if log.log_start_offset > log.segments[0].base_offset
     )
+    OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT).write(offsets)
 
 
-def write_offset_checkpoints(path: Path, logs: Iterable[PartitionLog]) -> None:
+def write_offset_checkpoints(
+    path: Path, logs: Iterable[PartitionLog], failed: Iterable[FailedPartition] = ()
+) -> None:
     """Both offset checkpoints of one log dir."""
     logs = list(logs)
     write_recovery_point_checkpoint(path, logs)
-    write_log_start_offset_checkpoint(path, logs)
+    write_log_start_offset_checkpoint(path, logs, failed)
 
 
 def close_log_dir(loaded: LoadedLogDir) -> None:
     """Kafka's shutdown for one dir: close every log, write both checkpoints, then the marker."""
     for log in loaded.logs.values():
         log.close()
-    write_offset_checkpoints(loaded.path, loaded.logs.values())
+    write_offset_checkpoints(loaded.path, loaded.logs.values(), loaded.failed)
     write_clean_shutdown_marker(loaded.path)

@@ -25,10 +25,11 @@ from __future__ import annotations
 import enum
 import os
 import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import crc32c
 
@@ -77,6 +78,7 @@ _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 _DELETE_HORIZON_BIT = 0x40
 _INT32_MAX = (1 << 31) - 1
+_LEGACY_MIN_SIZE = LOG_OVERHEAD + 14  # a magic 0 message: crc, magic, attributes, key and value lengths
 
 
 class TimestampType(enum.IntEnum):
@@ -245,13 +247,9 @@ def decode_batch(
         )
     _, batch_length = _LOG_OVERHEAD.unpack_from(buf, pos)
     size = batch_length + LOG_OVERHEAD
-    if available > MAGIC_OFFSET and buf[pos + MAGIC_OFFSET] in (0, 1):
-        raise UnsupportedFormatError(
-            f"message set with magic {buf[pos + MAGIC_OFFSET]} (Kafka < 0.11 format) is not supported; "
-            "only record batches with magic 2 are",
-            position=where,
-        )
-    if size < RECORD_BATCH_OVERHEAD:
+    # Kafka's order (FileLogInputStream): the size must be plausible and the whole batch present before
+    # the magic byte means anything; a torn tail (a header, then zeros) is corrupt, not an old format.
+    if size < _LEGACY_MIN_SIZE:
         raise CorruptDataError(
             f"batch size {size} is smaller than the {RECORD_BATCH_OVERHEAD}-byte batch header",
             position=where,
@@ -259,6 +257,13 @@ def decode_batch(
     if size > available:
         raise CorruptDataError(
             f"incomplete batch: header says {size} bytes, only {available} left", position=where
+        )
+    if buf[pos + MAGIC_OFFSET] in (0, 1):
+        _raise_legacy(buf, pos, size, where)
+    if size < RECORD_BATCH_OVERHEAD:
+        raise CorruptDataError(
+            f"batch size {size} is smaller than the {RECORD_BATCH_OVERHEAD}-byte batch header",
+            position=where,
         )
     fields = BATCH_HEADER.unpack_from(buf, pos)
     magic = fields[3]
@@ -306,6 +311,27 @@ def decode_batch(
         count,
         data,
         where,
+    )
+
+
+def _raise_legacy(buf: bytes | memoryview, pos: int, size: int, where: int) -> NoReturn:
+    """A magic 0/1 message: unsupported if its zlib CRC-32 holds (a real old segment), else corrupt.
+
+    A legacy message keeps its CRC at 12 and the magic at 16, the CRC covering [16, size); bytes a torn
+    write left (zeros, garbage) fail it, and recovery truncates them as Kafka's ``ensureValid`` would.
+    """
+    magic = buf[pos + MAGIC_OFFSET]
+    (stored,) = _CRC.unpack_from(buf, pos + LOG_OVERHEAD)
+    computed = zlib.crc32(memoryview(buf)[pos + MAGIC_OFFSET : pos + size])
+    if stored != computed:
+        raise CorruptDataError(
+            f"magic {magic} message with an invalid CRC (stored {stored:#010x}, computed {computed:#010x})",
+            position=where,
+        )
+    raise UnsupportedFormatError(
+        f"message set with magic {magic} (Kafka < 0.11 format) is not supported; "
+        "only record batches with magic 2 are",
+        position=where,
     )
 
 

@@ -10,7 +10,8 @@ a copy, and every other ``.log`` file is a symbolic link to the original, which 
 shadow takes its own lock, gets its own marker and checkpoints, and is removed afterwards. After an unclean
 stop (no marker) every ``.log`` is copied, because recovery may truncate any of them; after a clean stop
 only the active segment and a segment whose indexes are missing or malformed are (Kafka's check rebuilds
-those). What the command reports is what the real start-up would find, since it ran those same steps.
+those), except in a partition the recovery-point checkpoint does not list, which loading recovers whole.
+What the command reports is what the real start-up would find, since it ran those same steps.
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from service.errors import NotFoundError
+from service.errors import CorruptDataError, NotFoundError
+from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log_files import (
     CLEAN_SHUTDOWN_FILE,
     INDEX_SUFFIX,
     LOCK_FILE,
     LOG_SUFFIX,
+    RECOVERY_POINT_CHECKPOINT,
     TIME_INDEX_SUFFIX,
+    partition_dir_name,
 )
 
 __all__ = ["require_log_dirs", "shadow_log_dirs"]
@@ -64,13 +68,25 @@ def shadow_log_dirs(log_dirs: list[Path]) -> Iterator[dict[Path, Path]]:
 def _shadow_log_dir(original: Path, shadow: Path) -> None:
     shadow.mkdir(parents=True)
     clean = (original / CLEAN_SHUTDOWN_FILE).is_file()
+    checkpointed = _checkpointed_partition_dirs(original) if clean else set()
     for entry in _entries(original):
         if entry.name == LOCK_FILE:
             continue
         if entry.is_dir(follow_symlinks=False):
-            _shadow_partition_dir(Path(entry.path), shadow / entry.name, copy_every_log=not clean)
+            copy_every_log = entry.name not in checkpointed  # unclean, or recovered whole at load
+            _shadow_partition_dir(Path(entry.path), shadow / entry.name, copy_every_log=copy_every_log)
         elif entry.is_file(follow_symlinks=False):
             _copy(Path(entry.path), shadow / entry.name)
+
+
+def _checkpointed_partition_dirs(original: Path) -> set[str]:
+    """The partition dir names the recovery-point checkpoint lists (none if it cannot be read, as loading
+    then treats every partition as unclean)."""
+    try:
+        checkpoint = OffsetCheckpointFile(original / RECOVERY_POINT_CHECKPOINT).read()
+    except (OSError, ValueError, CorruptDataError):
+        return set()
+    return {partition_dir_name(tp.topic, tp.partition) for tp in checkpoint}
 
 
 def _shadow_partition_dir(original: Path, shadow: Path, *, copy_every_log: bool) -> None:

@@ -115,6 +115,27 @@ def test_inspection_after_an_unclean_stop_reports_what_recovery_would_do(
     assert offsets[0] == offsets[1]  # the torn tail is not counted: recovery would cut it
 
 
+def test_a_partition_missing_from_the_checkpoint_is_recovered_in_the_shadow_only(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """After a clean stop a partition the recovery-point checkpoint does not list (it failed to load last
+    time) is recovered whole at load: its sealed segments, torn here, are copies in the shadow too."""
+    log_dir = tmp_path / "logs"
+    make_old_logs(log_dir)
+    checkpoint = log_dir / "recovery-point-offset-checkpoint"
+    lines = checkpoint.read_text().splitlines()
+    kept = [line for line in lines[2:] if not line.startswith("t 0 ")]
+    checkpoint.write_text("\n".join([lines[0], str(len(kept)), *kept]) + "\n")
+    sealed = sorted((log_dir / "t-0").glob("*.log"))[1]
+    os.truncate(sealed, sealed.stat().st_size - 3)  # recovery cuts this segment and drops the later ones
+    before = snapshot(log_dir)
+    code, out, err = run(capsys, log_dir, "explain", "--json")
+    assert code == 0, err
+    assert snapshot(log_dir) == before
+    [t0] = [p for p in json.loads(out)["partitions"] if p["partition"] == 0]
+    assert t0["log_end_offset"] < 30
+
+
 @pytest.mark.parametrize(
     "args",
     [*READ_ONLY_COMMANDS, ["retention"], ["clean"], ["topic-config", "--topic", "t"]],

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from service.config.topic_store import TOPIC_CONFIGS_FILE, TopicConfigStore
-from service.errors import CorruptDataError, InvalidInputError
+from service.errors import InvalidInputError
 
 
 @pytest.fixture
@@ -140,12 +140,45 @@ def test_a_corrupt_copy_is_logged_and_the_others_used(
     assert str(log_dirs[0] / TOPIC_CONFIGS_FILE) in caplog.text
 
 
-def test_all_copies_corrupt_raises(log_dirs: list[Path]) -> None:
+def test_a_corrupt_copy_is_kept_aside_and_reported_once(
+    log_dirs: list[Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    (log_dirs[0] / TOPIC_CONFIGS_FILE).write_bytes(b'{"version": 3, "topics": {"t": {"retention.ms": "-2"}}}')
+    _write_copy(log_dirs[1], 1, {"t": {"retention.ms": "7"}})
+    store = TopicConfigStore(log_dirs)
+    with caplog.at_level(logging.ERROR, logger="service.config.topic_store"):
+        store.load()
+        store.load()  # a refresh: the file is aside, nothing is reported twice
+    assert store.get("t") == {"retention.ms": "7"}
+    [aside] = store.set_aside
+    assert aside.path == log_dirs[0] / TOPIC_CONFIGS_FILE
+    assert aside.kept_as is not None and aside.kept_as.parent == log_dirs[0]
+    assert aside.kept_as.name.startswith(TOPIC_CONFIGS_FILE + ".corrupt-")
+    assert aside.kept_as.read_bytes().startswith(b'{"version": 3')
+    assert not aside.path.exists()
+    assert len(caplog.records) == 1 and caplog.records[0].exc_info is None
+    assert "the other log dirs' copies are used" in caplog.text
+
+
+def test_the_only_copy_corrupt_starts_on_defaults_and_keeps_the_file(
+    log_dirs: list[Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 14 §3: no exception and no traceback; the file is kept aside and the message says what
+    happens (not "using the other log dirs' copies", since there is none)."""
     (log_dirs[0] / TOPIC_CONFIGS_FILE).write_bytes(b"{")
     store = TopicConfigStore(log_dirs)
-    with pytest.raises(CorruptDataError) as info:
-        store.load()  # d2 has no copy: starting empty would silently lose d1's overrides
-    assert info.value.path == str(log_dirs[0] / TOPIC_CONFIGS_FILE)
+    with caplog.at_level(logging.ERROR, logger="service.config.topic_store"):
+        store.load()
+    assert (store.version, store.all()) == (0, {})
+    [aside] = store.set_aside
+    assert aside.kept_as is not None and aside.kept_as.read_bytes() == b"{"
+    assert "not a JSON document" in aside.reason
+    assert "other log dirs" not in caplog.text
+    assert "every topic starts on the broker defaults" in caplog.text
+    assert str(log_dirs[0] / TOPIC_CONFIGS_FILE) in caplog.text
+    assert all(r.exc_info is None for r in caplog.records)
+    store.update("t", {"retention.ms": "5"})  # the next change writes a fresh store
+    assert TopicConfigStore(log_dirs).get("t") == {"retention.ms": "5"}
 
 
 def test_a_dir_that_cannot_be_written_is_skipped_if_another_is(tmp_path: Path, log_dirs: list[Path]) -> None:
