@@ -19,6 +19,7 @@ from service.errors import CorruptDataError, InvalidInputError
 from service.storage.checkpoints import decode_checkpoint
 from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.file_records import iter_file_batches
+from service.storage.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT, decode_leader_epoch_checkpoint
 from service.storage.log_files import (
     CLEAN_SHUTDOWN_FILE,
     CLEANED_SUFFIX,
@@ -28,18 +29,17 @@ from service.storage.log_files import (
     LOG_START_OFFSET_CHECKPOINT,
     LOG_SUFFIX,
     RECOVERY_POINT_CHECKPOINT,
+    SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
-    SNAPSHOT_SUFFIX,
     TXN_INDEX_SUFFIX,
     base_offset_from_name,
 )
-from service.storage.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT, decode_leader_epoch_checkpoint
-from service.storage.partition_metadata import PARTITION_METADATA_FILE, decode_partition_metadata
-from service.storage.producer_snapshot import decode_snapshot
 from service.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from service.storage.offset_index import OffsetPosition
 from service.storage.offset_index import decode_entries as decode_offset_entries
+from service.storage.partition_metadata import PARTITION_METADATA_FILE, decode_partition_metadata
+from service.storage.producer_snapshot import decode_snapshot
 from service.storage.records import Record, RecordBatch, TimestampType, decode_records
 from service.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from service.storage.time_index import TimestampOffset
