@@ -36,6 +36,7 @@ from service.storage.log_dir import (
     write_recovery_point_checkpoint,
 )
 from service.storage.log_files import DELETE_DIR_SUFFIX, is_valid_topic_name, partition_dir_name
+from service.storage.partition_files import create_partition_metadata, delete_marked_snapshot
 from service.storage.segment import LogSegment
 from service.storage.topic_partition import TopicPartition
 
@@ -242,10 +243,14 @@ class LogManager:
             if log.directory.parent in counts:
                 counts[log.directory.parent] += 1
         created = []
+        topic_ids = {log.topic_partition.topic: log.topic_id for log in self._logs.values() if log.topic_id}
         for tp in partitions:
             target = min(counts, key=counts.__getitem__)
             directory = target / partition_dir_name(tp.topic, tp.partition)
             directory.mkdir()
+            # partition.metadata first: a partition dir of ours always has its topic's id (a new one for
+            # a new topic, the topic's own for an added partition).
+            topic_ids[tp.topic] = create_partition_metadata(directory, topic_ids.get(tp.topic))
             log = load_partition_log(directory, self.config_for(tp.topic), clock=self.clock).log
             self._logs[tp] = log
             counts[target] += 1
@@ -421,5 +426,6 @@ def _deleter(segments: list[LogSegment]) -> Callable[[], None]:
     def delete() -> None:
         for segment in segments:
             segment.delete_files()
+            delete_marked_snapshot(segment.log_path.parent, segment.base_offset)
 
     return delete
