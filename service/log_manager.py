@@ -396,6 +396,13 @@ class LogManager:
         self.scheduler.schedule_once("delete-file", log.config.file_delete_delay_ms, _deleter(doomed))
         return deleted
 
+    def remove_expired_producers(self, expiration_ms: int) -> int:
+        """Kafka's producer-expiry check: every log forgets producers idle for ``expiration_ms``."""
+        expired = sum(len(log.remove_expired_producers(expiration_ms)) for log in self.logs.values())
+        if expired:
+            logger.info("Expired %d producer id(s) idle for %d ms or more", expired, expiration_ms)
+        return expired
+
     # -- flush and checkpoints -------------------------------------------------------------------
 
     def flush_dirty_logs(self) -> None:
