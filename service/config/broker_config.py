@@ -165,7 +165,9 @@ class BrokerConfig:
             log_segment_delete_delay_ms=values.integer("log.segment.delete.delay.ms"),
             log_preallocate=values.flag("log.preallocate"),
             producer_id_expiration_ms=values.integer("producer.id.expiration.ms"),
-            producer_id_expiration_check_interval_ms=values.integer("producer.id.expiration.check.interval.ms"),
+            producer_id_expiration_check_interval_ms=values.integer(
+                "producer.id.expiration.check.interval.ms"
+            ),
             num_recovery_threads_per_data_dir=values.integer("num.recovery.threads.per.data.dir"),
             num_partitions=values.integer("num.partitions"),
             message_max_bytes=values.integer("message.max.bytes"),
