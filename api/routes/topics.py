@@ -120,10 +120,12 @@ def topic_detail(service: LogService, topic: str) -> TopicDetail:
     partitions = _require_topic(service, topic)
     logs = service.log_manager.logs
     summaries = []
+    topic_id = None
     for p in partitions:
         log = logs.get(TopicPartition(topic, p))
         if log is None:  # deleted meanwhile
             continue
+        topic_id = topic_id or log.topic_id
         with log.lock:
             summaries.append(
                 {
@@ -137,7 +139,12 @@ def topic_detail(service: LogService, topic: str) -> TopicDetail:
                 }
             )
     return TopicDetail.model_validate(
-        {"name": topic, "partitions": summaries, "configs": service.topic_store.get(topic)}
+        {
+            "name": topic,
+            "topic_id": topic_id,
+            "partitions": summaries,
+            "configs": service.topic_store.get(topic),
+        }
     )
 
 
