@@ -366,9 +366,12 @@ class PartitionLog:
             self._segments = sorted(kept + list(cleaned), key=lambda s: s.base_offset)
             self._bases = [s.base_offset for s in self._segments]
             self._sealed_size_bytes = sum(s.size_bytes for s in self._segments[:-1])
+            kept_bases = set(self._bases)
             for segment in doomed:
                 segment.close_file()
                 segment.change_file_suffixes("", DELETED_SUFFIX)
+                if segment.base_offset not in kept_bases:  # its snapshot goes with it (Kafka)
+                    mark_snapshot_deleted(self.directory, segment.base_offset)
             for segment in cleaned:
                 segment.change_file_suffixes(SWAP_SUFFIX, "")
                 segment.release()
