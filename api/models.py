@@ -34,6 +34,7 @@ __all__ = [
     "DeleteRecordsResponse",
     "ExplainDocument",
     "Health",
+    "Readiness",
     "Jobs",
     "PartitionDetail",
     "RetentionDocument",
@@ -127,6 +128,11 @@ class CleanRequest(BaseModel):
 class TopicSummary(BaseModel):
     name: str
     partitions: int
+    offline_partitions: list[int] = Field(
+        default_factory=list,
+        exclude_if=lambda v: not v,
+        description="Partitions whose log dir is offline after an I/O error (absent if none)",
+    )
 
 
 class TopicList(BaseModel):
@@ -141,6 +147,11 @@ class PartitionSummary(BaseModel):
     high_watermark: int
     size_bytes: int
     segments: int
+    offline: bool = Field(
+        default=False,
+        exclude_if=lambda v: not v,
+        description="true (absent otherwise): its log dir is offline, the figures are the last known",
+    )
 
 
 class TopicDetail(BaseModel):
@@ -297,3 +308,11 @@ class Jobs(BaseModel):
 
 class Health(BaseModel):
     status: str
+
+
+class Readiness(Health):
+    offline_log_dirs: list[str] = Field(
+        default_factory=list,
+        exclude_if=lambda v: not v,
+        description="Log dirs taken offline after an I/O error (absent if none; ready while one is online)",
+    )

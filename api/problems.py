@@ -23,6 +23,7 @@ from service.errors import (
     CorruptDataError,
     InvalidInputError,
     LogCleanerError,
+    LogDirOfflineError,
     NotFoundError,
     OffsetOutOfRangeError,
 )
@@ -61,6 +62,7 @@ _KINDS: Mapping[int, tuple[str, str]] = {
 
 # Our errors → status, most specific first (OffsetOutOfRangeError is also an InvalidInputError).
 _STATUS_BY_ERROR: tuple[tuple[type[LogCleanerError], int], ...] = (
+    (LogDirOfflineError, 503),
     (OffsetOutOfRangeError, 416),
     (NotFoundError, 404),
     (ConflictError, 409),

@@ -38,8 +38,10 @@ class LogCleaner:
         threads: int,
         backoff_ms: int,
         engine_name: str = "in-process",
+        on_round: Callable[[str, float], None] | None = None,
     ) -> None:
         self.manager = manager
+        self._on_round = on_round
         self.engine_name = engine_name
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -83,6 +85,8 @@ class LogCleaner:
             self._rounds_by_engine[outcome.engine] += 1
             self._bytes_read_by_engine[outcome.engine] += outcome.bytes_read
             self._recent.append(outcome)
+        if self._on_round is not None:
+            self._on_round(outcome.engine, outcome.duration_s)
 
     # -- forced rounds ---------------------------------------------------------------------------
 
@@ -132,9 +136,9 @@ class LogCleaner:
         return CleanerFigures(
             threads=len(self.workers),
             dead_thread_count=self.dead_thread_count,
-            max_buffer_utilization_percent=max((o.buffer_utilization_percent for o in outcomes), default=0),
+            max_buffer_utilization_percent=max((o.buffer_utilization_percent for o in outcomes), default=0.0),
             cleaner_recopy_percent=int(100 * written / max(read, 1)),
-            max_clean_time_secs=int(max((o.duration_s for o in outcomes), default=0)),
+            max_clean_time_secs=max((o.duration_s for o in outcomes), default=0.0),
             max_compaction_delay_secs=max((o.max_compaction_delay_ms // 1000 for o in outcomes), default=0),
             max_dirty_percent=self.manager.max_dirty_percent,
             time_since_last_run_ms=0 if last is None else max(self.manager.clock.now_ms() - last, 0),

@@ -40,7 +40,7 @@ def engine_round(
             first_dirty_offset=to_clean.first_dirty_offset,
             end_offset=result.end_offset,
             stats={**stats.to_json(), "engine": result.engine},
-            buffer_utilization_percent=int(100 * stats.buffer_utilization),
+            buffer_utilization_percent=100 * stats.buffer_utilization,
             max_compaction_delay_ms=to_clean.max_compaction_delay_ms,
             duration_s=stats.elapsed_ms / 1000,
             bytes_read=stats.bytes_read,

@@ -50,8 +50,10 @@ def build_log_cleaner(
     *,
     scheduler: TaskScheduler,
     threads: int | None = None,
+    on_round: Callable[[str, float], None] | None = None,
 ) -> LogCleaner:
-    """The pool of ``log.cleaner.threads`` workers; it becomes the LogManager's cleaning port."""
+    """The pool of ``log.cleaner.threads`` workers; it becomes the LogManager's cleaning port.
+    ``on_round(engine, seconds)`` hears of every finished round (the metrics' round-duration histogram)."""
     manager = CleanerManager(lambda: log_manager.logs, log_manager.clock)
     throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second)
     cleaner = LogCleaner(
@@ -61,6 +63,7 @@ def build_log_cleaner(
         threads=broker.log_cleaner_threads if threads is None else threads,
         backoff_ms=broker.log_cleaner_backoff_ms,
         engine_name=engine.name,
+        on_round=on_round,
     )
     log_manager.cleaning = manager
     return cleaner

@@ -35,7 +35,7 @@ class RoundOutcome:
     first_dirty_offset: int
     end_offset: int
     stats: dict[str, object]
-    buffer_utilization_percent: int
+    buffer_utilization_percent: float
     max_compaction_delay_ms: int
     duration_s: float
     bytes_read: int

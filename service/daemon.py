@@ -136,7 +136,11 @@ class Daemon:
         if self.broker.log_cleaner_enable:
             self.engine = build_engine(self.broker, self.clock, on_spark_job=self.metrics.observe_spark_job)
             self.cleaner = build_log_cleaner(
-                self.broker, self.log_manager, self.engine, scheduler=self.scheduler
+                self.broker,
+                self.log_manager,
+                self.engine,
+                scheduler=self.scheduler,
+                on_round=self.metrics.observe_cleaner_round,
             )
         self._schedule_tasks()
         self.metrics.declare_jobs(job.name for job in self.scheduler.jobs())

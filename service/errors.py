@@ -7,6 +7,8 @@ __all__ = [
     "CorruptDataError",
     "InvalidInputError",
     "LogCleanerError",
+    "LogClosedError",
+    "LogDirOfflineError",
     "NotFoundError",
     "OffsetOutOfRangeError",
     "RecordTooLargeError",
@@ -24,6 +26,31 @@ class InvalidInputError(LogCleanerError, ValueError):
 
 class NotFoundError(LogCleanerError, LookupError):
     """A topic, partition, file or offset that does not exist."""
+
+
+class LogClosedError(NotFoundError):
+    """A closed log (its topic deleted, or the service shutting down) refuses every read and write."""
+
+
+class LogDirOfflineError(LogCleanerError, OSError):
+    """A log dir went offline after an I/O error: its logs refuse reads and writes until a restart.
+
+    Also an ``OSError``, so every caller that takes a dir offline on an I/O error treats it alike.
+    """
+
+    def __init__(self, message: str, *, log_dir: str) -> None:
+        super().__init__(message)
+        self.log_dir = log_dir
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_offline, (str(self), self.log_dir))
+
+
+def _rebuild_offline(message: str, log_dir: str) -> LogDirOfflineError:
+    return LogDirOfflineError(message, log_dir=log_dir)
 
 
 class ConflictError(LogCleanerError):

@@ -3,8 +3,9 @@
 Start-up locks each dir and loads it (a dir that fails with an I/O error goes offline, the others go on);
 the periodic tasks' bodies live here (retention, flush, both checkpoints, partition-dir deletion) and the
 scheduler only calls them; shutdown closes every log and writes the checkpoints and the clean-shutdown
-marker. ``_lock`` guards ``_logs``, ``_dirs`` and ``_delete_queue``; each log guards itself;
-``_deletions_lock`` guards the running count of segments retention deleted, by reason (for the metrics).
+marker. ``_lock`` guards ``_logs``, ``_offline_logs``, ``_dirs`` and ``_delete_queue``; each log guards
+itself; ``_deletions_lock`` guards the running count of segments retention deleted, by reason (for the
+metrics).
 """
 
 from __future__ import annotations
@@ -19,10 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.clock import Clock
-from service.errors import ConflictError, CorruptDataError, InvalidInputError, NotFoundError
+from service.errors import (
+    ConflictError,
+    CorruptDataError,
+    InvalidInputError,
+    LogClosedError,
+    LogDirOfflineError,
+    NotFoundError,
+)
 from service.load_progress import LoadProgress
 from service.ports import CleaningControl, TaskScheduler
 from service.retention import RetentionReason, plan_retention
+from service.storage.atomic import fsync_dir
 from service.storage.dir_lock import LogDirLock
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
@@ -87,6 +96,9 @@ class LogManager:
         self.settings = settings
         self._dirs = [_LogDirState(Path(p).resolve()) for p in log_dirs]
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        # Logs of offline dirs: still listed (marked offline), never read or written until a restart.
+        self._offline_logs: dict[TopicPartition, PartitionLog] = {}
+        self._topic_admin_lock = threading.RLock()  # one topic creation or deletion at a time
         self._delete_queue: list[tuple[Path, int]] = []  # (renamed dir, time enqueued)
         self._lock = threading.RLock()
         self.is_loaded = False
@@ -135,6 +147,8 @@ class LogManager:
             loaded.recovered_segments,
             loaded.truncated_bytes,
         )
+        for log in loaded.logs.values():
+            log.on_io_error = self._on_log_io_error
         with self._lock:
             self._logs.update(loaded.logs)
             now = self.clock.now_ms()
@@ -149,6 +163,8 @@ class LogManager:
                     close_log_dir(LoadedLogDir(state.path, {log.topic_partition: log for log in logs}, False))
             except OSError as exc:
                 self._mark_offline(state, exc)
+        for log in self.offline_logs.values():
+            log.abandon()
         self.release_locks()
         logger.info("Log manager shut down cleanly")
 
@@ -159,11 +175,21 @@ class LogManager:
                 state.lock = None
 
     def _mark_offline(self, state: _LogDirState, exc: BaseException) -> None:
-        logger.error("Taking log dir %s offline after an I/O error: %s", state.path, exc, exc_info=exc)
+        """Kafka's log-dir failure handling: every log of the dir refuses reads and writes at once (503)
+        and stays listed, marked offline, until a restart. Takes no log's lock (a failing log holds its own
+        while it calls here)."""
         with self._lock:
+            if state.offline_reason is not None:
+                return
             state.offline_reason = str(exc)
             for tp in [tp for tp, log in self._logs.items() if log.directory.parent == state.path]:
-                del self._logs[tp]
+                log = self._logs.pop(tp)
+                log.take_offline(state.offline_reason)
+                self._offline_logs[tp] = log
+        logger.error("Taking log dir %s offline after an I/O error: %s", state.path, exc, exc_info=exc)
+
+    def _on_log_io_error(self, log: PartitionLog, exc: OSError) -> None:
+        self._mark_offline(self._state_of(log.directory.parent), exc)
 
     # -- what is live ----------------------------------------------------------------------------
 
@@ -186,15 +212,29 @@ class LogManager:
     def logs_in(self, log_dir: Path) -> list[PartitionLog]:
         return [log for log in self.logs.values() if log.directory.parent == log_dir]
 
+    @property
+    def offline_logs(self) -> dict[TopicPartition, PartitionLog]:
+        """The logs of offline dirs (a copy): listed, marked offline; every read and write refused."""
+        with self._lock:
+            return dict(self._offline_logs)
+
     def get_log(self, tp: TopicPartition) -> PartitionLog:
-        log = self.logs.get(tp)
+        """The live log of ``tp``; ``LogDirOfflineError`` (503) if its dir is offline."""
+        with self._lock:
+            log = self._logs.get(tp)
+            offline = self._offline_logs.get(tp)
+        if offline is not None:
+            offline.check_usable()
         if log is None:
             raise NotFoundError(f"partition {tp} does not exist")
         return log
 
     def topics(self) -> dict[str, list[int]]:
+        """Every topic's partitions, those on offline dirs included."""
+        with self._lock:
+            tps = sorted([*self._logs, *self._offline_logs])
         out: dict[str, list[int]] = {}
-        for tp in sorted(self.logs):
+        for tp in tps:
             out.setdefault(tp.topic, []).append(tp.partition)
         return out
 
@@ -216,14 +256,14 @@ class LogManager:
             )
         if partitions < 1:
             raise InvalidInputError(f"partitions must be at least 1, got {partitions}")
-        with self._lock:
+        with self._topic_admin_lock, self._lock:
             if topic in self.topics():
                 raise ConflictError(f"topic {topic!r} already exists")
             return self._create_partitions([TopicPartition(topic, p) for p in range(partitions)])
 
     def create_partitions(self, topic: str, total: int) -> list[PartitionLog]:
         """Kafka's CreatePartitions: grow ``topic`` to ``total`` partitions (never shrink)."""
-        with self._lock:
+        with self._topic_admin_lock, self._lock:
             existing = self.topics().get(topic)
             if existing is None:
                 raise NotFoundError(f"topic {topic!r} does not exist")
@@ -237,7 +277,8 @@ class LogManager:
         """Each new partition goes to the online dir with the fewest partitions (Kafka's choice)."""
         online = self.online_dirs()
         if not online:
-            raise OSError("no log dir is online")
+            offline = ", ".join(str(s.path) for s in self._dirs)
+            raise LogDirOfflineError(f"no log dir is online (offline: {offline})", log_dir=offline)
         counts = {s.path: 0 for s in online}
         for log in self._logs.values():
             if log.directory.parent in counts:
@@ -247,11 +288,22 @@ class LogManager:
         for tp in partitions:
             target = min(counts, key=counts.__getitem__)
             directory = target / partition_dir_name(tp.topic, tp.partition)
-            directory.mkdir()
-            # partition.metadata first: a partition dir of ours always has its topic's id (a new one for
-            # a new topic, the topic's own for an added partition).
-            topic_ids[tp.topic] = create_partition_metadata(directory, topic_ids.get(tp.topic))
-            log = load_partition_log(directory, self.config_for(tp.topic), clock=self.clock).log
+            try:
+                directory.mkdir()
+                # partition.metadata first: a partition dir of ours always has its topic's id (a new one
+                # for a new topic, the topic's own for an added partition).
+                topic_ids[tp.topic] = create_partition_metadata(directory, topic_ids.get(tp.topic))
+                log = load_partition_log(directory, self.config_for(tp.topic), clock=self.clock).log
+            except FileExistsError:
+                raise ConflictError(
+                    f"partition dir {directory.name} already exists but is not a live partition"
+                ) from None
+            except OSError as exc:
+                self._mark_offline(self._state_of(target), exc)
+                raise LogDirOfflineError(
+                    f"cannot create {tp}: log dir {target} went offline ({exc})", log_dir=str(target)
+                ) from exc
+            log.on_io_error = self._on_log_io_error
             self._logs[tp] = log
             counts[target] += 1
             created.append(log)
@@ -260,33 +312,51 @@ class LogManager:
     def delete_topic(self, topic: str) -> list[TopicPartition]:
         """Kafka's asynchronous delete: each partition dir is renamed ``-delete`` and removed later.
 
-        The logs stop being live at once; a running cleaning of them is aborted outside ``_lock``, as
-        Kafka does (the cleaner's bookkeeping reads the live logs while the round winds down).
+        One ordered step per partition, under the topic admin lock (a re-create waits for it): stop the
+        cleaner, close the log (in-flight appends finish, every later read and write is refused, 404),
+        rename the dir ``-delete`` and fsync its parent, and only then forget the log. An I/O error on the
+        way takes the dir offline (503): the partition stays listed, and its dir keeps its name or its
+        ``-delete`` name, never half of each. The cleaning is aborted outside ``_lock``, as Kafka does (the
+        cleaner's bookkeeping reads the live logs while the round winds down).
         """
-        with self._lock:
-            doomed = {tp: log for tp, log in sorted(self._logs.items()) if tp.topic == topic}
+        with self._topic_admin_lock:
+            with self._lock:
+                doomed = {tp: log for tp, log in sorted(self._logs.items()) if tp.topic == topic}
+                offline = sorted(tp for tp in self._offline_logs if tp.topic == topic)
+            if offline:
+                self._offline_logs[offline[0]].check_usable()
             if not doomed:
                 raise NotFoundError(f"topic {topic!r} does not exist")
-            for tp in doomed:
-                del self._logs[tp]
-        for tp, log in doomed.items():
-            self._async_delete(tp, log)
-        return list(doomed)
+            for tp, log in doomed.items():
+                self._delete_partition(tp, log)
+            return list(doomed)
 
-    def _async_delete(self, tp: TopicPartition, log: PartitionLog) -> None:
+    def _delete_partition(self, tp: TopicPartition, log: PartitionLog) -> None:
+        log_dir = log.directory.parent
         if self.cleaning is not None:
             self.cleaning.abort(tp)
-            self.cleaning.update_checkpoint(log.directory.parent, tp, None)
-        log.close()
+            self.cleaning.update_checkpoint(log_dir, tp, None)
         # Kafka's logDeleteDirName: shorten the topic, never "-<partition>", so the name still parses.
         suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         name = tp.topic[: _MAX_DIR_NAME - len(suffix)] + suffix
         renamed = log.directory.with_name(name)
-        log.directory.rename(renamed)
-        with self._lock:
+        try:
+            log.close(deleted=True)
+            log.directory.rename(renamed)
+            fsync_dir(log_dir)
+        except OSError as exc:
+            self._mark_offline(self._state_of(log_dir), exc)
+            log.check_usable()  # raises LogDirOfflineError
+            raise
+        with self._lock:  # the dir may have gone offline meanwhile (another log's I/O error)
+            self._logs.pop(tp, None)
+            self._offline_logs.pop(tp, None)
             self._delete_queue.append((renamed, self.clock.now_ms()))
-        with self._checkpoint_lock:
-            write_offset_checkpoints(log.directory.parent, self.logs_in(log.directory.parent))
+        try:
+            with self._checkpoint_lock:
+                write_offset_checkpoints(log_dir, self.logs_in(log_dir))
+        except OSError as exc:
+            self._mark_offline(self._state_of(log_dir), exc)
         logger.info("Partition %s renamed to %s for deletion", tp, renamed)
 
     def delete_logs(self) -> int:
@@ -351,6 +421,8 @@ class LogManager:
                 deleted.extend(self.delete_old_segments(log))
             except OSError as exc:
                 self._mark_offline(self._state_of(log.directory.parent), exc)
+            except LogClosedError:
+                continue  # deleted meanwhile
             except CorruptDataError:
                 logger.exception("Retention of %s skipped: corrupt data", log.topic_partition)
         return deleted
@@ -410,7 +482,12 @@ class LogManager:
         now = self.clock.now_ms()
         for log in self.logs.values():
             if now - log.last_flush_ms >= log.config.flush_ms:
-                log.flush()
+                try:
+                    log.flush()
+                except LogClosedError:
+                    continue  # deleted meanwhile
+                except OSError as exc:  # the log took itself offline; make sure its dir follows
+                    self._mark_offline(self._state_of(log.directory.parent), exc)
 
     def checkpoint_recovery_points(self) -> None:
         """The ``kafka-recovery-point-checkpoint`` task."""

@@ -47,9 +47,9 @@ class CleanerFigures:
 
     threads: int
     dead_thread_count: int
-    max_buffer_utilization_percent: int
+    max_buffer_utilization_percent: float
     cleaner_recopy_percent: int
-    max_clean_time_secs: int
+    max_clean_time_secs: float
     max_compaction_delay_secs: int
     max_dirty_percent: int
     time_since_last_run_ms: int

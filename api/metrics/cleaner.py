@@ -21,15 +21,15 @@ __all__ = ["IDLE_FIGURES", "CleanerCollector"]
 IDLE_FIGURES = CleanerFigures(
     threads=0,
     dead_thread_count=0,
-    max_buffer_utilization_percent=0,
+    max_buffer_utilization_percent=0.0,
     cleaner_recopy_percent=0,
-    max_clean_time_secs=0,
+    max_clean_time_secs=0.0,
     max_compaction_delay_secs=0,
     max_dirty_percent=0,
     time_since_last_run_ms=0,
 )
 
-_Read = Callable[[CleanerFigures], int]
+_Read = Callable[[CleanerFigures], float]
 
 # (name, help, figure): Kafka's gauges with no labels, in Kafka's units.
 _GAUGES: tuple[tuple[str, str, _Read], ...] = (

@@ -31,10 +31,19 @@ router = APIRouter(prefix="/v1/topics", tags=["topics"])
 
 @router.get("", response_model=TopicList)
 def list_topics(context: Context) -> TopicList:
-    """Every topic and its partition count."""
-    topics = context.service.log_manager.topics()
+    """Every topic, its partition count, and its partitions on an offline log dir."""
+    manager = context.service.log_manager
+    topics = manager.topics()
+    offline: dict[str, list[int]] = {}
+    for tp in sorted(manager.offline_logs):
+        offline.setdefault(tp.topic, []).append(tp.partition)
     return TopicList.model_validate(
-        {"topics": [{"name": name, "partitions": len(parts)} for name, parts in topics.items()]}
+        {
+            "topics": [
+                {"name": name, "partitions": len(parts), "offline_partitions": offline.get(name, [])}
+                for name, parts in topics.items()
+            ]
+        }
     )
 
 
@@ -119,14 +128,16 @@ def patch_configs(context: Context, topic: TopicPath, body: ConfigPatchRequest) 
 def topic_detail(service: LogService, topic: str) -> TopicDetail:
     partitions = _require_topic(service, topic)
     logs = service.log_manager.logs
+    offline = service.log_manager.offline_logs
     summaries = []
     topic_id = None
     for p in partitions:
-        log = logs.get(TopicPartition(topic, p))
+        tp = TopicPartition(topic, p)
+        log = logs.get(tp) or offline.get(tp)
         if log is None:  # deleted meanwhile
             continue
         topic_id = topic_id or log.topic_id
-        with log.lock:
+        with log.lock:  # figures held in memory: an offline log's are its last known
             summaries.append(
                 {
                     "partition": p,
@@ -136,6 +147,7 @@ def topic_detail(service: LogService, topic: str) -> TopicDetail:
                     "high_watermark": log.high_watermark,
                     "size_bytes": log.size_bytes,
                     "segments": len(log.segments),
+                    "offline": tp in offline,
                 }
             )
     return TopicDetail.model_validate(

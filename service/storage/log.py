@@ -3,19 +3,27 @@
 With one replica and no network clients the high watermark is the log end offset after every append and
 after loading. ``_lock`` guards the segment list, the offsets and the producer transaction state; appends,
 rolls, reads of the segment list and offset changes take it.
+
+A closed log (its topic deleted, or shutdown) refuses every read and write with ``LogClosedError``; a log
+whose dir went offline with ``LogDirOfflineError``. Both are checked under ``_lock``, and a reader takes the
+lock for each batch it reads, so no file is touched, let alone reopened by path, once ``close`` returns: after
+a delete and a re-create, that path names the new topic's file. An ``OSError`` while appending, rolling,
+flushing or closing takes the log offline at once and reports it through ``on_io_error``, so the owner takes
+the whole log dir offline (Kafka's log-dir failure handling).
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from service.clock import Clock
-from service.errors import InvalidInputError, OffsetOutOfRangeError
+from service.errors import InvalidInputError, LogClosedError, LogDirOfflineError, OffsetOutOfRangeError
 from service.storage.atomic import fsync_dir
 from service.storage.compression import CompressionType
 from service.storage.leader_epoch_cache import LeaderEpochCache
@@ -87,11 +95,68 @@ class PartitionLog:
         self.leader_epochs = leader_epochs or LeaderEpochCache(directory, persist=False)
         self.topic_id = topic_id  # of partition.metadata; None when the dir has none
         self.last_flush_ms = clock.now_ms()
+        self._closed_reason: str | None = None
+        self._offline_reason: str | None = None
+        # Told of the OSError that took this log offline (the LogManager then takes its dir offline).
+        self.on_io_error: Callable[[PartitionLog, OSError], None] | None = None
 
     @property
     def lock(self) -> threading.RLock:
         """The log's lock, for callers that must see a consistent segment list while they act on it."""
         return self._lock
+
+    # -- closed and offline ----------------------------------------------------------------------------
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed_reason is not None
+
+    @property
+    def is_offline(self) -> bool:
+        return self._offline_reason is not None
+
+    def check_usable(self) -> None:
+        """Raise ``LogDirOfflineError`` or ``LogClosedError`` unless the log may be read and written."""
+        if self._offline_reason is not None:
+            log_dir = self.directory.parent
+            raise LogDirOfflineError(
+                f"partition {self.topic_partition} is unavailable: its log dir {log_dir} is offline "
+                f"({self._offline_reason})",
+                log_dir=str(log_dir),
+            )
+        if self._closed_reason is not None:
+            raise LogClosedError(f"partition {self.topic_partition} {self._closed_reason}")
+
+    def take_offline(self, reason: str) -> None:
+        """Refuse every read and write from now on (an I/O error in the dir). Takes no lock, so the owner
+        can call it for every log of the dir while some other thread holds one of them; the files stay
+        open until ``abandon``."""
+        if self._offline_reason is None:
+            self._offline_reason = reason
+
+    def abandon(self) -> None:
+        """Release an offline log's files without writing: its dir failed, recovery runs at the next start."""
+        with self._lock:
+            self._closed_reason = self._closed_reason or "is closed"
+            for segment in self._segments:
+                segment.abandon()
+
+    @contextlib.contextmanager
+    def _io_failure_takes_offline(self) -> Iterator[None]:
+        try:
+            yield
+        except LogDirOfflineError:
+            raise
+        except OSError as exc:
+            self.take_offline(f"{type(exc).__name__}: {exc}")
+            if self.on_io_error is not None:
+                self.on_io_error(self, exc)
+            logger.error("I/O error in %s: %s; the log is offline", self.topic_partition, exc)
+            try:
+                self.check_usable()
+            except LogDirOfflineError as offline:
+                raise offline from exc
+            raise
 
     # -- offsets -----------------------------------------------------------------------------------
 
@@ -158,7 +223,8 @@ class PartitionLog:
 
     def append_batches(self, data: bytes) -> AppendInfo:
         """Validate the batches in ``data``, assign offsets from the log end offset, and append them."""
-        with self._lock:
+        with self._lock, self._io_failure_takes_offline():
+            self.check_usable()
             now_ms = self.clock.now_ms()
             epoch = self.leader_epochs.epoch_for_append()  # a leader stamps its epoch on every batch
             validated = validate_and_assign_offsets(
@@ -232,7 +298,8 @@ class PartitionLog:
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected next offset, LEO); the old one becomes inactive."""
-        with self._lock:
+        with self._lock, self._io_failure_takes_offline():
+            self.check_usable()
             new_base = max(expected_next_offset or 0, self._log_end_offset)
             active = self.active_segment
             if active.base_offset == new_base:
@@ -270,11 +337,18 @@ class PartitionLog:
             )
         start = max(offset, self._log_start_offset)
         with self._lock:
+            self.check_usable()
             index = max(bisect.bisect_right(self._bases, start) - 1, 0)
             segments = self._segments[index:]
             end = self._log_end_offset
         for segment in segments:
-            for batch in segment.read_from(start):
+            batches = segment.read_from(start)
+            while True:
+                with self._lock:  # each read under the lock: a close cannot come between check and read
+                    self.check_usable()
+                    batch = next(batches, None)
+                if batch is None:
+                    break
                 if batch.base_offset >= end:
                     return
                 yield batch
@@ -298,6 +372,7 @@ class PartitionLog:
     def increment_log_start_offset(self, new_start: int) -> bool:
         """Kafka's DeleteRecords: advance the log start offset (never past the high watermark)."""
         with self._lock:
+            self.check_usable()
             if new_start > self.high_watermark:
                 raise OffsetOutOfRangeError(
                     f"cannot advance the log start offset to {new_start}: past the high watermark "
@@ -323,6 +398,7 @@ class PartitionLog:
         if count <= 0:
             return []
         with self._lock:
+            self.check_usable()
             if count > len(self._segments):
                 raise ValueError(f"cannot delete {count} of {len(self._segments)} segments")
             if count == len(self._segments):
@@ -356,6 +432,7 @@ class PartitionLog:
         ``.deleted``, for the caller to remove after ``file.delete.delay.ms``.
         """
         with self._lock:
+            self.check_usable()
             for segment in sorted(cleaned, key=lambda s: s.base_offset, reverse=True):
                 segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
             fsync_dir(self.directory)
@@ -380,7 +457,8 @@ class PartitionLog:
 
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment overlapping [recovery point, offset); the recovery point moves to offset."""
-        with self._lock:
+        with self._lock, self._io_failure_takes_offline():
+            self.check_usable()
             target = self._log_end_offset if offset is None else offset
             if target <= self._recovery_point and offset is not None:
                 return
@@ -391,13 +469,18 @@ class PartitionLog:
             self._recovery_point = max(self._recovery_point, target)
             self.last_flush_ms = self.clock.now_ms()
 
-    def close(self) -> None:
-        """Flush and close every segment cleanly (final time-index entries, trimmed indexes)."""
-        with self._lock:
+    def close(self, *, deleted: bool = False) -> None:
+        """Flush and close every segment cleanly (final time-index entries, trimmed indexes); from then on
+        every read and write is refused (``deleted``: saying the topic was deleted). Closing twice is a
+        no-op; an I/O error takes the log offline (see ``on_io_error``) and leaves it unclosed."""
+        with self._lock, self._io_failure_takes_offline():
+            if self._closed_reason is not None:
+                return
             self.flush()
             for segment in self._segments:
                 segment.close()
             take_snapshot(self.directory, self._log_end_offset, self._txns)
+            self._closed_reason = "was deleted" if deleted else "is closed"
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.topic_partition}, [{self._log_start_offset}, {self._log_end_offset}))"

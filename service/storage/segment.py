@@ -27,7 +27,7 @@ import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from service.errors import CorruptDataError, UnsupportedFormatError
+from service.errors import CorruptDataError, LogClosedError, UnsupportedFormatError
 from service.storage.atomic import fsync_file
 from service.storage.file_records import iter_file_batches
 from service.storage.index_file import IndexFile, check_index_file_length
@@ -58,6 +58,7 @@ _UNKNOWN = -2  # sentinel for lazily computed values
 class LogSegment:
     __slots__ = (
         "_bytes_since_last_index_entry",
+        "_closed",
         "_fd",
         "_index_bytes",
         "_indexes_checked",
@@ -119,6 +120,7 @@ class LogSegment:
         self._rolling_based_timestamp = _UNKNOWN
         self._mtime_ms: int | None = None
         self._bytes_since_last_index_entry = 0
+        self._closed = False  # set by close/abandon: no file is opened again by path (it may name another's)
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -145,6 +147,7 @@ class LogSegment:
     @property
     def offset_index(self) -> OffsetIndex:
         if self._offset_index is None:
+            self._refuse_if_closed()
             self._offset_index = OffsetIndex(
                 self._stem + INDEX_SUFFIX + self.suffix, self.base_offset, self._index_bytes
             )
@@ -153,6 +156,7 @@ class LogSegment:
     @property
     def time_index(self) -> TimeIndex:
         if self._time_index is None:
+            self._refuse_if_closed()
             self._time_index = TimeIndex(
                 self._stem + TIME_INDEX_SUFFIX + self.suffix, self.base_offset, self._index_bytes
             )
@@ -161,6 +165,7 @@ class LogSegment:
     @property
     def txn_index(self) -> TransactionIndex:
         if self._txn_index is None:
+            self._refuse_if_closed()
             self._txn_index = TransactionIndex(self._stem + TXN_INDEX_SUFFIX + self.suffix, self.base_offset)
         return self._txn_index
 
@@ -178,6 +183,7 @@ class LogSegment:
     def _file(self) -> int:
         """The descriptor appends write through, opened on first use and kept until ``close_file``."""
         if self._fd is None:
+            self._refuse_if_closed()
             self._fd = os.open(self._log_file, os.O_RDWR | os.O_CLOEXEC)
         return self._fd
 
@@ -187,6 +193,7 @@ class LogSegment:
         If retention or a swap renamed the file between reading its name and opening it, the new name is
         tried once (the renamed file lives on until its delayed deletion).
         """
+        self._refuse_if_closed()
         file = self._log_file
         try:
             return os.open(file, os.O_RDONLY | os.O_CLOEXEC)
@@ -490,6 +497,23 @@ class LogSegment:
         for opened in self._opened_indexes():
             opened.close()
         self.close_file()
+        self._closed = True
+        self._offset_index = self._time_index = self._txn_index = None
+
+    def abandon(self) -> None:
+        """After an I/O error in its dir: release every file without writing; the segment stays closed."""
+        self._closed = True
+        for index in self._opened_indexes():
+            with contextlib.suppress(OSError):
+                index.close()
+        self._offset_index = self._time_index = self._txn_index = None
+        with contextlib.suppress(OSError):
+            self.close_file()
+
+    def _refuse_if_closed(self) -> None:
+        """A closed segment's path may name another topic's file by now (deleted, re-created)."""
+        if self._closed:
+            raise LogClosedError(f"segment {self.base_offset} of {self.directory.name} is closed")
 
     def _opened_indexes(self) -> list[IndexFile]:
         """The index objects built so far (the properties build them on first use)."""

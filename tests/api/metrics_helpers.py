@@ -26,6 +26,7 @@ __all__ = [
     "busy_scrape",
     "promtool",
     "running_daemon",
+    "take_offline",
 ]
 
 # CONTRACT §6, as exposed: counters with their _total, histograms by their family name.
@@ -132,16 +133,34 @@ class Scrape:
 
 
 def busy_scrape(log_dir: Path) -> Scrape:
-    """A scrape in which every family has samples: a log with a segment stamped a day ahead, a Spark job
-    and a run of a scheduled task."""
+    """A scrape in which every family has samples: a log with a segment stamped a day ahead, a compacted
+    log, a partition on a log dir gone offline, a Spark job, a cleaning round and a run of a scheduled
+    task."""
     clock = ManualClock()
-    with running_daemon([log_dir], {"log.segment.bytes": "100"}, clock=clock) as daemon:
-        [log] = daemon.log_manager.create_topic("orders", 1)
+    online, failing = log_dir / "online", log_dir / "failing"
+    with running_daemon([online, failing], {"log.segment.bytes": "100"}, clock=clock) as daemon:
+        manager = daemon.log_manager
+        [log] = manager.create_topic("orders", 1)
         for timestamp in (clock.now_ms() + 86_400_000, clock.now_ms()):
             log.append_records([Record(0, timestamp, None, b"value")])  # one segment each
+        [doomed] = manager.create_topic("doomed", 1)  # the other dir: each goes to the emptiest
+        daemon.topic_store.update("profiles", {"cleanup.policy": "compact"})
+        manager.create_topic("profiles", 1)
+        daemon.refresh_topic_configs()
+        Scrape.of(daemon.metrics_registry)  # the partition is seen online first
+        take_offline(daemon, doomed.directory.parent)
         daemon.metrics.observe_spark_job(2.5)
+        daemon.metrics.observe_cleaner_round("spark", 3.0)
         daemon.metrics.on_job_outcome("kafka-log-retention", "success", 0.25)
         return Scrape.of(daemon.metrics_registry)
+
+
+def take_offline(daemon: Daemon, log_dir: Path) -> None:
+    """Take ``log_dir`` offline as a failed disk does: its next checkpoint fails with an I/O error."""
+    shutil.move(log_dir, log_dir.with_name(log_dir.name + "-gone"))
+    log_dir.write_text("not a directory")
+    daemon.log_manager.checkpoint_recovery_points()
+    assert log_dir in daemon.log_manager.offline_dirs, daemon.log_manager.offline_dirs
 
 
 def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

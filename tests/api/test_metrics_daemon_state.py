@@ -4,7 +4,6 @@ registry emptied at shutdown."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,7 +14,7 @@ from service.log_manager import LogManager
 from service.ports import CleanerFigures
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from tests.api.metrics_helpers import Scrape, running_daemon
+from tests.api.metrics_helpers import Scrape, running_daemon, take_offline
 
 KAFKA_CLEANER_GAUGES = {
     "kafka_log_logcleaner_max_buffer_utilization_percent": "max_buffer_utilization_percent",
@@ -28,7 +27,7 @@ KAFKA_CLEANER_GAUGES = {
 }
 
 
-def test_scheduled_runs_are_counted_by_job_and_outcome(tmp_path: Path) -> None:
+def test_scheduled_runs_are_counted_by_task_and_outcome(tmp_path: Path) -> None:
     with running_daemon([tmp_path], {"scheduler.initial.delay.ms": "500"}) as daemon:
         scheduler = daemon.scheduler
 
@@ -47,7 +46,7 @@ def test_scheduled_runs_are_counted_by_job_and_outcome(tmp_path: Path) -> None:
     assert jobs["always-fails"].failures == 1 and jobs["kafka-log-retention"].runs >= 1
     for name, job in jobs.items():
         counted = {
-            outcome: scrape.value("logcleaner_scheduler_job_runs_total", job=name, outcome=outcome)
+            outcome: scrape.value("logcleaner_scheduler_job_runs_total", task=name, outcome=outcome)
             for outcome in ("success", "failure", "skipped")
         }
         assert counted == {
@@ -55,21 +54,42 @@ def test_scheduled_runs_are_counted_by_job_and_outcome(tmp_path: Path) -> None:
             "failure": job.failures,
             "skipped": job.skipped,
         }
-        assert scrape.value("logcleaner_scheduler_job_duration_seconds_count", job=name) == job.runs
+        assert scrape.value("logcleaner_scheduler_job_duration_seconds_count", task=name) == job.runs
         assert (
-            scrape.value("logcleaner_scheduler_job_duration_seconds_bucket", job=name, le="+Inf") == job.runs
+            scrape.value("logcleaner_scheduler_job_duration_seconds_bucket", task=name, le="+Inf") == job.runs
         )
 
 
-def test_jobs_are_exported_at_zero_before_their_first_run(tmp_path: Path) -> None:
+def test_tasks_are_exported_at_zero_before_their_first_run(tmp_path: Path) -> None:
     with running_daemon([tmp_path]) as daemon:  # every task waits an hour
         scrape = Scrape.of(daemon.metrics_registry)
         names = {j.name for j in daemon.scheduler.jobs()}
 
-    assert "kafka-log-retention" in names
-    for name in names:
+    assert "kafka-log-retention" in names and "logcleaner-topic-config-refresh" in names
+    assert "delete-file" not in names  # one-shot: scheduled by the first retention that deletes
+    for name in [*names, "delete-file"]:
         for outcome in ("success", "failure", "skipped"):
-            assert scrape.value("logcleaner_scheduler_job_runs_total", job=name, outcome=outcome) == 0
+            assert scrape.value("logcleaner_scheduler_job_runs_total", task=name, outcome=outcome) == 0
+        assert scrape.value("logcleaner_scheduler_job_duration_seconds_count", task=name) == 0
+
+
+def test_a_first_delete_file_run_is_counted_from_zero(tmp_path: Path) -> None:
+    """A one-shot task whose first run fails: increase() sees 0 → 1, not a series born at 1."""
+    clock = ManualClock()
+    overrides = {"log.segment.bytes": "100", "log.retention.ms": "1000"}
+    with running_daemon([tmp_path], overrides, clock=clock) as d:
+        [log] = d.log_manager.create_topic("orders", 1)
+        for _ in range(3):
+            log.append_records([Record(0, clock.now_ms(), None, b"value")])
+        before = Scrape.of(d.metrics_registry)
+        clock.advance(60_000)
+        deleted = d.log_manager.cleanup_logs()  # schedules delete-file after file.delete.delay.ms
+        assert deleted
+        d.metrics.on_job_outcome("delete-file", "failure", 0.01)  # as the scheduler reports a failed run
+        after = Scrape.of(d.metrics_registry)
+
+    assert before.value("logcleaner_scheduler_job_runs_total", task="delete-file", outcome="failure") == 0
+    assert after.value("logcleaner_scheduler_job_runs_total", task="delete-file", outcome="failure") == 1
 
 
 def test_cleaner_gauges_are_the_cleaners_figures(tmp_path: Path) -> None:
@@ -87,6 +107,13 @@ def test_cleaner_gauges_are_the_cleaners_figures(tmp_path: Path) -> None:
 
     assert figures.bytes_read_total > figures.bytes_written_total > 0
     assert figures.cleaner_recopy_percent > 0
+    # Kafka's gauges are doubles: a buffer filled 0.0001% is not 0%, a round of 12 ms not 0 s (the round
+    # takes no time on the manual clock, but is not rounded down to a whole second either)
+    assert 0 < figures.max_buffer_utilization_percent < 1
+    assert isinstance(figures.max_clean_time_secs, float)
+    assert scrape.value("logcleaner_cleaner_round_duration_seconds_count", engine="in-process") == 1
+    assert scrape.value("logcleaner_cleaner_round_duration_seconds_count", engine="spark") == 0
+    assert scrape.value("logcleaner_cleaner_rounds_total", engine="in-process") == 1
     for name, field in KAFKA_CLEANER_GAUGES.items():
         assert scrape.value(name) == getattr(figures, field), name
     assert scrape.value("logcleaner_cleaner_bytes_read_total") == figures.bytes_read_total
@@ -156,15 +183,20 @@ def test_uncleanable_partitions_are_reported_per_log_dir(tmp_path: Path) -> None
     assert scrape.value(size, logDirectory=str(b.resolve())) == 0
 
 
-def test_an_offline_log_dir_is_counted(tmp_path: Path) -> None:
+def test_an_offline_log_dir_is_counted_and_its_partitions_stay_visible(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
-    with running_daemon([a, b]) as daemon:
+    clock = ManualClock()
+    overrides = {"log.segment.bytes": "100", "log.retention.ms": "3600000"}
+    with running_daemon([a, b], overrides, clock=clock) as daemon:
+        on_a, on_b = daemon.log_manager.create_topic("orders", 2)  # one in each dir
+        assert on_b.directory.parent == b.resolve()
+        for log in (on_a, on_b):
+            for timestamp in (clock.now_ms() + 86_400_000, clock.now_ms()):  # a segment a day ahead
+                log.append_records([Record(0, timestamp, None, b"value")])
         before = Scrape.of(daemon.metrics_registry)
-        shutil.move(b, tmp_path / "b-gone")
-        b.write_text("not a directory")  # the next checkpoint of b fails with an I/O error
-        daemon.log_manager.checkpoint_recovery_points()
-        assert list(daemon.log_manager.offline_dirs) == [b.resolve()]
+        take_offline(daemon, b.resolve())
         after = Scrape.of(daemon.metrics_registry)
+        later = Scrape.of(daemon.metrics_registry)  # still there at the scrapes after
 
     assert before.value("kafka_log_logmanager_offlinelogdirectorycount") == 0
     assert after.value("kafka_log_logmanager_offlinelogdirectorycount") == 1
@@ -173,6 +205,20 @@ def test_an_offline_log_dir_is_counted(tmp_path: Path) -> None:
     assert set(after.series("kafka_log_logcleanermanager_uncleanable_bytes")) == {
         frozenset({("logDirectory", str(a.resolve()))})
     }
+    partition_names = [
+        "kafka_log_log_size",
+        "kafka_log_log_numlogsegments",
+        "kafka_log_log_logstartoffset",
+        "kafka_log_log_logendoffset",
+        "logcleaner_retention_future_timestamp_segments",
+    ]
+    for scrape in (after, later):
+        for name in partition_names:  # the last known values, both partitions
+            assert scrape.series(name) == before.series(name), name
+        assert scrape.series("logcleaner_partition_offline") == {
+            frozenset({("topic", "orders"), ("partition", "1")}): 1
+        }
+    assert before.series("logcleaner_partition_offline") == {}
 
 
 def test_shutdown_empties_the_registry(tmp_path: Path) -> None:

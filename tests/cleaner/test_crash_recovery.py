@@ -50,6 +50,16 @@ def restore_deleted(directory: Path) -> None:
             os.replace(path, path.with_name(path.name[: -len(DELETED_SUFFIX)]))
 
 
+def add_suffix(log_dir: Path, base_offset: int, suffix: str) -> None:
+    """Rename a closed segment's files by path, as a crash in the middle of a swap leaves them (a closed
+    segment refuses to touch its files itself)."""
+    stem = f"{base_offset:020d}"
+    for ext in (".log", ".index", ".timeindex", ".txnindex"):
+        path = log_dir / (stem + ext)
+        if path.exists():
+            os.replace(path, str(path) + suffix)
+
+
 def recover_and_check(
     directory: Path, config: LogConfig, clock: ManualClock, expected: list[int]
 ) -> PartitionLog:
@@ -71,7 +81,7 @@ def test_g1_recovery_after_crash(log_dir: Path, clock: ManualClock) -> None:
     log.close()
 
     # 1) crash after the .cleaned files were written, before any .swap: the round is lost
-    log.segments[0].change_file_suffixes("", CLEANED_SUFFIX)
+    add_suffix(log_dir, log.segments[0].base_offset, CLEANED_SUFFIX)
     restore_deleted(log_dir)
     log = recover_and_check(log_dir, config, clock, all_keys)
 
@@ -79,15 +89,15 @@ def test_g1_recovery_after_crash(log_dir: Path, clock: ManualClock) -> None:
     clean_first_nine(log, clock)
     log.close()
     first = log.segments[0]
-    first.change_file_suffixes("", CLEANED_SUFFIX)
-    os.replace(first.log_path, str(first.log_path)[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
+    add_suffix(log_dir, first.base_offset, CLEANED_SUFFIX)
+    os.replace(str(first.log_path) + CLEANED_SUFFIX, str(first.log_path) + SWAP_SUFFIX)
     restore_deleted(log_dir)
     log = recover_and_check(log_dir, config, clock, all_keys)
 
     # 3) crash with the whole segment .swap, the old segments not yet renamed: the swap completes
     cleaned_keys = clean_first_nine(log, clock)
     log.close()
-    log.segments[0].change_file_suffixes("", SWAP_SUFFIX)
+    add_suffix(log_dir, log.segments[0].base_offset, SWAP_SUFFIX)
     restore_deleted(log_dir)
     log = recover_and_check(log_dir, config, clock, cleaned_keys)
 

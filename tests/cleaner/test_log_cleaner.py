@@ -146,9 +146,12 @@ def test_a_worker_goes_on_cleaning_while_records_arrive(tmp_path: Path) -> None:
             assert len(below) == len(set(below))
     finally:
         cleaner.shutdown()
+    try:
+        latest = latest_by_key(log)  # before the close: a closed log refuses reads
+    finally:
         env.close()
     assert checkpoints == sorted(checkpoints) and len(set(checkpoints)) == 4, "the checkpoint moves on"
-    assert latest_by_key(log) == {b"k%d" % k: f"r3-2-{k}".encode() for k in range(40)}
+    assert latest == {b"k%d" % k: f"r3-2-{k}".encode() for k in range(40)}
 
 
 def test_a_clean_log_is_not_picked_and_the_worker_backs_off(env: Env) -> None:

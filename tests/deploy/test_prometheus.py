@@ -1,8 +1,10 @@
-"""The Prometheus scrape config and alert rules: promtool accepts them, the alerts' unit tests pass, and
-every metric an alert reads is one the service exports."""
+"""The Prometheus scrape config and alert rules: promtool accepts them, the alerts' unit tests pass (among
+them: a broker's series of the same names fire nothing), every metric an alert reads is one the service
+exports, and every rule picks this service's targets the same way, never by a scrape job's name."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.api.metrics_helpers import promtool
@@ -11,9 +13,10 @@ from tests.deploy.promql import metric_names
 
 PROMETHEUS = DEPLOY / "prometheus"
 ALERTS_WE_PROMISE = {
+    "LogCleanerDown",
     "LogCleanerThreadDead",
     "LogCleanerUncleanablePartitions",
-    "LogCleanerMaxDirtyPercentHigh",
+    "LogCleanerCompactionLate",
     "RetentionHeldBackByFutureTimestamps",
     "LogDirectoryOffline",
     "ScheduledTaskFailing",
@@ -49,6 +52,18 @@ def test_the_promised_alerts_exist_on_exported_metrics(exported_names: set[str])
     for name, expr in rules.items():
         unknown = metric_names(expr) - exported_names - PROMETHEUS_SERIES
         assert not unknown, f"{name} reads metrics the service does not export: {unknown}"
+
+
+def test_every_rule_selects_this_services_targets_by_its_build_info_not_by_job() -> None:
+    rules = alert_rules()
+    join = re.compile(r"and on \(job, instance\) (?:last_over_time\()?logcleaner_build_info\b")
+
+    assert "LogCleanerMaxDirtyPercentHigh" not in rules  # replaced: a dirty share is not lateness
+    for name, expr in rules.items():
+        assert len(join.findall(expr)) == 1, f"{name} does not keep to logcleaner_build_info's targets"
+        assert re.match(r"\s*max without \(job\) \(", expr), f"{name} fires once per scrape job"
+        assert not re.search(r"\bjob\s*=", expr), f"{name} names a scrape job"
+        assert "exported_job" not in expr, name
 
 
 def test_the_scrape_config_scrapes_the_compose_service() -> None:

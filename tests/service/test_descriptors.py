@@ -73,11 +73,12 @@ def test_closing_a_log_leaves_its_rolled_segments_indexes_unread(tmp_path: Path)
         log.append_records([Record(0, NOW_MS + n, b"k", b"v" * 1000)])
     sealed = log.segments[0]
     assert not sealed.offset_index.is_loaded and not sealed.time_index.is_loaded
+    time_index_path = sealed.time_index.path
     for index in (sealed.offset_index, sealed.time_index):
         with index.path.open("ab") as f:
             f.write(b"\x00")
     close_log_dir(loaded)
-    assert sealed.time_index.path.stat().st_size % 12 == 1  # untouched
+    assert time_index_path.stat().st_size % 12 == 1  # untouched (a closed segment refuses index access)
 
 
 def test_an_unclean_load_recovers_every_segment_without_keeping_their_descriptors(log_dir: Path) -> None:

@@ -1,0 +1,34 @@
+"""``logcleaner_build_info{version}``: 1, on every scrape of this service and of nothing else.
+
+Besides telling which version runs, it is the label set the alert rules and the dashboard join on to pick
+this service's targets out of everything a Prometheus server scrapes (a Kafka broker exports the same
+``kafka_log_*`` names, but never this one).
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from prometheus_client import Gauge
+
+__all__ = ["build_info", "package_version"]
+
+
+def package_version() -> str:
+    """The installed distribution's version; ``0+unknown`` when run from a tree that is not installed."""
+    try:
+        return version("logcleaner")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def build_info(release: str | None = None) -> Gauge:
+    """The gauge, unregistered, set to 1 for ``release`` (the installed version by default)."""
+    gauge = Gauge(
+        "logcleaner_build_info",
+        "Always 1; the version label is the logcleaner release that serves these metrics",
+        ("version",),
+        registry=None,
+    )
+    gauge.labels(release or package_version()).set(1)
+    return gauge
