@@ -156,6 +156,9 @@ class PartitionSummary(BaseModel):
 
 class TopicDetail(BaseModel):
     name: str
+    topic_id: str | None = Field(
+        description="The topic id of partition.metadata (Kafka's base64 form); null when the dirs have none"
+    )
     partitions: list[PartitionSummary]
     configs: dict[str, str] = Field(description="The topic's overrides (Kafka's string form)")
 

@@ -42,6 +42,7 @@ from service.storage.log_files import (
     TXN_INDEX_SUFFIX,
     segment_path,
 )
+from service.storage.partition_files import delete_marked_snapshot
 from service.storage.records import RecordBatch
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn
@@ -399,3 +400,4 @@ def delete_segments(segments: Sequence[LogSegment]) -> None:
     """Remove replaced segments' files (what ``schedule_delete`` runs after ``file.delete.delay.ms``)."""
     for segment in segments:
         segment.delete_files()
+        delete_marked_snapshot(segment.log_path.parent, segment.base_offset)

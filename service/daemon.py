@@ -193,6 +193,11 @@ class Daemon:
         )
         self.scheduler.add_self_rescheduling("kafka-delete-logs", manager.delete_logs)
         self.scheduler.add_periodic(
+            "kafka-producer-expiration",
+            broker.producer_id_expiration_check_interval_ms,
+            lambda: manager.remove_expired_producers(broker.producer_id_expiration_ms),
+        )
+        self.scheduler.add_periodic(
             "logcleaner-topic-config-refresh", broker.log_cleaner_backoff_ms, self.refresh_topic_configs
         )
 

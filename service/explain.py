@@ -46,10 +46,12 @@ def explain_partition(
     return {
         "topic": tp.topic,
         "partition": tp.partition,
+        "topic_id": log.topic_id,
         "log_dir": str(log.directory.parent),
         "log_start_offset": log.log_start_offset,
         "log_end_offset": log.log_end_offset,
         "high_watermark": log.high_watermark,
+        "last_stable_offset": log.last_stable_offset,
         "size_bytes": sum(s.size_bytes for s in segments),
         "cleanup_policy": ",".join(sorted(config.cleanup_policy)),
         "retention_ms": config.retention_ms,

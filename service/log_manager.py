@@ -46,6 +46,7 @@ from service.storage.log_dir import (
     write_recovery_point_checkpoint,
 )
 from service.storage.log_files import DELETE_DIR_SUFFIX, is_valid_topic_name, partition_dir_name
+from service.storage.partition_files import create_partition_metadata, delete_marked_snapshot
 from service.storage.segment import LogSegment
 from service.storage.topic_partition import TopicPartition
 
@@ -314,11 +315,15 @@ class LogManager:
             if log.directory.parent in counts:
                 counts[log.directory.parent] += 1
         created = []
+        topic_ids = {log.topic_partition.topic: log.topic_id for log in self._logs.values() if log.topic_id}
         for tp in partitions:
             target = min(counts, key=counts.__getitem__)
             directory = target / partition_dir_name(tp.topic, tp.partition)
             try:
                 directory.mkdir()
+                # partition.metadata first: a partition dir of ours always has its topic's id (a new one
+                # for a new topic, the topic's own for an added partition).
+                topic_ids[tp.topic] = create_partition_metadata(directory, topic_ids.get(tp.topic))
                 log = load_partition_log(directory, self.config_for(tp.topic), clock=self.clock).log
             except FileExistsError:
                 raise ConflictError(
@@ -505,6 +510,13 @@ class LogManager:
         self.scheduler.schedule_once("delete-file", log.config.file_delete_delay_ms, _deleter(doomed))
         return deleted
 
+    def remove_expired_producers(self, expiration_ms: int) -> int:
+        """Kafka's producer-expiry check: every log forgets producers idle for ``expiration_ms``."""
+        expired = sum(len(log.remove_expired_producers(expiration_ms)) for log in self.logs.values())
+        if expired:
+            logger.info("Expired %d producer id(s) idle for %d ms or more", expired, expiration_ms)
+        return expired
+
     # -- flush and checkpoints -------------------------------------------------------------------
 
     def flush_dirty_logs(self) -> None:
@@ -546,5 +558,6 @@ def _deleter(segments: list[LogSegment]) -> Callable[[], None]:
     def delete() -> None:
         for segment in segments:
             segment.delete_files()
+            delete_marked_snapshot(segment.log_path.parent, segment.base_offset)
 
     return delete

@@ -130,11 +130,13 @@ def topic_detail(service: LogService, topic: str) -> TopicDetail:
     logs = service.log_manager.logs
     offline = service.log_manager.offline_logs
     summaries = []
+    topic_id = None
     for p in partitions:
         tp = TopicPartition(topic, p)
         log = logs.get(tp) or offline.get(tp)
         if log is None:  # deleted meanwhile
             continue
+        topic_id = topic_id or log.topic_id
         with log.lock:  # figures held in memory: an offline log's are its last known
             summaries.append(
                 {
@@ -149,7 +151,12 @@ def topic_detail(service: LogService, topic: str) -> TopicDetail:
                 }
             )
     return TopicDetail.model_validate(
-        {"name": topic, "partitions": summaries, "configs": service.topic_store.get(topic)}
+        {
+            "name": topic,
+            "topic_id": topic_id,
+            "partitions": summaries,
+            "configs": service.topic_store.get(topic),
+        }
     )
 
 

@@ -78,6 +78,8 @@ class BrokerConfig:
     log_index_size_max_bytes: int
     log_segment_delete_delay_ms: int
     log_preallocate: bool
+    producer_id_expiration_ms: int
+    producer_id_expiration_check_interval_ms: int
     num_recovery_threads_per_data_dir: int
     num_partitions: int
     message_max_bytes: int
@@ -162,6 +164,10 @@ class BrokerConfig:
             log_index_size_max_bytes=values.integer("log.index.size.max.bytes"),
             log_segment_delete_delay_ms=values.integer("log.segment.delete.delay.ms"),
             log_preallocate=values.flag("log.preallocate"),
+            producer_id_expiration_ms=values.integer("producer.id.expiration.ms"),
+            producer_id_expiration_check_interval_ms=values.integer(
+                "producer.id.expiration.check.interval.ms"
+            ),
             num_recovery_threads_per_data_dir=values.integer("num.recovery.threads.per.data.dir"),
             num_partitions=values.integer("num.partitions"),
             message_max_bytes=values.integer("message.max.bytes"),

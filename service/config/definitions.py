@@ -182,6 +182,10 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "segment.index.bytes"),
     ConfigDef("log.segment.delete.delay.ms", _L, 60_000, "Wait before a .deleted file is removed",
               _AT_LEAST_0, "file.delete.delay.ms"),
+    ConfigDef("producer.id.expiration.ms", _I, 86_400_000, "Idle time after which a producer id without an "
+              "open transaction is forgotten", _AT_LEAST_1),
+    ConfigDef("producer.id.expiration.check.interval.ms", _I, 600_000, "Period of the producer-expiry "
+              "task", _AT_LEAST_1),
     ConfigDef("log.preallocate", _B, False, "Create segment files at full size", None, "preallocate"),
     ConfigDef("num.recovery.threads.per.data.dir", _I, 1, "Threads per log dir for loading and recovery",
               _AT_LEAST_1),

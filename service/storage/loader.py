@@ -36,9 +36,10 @@ from service.storage.log_files import (
     base_offset_from_name,
     parse_partition_dir_name,
 )
+from service.storage.partition_files import load_partition_files
+from service.storage.producer_state import ProducerStateManager
 from service.storage.segment import LogSegment
 from service.storage.topic_partition import TopicPartition
-from service.storage.txn_tracker import TxnTracker
 
 __all__ = ["LoadResult", "load_partition_log"]
 
@@ -78,7 +79,7 @@ def load_partition_log(
     if any(name.endswith(_TEMP_SUFFIXES) for name in names):  # never after a clean shutdown
         names = _remove_temp_files(directory, names)
         names = _complete_swaps(directory, names, config, clock)
-    tracker = TxnTracker()
+    tracker = ProducerStateManager()  # enough to rebuild .txnindex files; the log's state is loaded below
     segments, rebuilt = _load_segments(
         directory, names, config, clock, tracker, clean_shutdown=clean_shutdown
     )
@@ -126,6 +127,13 @@ def load_partition_log(
         log_end_offset = log_start_offset
     log_start_offset = max(log_start_offset, segments[0].base_offset)
     recovery = log_end_offset if clean_shutdown else min(recovery_point, log_end_offset)
+    files = load_partition_files(
+        directory,
+        segments,
+        log_start_offset=log_start_offset,
+        log_end_offset=log_end_offset,
+        recovery_point=recovery,
+    )
     log = PartitionLog(
         directory,
         topic_partition,
@@ -135,7 +143,9 @@ def load_partition_log(
         recovery_point=max(recovery, log_start_offset) if clean_shutdown else recovery,
         log_end_offset=log_end_offset,
         clock=clock,
-        txn_tracker=tracker,
+        txn_tracker=files.producer_state,
+        leader_epochs=files.leader_epochs,
+        topic_id=files.topic_id,
     )
     return LoadResult(log, recovered, truncated)
 
@@ -237,7 +247,7 @@ def _load_segments(
     names: list[str],
     config: LogConfig,
     clock: Clock,
-    tracker: TxnTracker,
+    tracker: ProducerStateManager,
     *,
     clean_shutdown: bool,
 ) -> tuple[list[LogSegment], dict[int, int]]:
@@ -282,7 +292,7 @@ def _load_segments(
 
 
 def _recover(
-    segments: list[LogSegment], recovery_point: int, tracker: TxnTracker, rebuilt: dict[int, int]
+    segments: list[LogSegment], recovery_point: int, tracker: ProducerStateManager, rebuilt: dict[int, int]
 ) -> tuple[list[LogSegment], int, int]:
     """Recover every segment from the one holding the recovery point; drop all after a corrupt one.
 

@@ -26,8 +26,11 @@ from service.clock import Clock
 from service.errors import InvalidInputError, LogClosedError, LogDirOfflineError, OffsetOutOfRangeError
 from service.storage.atomic import fsync_dir
 from service.storage.compression import CompressionType
+from service.storage.leader_epoch_cache import LeaderEpochCache
 from service.storage.log_config import LogConfig
 from service.storage.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
+from service.storage.partition_files import mark_snapshot_deleted, take_snapshot
+from service.storage.producer_state import ProducerStateManager
 from service.storage.records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -38,7 +41,6 @@ from service.storage.records import (
 )
 from service.storage.segment import LogSegment
 from service.storage.topic_partition import TopicPartition
-from service.storage.txn_tracker import TxnTracker
 from service.storage.validation import validate_and_assign_offsets
 
 __all__ = ["AppendInfo", "PartitionLog"]
@@ -69,7 +71,9 @@ class PartitionLog:
         recovery_point: int,
         log_end_offset: int,
         clock: Clock,
-        txn_tracker: TxnTracker | None = None,
+        txn_tracker: ProducerStateManager | None = None,
+        leader_epochs: LeaderEpochCache | None = None,
+        topic_id: str | None = None,
     ) -> None:
         if not segments:
             raise ValueError("a log always has at least one segment")
@@ -86,7 +90,10 @@ class PartitionLog:
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._log_end_offset = log_end_offset
-        self._txns = txn_tracker or TxnTracker()
+        self._txns = txn_tracker or ProducerStateManager()
+        # Kafka's epoch cache (``leader-epoch-checkpoint``); in memory only unless the loader gave one.
+        self.leader_epochs = leader_epochs or LeaderEpochCache(directory, persist=False)
+        self.topic_id = topic_id  # of partition.metadata; None when the dir has none
         self.last_flush_ms = clock.now_ms()
         self._closed_reason: str | None = None
         self._offline_reason: str | None = None
@@ -179,6 +186,15 @@ class PartitionLog:
         return min(max(first_open, self._log_start_offset), self.high_watermark)
 
     @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._txns
+
+    def remove_expired_producers(self, expiration_ms: int) -> list[int]:
+        """Producer ids idle for ``producer.id.expiration.ms`` with no open transaction are forgotten."""
+        with self._lock:
+            return self._txns.remove_expired_producers(self.clock.now_ms(), expiration_ms)
+
+    @property
     def recovery_point(self) -> int:
         return self._recovery_point
 
@@ -210,8 +226,13 @@ class PartitionLog:
         with self._lock, self._io_failure_takes_offline():
             self.check_usable()
             now_ms = self.clock.now_ms()
+            epoch = self.leader_epochs.epoch_for_append()  # a leader stamps its epoch on every batch
             validated = validate_and_assign_offsets(
-                data, next_offset=self._log_end_offset, config=self.config, now_ms=now_ms
+                data,
+                next_offset=self._log_end_offset,
+                config=self.config,
+                now_ms=now_ms,
+                partition_leader_epoch=epoch,
             )
             payload = b"".join(v.data for v in validated)
             last = validated[-1].batch
@@ -230,6 +251,7 @@ class PartitionLog:
                 for aborted in self._txns.on_batch(v.batch, high_watermark=v.batch.next_offset):
                     segment.append_aborted_txn(aborted)
             self._log_end_offset = last.next_offset
+            self.leader_epochs.assign(epoch, validated[0].batch.base_offset)  # first append of the epoch
             if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
                 self.flush()
             offsets = tuple(o for v in validated for o in v.record_offsets)
@@ -296,6 +318,7 @@ class PartitionLog:
             self._segments.append(segment)
             self._bases.append(new_base)
             self._sealed_size_bytes += active.size_bytes
+            take_snapshot(self.directory, new_base, self._txns)  # named by the new segment's base offset
             # Kafka flushes the old segments asynchronously after a roll; we do it now, in the roll.
             self.flush(new_base)
             active.release()  # a sealed segment holds no descriptor until a read opens one
@@ -362,6 +385,7 @@ class PartitionLog:
                 return False
             self._log_start_offset = new_start
             self._recovery_point = max(self._recovery_point, new_start)
+            self.leader_epochs.truncate_from_start(new_start)
             return True
 
     def delete_oldest_segments(self, count: int) -> list[LogSegment]:
@@ -385,9 +409,11 @@ class PartitionLog:
             self._sealed_size_bytes -= sum(s.size_bytes for s in doomed)  # all sealed: the roll came first
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             self._recovery_point = max(self._recovery_point, self._log_start_offset)
+            self.leader_epochs.truncate_from_start(self._log_start_offset)
             for segment in doomed:
                 segment.close_file()
                 segment.change_file_suffixes("", DELETED_SUFFIX)
+                mark_snapshot_deleted(self.directory, segment.base_offset)
             return doomed
 
     def replace_segments(self, cleaned: Sequence[LogSegment], old: Sequence[LogSegment]) -> list[LogSegment]:
@@ -417,9 +443,12 @@ class PartitionLog:
             self._segments = sorted(kept + list(cleaned), key=lambda s: s.base_offset)
             self._bases = [s.base_offset for s in self._segments]
             self._sealed_size_bytes = sum(s.size_bytes for s in self._segments[:-1])
+            kept_bases = set(self._bases)
             for segment in doomed:
                 segment.close_file()
                 segment.change_file_suffixes("", DELETED_SUFFIX)
+                if segment.base_offset not in kept_bases:  # its snapshot goes with it (Kafka)
+                    mark_snapshot_deleted(self.directory, segment.base_offset)
             for segment in cleaned:
                 segment.change_file_suffixes(SWAP_SUFFIX, "")
                 segment.release()
@@ -450,6 +479,7 @@ class PartitionLog:
             self.flush()
             for segment in self._segments:
                 segment.close()
+            take_snapshot(self.directory, self._log_end_offset, self._txns)
             self._closed_reason = "was deleted" if deleted else "is closed"
 
     def __repr__(self) -> str:

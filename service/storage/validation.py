@@ -21,6 +21,7 @@ __all__ = ["ValidatedBatch", "validate_and_assign_offsets"]
 
 _BASE_OFFSET = struct.Struct(">q")
 _INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 _TIMESTAMP_TYPE_BIT = 0x08
@@ -38,11 +39,17 @@ class ValidatedBatch:
 
 
 def validate_and_assign_offsets(
-    data: bytes, *, next_offset: int, config: LogConfig, now_ms: int
+    data: bytes,
+    *,
+    next_offset: int,
+    config: LogConfig,
+    now_ms: int,
+    partition_leader_epoch: int | None = None,
 ) -> list[ValidatedBatch]:
     """Validate every batch in ``data`` and give them offsets from ``next_offset`` on.
 
-    All-or-nothing: any invalid batch or record raises before anything is returned.
+    All-or-nothing: any invalid batch or record raises before anything is returned. A leader stamps its
+    ``partition_leader_epoch`` on every batch (outside the CRC, like the base offset).
     """
     validated = []
     pos = 0
@@ -51,7 +58,9 @@ def validate_and_assign_offsets(
             batch = decode_batch(data, pos, position=pos, verify_crc=True)
         except CorruptDataError as exc:
             raise CorruptDataError(f"invalid batch in append: {exc.reason}", position=exc.position) from exc
-        one = _validate_batch(batch, next_offset=next_offset, config=config, now_ms=now_ms)
+        one = _validate_batch(
+            batch, next_offset=next_offset, config=config, now_ms=now_ms, epoch=partition_leader_epoch
+        )
         validated.append(one)
         next_offset = one.batch.next_offset
         pos += batch.size_bytes
@@ -66,7 +75,7 @@ def validate_and_assign_offsets(
 
 
 def _validate_batch(
-    batch: RecordBatch, *, next_offset: int, config: LogConfig, now_ms: int
+    batch: RecordBatch, *, next_offset: int, config: LogConfig, now_ms: int, epoch: int | None = None
 ) -> ValidatedBatch:
     if batch.size_bytes > config.max_message_bytes:
         raise RecordTooLargeError(
@@ -107,6 +116,8 @@ def _validate_batch(
     offsets = tuple(r.offset + delta for r in records)
     buf = bytearray(batch.data)
     _BASE_OFFSET.pack_into(buf, 0, next_offset)
+    if epoch is not None:
+        _INT32.pack_into(buf, 12, epoch)
     log_append_time = NO_TIMESTAMP
     if config.message_timestamp_type is TimestampType.LOG_APPEND_TIME:
         log_append_time = max_timestamp = now_ms

@@ -39,11 +39,12 @@ def _require_kind(path: Path) -> str:
 @click.option("--records", "with_records", is_flag=True, help="Also print every record of .log files.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def dump_command(files: tuple[Path, ...], with_records: bool, as_json: bool) -> int:
-    """Print the batches (and records) of .log files and the entries of indexes and checkpoints.
+    """Print the batches (and records) of .log files and the entries of every other file a broker writes.
 
-    Like kafka-dump-log.sh. Reads .log, .index, .timeindex, .txnindex (also .deleted/.cleaned/.swap),
-    the three offset checkpoint files and .kafka_cleanshutdown. Corrupt bytes: everything readable is
-    printed, then the error with its position (stderr, or "error" in JSON); the exit code is 2.
+    Like kafka-dump-log.sh. Reads .log, .index, .timeindex, .txnindex, .snapshot (also
+    .deleted/.cleaned/.swap), the three offset checkpoint files, leader-epoch-checkpoint,
+    partition.metadata and .kafka_cleanshutdown. Corrupt bytes: everything readable is printed, then the
+    error with its position on stderr (and as "error" in JSON); the exit code is 2.
     """
     kinds = [_require_kind(path) for path in files]
     renderer: TextRenderer | JsonRenderer = JsonRenderer() if as_json else TextRenderer()

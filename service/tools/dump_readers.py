@@ -19,6 +19,7 @@ from service.errors import CorruptDataError, InvalidInputError
 from service.storage.checkpoints import decode_checkpoint
 from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.file_records import iter_file_batches
+from service.storage.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT, decode_leader_epoch_checkpoint
 from service.storage.log_files import (
     CLEAN_SHUTDOWN_FILE,
     CLEANED_SUFFIX,
@@ -28,6 +29,7 @@ from service.storage.log_files import (
     LOG_START_OFFSET_CHECKPOINT,
     LOG_SUFFIX,
     RECOVERY_POINT_CHECKPOINT,
+    SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
@@ -36,6 +38,8 @@ from service.storage.log_files import (
 from service.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from service.storage.offset_index import OffsetPosition
 from service.storage.offset_index import decode_entries as decode_offset_entries
+from service.storage.partition_metadata import PARTITION_METADATA_FILE, decode_partition_metadata
+from service.storage.producer_snapshot import decode_snapshot
 from service.storage.records import Record, RecordBatch, TimestampType, decode_records
 from service.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from service.storage.time_index import TimestampOffset
@@ -64,6 +68,9 @@ KINDS: dict[str, str] = {
     "txnindex": TXN_INDEX_SUFFIX,
     "checkpoint": f"{RECOVERY_POINT_CHECKPOINT}, {LOG_START_OFFSET_CHECKPOINT}, {CLEANER_OFFSET_CHECKPOINT}",
     "clean_shutdown": CLEAN_SHUTDOWN_FILE,
+    "snapshot": SNAPSHOT_SUFFIX,
+    "leader_epoch": LEADER_EPOCH_CHECKPOINT,
+    "partition_metadata": PARTITION_METADATA_FILE,
 }
 TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)  # looked through by file_kind
 _CHECKPOINT_NAMES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
@@ -107,7 +114,11 @@ def file_kind(path: Path) -> str | None:
         return "checkpoint"
     if name == CLEAN_SHUTDOWN_FILE:
         return "clean_shutdown"
-    for kind in ("log", "index", "timeindex", "txnindex"):
+    if name == LEADER_EPOCH_CHECKPOINT:
+        return "leader_epoch"
+    if name == PARTITION_METADATA_FILE:
+        return "partition_metadata"
+    for kind in ("log", "index", "timeindex", "txnindex", "snapshot"):
         if name.endswith(KINDS[kind]) and len(name) > len(KINDS[kind]):
             return kind
     return None
@@ -122,6 +133,9 @@ def read_file(path: Path, kind: str, *, with_records: bool = False) -> Iterator[
         "txnindex": _read_txn_index,
         "checkpoint": _read_checkpoint,
         "clean_shutdown": _read_clean_shutdown,
+        "snapshot": _read_snapshot,
+        "leader_epoch": _read_leader_epoch,
+        "partition_metadata": _read_partition_metadata,
     }
     try:
         yield from readers[kind](path)
@@ -259,3 +273,32 @@ def _read_clean_shutdown(path: Path) -> Iterator[Item]:
     if epoch is None:
         raise FileNotFoundError(2, "No such file or directory", str(path))
     yield {"broker_epoch": epoch}
+
+
+def _read_snapshot(path: Path) -> Iterator[Item]:
+    try:
+        entries = decode_snapshot(path.read_bytes(), path=str(path))
+    except CorruptDataError as exc:
+        yield DumpProblem(exc.position, exc.reason)
+        return
+    for entry in entries:
+        yield entry.to_json()
+
+
+def _read_leader_epoch(path: Path) -> Iterator[Item]:
+    try:
+        entries = decode_leader_epoch_checkpoint(path.read_bytes(), path=str(path))
+    except CorruptDataError as exc:
+        yield DumpProblem(exc.position, exc.reason)
+        return
+    for entry in entries:
+        yield entry.to_json()
+
+
+def _read_partition_metadata(path: Path) -> Iterator[Item]:
+    try:
+        metadata = decode_partition_metadata(path.read_bytes(), path=str(path))
+    except CorruptDataError as exc:
+        yield DumpProblem(exc.position, exc.reason)
+        return
+    yield metadata.to_json()

@@ -1,8 +1,8 @@
 """How ``logcleaner dump`` shows what it read: kafka-dump-log's text lines, or one JSON document.
 
 Both renderers write as the items come, through one buffered stdout writer, so a 1 GiB segment needs
-neither 1 GiB of memory nor one huge string; the JSON document is streamed too. Problems go to stderr
-in text mode and into the file's ``"error"`` (and ``"errors"``) in JSON.
+neither 1 GiB of memory nor one huge string; the JSON document is streamed too. Problems go to stderr,
+one line each, in both modes, and in JSON also into the file's ``"error"`` (and ``"errors"``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from service.storage.log_files import base_offset_from_name
 from service.storage.records import NO_SEQUENCE, Record, RecordBatch
 from service.tools.dump_readers import BatchDump, DumpProblem, Entry
 
-__all__ = ["JsonRenderer", "TextRenderer", "batch_to_json"]
+__all__ = ["JsonRenderer", "TextRenderer", "batch_to_json", "report_problem"]
 
 _INT32_MAX = (1 << 31) - 1
 _FLUSH_CHARS = 1 << 16  # stdout is written in pieces of about this size
@@ -174,6 +174,12 @@ def _show(data: bytes) -> str:
     return text
 
 
+def report_problem(path: Path, problem: DumpProblem) -> None:
+    """One line on stderr naming the file and the byte position: the same in text and JSON mode."""
+    where = str(path) if problem.position is None else f"{path}, position {problem.position}"
+    click.echo(f"logcleaner: error: {where}: {problem.message}", err=True)
+
+
 # -- renderers ----------------------------------------------------------------------------------------
 
 
@@ -220,8 +226,7 @@ class TextRenderer:
 
     def problem(self, path: Path, problem: DumpProblem) -> None:
         self._out.flush()  # keep stdout and stderr in file order on a terminal
-        where = str(path) if problem.position is None else f"{path}, position {problem.position}"
-        click.echo(f"logcleaner: error: {where}: {problem.message}", err=True)
+        report_problem(path, problem)
 
     def end_file(self, problems: Sequence[DumpProblem]) -> None:
         pass
@@ -253,7 +258,7 @@ class JsonRenderer:
         self._items += 1
 
     def problem(self, path: Path, problem: DumpProblem) -> None:
-        pass  # reported in end_file, after the items
+        report_problem(path, problem)  # in the document too, in end_file, after the items
 
     def end_file(self, problems: Sequence[DumpProblem]) -> None:
         tail = "]"

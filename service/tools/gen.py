@@ -32,6 +32,7 @@ from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import LoadedLogDir, close_log_dir, load_log_dir
 from service.storage.log_files import is_valid_topic_name, partition_dir_name
+from service.storage.partition_files import create_partition_metadata, load_topic_id
 from service.storage.records import Record, encode_batch
 from service.storage.topic_partition import TopicPartition
 from service.storage.varint import encode_varint
@@ -198,8 +199,7 @@ def generate(options: GenOptions, *, clock: Clock | None = None) -> list[GenResu
     config = options.log_config()
     topics = set(options.topics)
     with LogDirLock(log_dir):
-        for tp in targets:
-            (log_dir / partition_dir_name(tp.topic, tp.partition)).mkdir(exist_ok=True)
+        _create_partition_dirs(log_dir, targets)
         loaded = load_log_dir(log_dir, lambda topic: config if topic in topics else LogConfig(), clock=clock)
         try:
             pool = random.Random(options.seed).randbytes(max(_VALUE_POOL_BYTES, 2 * options.value_size))
@@ -215,6 +215,20 @@ def generate(options: GenOptions, *, clock: Clock | None = None) -> list[GenResu
             for topic in options.topics:
                 store.update(topic, overrides)
     return results
+
+
+def _create_partition_dirs(log_dir: Path, targets: list[TopicPartition]) -> None:
+    """Missing partition dirs, each with the ``partition.metadata`` of its topic (one id per topic)."""
+    topic_ids: dict[str, str | None] = {}
+    for tp in targets:
+        directory = log_dir / partition_dir_name(tp.topic, tp.partition)
+        if directory.is_dir():
+            topic_ids[tp.topic] = topic_ids.get(tp.topic) or load_topic_id(directory)
+    for tp in targets:
+        directory = log_dir / partition_dir_name(tp.topic, tp.partition)
+        if not directory.is_dir():
+            directory.mkdir()
+            topic_ids[tp.topic] = create_partition_metadata(directory, topic_ids.get(tp.topic))
 
 
 def _close_unclean(loaded: LoadedLogDir) -> None:

@@ -20,6 +20,7 @@ def test_create_list_describe_and_delete_a_topic(served: Served) -> None:
     assert created.headers["location"] == f"/v1/topics/{name}"
     detail = created.json()
     assert [p["partition"] for p in detail["partitions"]] == [0, 1, 2]
+    assert isinstance(detail["topic_id"], str) and len(detail["topic_id"]) == 22  # Kafka's base64 id
     assert detail["configs"] == {"retention.ms": "60000"}
     assert (served.log_dir / f"{name}-2").is_dir()
     log = served.daemon.log_manager.get_log(TopicPartition(name, 0))
@@ -41,9 +42,14 @@ def test_create_list_describe_and_delete_a_topic(served: Served) -> None:
 def test_partitions_default_to_num_partitions_and_can_grow(served: Served) -> None:
     name = unique_topic_name("grow")
     assert served.client.post("/v1/topics", json={"name": name}).json()["partitions"][0]["partition"] == 0
+    topic_id = served.client.get(f"/v1/topics/{name}").json()["topic_id"]
     grown = served.client.post(f"/v1/topics/{name}/partitions", json={"count": 3})
     assert grown.status_code == 200, grown.text
     assert len(grown.json()["partitions"]) == 3
+    assert grown.json()["topic_id"] == topic_id, "added partitions get the topic's id"
+    for p in range(3):
+        metadata = (served.log_dir / f"{name}-{p}" / "partition.metadata").read_text()
+        assert metadata == f"version: 0\ntopic_id: {topic_id}"
     assert_problem(served.client.post(f"/v1/topics/{name}/partitions", json={"count": 2}), 422)
 
 

@@ -24,6 +24,7 @@ from tests.cleaner.helpers import (
     all_batches,
     clean,
     clean_result,
+    compact_config,
     follower_log,
     keyed,
     keys,
@@ -124,7 +125,7 @@ def test_c6_uncleanable_section_protects_its_whole_segment(log_dir: Path, clock:
     assert len(cleaned_keys) == len(set(cleaned_keys)) == 10
     after = files(log_dir)
     for name, content in before.items():
-        if int(name.split(".")[0]) >= protected:
+        if name[0].isdigit() and int(name.split(".")[0]) >= protected:
             assert after[name] == content, name
 
 
@@ -326,3 +327,23 @@ def test_upper_bound_is_never_past_the_active_segment(log_dir: Path, clock: Manu
         log.append_records([keyed(key % 2)])
     assert clean(log, clock, 0, 100) == 0, "everything is in the active segment"
     assert offsets(log) == list(range(10))
+
+
+def test_segments_merged_away_by_cleaning_take_their_producer_snapshots(
+    log_dir: Path, clock: ManualClock
+) -> None:
+    """Kafka's replaceSegments deletes the snapshots of the old segments no cleaned segment replaces."""
+    log = new_log(log_dir, clock, segment_bytes=1024)
+    for i in range(60):
+        log.append_records([keyed(i % 4)])
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 4
+    snapshots = sorted(p.name for p in log_dir.glob("*.snapshot"))
+    assert snapshots == [f"{b:020d}.snapshot" for b in bases[1:]]
+    log.config = compact_config(segment_bytes=1 << 20)  # every sealed segment now fits one group
+    clean(log, clock)
+    kept = {s.base_offset for s in log.segments}
+    assert len(kept) < len(bases), "the round merged segments"
+    expected = [f"{b:020d}.snapshot" for b in bases[1:] if b in kept]
+    assert sorted(p.name for p in log_dir.glob("*.snapshot")) == expected
+    assert not list(log_dir.glob("*.deleted"))

@@ -343,9 +343,13 @@ def test_a17_deleted_segments_are_renamed_at_once_and_removed_after_the_delay(
     assert scheduler.pending == 1
 
     scheduler.advance(999)
-    assert len([name for name in files(log.directory) if name.endswith(".deleted")]) == 60
+    # .log, .index, .timeindex of 20 segments, and the producer snapshots named by 19 of them (5, 10, ...)
+    assert len([name for name in files(log.directory) if name.endswith(".deleted")]) == 60 + 19
     scheduler.advance(1)
-    assert files(log.directory) == ["00000000000000000100.log"]
+    assert [n for n in files(log.directory) if n[0].isdigit()] == [
+        "00000000000000000100.log",
+        "00000000000000000100.snapshot",
+    ]
     assert scheduler.pending == 0
 
 
@@ -477,7 +481,13 @@ def test_a20_retention_task_expires_segments_by_mtime(
     assert log.log_end_offset == 200
     assert any(name.endswith(".deleted") for name in files(log.directory))
     scheduler.advance(log.config.file_delete_delay_ms)
-    assert files(log.directory) == ["00000000000000000200.log"]
+    # A broker's files (its .index and .timeindex are created on first use here), and partition.metadata.
+    assert files(log.directory) == [
+        "00000000000000000200.log",
+        "00000000000000000200.snapshot",
+        "leader-epoch-checkpoint",
+        "partition.metadata",
+    ]
     assert log.read(200) == []
     assert log.read(0) == []
     assert log.append_records([Record(0, -1, None, b"test")]).first_offset == 200
@@ -499,7 +509,10 @@ def test_a21_retention_task_keeps_the_log_within_retention_bytes(
     assert bases(log) == [140, 150, 160, 170, 180, 190]
     assert log.log_start_offset == 140
     scheduler.advance(log.config.file_delete_delay_ms)
-    assert {name.split(".")[0] for name in files(log.directory)} == {f"{b:020d}" for b in bases(log)}
+    names = files(log.directory)
+    assert {n.split(".")[0] for n in names if n[0].isdigit()} == {f"{b:020d}" for b in bases(log)}
+    assert {n for n in names if not n[0].isdigit()} == {"leader-epoch-checkpoint", "partition.metadata"}
+    assert [n for n in names if n.endswith(".snapshot")] == [f"{b:020d}.snapshot" for b in bases(log)]
     assert not [name for name in files(log.directory) if name.endswith(".deleted")]
     assert all(r.offset >= 140 for r in log.read(0)), "nothing below the log start offset is readable"
 

@@ -64,6 +64,8 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "log.index.size.max.bytes": 10_485_760,
     "log.segment.delete.delay.ms": 60_000,
     "log.preallocate": False,
+    "producer.id.expiration.ms": 86_400_000,
+    "producer.id.expiration.check.interval.ms": 600_000,
     "num.recovery.threads.per.data.dir": 1,
     "num.partitions": 1,
     "message.max.bytes": 1_048_588,

@@ -474,8 +474,9 @@ def test_corrupt_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     path = tmp_path / "cleaner-offset-checkpoint"
     path.write_bytes(b"0\n1\nfoo 0 notanumber\n")
     code, files, err = run_json(capsys, str(path))
-    assert code == 2 and files[0]["entries"] == [] and err == ""
+    assert code == 2 and files[0]["entries"] == []
     assert files[0]["error"]["position"] == 4
+    assert err == f"logcleaner: error: {path}, position 4: {files[0]['error']['message']}\n"
 
 
 def test_clean_shutdown_marker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -501,7 +502,11 @@ def test_clean_shutdown_marker(tmp_path: Path, capsys: pytest.CaptureFixture[str
         ("00000000000000000000.txnindex.deleted", "txnindex"),
         ("recovery-point-offset-checkpoint", "checkpoint"),
         (".kafka_cleanshutdown", "clean_shutdown"),
-        ("00000000000000000000.snapshot", None),
+        ("00000000000000000000.snapshot", "snapshot"),
+        ("00000000000000000003.snapshot.deleted", "snapshot"),
+        ("leader-epoch-checkpoint", "leader_epoch"),
+        ("partition.metadata", "partition_metadata"),
+        (".snapshot", None),
         ("server.properties", None),
         (".log", None),
     ],
@@ -520,7 +525,7 @@ def test_temp_suffix_files_are_dumped(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_unknown_kind_exits_2_naming_the_file_and_the_kinds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "00000000000000000000.snapshot"
+    path = tmp_path / "00000000000000000000.bin"
     path.write_bytes(b"")
     code, out, err = run(capsys, str(path))
     assert code == 2 and out == ""

@@ -379,3 +379,13 @@ def test_records_area_is_what_records_encodes(rows: list[tuple[int, bytes | None
     area = encode_records_area([t for t, _, _ in rows], [k for _, k, _ in rows], [v for _, _, v in rows])
     assert area == encode_records(expected, 0, base)
     assert decode_records(area, len(rows), 0, base) == expected
+
+
+def test_partition_dirs_hold_a_brokers_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_json(capsys, tmp_path, "--topics", "1", "--partitions", "2", "--records", "500", "--batch-size", "50")
+    ids = {(tmp_path / f"gen-0-{p}" / "partition.metadata").read_text() for p in range(2)}
+    assert len(ids) == 1, "one topic id for the topic's partitions"
+    run_json(capsys, tmp_path, "--topics", "1", "--partitions", "3", "--records", "10")
+    assert (tmp_path / "gen-0-2" / "partition.metadata").read_text() in ids, "an added partition too"
+    names = {p.name for p in (tmp_path / "gen-0-0").iterdir()}
+    assert {"leader-epoch-checkpoint", "partition.metadata", "00000000000000000510.snapshot"} <= names

@@ -1,0 +1,88 @@
+"""A partition's leader-epoch cache (Kafka ``LeaderEpochFileCache``), backed by ``leader-epoch-checkpoint``.
+
+Entries ``(epoch, start_offset)`` ascend in both fields. Transitions, each followed by an atomic rewrite of
+the checkpoint file when the entries changed:
+
+- ``assign(epoch, start)``: a batch of ``epoch`` was appended at ``start``. Nothing changes when the last
+  entry already has that epoch at or below ``start``; otherwise entries with an epoch ≥ ``epoch`` or a start
+  ≥ ``start`` go (they are not monotonic with the new one) and the new entry is appended;
+- ``truncate_from_start(offset)``: the log start offset moved to ``offset``. Entries starting at or below it
+  go, and the last of them comes back starting at ``offset`` (epochs 0@0, 1@90 and offset 100 → 1@100);
+- ``truncate_from_end(offset)``: the log was cut at ``offset``; entries starting at or above it go;
+- ``clear()``: every entry goes (the log was deleted whole).
+
+Not thread-safe: ``PartitionLog`` calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+from service.storage.leader_epoch_checkpoint import EpochEntry, write_leader_epoch_checkpoint
+
+__all__ = ["LeaderEpochCache"]
+
+logger = logging.getLogger(__name__)
+
+
+class LeaderEpochCache:
+    def __init__(self, directory: Path, entries: Iterable[EpochEntry] = (), *, persist: bool = True) -> None:
+        """``persist`` False keeps the cache in memory only (a log nothing may write to)."""
+        self._directory = directory
+        self._entries: list[EpochEntry] = list(entries)
+        self._persist = persist
+
+    @property
+    def entries(self) -> list[EpochEntry]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1].epoch if self._entries else None
+
+    def epoch_for_append(self) -> int:
+        """The epoch a new batch carries: the latest entry's, 0 for a log that has none."""
+        return self._entries[-1].epoch if self._entries else 0
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        if epoch < 0:
+            return False
+        last = self._entries[-1] if self._entries else None
+        if last is not None and last.epoch == epoch and last.start_offset <= start_offset:
+            return False
+        self._entries = [e for e in self._entries if e.epoch < epoch and e.start_offset < start_offset]
+        self._entries.append(EpochEntry(epoch, start_offset))
+        self._write()
+        return True
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        removed = [e for e in self._entries if e.start_offset <= start_offset]
+        if not removed or (len(removed) == 1 and removed[0].start_offset == start_offset):
+            return
+        kept = [e for e in self._entries if e.start_offset > start_offset]
+        self._entries = [EpochEntry(removed[-1].epoch, start_offset), *kept]
+        self._write()
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
+            return
+        self._entries = [e for e in self._entries if e.start_offset < end_offset]
+        self._write()
+
+    def clear(self) -> None:
+        if self._entries:
+            self._entries = []
+            self._write()
+
+    def write(self) -> None:
+        """Write the checkpoint as it is now (a log created or rebuilt writes its first one)."""
+        self._write()
+
+    def _write(self) -> None:
+        if self._persist:
+            write_leader_epoch_checkpoint(self._directory, self._entries)
+
+    def __repr__(self) -> str:
+        return f"LeaderEpochCache({self._directory}, {self._entries})"

@@ -1,0 +1,224 @@
+"""The broker files of a partition dir beside its segments: producer snapshots, the leader-epoch
+checkpoint and ``partition.metadata`` — loaded with the log, kept up to date as it changes.
+
+Loading (after the segments are loaded and recovered, so the log end offset is known):
+
+- producer state: snapshots above the log end offset go (a recovery cut the log below them), and so do
+  snapshots that name no segment, except the newest one when it lies above the last segment's base (the
+  one taken at the log end offset on close). The newest readable snapshot at or below the recovery point
+  is loaded and only the batches after it are replayed; a snapshot with a bad CRC or version is logged,
+  removed and the next older one tried, down to a replay of the whole log. Nothing is lost: the segments
+  hold everything a snapshot does;
+- leader epochs: the checkpoint is read; a missing one starts empty; a corrupt one is logged and rebuilt
+  from the partition leader epochs of the batches. Entries past the log end or below the log start offset
+  are cut (Kafka ``truncateFromEnd`` / ``truncateFromStart``) and the file written;
+- ``partition.metadata`` is read and kept as it is; a malformed one is logged and the partition loads
+  without a topic id.
+
+While the log runs: a snapshot at each roll (named by the new segment's base offset) and on close (at the
+log end offset); the snapshot named by a segment retention deletes is renamed ``.snapshot.deleted`` with
+the segment's files and removed with them after ``file.delete.delay.ms``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from service.errors import CorruptDataError
+from service.storage.leader_epoch_cache import LeaderEpochCache
+from service.storage.leader_epoch_checkpoint import read_leader_epoch_checkpoint
+from service.storage.log_files import DELETED_SUFFIX
+from service.storage.partition_metadata import (
+    new_topic_id,
+    read_partition_metadata,
+    write_partition_metadata,
+)
+from service.storage.producer_snapshot import (
+    list_snapshot_offsets,
+    read_snapshot,
+    snapshot_path,
+    write_snapshot,
+)
+from service.storage.producer_state import ProducerStateManager
+from service.storage.segment import LogSegment
+
+__all__ = [
+    "LoadedPartitionFiles",
+    "create_partition_metadata",
+    "delete_marked_snapshot",
+    "load_leader_epoch_cache",
+    "load_partition_files",
+    "load_producer_state",
+    "load_topic_id",
+    "mark_snapshot_deleted",
+    "take_snapshot",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedPartitionFiles:
+    producer_state: ProducerStateManager
+    leader_epochs: LeaderEpochCache
+    topic_id: str | None
+
+
+def load_partition_files(
+    directory: Path,
+    segments: Sequence[LogSegment],
+    *,
+    log_start_offset: int,
+    log_end_offset: int,
+    recovery_point: int,
+) -> LoadedPartitionFiles:
+    """What the loader hands the log besides its segments (steps in the module docstring)."""
+    return LoadedPartitionFiles(
+        load_producer_state(
+            directory, segments, log_end_offset=log_end_offset, recovery_point=recovery_point
+        ),
+        load_leader_epoch_cache(
+            directory, segments, log_start_offset=log_start_offset, log_end_offset=log_end_offset
+        ),
+        load_topic_id(directory),
+    )
+
+
+# -- producer snapshots ---------------------------------------------------------------------------------
+
+
+def load_producer_state(
+    directory: Path,
+    segments: Sequence[LogSegment],
+    *,
+    log_end_offset: int,
+    recovery_point: int,
+) -> ProducerStateManager:
+    """The producer state at the log end offset: the newest good snapshot ≤ the recovery point, then the
+    batches after it."""
+    offsets = _remove_stray_snapshots(directory, segments, log_end_offset)
+    state = ProducerStateManager()
+    start = None
+    for offset in reversed([o for o in offsets if o <= min(recovery_point, log_end_offset)]):
+        path = snapshot_path(directory, offset)
+        try:
+            state.load_entries(read_snapshot(path))
+        except CorruptDataError as exc:
+            logger.error("%s; rebuilding the producer state from the segments instead", exc)
+            path.unlink(missing_ok=True)
+            continue
+        start = offset
+        break
+    replayed = _replay(segments, state, start)
+    if replayed:
+        logger.info(
+            "%s: producer state rebuilt from %d batches after %s",
+            directory,
+            replayed,
+            "the start of the log" if start is None else f"snapshot {start}",
+        )
+    return state
+
+
+def _remove_stray_snapshots(
+    directory: Path, segments: Sequence[LogSegment], log_end_offset: int
+) -> list[int]:
+    offsets = list_snapshot_offsets(directory)
+    bases = {s.base_offset for s in segments}
+    last_base = segments[-1].base_offset if segments else 0
+    strays = [o for o in offsets if o not in bases and o <= log_end_offset]
+    keep = strays[-1] if strays and strays[-1] > last_base else None
+    kept = []
+    for offset in offsets:
+        if offset > log_end_offset or (offset not in bases and offset != keep):
+            logger.info("Deleting %s: it names no segment of the log", snapshot_path(directory, offset))
+            snapshot_path(directory, offset).unlink(missing_ok=True)
+        else:
+            kept.append(offset)
+    return kept
+
+
+def _replay(segments: Sequence[LogSegment], state: ProducerStateManager, start: int | None) -> int:
+    replayed = 0
+    for i, segment in enumerate(segments):
+        next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if start is not None and next_base is not None and next_base <= start:
+            continue
+        batches = segment.batches() if start is None else segment.read_from(start)
+        for batch in batches:
+            if start is None or batch.base_offset >= start:
+                state.on_batch(batch)
+                replayed += 1
+        segment.close_file()
+    return replayed
+
+
+def take_snapshot(directory: Path, offset: int, state: ProducerStateManager) -> None:
+    """Write the snapshot ending at ``offset`` (the log end offset), unless it is there already."""
+    if snapshot_path(directory, offset).exists():
+        return
+    write_snapshot(directory, offset, state.snapshot_entries())
+
+
+def mark_snapshot_deleted(directory: Path, offset: int) -> None:
+    """Rename the snapshot named by a deleted segment to ``.snapshot.deleted`` (gone at the next load)."""
+    path = snapshot_path(directory, offset)
+    with contextlib.suppress(FileNotFoundError):
+        os.replace(path, path.with_name(path.name + DELETED_SUFFIX))
+
+
+def delete_marked_snapshot(directory: Path, offset: int) -> None:
+    path = snapshot_path(directory, offset)
+    path.with_name(path.name + DELETED_SUFFIX).unlink(missing_ok=True)
+
+
+# -- leader epochs -----------------------------------------------------------------------------------
+
+
+def load_leader_epoch_cache(
+    directory: Path,
+    segments: Sequence[LogSegment],
+    *,
+    log_start_offset: int,
+    log_end_offset: int,
+) -> LeaderEpochCache:
+    try:
+        entries = read_leader_epoch_checkpoint(directory)
+    except CorruptDataError as exc:
+        logger.error("%s; rebuilding the leader epoch cache from the batches", exc)
+        cache = LeaderEpochCache(directory)
+        for segment in segments:
+            for batch in segment.batches():
+                cache.assign(batch.partition_leader_epoch, batch.base_offset)
+            segment.close_file()
+        cache.write()
+    else:
+        cache = LeaderEpochCache(directory, entries or ())
+        if entries is None:
+            cache.write()  # a broker creates the file with the cache
+    cache.truncate_from_end(log_end_offset)
+    cache.truncate_from_start(log_start_offset)
+    return cache
+
+
+# -- partition.metadata -------------------------------------------------------------------------------
+
+
+def load_topic_id(directory: Path) -> str | None:
+    """The topic id of ``partition.metadata``, or None when it is missing or malformed (logged)."""
+    try:
+        metadata = read_partition_metadata(directory)
+    except CorruptDataError as exc:
+        logger.error("%s; the partition loads without a topic id", exc)
+        return None
+    return None if metadata is None else metadata.topic_id
+
+
+def create_partition_metadata(directory: Path, topic_id: str | None) -> str:
+    """Write ``partition.metadata`` of a new partition (a fresh id unless the topic has one)."""
+    return write_partition_metadata(directory, topic_id or new_topic_id()).topic_id

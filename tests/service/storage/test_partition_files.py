@@ -1,0 +1,331 @@
+"""Producer snapshots, the leader-epoch cache and partition.metadata as a log lives: load, append, roll,
+retention, close, reload (Kafka scenarios A9, A13-A15 and the load rules of the reference)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.clock import ManualClock
+from service.log_manager import LogManager
+from service.storage.control import encode_end_txn_marker_batch
+from service.storage.leader_epoch_checkpoint import EpochEntry, read_leader_epoch_checkpoint
+from service.storage.loader import load_partition_log
+from service.storage.log import PartitionLog
+from service.storage.log_config import LogConfig
+from service.storage.partition_metadata import write_partition_metadata
+from service.storage.producer_snapshot import (
+    ProducerSnapshotEntry,
+    list_snapshot_offsets,
+    read_snapshot,
+    snapshot_path,
+    write_snapshot,
+)
+from service.storage.records import Record
+from service.tasks import ManualTaskScheduler
+
+START_MS = 1_700_000_000_000
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(START_MS)
+
+
+@pytest.fixture
+def directory(tmp_path: Path) -> Path:
+    path = tmp_path / "topic-0"
+    path.mkdir()
+    return path
+
+
+def open_log(directory: Path, clock: ManualClock, *, clean: bool = False, **config: Any) -> PartitionLog:
+    return load_partition_log(
+        directory,
+        LogConfig(**config),
+        clock=clock,
+        clean_shutdown=clean,
+    ).log
+
+
+def reopen(log: PartitionLog, clock: ManualClock) -> PartitionLog:
+    """Close cleanly and load again as after a clean shutdown (recovery point = log end offset)."""
+    log.close()
+    return load_partition_log(log.directory, log.config, clock=clock, clean_shutdown=True).log
+
+
+def idem(log: PartitionLog, pid: int, seq: int, value: bytes, *, txn: bool = False, ts: int = -1) -> None:
+    log.append_records(
+        [Record(0, ts, value, value)],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+        is_transactional=txn,
+    )
+
+
+def marker(log: PartitionLog, pid: int, *, commit: bool, coordinator_epoch: int = 0) -> None:
+    log.append_batches(
+        encode_end_txn_marker_batch(
+            offset=0,
+            producer_id=pid,
+            producer_epoch=0,
+            commit=commit,
+            timestamp=START_MS,
+            coordinator_epoch=coordinator_epoch,
+        )
+    )
+
+
+def retention(clock: ManualClock) -> tuple[LogManager, ManualTaskScheduler]:
+    scheduler = ManualTaskScheduler(clock)
+    return LogManager([], lambda _topic: LogConfig(), clock=clock, scheduler=scheduler), scheduler
+
+
+# -- producer snapshots -----------------------------------------------------------------------------
+
+
+def test_snapshot_at_each_roll_and_on_close(directory: Path, clock: ManualClock) -> None:
+    log = open_log(directory, clock)
+    idem(log, 1, 0, b"a")
+    log.roll()
+    idem(log, 1, 1, b"b")
+    log.roll()
+    idem(log, 1, 2, b"c")
+    assert list_snapshot_offsets(directory) == [1, 2]
+    assert read_snapshot(snapshot_path(directory, 2)) == [ProducerSnapshotEntry(1, 0, 1, 1, 0, -1, -1, -1)]
+    log.close()
+    assert list_snapshot_offsets(directory) == [1, 2, 3]
+    [entry] = read_snapshot(snapshot_path(directory, 3))
+    assert (entry.producer_id, entry.last_sequence, entry.last_offset) == (1, 2, 2)
+
+
+def test_an_open_transaction_survives_a_clean_restart(directory: Path, clock: ManualClock) -> None:
+    log = open_log(directory, clock, segment_bytes=200)
+    idem(log, 1, 0, b"a")
+    idem(log, 7, 0, b"t1", txn=True)  # opens at offset 1
+    idem(log, 1, 1, b"b")
+    idem(log, 8, 0, b"t2", txn=True)
+    marker(log, 8, commit=True, coordinator_epoch=4)
+    idem(log, 1, 2, b"c")
+    assert len(log.segments) > 2
+    before = (log.last_stable_offset, log.producer_state.first_unstable_offset())
+    assert before == (1, 1)
+    entries = log.producer_state.snapshot_entries()
+
+    log = reopen(log, clock)
+    assert (log.last_stable_offset, log.producer_state.first_unstable_offset()) == before
+    assert log.producer_state.snapshot_entries() == entries
+    assert [e.coordinator_epoch for e in entries if e.producer_id == 8] == [4]
+
+    marker(log, 7, commit=False)
+    assert log.last_stable_offset == log.log_end_offset
+    assert [t.first_offset for s in log.segments for t in s.txn_index.all_aborted()] == [1]
+
+
+def test_load_starts_from_the_newest_snapshot_and_replays_only_what_follows(
+    directory: Path, clock: ManualClock
+) -> None:
+    log = open_log(directory, clock)
+    idem(log, 1, 0, b"a")
+    log.roll()
+    idem(log, 2, 0, b"b")
+    log.roll()
+    idem(log, 3, 0, b"c")
+    log.close()
+    for offset in list_snapshot_offsets(directory):
+        snapshot_path(directory, offset).unlink()
+    # A snapshot at 2 that knows producer 99 (not in the log) and not producers 1 and 2: if load used it
+    # and replayed only the segment from offset 2 on, the state is producers 3 and 99.
+    write_snapshot(directory, 2, [ProducerSnapshotEntry(99, 0, 0, 0, 0, -1, -1)])
+    log = load_partition_log(directory, LogConfig(), clock=clock, recovery_point=3).log
+    assert log.producer_state.producer_ids == [3, 99]
+
+
+def test_a_corrupt_snapshot_is_reported_and_the_state_rebuilt_from_the_segments(
+    directory: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = open_log(directory, clock)
+    idem(log, 1, 0, b"a")
+    log.roll()
+    idem(log, 2, 0, b"b")
+    idem(log, 3, 0, b"t", txn=True)
+    log.close()
+    path = snapshot_path(directory, 3)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.ERROR):
+        log = load_partition_log(directory, LogConfig(), clock=clock, clean_shutdown=True).log
+    assert f"{path}, position 2: producer snapshot CRC mismatch" in caplog.text
+    assert log.producer_state.producer_ids == [1, 2, 3]  # snapshot 1 (producer 1) + replay from 1
+    assert log.last_stable_offset == 2
+    assert not path.exists()
+
+
+def test_stray_snapshots_are_removed_on_load(directory: Path, clock: ManualClock) -> None:
+    log = open_log(directory, clock)
+    idem(log, 1, 0, b"a")
+    log.roll()
+    idem(log, 1, 1, b"b")
+    idem(log, 1, 2, b"c")
+    log.close()  # snapshots 1 (roll) and 3 (close, above the last segment base)
+    write_snapshot(directory, 2, [])  # names no segment and is not the newest
+    write_snapshot(directory, 9, [])  # past the log end offset
+    open_log(directory, clock, clean=True)
+    assert list_snapshot_offsets(directory) == [1, 3]
+
+
+def test_a13_retention_deletes_producer_snapshots(directory: Path, clock: ManualClock) -> None:
+    manager, scheduler = retention(clock)
+    log = open_log(directory, clock, segment_bytes=10240, retention_bytes=0, file_delete_delay_ms=0)
+    idem(log, 1, 0, b"a")
+    log.roll()
+    idem(log, 1, 1, b"b")
+    log.roll()
+    idem(log, 1, 2, b"c")
+    assert len(list_snapshot_offsets(directory)) == 2
+    clock.advance(60_001)
+    manager.delete_old_segments(log)
+    scheduler.advance(1)
+    assert len(list_snapshot_offsets(directory)) == 1
+    assert not list(directory.glob("*.deleted"))
+    assert log.log_start_offset == 3
+    assert log.producer_state.producer_ids == [1]  # A15: deleting segments removes no producer
+
+
+def test_a14_log_start_offset_movement_deletes_snapshots(directory: Path, clock: ManualClock) -> None:
+    manager, scheduler = retention(clock)
+    log = open_log(directory, clock, segment_bytes=10240, file_delete_delay_ms=0)
+    idem(log, 1, 0, b"a")
+    log.roll()
+    idem(log, 1, 1, b"b")
+    log.roll()
+    idem(log, 1, 2, b"c")
+    log.increment_log_start_offset(log.log_end_offset - 1)
+    manager.delete_old_segments(log)
+    scheduler.advance(1)
+    assert list_snapshot_offsets(directory) == [2]
+
+
+def test_a15_segment_deletion_keeps_producers(directory: Path, clock: ManualClock) -> None:
+    manager, _ = retention(clock)
+    log = open_log(directory, clock)
+    idem(log, 1, 0, b"a")
+    batch_bytes = log.size_bytes
+    log = reopen(log, clock)
+    log.config = LogConfig(segment_bytes=batch_bytes, retention_bytes=2 * batch_bytes)
+    idem(log, 2, 0, b"b")
+    idem(log, 2, 1, b"c")
+    assert len(log.segments) == 3
+    manager.delete_old_segments(log)
+    assert len(log.segments) == 2
+    assert log.producer_state.producer_ids == [1, 2]
+
+
+def test_producer_expiry_spares_open_transactions(directory: Path, clock: ManualClock) -> None:
+    log = open_log(directory, clock)
+    idem(log, 1, 0, b"a", ts=START_MS)
+    idem(log, 2, 0, b"t", txn=True, ts=START_MS)
+    idem(log, 3, 0, b"b", ts=START_MS + 500)
+    clock.advance(1000)
+    assert log.remove_expired_producers(1000) == [1]
+    assert log.producer_state.producer_ids == [2, 3]
+    clock.advance(500)
+    assert log.remove_expired_producers(1000) == [3]
+
+
+# -- leader-epoch cache -----------------------------------------------------------------------------
+
+
+def test_appends_carry_the_current_epoch_and_the_first_one_adds_its_entry(
+    directory: Path, clock: ManualClock
+) -> None:
+    log = open_log(directory, clock)
+    assert read_leader_epoch_checkpoint(directory) == []  # created with the log, empty
+    idem(log, 1, 0, b"a")
+    idem(log, 1, 1, b"b")
+    assert read_leader_epoch_checkpoint(directory) == [EpochEntry(0, 0)]
+    log.leader_epochs.assign(3, log.log_end_offset)
+    idem(log, 1, 2, b"c")
+    assert [b.partition_leader_epoch for s in log.segments for b in s.batches()] == [0, 0, 3]
+    assert read_leader_epoch_checkpoint(directory) == [EpochEntry(0, 0), EpochEntry(3, 2)]
+    log = reopen(log, clock)
+    assert log.leader_epochs.entries == [EpochEntry(0, 0), EpochEntry(3, 2)]
+
+
+def test_a9_retention_truncates_the_epoch_cache_from_the_start(directory: Path, clock: ManualClock) -> None:
+    manager, _ = retention(clock)
+    log = open_log(directory, clock, segment_bytes=360, segment_index_bytes=1000, retention_ms=999)
+    for _ in range(100):
+        log.append_records([Record(0, START_MS - 1000, None, b"test")])
+    log.leader_epochs.assign(1, 90)
+    manager.delete_old_segments(log)
+    assert len(log.segments) == 1 and log.log_start_offset == 100
+    assert log.leader_epochs.entries == [EpochEntry(1, 100)]
+    assert read_leader_epoch_checkpoint(directory) == [EpochEntry(1, 100)]
+
+
+def test_delete_records_truncates_the_epoch_cache_from_the_start(directory: Path, clock: ManualClock) -> None:
+    log = open_log(directory, clock)
+    for _ in range(5):
+        idem(log, 1, log.log_end_offset, b"x")
+    log.leader_epochs.assign(2, 3)
+    log.increment_log_start_offset(2)
+    assert read_leader_epoch_checkpoint(directory) == [EpochEntry(0, 2), EpochEntry(2, 3)]
+
+
+def test_a_corrupt_epoch_checkpoint_is_rebuilt_from_the_batches(
+    directory: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = open_log(directory, clock)
+    idem(log, 1, 0, b"a")
+    log.leader_epochs.assign(4, 1)
+    idem(log, 1, 1, b"b")
+    log.close()
+    (directory / "leader-epoch-checkpoint").write_bytes(b"0\n5\n")
+    with caplog.at_level(logging.ERROR):
+        log = open_log(directory, clock, clean=True)
+    assert "leader-epoch-checkpoint" in caplog.text and "rebuilding" in caplog.text
+    assert log.leader_epochs.entries == [EpochEntry(0, 0), EpochEntry(4, 1)]
+    assert read_leader_epoch_checkpoint(directory) == [EpochEntry(0, 0), EpochEntry(4, 1)]
+
+
+def test_recovery_truncates_the_epoch_cache_from_the_end(directory: Path, clock: ManualClock) -> None:
+    log = open_log(directory, clock)
+    idem(log, 1, 0, b"a")
+    log.leader_epochs.assign(2, 1)
+    idem(log, 1, 1, b"b")
+    log.flush()
+    size = log.active_segment.log_path.stat().st_size
+    log.close()
+    with open(log.active_segment.log_path, "r+b") as file:  # tear the last batch
+        file.truncate(size - 5)
+    log = open_log(directory, clock)  # unclean: recovery cuts the torn batch
+    assert log.log_end_offset == 1
+    assert log.leader_epochs.entries == [EpochEntry(0, 0)]
+    assert list_snapshot_offsets(directory) == []  # the close snapshot at 2 is past the end
+
+
+# -- partition.metadata ------------------------------------------------------------------------------
+
+
+def test_partition_metadata_is_kept_and_a_malformed_one_only_logged(
+    directory: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_partition_metadata(directory, "AAAAAAAAAAEAAAAAAAAAAg")
+    before = os.stat(directory / "partition.metadata").st_mtime_ns
+    log = open_log(directory, clock)
+    assert log.topic_id == "AAAAAAAAAAEAAAAAAAAAAg"
+    log.close()
+    assert os.stat(directory / "partition.metadata").st_mtime_ns == before
+    (directory / "partition.metadata").write_bytes(b"version: 0\ntopic_id: ???")
+    with caplog.at_level(logging.ERROR):
+        log = open_log(directory, clock, clean=True)
+    assert log.topic_id is None
+    assert f"{directory / 'partition.metadata'}, position 11" in caplog.text
+    assert (directory / "partition.metadata").read_bytes() == b"version: 0\ntopic_id: ???"
