@@ -198,6 +198,27 @@ def test_a13_retention_deletes_producer_snapshots(directory: Path, clock: Manual
     assert log.producer_state.producer_ids == [1]  # A15: deleting segments removes no producer
 
 
+def test_snapshots_go_with_their_segments_after_file_delete_delay_ms(
+    directory: Path, clock: ManualClock
+) -> None:
+    manager, scheduler = retention(clock)
+    log = open_log(directory, clock, segment_bytes=10240, retention_bytes=0, file_delete_delay_ms=30_000)
+    idem(log, 1, 0, b"a")
+    log.roll()
+    idem(log, 1, 1, b"b")
+    log.roll()
+    assert list_snapshot_offsets(directory) == [1, 2]
+    manager.delete_old_segments(log)  # the segments at 0 and 1 go; snapshot 1 is named by segment 1
+    assert list_snapshot_offsets(directory) == [2]
+    marked = directory / f"{1:020d}.snapshot.deleted"
+    assert marked.exists()  # renamed at once, like the segment's files
+    scheduler.advance(29_999)
+    assert marked.exists() and (directory / f"{1:020d}.log.deleted").exists()
+    scheduler.advance(1)
+    assert not marked.exists() and not list(directory.glob("*.deleted"))
+    assert list_snapshot_offsets(directory) == [2]
+
+
 def test_a14_log_start_offset_movement_deletes_snapshots(directory: Path, clock: ManualClock) -> None:
     manager, scheduler = retention(clock)
     log = open_log(directory, clock, segment_bytes=10240, file_delete_delay_ms=0)
