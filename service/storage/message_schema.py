@@ -196,15 +196,19 @@ def _read_tagged(reader: _Reader, tagged: dict[int, Field], version: int, out: d
     for _ in range(reader.uvarint()):
         tag = reader.uvarint()
         size = reader.uvarint()
+        start = reader.pos
         raw = reader.take(size, f"tagged field {tag}")
         field = tagged.get(tag)
         if field is None:
             unknown.append({"tag": tag, "data": raw})
             continue
-        inner = _Reader(raw, 0)
+        inner = _Reader(reader.data[: start + size], start)  # positions stay the message's
         out[field.name] = _read_field(inner, field, version, flexible=True)
-        if inner.pos != size:
-            raise CorruptDataError(f"tagged field {field.name} has {size - inner.pos} bytes left over")
+        if inner.pos != start + size:
+            raise CorruptDataError(
+                f"tagged field {field.name} has {start + size - inner.pos} bytes left over",
+                position=inner.pos,
+            )
     if unknown:
         out[UNKNOWN_TAGS] = unknown
 
@@ -214,7 +218,7 @@ def _read_field(reader: _Reader, field: Field, version: int, flexible: bool) -> 
         return _read_value(reader, field, version, flexible)
     count = reader.length(flexible, wide=True, what=f"{field.name} count")
     if count < 0:
-        return _null(field, version)
+        return _null(field, version, reader.pos)
     return [_read_value(reader, field, version, flexible) for _ in range(count)]
 
 
@@ -226,7 +230,7 @@ def _read_value(reader: _Reader, field: Field, version: int, flexible: bool) -> 
     wide = field.type == "bytes"
     size = reader.length(flexible, wide, f"{field.name} length")
     if size < 0:
-        return _null(field, version)
+        return _null(field, version, reader.pos)
     raw = reader.take(size, field.name)
     if wide:
         return raw
@@ -236,10 +240,12 @@ def _read_value(reader: _Reader, field: Field, version: int, flexible: bool) -> 
         raise CorruptDataError(f"{field.name} is not UTF-8", position=reader.pos - size) from exc
 
 
-def _null(field: Field, version: int) -> object:
+def _null(field: Field, version: int, position: int) -> object:
     """None, where the version lets the field be null."""
     if not field.is_nullable(version):
-        raise CorruptDataError(f"{field.name} is null, which version {version} does not allow")
+        raise CorruptDataError(
+            f"{field.name} is null, which version {version} does not allow", position=position
+        )
     return None
 
 

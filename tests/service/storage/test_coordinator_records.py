@@ -360,3 +360,26 @@ def test_transaction_log_value_round_trip(version: int) -> None:
 @given(st.integers(0, 2**32 - 1))
 def test_uvarint_round_trip(value: int) -> None:
     assert decode_uvarint(encode_uvarint(value), 0) == (value, len(encode_uvarint(value)))
+
+
+def test_a_bad_tagged_field_is_raw_with_its_position_in_the_value() -> None:
+    # tag 0 (previous_producer_id, an int64) given 2 bytes only
+    value = (
+        h(1) + struct.pack(">qhib", 1, 0, 1, 0) + b"\x00" + struct.pack(">qq", 0, 0) + b"\x01\x00\x02\xaa\xbb"
+    )
+    decoded = decode_transaction_log_record(h(0) + s16("t"), value)["value"]
+    assert isinstance(decoded, dict) and decoded["raw"] == value
+    assert decoded["note"] == (
+        "TransactionLogValue version 1 does not decode at byte 37: "
+        "previous_producer_id needs 8 bytes, 2 are left"
+    )
+
+
+def test_a_null_where_the_schema_forbids_it_is_raw() -> None:
+    value = h(3) + struct.pack(">qi", 1, 0) + s16(None) + struct.pack(">q", 0)  # metadata is not nullable
+    decoded = decode_offsets_record(OFFSET_KEY_V1, value)["value"]
+    assert isinstance(decoded, dict)
+    assert decoded["note"] == (
+        "OffsetCommitValue version 3 does not decode at byte 16: "
+        "metadata is null, which version 3 does not allow"
+    )
