@@ -19,7 +19,7 @@ Decoding never fails: a version Kafka does not define, or bytes that do not fit 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from service.errors import CorruptDataError
 from service.storage.message_schema import Field, Schema, decode_message, encode_message
@@ -143,7 +143,7 @@ def encode_group_metadata_key(group: str) -> bytes:
 def decode_offsets_record(key: bytes | None, value: bytes | None) -> Decoded:
     """A ``__consumer_offsets`` record as ``{"key": {...}, "value": {...} | None}``."""
     if key is None:
-        return {"key": None, "value": _raw(None, value, "a __consumer_offsets record needs a key")}
+        return {"key": None, "value": _raw_value(value, "a __consumer_offsets record needs a key")}
     key_version = _version_of(key)
     known = _CONSUMER_OFFSETS_KEYS.get(key_version) if key_version is not None else None
     if known is None:
@@ -154,7 +154,7 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> Decoded:
         )
         return {"key": _raw(key_version, key, note), "value": _raw_value(value, "the key's type is unknown")}
     record_type, key_schema, value_schema = known
-    decoded_key = _decode_part(key, key_schema, lambda _v: 0, key_version)
+    decoded_key = _decode_part(key, key_schema, key_version, message_version=0)  # one layout, two prefixes
     if "note" not in decoded_key:
         decoded_key = {"type": record_type, **decoded_key}
     return {"key": decoded_key, "value": _decode_value(value, value_schema)}
@@ -163,9 +163,9 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> Decoded:
 def decode_transaction_log_record(key: bytes | None, value: bytes | None) -> Decoded:
     """A ``__transaction_state`` record as ``{"key": {...}, "value": {...} | None}``."""
     if key is None:
-        return {"key": None, "value": _raw(None, value, "a __transaction_state record needs a key")}
+        return {"key": None, "value": _raw_value(value, "a __transaction_state record needs a key")}
     return {
-        "key": _decode_part(key, TRANSACTION_LOG_KEY, lambda v: v, _version_of(key)),
+        "key": _decode_part(key, TRANSACTION_LOG_KEY, _version_of(key)),
         "value": _decode_value(value, TRANSACTION_LOG_VALUE),
     }
 
@@ -173,16 +173,18 @@ def decode_transaction_log_record(key: bytes | None, value: bytes | None) -> Dec
 def _decode_value(value: bytes | None, schema: Schema) -> Decoded | None:
     if value is None:
         return None  # a tombstone
-    return _decode_part(value, schema, lambda v: v, _version_of(value))
+    return _decode_part(value, schema, _version_of(value))
 
 
 def _decode_part(
-    data: bytes, schema: Schema, schema_version: Callable[[int], int], version: int | None
+    data: bytes, schema: Schema, version: int | None, *, message_version: int | None = None
 ) -> Decoded:
-    """``data`` (version prefix included) decoded, or raw with a note saying why it cannot be."""
+    """``data`` (its ``version`` prefix included) decoded as ``schema`` at ``message_version`` (default:
+    the prefix), or raw with a note saying why it cannot be."""
     if version is None:
         return _raw(None, data, f"{schema.name} needs a 2-byte version, got {len(data)} bytes")
-    message_version = schema_version(version)
+    if message_version is None:
+        message_version = version
     if not schema.has_version(message_version):
         return _raw(
             version,

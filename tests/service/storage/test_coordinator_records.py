@@ -383,3 +383,11 @@ def test_a_null_where_the_schema_forbids_it_is_raw() -> None:
         "OffsetCommitValue version 3 does not decode at byte 16: "
         "metadata is null, which version 3 does not allow"
     )
+
+
+def test_a_keyless_record_shows_its_value_raw() -> None:
+    assert decode_offsets_record(None, None) == {"key": None, "value": None}
+    assert decode_transaction_log_record(None, h(0) + b"x") == {
+        "key": None,
+        "value": {"version": 0, "note": "a __transaction_state record needs a key", "raw": h(0) + b"x"},
+    }
