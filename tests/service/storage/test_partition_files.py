@@ -167,6 +167,24 @@ def test_a_corrupt_snapshot_is_reported_and_the_state_rebuilt_from_the_segments(
     assert not path.exists()
 
 
+def test_a_snapshot_of_an_unknown_version_is_reported_and_the_state_rebuilt(
+    directory: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = open_log(directory, clock)
+    idem(log, 1, 0, b"a")
+    idem(log, 2, 0, b"t", txn=True)
+    log.close()
+    path = snapshot_path(directory, 2)
+    data = bytearray(path.read_bytes())
+    data[1] = 7  # the version is outside the CRC: only the version check can catch it
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.ERROR):
+        log = load_partition_log(directory, LogConfig(), clock=clock, clean_shutdown=True).log
+    assert f"{path}, position 0: producer snapshot version 7 is not supported" in caplog.text
+    assert log.producer_state.producer_ids == [1, 2]  # replayed from the segment
+    assert log.last_stable_offset == 1  # the open transaction is back
+
+
 def test_stray_snapshots_are_removed_on_load(directory: Path, clock: ManualClock) -> None:
     log = open_log(directory, clock)
     idem(log, 1, 0, b"a")
