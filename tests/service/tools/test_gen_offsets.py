@@ -150,3 +150,12 @@ def test_the_cleaner_keeps_the_newest_commit_per_key(
     groups = [r["decoded"]["key"] for b in json.loads(out)["files"][0]["batches"] for r in b["records"]]
     keys = [json.dumps(k, sort_keys=True) for k in groups]
     assert len(keys) == len(set(keys))
+
+
+def test_the_workload_writes_no_other_topic(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, err = run(
+        capsys, "gen", "--log-dir", str(tmp_path), "--workload", "consumer-offsets", "--topic", "x"
+    )
+    assert (code, out) == (2, "")
+    assert "writes __consumer_offsets only" in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
