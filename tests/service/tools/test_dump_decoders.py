@@ -26,9 +26,14 @@ def s16(text: str) -> bytes:
 OFFSET_KEY = struct.pack(">h", 1) + s16("billing") + s16("orders") + struct.pack(">i", 3)
 OFFSET_VALUE_V3 = struct.pack(">hqi", 3, 120, 4) + s16("") + struct.pack(">q", NOW_MS)
 GROUP_KEY = struct.pack(">h", 2) + s16("billing")
+SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01" + s16("orders") + b"\xff\xff\xff\xff"  # ConsumerProtocol v0
+MEMBER_V3 = (
+    s16("m-1") + struct.pack(">h", -1) + s16("c-1") + s16("/10.0.0.9") + struct.pack(">ii", 300000, 45000)
+    + struct.pack(">i", len(SUBSCRIPTION)) + SUBSCRIPTION + struct.pack(">i", 0)
+)  # fmt: skip
 GROUP_VALUE_V3 = (
     struct.pack(">h", 3) + s16("consumer") + struct.pack(">i", 1) + s16("range") + s16("m-1")
-    + struct.pack(">qi", NOW_MS, 0)
+    + struct.pack(">qi", NOW_MS, 1) + MEMBER_V3
 )  # fmt: skip
 UNKNOWN_VALUE = struct.pack(">h", 7) + b"\xca\xfe"
 
@@ -83,7 +88,18 @@ def test_offsets_decoder_json(offsets_segment: Path, capsys: pytest.CaptureFixtu
             "protocol": "range",
             "leader": "m-1",
             "current_state_timestamp": NOW_MS,
-            "members": [],
+            "members": [
+                {
+                    "member_id": "m-1",
+                    "group_instance_id": None,
+                    "client_id": "c-1",
+                    "client_host": "/10.0.0.9",
+                    "rebalance_timeout": 300000,
+                    "session_timeout": 45000,
+                    "subscription": {"type": "BINARY", "data": base64.b64encode(SUBSCRIPTION).decode()},
+                    "assignment": {"type": "BINARY", "data": ""},
+                }
+            ],
         },
     }
     assert decoded[2] == {"key": key, "value": None}  # a tombstone
