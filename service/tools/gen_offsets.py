@@ -2,7 +2,7 @@
 writes it, for the decoders and the cleaner to work on.
 
 Each consumer group lives in the partition Kafka's coordinator gives it (``abs(groupId.hashCode()) %
-partitions``, Java's String hash). Per group, in time order:
+partitions``, Java's String hash). Per group, in time order (the groups of a partition interleaved):
 
 1. a rebalance: its GroupMetadataValue (v3, generation 1, one member of the ``consumer`` protocol with
    its subscription and assignment, encoded as Kafka's ConsumerProtocol v0);
@@ -106,23 +106,30 @@ def _utf16_units(text: str) -> list[int]:
 def fill_consumer_offsets(log: PartitionLog, workload: OffsetsWorkload, now_ms: int) -> int:
     """Append the batches of every group whose coordinator partition ``log`` is; return the record count.
 
-    The batches of each group are stamped evenly over the workload's time range, first to last.
+    Groups go in step, as a coordinator serves them at once: step 0 is every group's first rebalance,
+    then each commit round, and so on; steps are stamped evenly over the workload's time range, first
+    to last, so the partition's timestamps never go back.
     """
     partition = log.topic_partition.partition
     spread = workload.timestamp_spread_ms
     start_ms = now_ms - spread if workload.timestamp_start_ms is None else workload.timestamp_start_ms
-    steps = workload.commits + 2  # the first rebalance, the commit rounds, the second rebalance
     rng = random.Random(f"{workload.seed}/{partition}")
+    per_group = [
+        _group_batches(workload, group, workload.is_expired(index), rng)
+        for index, group in enumerate(workload.group_names())
+        if coordinator_partition(group, workload.partitions) == partition
+    ]
+    last_step = max((len(batches) - 1 for batches in per_group), default=0)
     records = 0
-    for index, group in enumerate(workload.group_names()):
-        if coordinator_partition(group, workload.partitions) != partition:
-            continue
-        for step, batch in enumerate(_group_batches(workload, group, workload.is_expired(index), rng)):
-            timestamp = start_ms + spread * min(step, steps) // steps
-            log.append_records(
-                [Record(0, timestamp, key, _stamped(value, timestamp)) for key, value in batch]
-            )
-            records += len(batch)
+    for step in range(last_step + 1):
+        timestamp = start_ms + spread * step // max(last_step, 1)
+        for batches in per_group:
+            if step < len(batches):
+                batch = batches[step]
+                log.append_records(
+                    [Record(0, timestamp, key, _stamped(value, timestamp)) for key, value in batch]
+                )
+                records += len(batch)
     return records
 
 

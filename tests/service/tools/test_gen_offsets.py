@@ -103,6 +103,9 @@ def test_every_record_decodes_and_lands_in_its_groups_partition(
     assert sum(r["records"] for r in results) == GROUPS * (2 + 4 * 6) + 2 * 7
     tombstoned: set[str] = set()
     for partition, records in per_partition.items():
+        timestamps = [record.timestamp for record in records]
+        assert timestamps == sorted(timestamps)  # the groups interleave, as a coordinator writes them
+        assert (timestamps[0], timestamps[-1]) == (START_MS, START_MS + 60000)
         for record in records:
             decoded = decode_offsets_record(record.key, record.value)
             key = decoded["key"]
