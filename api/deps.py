@@ -93,10 +93,16 @@ class ApiSettings:
     max_fetch_records: int = 10_000
     max_fetch_bytes: int = 52_428_800
     auth_token: str | None = None
+    bound_host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
 
     @classmethod
     def from_broker(cls, broker: BrokerConfig, *, auth_token: str | None) -> ApiSettings:
         return cls(
+            bound_host=broker.api_host,
+            allowed_hosts=broker.api_allowed_hosts,
+            allowed_origins=broker.api_allowed_origins,
             max_request_bytes=broker.api_max_request_bytes,
             max_records_per_request=broker.api_max_records_per_request,
             max_fetch_records=broker.api_max_fetch_records,

@@ -195,6 +195,12 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("api.host", _S, "127.0.0.1", "Address the REST API listens on"),
     ConfigDef("api.port", _I, 8080, "Port the REST API listens on (0 = any free port)", Range(0, 65535)),
     ConfigDef("api.auth.token.file", _S, None, "File holding the API bearer token (unset = no auth)"),
+    ConfigDef("api.auth.allow.anonymous", _B, False, "Serve without api.auth.token.file on an address "
+              "beyond loopback (ours)"),
+    ConfigDef("api.allowed.hosts", ConfigType.LIST, (), "Host names accepted in the Host header besides "
+              "the bound address and localhost; * accepts any (ours)"),
+    ConfigDef("api.allowed.origins", ConfigType.LIST, (), "Cross-site origins (scheme://host[:port]) whose "
+              "browser requests are accepted (ours)"),
     ConfigDef("api.max.request.bytes", _I, 10_485_760, "Largest REST request body accepted (413 above)",
               _AT_LEAST_1),
     ConfigDef("api.max.records.per.request", _I, 10_000, "Most records in one REST produce request (422 "

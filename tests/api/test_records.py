@@ -235,7 +235,10 @@ def test_a_body_over_the_limit_is_413_before_it_is_read(limited: Served) -> None
             yield json.dumps(string_record("k", "x" * 100)).encode() + b","
         yield b"{}]}"
 
-    body = assert_problem(limited.client.post(records_path("t"), content=chunks()), 413)
+    chunked = limited.client.post(
+        records_path("t"), content=chunks(), headers={"content-type": "application/json"}
+    )
+    body = assert_problem(chunked, 413)
     assert "4096" in str(body["detail"])
     assert disk_snapshot(limited.log_dir) == before
 
