@@ -15,7 +15,7 @@ from typing import Annotated, Protocol
 
 from fastapi import Depends, Path, Request
 
-from api.models import INT32_MAX, TopicName
+from api.models import INT32_MAX, StrictDigits, TopicName
 from api.record_models import ProduceRequest
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
@@ -128,7 +128,7 @@ async def _context(request: Request) -> ApiContext:
 
 Context = Annotated[ApiContext, Depends(_context)]
 TopicPath = Annotated[TopicName, Path(description="Topic name (Kafka's rule)")]
-PartitionId = Annotated[int, Path(ge=0, le=INT32_MAX, description="Partition number")]
+PartitionId = Annotated[int, StrictDigits, Path(ge=0, le=INT32_MAX, description="Partition number")]
 
 
 def find_log(context: ApiContext, topic: str, partition: int) -> PartitionLog:

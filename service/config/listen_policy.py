@@ -3,21 +3,17 @@
 The API can delete topics and records. Listening beyond loopback (``api.host`` not in ``127.0.0.0/8``,
 ``::1`` or ``localhost``) without ``api.auth.token.file`` would hand that to anyone who reaches the port,
 so it is an invalid configuration (``serve`` exits 2) unless ``api.auth.allow.anonymous=true`` says it is
-meant. ``api.allowed.origins`` entries must be origins (``scheme://host[:port]``), or a typo would silently
-refuse the page it meant to allow.
+meant. The offline commands listen nowhere, so only ``serve`` (the daemon's start) checks this.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 
 from service.config.broker_config import BrokerConfig
 from service.config.definitions import InvalidConfigError
 
 __all__ = ["check_listen_policy", "is_loopback_host"]
-
-_ORIGIN = re.compile(r"https?://(?:\[[0-9a-fA-F:.]+\]|[^\s/:?#@\[\]]+)(?::[0-9]{1,5})?/?")
 
 
 def is_loopback_host(host: str) -> bool:
@@ -42,11 +38,3 @@ def check_listen_policy(broker: BrokerConfig) -> None:
             name="api.host",
             value=host,
         )
-    for origin in broker.api_allowed_origins:
-        if not _ORIGIN.fullmatch(origin):
-            raise InvalidConfigError(
-                f"Invalid value {origin!r} for configuration api.allowed.origins: not an origin; "
-                "allowed: a comma-separated list of scheme://host[:port] (http or https)",
-                name="api.allowed.origins",
-                value=origin,
-            )

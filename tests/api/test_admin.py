@@ -51,6 +51,9 @@ def test_delete_records_advances_the_log_start_offset(served: Served, topic: str
         ({"before_offset": -2}, "before_offset"),
         ({}, "before_offset"),
         ({"before": 1}, "before"),
+        ({"before_offset": "10"}, "before_offset"),  # strict: not coerced
+        ({"before_offset": True}, "before_offset"),
+        ({"before_offset": 1.0}, "before_offset"),
     ]:
         assert_problem(served.client.post(path, json=bad), 422, field=field)
     assert_problem(served.client.post(f"/v1/topics/{topic}/partitions/1/delete-records", json=bad), 422)

@@ -138,6 +138,8 @@ def test_a_compacted_away_offset_fetches_the_next_record(served: Served) -> None
         ({"value": "plain"}, "records[2].value"),
         ({"timestamp": -5}, "records[2].timestamp"),
         ({"timestamp": "now"}, "records[2].timestamp"),
+        ({"timestamp": "10"}, "records[2].timestamp"),  # strict: not coerced
+        ({"timestamp": 10.0}, "records[2].timestamp"),
         ({"headers": [{"value": None}]}, "records[2].headers[0].key"),
         ({"headers": {"k": "v"}}, "records[2].headers"),
         ({"offset": 7}, "records[2].offset"),
