@@ -186,3 +186,10 @@ def test_a_wildcard_bind_accepts_addresses_but_not_unlisted_names() -> None:
     assert specific.is_allowed("10.1.2.3:8080") and not specific.is_allowed("10.9.9.9")
     anything = HostGuard(app, bound_host="127.0.0.1", allowed_hosts=["*"])
     assert anything.is_allowed("evil.example")
+
+
+def test_the_document_says_bodies_may_be_415(served: Served) -> None:
+    paths = served.client.get("/openapi.json").json()["paths"]
+    assert "415" in paths["/v1/topics"]["post"]["responses"]
+    assert "415" in paths["/v1/topics/{topic}/configs"]["patch"]["responses"]
+    assert "415" not in paths["/v1/topics"]["get"]["responses"]
