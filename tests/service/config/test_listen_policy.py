@@ -69,13 +69,18 @@ def config(**overrides: str) -> BrokerConfig:
     return BrokerConfig.from_properties({k.replace("_", "."): v for k, v in overrides.items()})[0]
 
 
-def test_a_token_or_an_explicit_anonymous_allows_listening_beyond_loopback(tmp_path: Path) -> None:
+def test_a_token_or_an_explicit_anonymous_allows_listening_beyond_loopback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with pytest.raises(InvalidConfigError) as refused:
         check_listen_policy(config(api_host="0.0.0.0"))
     assert refused.value.name == "api.host"
     check_listen_policy(config(api_host="0.0.0.0", api_auth_token_file=str(tmp_path / "token")))
-    check_listen_policy(config(api_host="0.0.0.0", api_auth_allow_anonymous="true"))
     check_listen_policy(config(api_host="localhost"))
+    assert not caplog.records
+    check_listen_policy(config(api_host="0.0.0.0", api_auth_allow_anonymous="true"))
+    [warning] = caplog.records
+    assert warning.levelname == "WARNING" and "without authentication" in warning.getMessage()
 
 
 def test_the_daemon_serves_on_a_wildcard_address_with_a_token(tmp_path: Path) -> None:
