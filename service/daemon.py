@@ -35,6 +35,7 @@ from cleaner.setup import build_engine, build_log_cleaner
 from scheduler.log_scheduler import LogScheduler
 from service.clock import Clock, SystemClock
 from service.config.broker_config import BrokerConfig
+from service.config.listen_policy import check_listen_policy
 from service.config.topic_config import effective_log_config
 from service.config.topic_store import TopicConfigStore
 from service.errors import ConflictError, LogCleanerError
@@ -103,8 +104,10 @@ class Daemon:
 
         The port is bound before anything touches the log dirs, so a taken port (or a bad ``api.*``
         setting) fails start-up with nothing changed on disk. No scheduled task or cleaner thread starts
-        until every start-up condition held; ``/readyz`` and ``/v1`` answer 503 until then.
+        until every start-up condition held; ``/readyz`` and ``/v1`` answer 503 until then. Listening
+        beyond loopback without a token (``check_listen_policy``) is refused before anything binds.
         """
+        check_listen_policy(self.broker)
         app = create_app(self, self.metrics_registry, not_ready=self.not_ready_reason)
         server = ApiServer(app, host=self.broker.api_host, port=self.broker.api_port)
         try:
