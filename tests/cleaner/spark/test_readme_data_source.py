@@ -1,4 +1,4 @@
-"""The README's ``kafka-log`` snippet, run as written (a fresh process, its own SparkSession) on a generated log."""
+"""The README's ``kafka-log`` snippet, run as written (a fresh process, its own session) on a generated log."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 README_LOG_DIR = "/tmp/logs"
+GEN_SHAPE = ("--partitions", "2", "--records", "1500", "--keys", "100", "--segment-bytes", "100000")
 
 
 def readme_snippet() -> str:
@@ -30,8 +31,7 @@ def test_the_readme_data_source_snippet_runs_as_written(tmp_path: Path) -> None:
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": path}
     subprocess.run(
-        [sys.executable, "-m", "service", "gen", "--log-dir", str(log_dir), "--partitions", "2"]
-        + ["--records", "1500", "--keys", "100", "--segment-bytes", "100000"],
+        [sys.executable, "-m", "service", "gen", "--log-dir", str(log_dir), *GEN_SHAPE],
         cwd=REPO,
         env=env,
         check=True,
