@@ -1,4 +1,4 @@
-"""The README's ``kafka-log`` snippet, run as written (a fresh process, its own session) on a generated log."""
+"""The README's ``kafka-log`` snippet, run as written (a fresh process, its own session) on a new log."""
 
 from __future__ import annotations
 
