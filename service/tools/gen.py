@@ -460,7 +460,7 @@ def gen_command(
     )
     results = generate(options)
     if as_json:
-        click.echo(json.dumps({"topics": [r.to_json() for r in results]}))
+        click.echo(json.dumps({"topics": [r.to_json() for r in results]}, indent=2))
     else:
         for r in results:
             click.echo(
