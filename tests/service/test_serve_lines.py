@@ -65,3 +65,18 @@ def test_serve_q_prints_nothing(tmp_path: Path) -> None:
     code, stderr = serve_until_ready_then_stop([tmp_path / "logs"], "-q")
     assert code == 0, stderr
     assert stderr == ""
+
+
+@pytest.mark.slow
+def test_serve_warns_of_a_value_ending_in_what_looks_like_a_comment(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "# the app name in Spark's UI\nspark.app.name=logcleaner   # ours\n", encoding="latin-1"
+    )
+    code, stderr = serve_until_ready_then_stop([tmp_path / "logs"], "-q", "--config", str(config))
+    assert code == 0, stderr
+    [warning] = stderr.splitlines()
+    assert (
+        f"WARNING service.tools.log_commands: config file {config}, line 2: the value of 'spark.app.name'"
+        in warning
+    )
