@@ -40,7 +40,7 @@ def settings() -> dict[str, list[str]]:
 
 
 def installed_binary() -> Path:
-    """This environment's ``logcleaner`` (a virtualenv's ``bin/``, as ``/opt/logcleaner/bin`` is for the unit)."""
+    """This environment's ``logcleaner``: in its ``bin/``, as ``/opt/logcleaner/bin`` is for the unit."""
     binary = Path(sys.executable).parent / "logcleaner"
     assert os.access(binary, os.X_OK), f"{binary} is missing: pip install -e . installs the console script"
     return binary
