@@ -168,8 +168,8 @@ def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProces
     path = shutil.which("promtool")
     if path is None:
         pytest.fail(
-            "promtool is not installed: install Debian's prometheus package "
-            "(apt-get install -y prometheus), as .ci/run does"
+            "promtool is not on PATH: install Debian's prometheus package (apt-get install -y prometheus), "
+            "as .ci/run does, or put the promtool of Prometheus' release tarball on PATH (README, Set-up)"
         )
     return subprocess.run(
         [path, *args], input=stdin, capture_output=True, text=True, timeout=120, check=False

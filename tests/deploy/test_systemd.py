@@ -26,7 +26,8 @@ SHIPPED_BINARY = "/opt/logcleaner/bin/logcleaner"
 def systemd_analyze() -> str:
     path = shutil.which("systemd-analyze")
     if path is None:
-        pytest.skip("systemd-analyze is not installed (Debian package systemd; .ci/run installs it)")
+        # Never a skip: CI must not let a broken unit land because the tool went missing.
+        pytest.fail("systemd-analyze is not on PATH: install Debian's systemd package, as .ci/run does")
     return path
 
 
