@@ -102,15 +102,22 @@ class JvmOutputForwarder:
         self._thread = threading.Thread(target=self._run, name="logcleaner-spark-jvm-output", daemon=True)
 
     @classmethod
-    def start_for(cls, proc: subprocess.Popen[bytes]) -> JvmOutputForwarder:
-        if proc.stderr is None:
-            raise ValueError("the JVM's stderr is not piped")
+    def start_for(cls, proc: subprocess.Popen[bytes] | None) -> JvmOutputForwarder | None:
+        """Forward ``proc``'s piped stderr; None when there is none (a JVM this process did not start,
+        as under ``spark-submit``, keeps its output as it is)."""
+        if proc is None or proc.stderr is None:
+            return None
         forwarder = cls(proc.stderr)
         forwarder._thread.start()
         return forwarder
 
+    def join(self, timeout_s: float) -> None:
+        """Wait until the JVM's stderr closes and every line is logged (tests: the JVM lives as we do)."""
+        self._thread.join(timeout_s)
+
     def _run(self) -> None:
-        forward_lines(raw.decode("utf-8", "replace").rstrip("\r\n") for raw in self._stream)
+        with self._stream:  # closed at the JVM's end
+            forward_lines(raw.decode("utf-8", "replace").rstrip("\r\n") for raw in self._stream)
 
 
 def forward_lines(lines: Iterable[str]) -> None:

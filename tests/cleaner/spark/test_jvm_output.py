@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from cleaner.spark.jvm_output import LOG4J_PROPERTY, forward_lines, line_level, with_log4j_config
+from cleaner.spark.jvm_output import (
+    LOG4J_PROPERTY,
+    JvmOutputForwarder,
+    forward_lines,
+    line_level,
+    with_log4j_config,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -56,6 +62,21 @@ def test_start_up_chatter_is_debug_and_log4j_levels_are_kept(caplog: pytest.LogC
         (logging.INFO, lines[9]),
     ]
     assert line_level("\tat Foo.bar(Foo.scala:1)", logging.ERROR) == logging.ERROR
+
+
+def test_a_child_process_stderr_is_logged_line_by_line(caplog: pytest.LogCaptureFixture) -> None:
+    script = "echo 'WARNING: Using incubator modules: jdk.incubator.vector' >&2; echo 'ERROR Foo: bar' >&2"
+    proc = subprocess.Popen(["sh", "-c", script], stderr=subprocess.PIPE)
+    with caplog.at_level(logging.DEBUG, logger="cleaner.spark.jvm"):
+        forwarder = JvmOutputForwarder.start_for(proc)
+        assert forwarder is not None
+        proc.wait(timeout=10)
+        forwarder.join(timeout_s=10)
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("DEBUG", "WARNING: Using incubator modules: jdk.incubator.vector"),
+        ("ERROR", "ERROR Foo: bar"),
+    ]
+    assert JvmOutputForwarder.start_for(None) is None, "a JVM we did not start keeps its output"
 
 
 def test_log4j_config_joins_the_driver_options_unless_one_is_named() -> None:
