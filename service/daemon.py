@@ -10,8 +10,8 @@ all within ``shutdown.timeout.ms``, else it exits 1 without the marker. A second
 
 With ``log.cleaner.enable``, ``log.cleaner.threads`` cleaner workers (``kafka-log-cleaner-thread-N``)
 compact the dirtiest logs on the chosen engine and run the retention of compacted logs; they stop before
-the logs are closed. Topic overrides changed by another process are picked up every
-``log.cleaner.backoff.ms`` (``logcleaner-topic-config-refresh``) and at each retention run.
+the logs are closed. Topic overrides changed by another process are picked up within a second
+(``logcleaner-topic-config-refresh`` every ``TOPIC_CONFIG_REFRESH_MS``) and at each retention run.
 """
 
 from __future__ import annotations
@@ -44,9 +44,12 @@ from service.ports import CleanerView, TaskScheduler
 from service.sd_notify import sd_notify
 from service.storage.log_config import LogConfig
 
-__all__ = ["Daemon", "StartupError", "build_log_manager"]
+__all__ = ["TOPIC_CONFIG_REFRESH_MS", "Daemon", "StartupError", "build_log_manager"]
 
 logger = logging.getLogger(__name__)
+
+# How often the daemon looks for topic overrides changed by another process (a few stat calls a run).
+TOPIC_CONFIG_REFRESH_MS = 500
 
 
 class StartupError(LogCleanerError):
@@ -200,8 +203,12 @@ class Daemon:
             broker.producer_id_expiration_check_interval_ms,
             lambda: manager.remove_expired_producers(broker.producer_id_expiration_ms),
         )
+        # A change by `logcleaner topic-config` reaches the live logs within a second.
         self.scheduler.add_periodic(
-            "logcleaner-topic-config-refresh", broker.log_cleaner_backoff_ms, self.refresh_topic_configs
+            "logcleaner-topic-config-refresh",
+            TOPIC_CONFIG_REFRESH_MS,
+            self.refresh_topic_configs,
+            initial_delay_ms=TOPIC_CONFIG_REFRESH_MS,
         )
 
     def _retention(self) -> None:
@@ -210,7 +217,7 @@ class Daemon:
 
     def refresh_topic_configs(self) -> None:
         """Pick up topic overrides changed by another process (``logcleaner topic-config``) or the API."""
-        self.topic_store.load()
+        self.topic_store.load_if_changed()
         version = self.topic_store.version
         if version != self._config_version:
             self._config_version = version

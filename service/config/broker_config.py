@@ -28,7 +28,7 @@ from service.config.definitions import (
     InvalidConfigError,
     parse_value,
 )
-from service.config.properties import parse_overrides, read_properties
+from service.config.properties import parse_overrides, read_properties_checked
 
 __all__ = ["EMBEDDED_LOG_DIRS", "BrokerConfig", "load_broker_config"]
 
@@ -211,9 +211,10 @@ class BrokerConfig:
 
 def load_broker_config(config_file: Path | None, overrides: Sequence[str]) -> tuple[BrokerConfig, list[str]]:
     """Read ``config_file`` (``None``: embedded defaults) and apply ``--override key=value`` pairs on top."""
-    props = read_properties(config_file)
+    props, file_warnings = read_properties_checked(config_file)
     props.update(parse_overrides(overrides))
-    return BrokerConfig.from_properties(props)
+    broker, warnings = BrokerConfig.from_properties(props)
+    return broker, file_warnings + warnings
 
 
 def _unknown_key_warning(key: str) -> str:

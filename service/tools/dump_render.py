@@ -259,39 +259,48 @@ class TextRenderer:
 
 
 class JsonRenderer:
-    """One JSON document, written as the items come: ``{"files": [{..., "batches": [...]}, ...]}``."""
+    """One JSON document, written as the items come: ``{"files": [{..., "batches": [...]}, ...]}``.
+
+    Laid out exactly as ``json.dumps(document, indent=2)`` would, like every other ``--json`` output.
+    """
 
     def __init__(self, decoder: RecordDecoder | None = None) -> None:
         self._decoder = decoder
         self._out = _Output()
-        self._out.write('{"files": [')
+        self._out.write('{\n  "files": [')
         self._files = 0
         self._items = 0
 
     def begin_file(self, path: Path, kind: str) -> None:
-        head = f'{{"path": {json.dumps(str(path))}, "kind": {json.dumps(kind)}, "batches": ['
+        head = f'\n    {{\n      "path": {json.dumps(str(path))},\n      "kind": {json.dumps(kind)},'
+        head += '\n      "batches": ['
         if kind != "log":
-            head += '], "entries": ['
-        self._out.write((", " if self._files else "") + head)
+            head += '],\n      "entries": ['
+        self._out.write(("," if self._files else "") + head)
         self._files += 1
         self._items = 0
 
     def item(self, item: BatchDump | Entry) -> None:
         obj = batch_to_json(item, self._decoder) if isinstance(item, BatchDump) else item
-        self._out.write((", " if self._items else "") + json.dumps(obj))
+        self._out.write(("," if self._items else "") + "\n        " + _indented(obj, 8))
         self._items += 1
 
     def problem(self, path: Path, problem: DumpProblem) -> None:
         report_problem(path, problem)  # in the document too, in end_file, after the items
 
     def end_file(self, problems: Sequence[DumpProblem]) -> None:
-        tail = "]"
+        tail = "\n      ]" if self._items else "]"
         if problems:
-            tail += f', "error": {json.dumps(problems[0].to_json())}'
+            tail += f',\n      "error": {_indented(problems[0].to_json(), 6)}'
             if len(problems) > 1:
-                tail += f', "errors": {json.dumps([p.to_json() for p in problems])}'
-        self._out.write(tail + "}")
+                tail += f',\n      "errors": {_indented([p.to_json() for p in problems], 6)}'
+        self._out.write(tail + "\n    }")
 
     def finish(self) -> None:
-        self._out.write("]}\n")
+        self._out.write(("\n  ]" if self._files else "]") + "\n}\n")
         self._out.flush()
+
+
+def _indented(obj: object, depth: int) -> str:
+    """``obj`` as ``json.dumps(..., indent=2)`` lays it out ``depth`` spaces in."""
+    return json.dumps(obj, indent=2).replace("\n", "\n" + " " * depth)

@@ -468,7 +468,7 @@ def gen_command(
 
 def _print_results(results: list[GenResult], *, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps({"topics": [r.to_json() for r in results]}))
+        click.echo(json.dumps({"topics": [r.to_json() for r in results]}, indent=2))
     else:
         for r in results:
             click.echo(

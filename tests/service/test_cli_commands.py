@@ -1,4 +1,4 @@
-"""The offline commands and the configuration errors users meet first (CONTRACT §2, §4: exit code 2 and a
+"""The offline commands and the configuration errors users meet first (exit code 2 and a
 message naming the key, the value and what is allowed)."""
 
 from __future__ import annotations
