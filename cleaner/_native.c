@@ -17,22 +17,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static PyObject *fallback_error = NULL;
 
 /* -- varints ------------------------------------------------------------------------------------- */
-
-static int
-varint_size(int64_t value)
-{
-    uint64_t zz = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
-    int size = 1;
-    while (zz >= 0x80) {
-        zz >>= 7;
-        size++;
-    }
-    return size;
-}
 
 /* A zig-zag varint in its shortest form (what the Python encoder writes); -1 otherwise. */
 static int
@@ -50,12 +39,11 @@ read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *
         }
         result |= (uint64_t)(b & 0x7F) << (7 * i);
         if (!(b & 0x80)) {
-            int64_t value = (int64_t)((result >> 1) ^ (0 - (result & 1)));
-            if (varint_size(value) != p - *pos) {
+            if (i > 0 && b == 0) { /* a zero last group: not the shortest form */
                 return -1;
             }
             *pos = p;
-            *out = value;
+            *out = (int64_t)((result >> 1) ^ (0 - (result & 1)));
             return 0;
         }
     }
@@ -223,6 +211,20 @@ typedef struct {
 
 _Static_assert(sizeof(Slot) == 32, "a slot is half a cache line");
 
+/* Short keys compared inline (a libc memcmp call costs more than the compare itself). */
+static inline int
+keys_equal(const unsigned char *a, const unsigned char *b, Py_ssize_t n)
+{
+    if (n > 16) {
+        return memcmp(a, b, (size_t)n) == 0;
+    }
+    unsigned char diff = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        diff |= a[i] ^ b[i];
+    }
+    return diff == 0;
+}
+
 static inline const unsigned char *
 slot_key(const unsigned char *arena, const Slot *s)
 {
@@ -264,11 +266,32 @@ hash_bytes(const unsigned char *s, Py_ssize_t n)
     return h;
 }
 
+#define HUGE_PAGE_BYTES (2u << 20)
+
+/* A large table on huge pages where the kernel allows it: a lookup is a random access, and with 4 KiB
+ * pages most of them would also miss the TLB. */
+static Slot *
+alloc_slots(Py_ssize_t capacity)
+{
+    size_t bytes = (size_t)capacity * sizeof(Slot);
+    if (bytes < HUGE_PAGE_BYTES) {
+        return malloc(bytes);
+    }
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE_BYTES, bytes) != 0) {
+        return NULL;
+    }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without it the table works the same */
+#endif
+    return p;
+}
+
 static int
 keymap_grow(KeyMap *m)
 {
     Py_ssize_t capacity = m->capacity ? m->capacity * 2 : 1024;
-    Slot *slots = malloc((size_t)capacity * sizeof(Slot));
+    Slot *slots = alloc_slots(capacity);
     if (slots == NULL) {
         return -1;
     }
@@ -300,20 +323,26 @@ keymap_find(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash)
     for (;;) {
         Slot *s = &m->slots[j];
         if (s->key_length < 0 ||
-            (s->hash == hash && s->key_length == n && memcmp(slot_key(m->arena, s), key, (size_t)n) == 0)) {
+            (s->hash == hash && s->key_length == n && keys_equal(slot_key(m->arena, s), key, n))) {
             return s;
         }
         j = (j + 1) & (m->capacity - 1);
     }
 }
 
+/* Hint the CPU to fetch the key's slot now: a batch's lookups then overlap their cache misses. */
+static inline void
+keymap_prefetch(const KeyMap *m, uint64_t hash)
+{
+    __builtin_prefetch(&m->slots[hash & (uint64_t)(m->capacity - 1)]);
+}
+
 static int
-keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
+keymap_put_hashed(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset)
 {
     if ((m->size + 1) * 4 > m->capacity * 3 && keymap_grow(m) < 0) {
         return -1;
     }
-    uint64_t hash = hash_bytes(key, n);
     Slot *s = keymap_find(m, key, n, hash);
     if (s->key_length < 0) {
         if (n > INT32_MAX) {
@@ -348,14 +377,26 @@ keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
     return 0;
 }
 
+static int
+keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
+{
+    return keymap_put_hashed(m, key, n, hash_bytes(key, n), offset);
+}
+
 static int64_t
-keymap_get(KeyMap *m, const unsigned char *key, Py_ssize_t n)
+keymap_get_hashed(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash)
 {
     if (m->capacity == 0) {
         return -1;
     }
-    Slot *s = keymap_find(m, key, n, hash_bytes(key, n));
+    Slot *s = keymap_find(m, key, n, hash);
     return s->key_length < 0 ? -1 : s->offset;
+}
+
+static int64_t
+keymap_get(KeyMap *m, const unsigned char *key, Py_ssize_t n)
+{
+    return keymap_get_hashed(m, key, n, hash_bytes(key, n));
 }
 
 static void
@@ -388,33 +429,57 @@ keymap_map_records(KeyMap *m, PyObject *args)
         return NULL;
     }
     const unsigned char *buf = view.buf;
-    Py_ssize_t end = view.len, pos = 0, n = 0;
+    Py_ssize_t end = view.len, pos = 0, n = 0, mapped = 0;
     int64_t last_put = -1;
     int status = 0; /* 0 ok, 1 fallback, 2 no memory */
+    if (count < 0 || count > view.len) { /* a record takes at least 7 bytes: a corrupt count */
+        PyBuffer_Release(&view);
+        PyErr_SetString(fallback_error, "record count does not fit the records area");
+        return NULL;
+    }
+    /* pass 1 parses every record and prefetches the slots of the keys to put; pass 2 puts them in order */
+    RecordView *views = count ? malloc((size_t)count * sizeof(RecordView)) : NULL;
+    uint64_t *hashes = count ? malloc((size_t)count * sizeof(uint64_t)) : NULL;
+    int64_t *offsets = count ? malloc((size_t)count * sizeof(int64_t)) : NULL;
+    if (count && (views == NULL || hashes == NULL || offsets == NULL)) {
+        free(views);
+        free(hashes);
+        free(offsets);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
     Py_BEGIN_ALLOW_THREADS
     for (; n < count; n++) {
-        RecordView r;
-        if (read_record(buf, end, &pos, &r) < 0) {
+        RecordView *r = &views[mapped];
+        if (read_record(buf, end, &pos, r) < 0) {
             status = 1;
             break;
         }
         int64_t offset;
-        if (__builtin_add_overflow((int64_t)base_offset, r.offset_delta, &offset)) {
+        if (__builtin_add_overflow((int64_t)base_offset, r->offset_delta, &offset)) {
             status = 1;
             break;
         }
-        if (r.key >= 0 && offset >= start) {
-            if (keymap_put(m, buf + r.key, r.key_length, offset) < 0) {
-                status = 2;
-                break;
-            }
-            last_put = offset;
+        if (r->key >= 0 && offset >= start) {
+            hashes[mapped] = hash_bytes(buf + r->key, r->key_length);
+            keymap_prefetch(m, hashes[mapped]);
+            offsets[mapped++] = offset;
         }
     }
     if (status == 0 && pos != end) {
         status = 1;
     }
+    for (Py_ssize_t i = 0; status == 0 && i < mapped; i++) {
+        if (keymap_put_hashed(m, buf + views[i].key, views[i].key_length, hashes[i], offsets[i]) < 0) {
+            status = 2;
+            break;
+        }
+        last_put = offsets[i];
+    }
     Py_END_ALLOW_THREADS
+    free(views);
+    free(hashes);
+    free(offsets);
     PyBuffer_Release(&view);
     if (status == 1) {
         /* the map may hold some of this area's keys: the caller clears it and starts over in Python */
@@ -533,10 +598,10 @@ filter_records(PyObject *self, PyObject *args)
     long long log_append_time = has_log_append_time ? PyLong_AsLongLong(log_append_time_obj) : 0;
     int has_horizon = existing_horizon_obj != Py_None;
     long long horizon = has_horizon ? PyLong_AsLongLong(existing_horizon_obj) : 0;
-    if (PyErr_Occurred() || count < 0) {
+    if (PyErr_Occurred() || count < 0 || count > view.len) {
         PyBuffer_Release(&view);
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(fallback_error, "negative record count");
+        if (!PyErr_Occurred()) { /* a record takes at least 7 bytes: a corrupt count */
+            PyErr_SetString(fallback_error, "record count does not fit the records area");
         }
         return NULL;
     }
@@ -545,38 +610,53 @@ filter_records(PyObject *self, PyObject *args)
     Py_ssize_t end = view.len, pos = 0;
     RecordView *kept = count ? malloc((size_t)count * sizeof(RecordView)) : NULL;
     int64_t *timestamps = count ? malloc((size_t)count * sizeof(int64_t)) : NULL;
+    RecordView *views = count ? malloc((size_t)count * sizeof(RecordView)) : NULL;
+    uint64_t *hashes = count ? malloc((size_t)count * sizeof(uint64_t)) : NULL;
     unsigned char *out = NULL;
     Py_ssize_t out_length = 0, n_read = 0, n_kept = 0, n_invalid = 0;
     int has_tombstone = 0, status = 0, needs_horizon = 0;
     int64_t max_ts = INT64_MIN, new_base = 0;
-    if (count && (kept == NULL || timestamps == NULL)) {
+    if (count && (kept == NULL || timestamps == NULL || views == NULL || hashes == NULL)) {
         free(kept);
         free(timestamps);
+        free(views);
+        free(hashes);
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
+    /* pass 1: parse every record, prefetching the key map slot of each key that will be looked up */
     for (; n_read < count; n_read++) {
-        RecordView r;
-        if (read_record(buf, end, &pos, &r) < 0) {
+        RecordView *r = &views[n_read];
+        if (read_record(buf, end, &pos, r) < 0) {
             status = 1;
             break;
         }
-        if (discard_all) {
-            continue;
+        if (!discard_all && !is_control && r->key >= 0 && key_map != NULL && key_map->capacity) {
+            hashes[n_read] = hash_bytes(buf + r->key, r->key_length);
+            keymap_prefetch(key_map, hashes[n_read]);
         }
+    }
+    if (status == 0 && pos != end) {
+        status = 1;
+    }
+    /* pass 2: the record rules, in order */
+    for (Py_ssize_t i = 0; status == 0 && !discard_all && i < n_read; i++) {
+        RecordView *r = &views[i];
         int64_t offset;
-        if (__builtin_add_overflow((int64_t)base_offset, r.offset_delta, &offset)) {
+        if (__builtin_add_overflow((int64_t)base_offset, r->offset_delta, &offset)) {
             status = 1;
             break;
         }
         if (!is_control && offset <= map_latest_offset) {
-            if (r.key < 0) {
+            if (r->key < 0) {
                 n_invalid++;
                 continue;
             }
-            int64_t latest = key_map == NULL ? -1 : keymap_get(key_map, buf + r.key, r.key_length);
-            if (offset < latest || (!r.has_value && !retains_deletes)) {
+            int64_t latest = key_map == NULL || !key_map->capacity
+                                 ? -1
+                                 : keymap_get_hashed(key_map, buf + r->key, r->key_length, hashes[i]);
+            if (offset < latest || (!r->has_value && !retains_deletes)) {
                 continue;
             }
         }
@@ -584,19 +664,16 @@ filter_records(PyObject *self, PyObject *args)
         if (has_log_append_time) {
             ts = log_append_time;
         }
-        else if (__builtin_add_overflow((int64_t)base_timestamp, r.timestamp_delta, &ts)) {
+        else if (__builtin_add_overflow((int64_t)base_timestamp, r->timestamp_delta, &ts)) {
             status = 1;
             break;
         }
         timestamps[n_kept] = ts;
-        kept[n_kept++] = r;
-        has_tombstone = has_tombstone || !r.has_value;
+        kept[n_kept++] = *r;
+        has_tombstone = has_tombstone || !r->has_value;
         if (ts > max_ts) {
             max_ts = ts;
         }
-    }
-    if (status == 0 && pos != end) {
-        status = 1;
     }
     needs_horizon = !has_horizon && (has_tombstone || (can_discard && is_control));
     if (status == 0 && n_kept > 0 && (n_kept < count || needs_horizon)) {
@@ -636,6 +713,8 @@ filter_records(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     free(kept);
     free(timestamps);
+    free(views);
+    free(hashes);
     PyBuffer_Release(&view);
     if (status != 0) {
         free(out);
