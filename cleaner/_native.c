@@ -418,6 +418,175 @@ keymap_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)m;
 }
 
+/* -- CRC-32C (Castagnoli), as Kafka's batch CRC ------------------------------------------------------ */
+
+static uint32_t crc32c_table[256];
+static int has_sse42 = 0;
+
+static void
+crc32c_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) {
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        }
+        crc32c_table[i] = c;
+    }
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    has_sse42 = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t
+crc32c_sse42(uint32_t c, const unsigned char *p, size_t n)
+{
+    uint64_t c64 = c;
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c64 = __builtin_ia32_crc32di(c64, w);
+    }
+    c = (uint32_t)c64;
+    for (; n; n--, p++) {
+        c = __builtin_ia32_crc32qi(c, *p);
+    }
+    return c;
+}
+#endif
+
+static uint32_t
+crc32c_by_table(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    for (; n; n--, p++) {
+        c = crc32c_table[(c ^ *p) & 0xFF] ^ (c >> 8);
+    }
+    return ~c;
+}
+
+static uint32_t
+crc32c(const unsigned char *p, size_t n)
+{
+#if defined(__x86_64__)
+    if (has_sse42) {
+        return ~crc32c_sse42(0xFFFFFFFFu, p, n);
+    }
+#endif
+    return crc32c_by_table(p, n);
+}
+
+/* crc32c_by_table(data): the portable path, for the tests on machines with SSE4.2 */
+static PyObject *
+crc32c_by_table_py(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    uint32_t c = crc32c_by_table(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyObject *
+crc32c_py(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    uint32_t c;
+    Py_BEGIN_ALLOW_THREADS
+    c = crc32c(view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(c);
+}
+
+/* -- mapping records ------------------------------------------------------------------------------- */
+
+/* Per-call work arrays, grown as batches need them (malloc: used with the GIL released). */
+typedef struct {
+    RecordView *views;
+    uint64_t *hashes;
+    int64_t *offsets;
+    Py_ssize_t capacity;
+} Scratch;
+
+static int
+scratch_reserve(Scratch *sc, Py_ssize_t n)
+{
+    if (n <= sc->capacity) {
+        return 0;
+    }
+    RecordView *views = realloc(sc->views, (size_t)n * sizeof(RecordView));
+    if (views != NULL) {
+        sc->views = views;
+    }
+    uint64_t *hashes = realloc(sc->hashes, (size_t)n * sizeof(uint64_t));
+    if (hashes != NULL) {
+        sc->hashes = hashes;
+    }
+    int64_t *offsets = realloc(sc->offsets, (size_t)n * sizeof(int64_t));
+    if (offsets != NULL) {
+        sc->offsets = offsets;
+    }
+    if (views == NULL || hashes == NULL || offsets == NULL) {
+        return -1;
+    }
+    sc->capacity = n;
+    return 0;
+}
+
+static void
+scratch_free(Scratch *sc)
+{
+    free(sc->views);
+    free(sc->hashes);
+    free(sc->offsets);
+}
+
+/* Put the keyed records at or above `start` of one records area: 0 ok, 1 fallback (the map untouched:
+ * every record is parsed before the first put), 2 no memory. Pass 1 parses and prefetches the slots. */
+static int
+map_area(KeyMap *m, Scratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ssize_t count,
+         int64_t base_offset, int64_t start, int64_t *last_put)
+{
+    if (count < 0 || count > end) { /* a record takes at least 7 bytes: a corrupt count */
+        return 1;
+    }
+    if (scratch_reserve(sc, count) < 0) {
+        return 2;
+    }
+    Py_ssize_t pos = 0, mapped = 0;
+    for (Py_ssize_t n = 0; n < count; n++) {
+        RecordView *r = &sc->views[mapped];
+        int64_t offset;
+        if (read_record(buf, end, &pos, r) < 0 || __builtin_add_overflow(base_offset, r->offset_delta, &offset)) {
+            return 1;
+        }
+        if (r->key >= 0 && offset >= start) {
+            sc->hashes[mapped] = hash_bytes(buf + r->key, r->key_length);
+            keymap_prefetch(m, sc->hashes[mapped]);
+            sc->offsets[mapped++] = offset;
+        }
+    }
+    if (pos != end) {
+        return 1;
+    }
+    for (Py_ssize_t i = 0; i < mapped; i++) {
+        RecordView *r = &sc->views[i];
+        if (keymap_put_hashed(m, buf + r->key, r->key_length, sc->hashes[i], sc->offsets[i]) < 0) {
+            return 2;
+        }
+        *last_put = sc->offsets[i];
+    }
+    return 0;
+}
+
 /* map_records(raw, count, base_offset, start) -> (records read, last offset put or -1) */
 static PyObject *
 keymap_map_records(KeyMap *m, PyObject *args)
@@ -428,68 +597,105 @@ keymap_map_records(KeyMap *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nLL", &view, &count, &base_offset, &start)) {
         return NULL;
     }
-    const unsigned char *buf = view.buf;
-    Py_ssize_t end = view.len, pos = 0, n = 0, mapped = 0;
+    Scratch sc = {0};
     int64_t last_put = -1;
-    int status = 0; /* 0 ok, 1 fallback, 2 no memory */
-    if (count < 0 || count > view.len) { /* a record takes at least 7 bytes: a corrupt count */
-        PyBuffer_Release(&view);
-        PyErr_SetString(fallback_error, "record count does not fit the records area");
-        return NULL;
-    }
-    /* pass 1 parses every record and prefetches the slots of the keys to put; pass 2 puts them in order */
-    RecordView *views = count ? malloc((size_t)count * sizeof(RecordView)) : NULL;
-    uint64_t *hashes = count ? malloc((size_t)count * sizeof(uint64_t)) : NULL;
-    int64_t *offsets = count ? malloc((size_t)count * sizeof(int64_t)) : NULL;
-    if (count && (views == NULL || hashes == NULL || offsets == NULL)) {
-        free(views);
-        free(hashes);
-        free(offsets);
-        PyBuffer_Release(&view);
-        return PyErr_NoMemory();
-    }
+    int status;
     Py_BEGIN_ALLOW_THREADS
-    for (; n < count; n++) {
-        RecordView *r = &views[mapped];
-        if (read_record(buf, end, &pos, r) < 0) {
-            status = 1;
-            break;
-        }
-        int64_t offset;
-        if (__builtin_add_overflow((int64_t)base_offset, r->offset_delta, &offset)) {
-            status = 1;
-            break;
-        }
-        if (r->key >= 0 && offset >= start) {
-            hashes[mapped] = hash_bytes(buf + r->key, r->key_length);
-            keymap_prefetch(m, hashes[mapped]);
-            offsets[mapped++] = offset;
-        }
-    }
-    if (status == 0 && pos != end) {
-        status = 1;
-    }
-    for (Py_ssize_t i = 0; status == 0 && i < mapped; i++) {
-        if (keymap_put_hashed(m, buf + views[i].key, views[i].key_length, hashes[i], offsets[i]) < 0) {
-            status = 2;
-            break;
-        }
-        last_put = offsets[i];
-    }
+    status = map_area(m, &sc, view.buf, view.len, count, base_offset, start, &last_put);
     Py_END_ALLOW_THREADS
-    free(views);
-    free(hashes);
-    free(offsets);
+    scratch_free(&sc);
     PyBuffer_Release(&view);
     if (status == 1) {
-        /* the map may hold some of this area's keys: the caller clears it and starts over in Python */
         PyErr_SetString(fallback_error, "records area needs the Python decoder");
         return NULL;
     }
     if (status == 2) {
         return PyErr_NoMemory();
     }
-    return Py_BuildValue("nL", n, (long long)last_put);
+    return Py_BuildValue("nL", count, (long long)last_put);
+}
+
+static inline uint32_t
+be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline int64_t
+be64(const unsigned char *p)
+{
+    return (int64_t)((uint64_t)be32(p) << 32 | be32(p + 4));
+}
+
+#define BATCH_OVERHEAD 61
+/* attributes that send a batch to Python: a codec, transactional, control */
+#define NOT_PLAIN_BITS 0x37
+
+/*
+ * map_batches(buf, position, limit, start)
+ *   -> (position reached, batches, records, bytes, last offset of the last batch or -1, latest or -1)
+ *
+ * Maps the plain batches (magic 2, CRC-32C valid, no codec, neither transactional nor control, at least
+ * one record, records in the encoder's form) from `position` on, each whole in `buf`, while the position
+ * is below `limit`; stops at the first other batch, which the caller handles in Python (and which gets
+ * the right error message there). `latest` is where the key map's latest offset stands after them.
+ */
+static PyObject *
+keymap_map_batches(KeyMap *m, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, limit;
+    long long start;
+    if (!PyArg_ParseTuple(args, "y*nnL", &view, &pos, &limit, &start)) {
+        return NULL;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t len = view.len, batches = 0, records = 0, bytes = 0;
+    int64_t last_offset = -1, latest = -1;
+    int status = 0;
+    Scratch sc = {0};
+    if (pos < 0) {
+        pos = len;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < limit && pos + BATCH_OVERHEAD <= len) {
+        const unsigned char *b = buf + pos;
+        int64_t size = (int64_t)(int32_t)be32(b + 8) + 12;
+        if (size < BATCH_OVERHEAD || size > len - pos || b[16] != 2) {
+            break;
+        }
+        unsigned attributes = (unsigned)b[21] << 8 | b[22];
+        int32_t last_delta = (int32_t)be32(b + 23);
+        int32_t count = (int32_t)be32(b + 57);
+        int64_t base = be64(b);
+        if ((attributes & NOT_PLAIN_BITS) || last_delta < 0 || count <= 0 || crc32c(b + 21, (size_t)size - 21) != be32(b + 17)) {
+            break;
+        }
+        int64_t last_put = -1;
+        status = map_area(m, &sc, b + BATCH_OVERHEAD, (Py_ssize_t)size - BATCH_OVERHEAD, count, base, start, &last_put);
+        if (status != 0) {
+            status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
+            break;
+        }
+        batches++;
+        records += count;
+        bytes += (Py_ssize_t)size;
+        last_offset = base + last_delta;
+        if (last_put >= 0) {
+            latest = last_put;
+        }
+        if (last_offset >= start) {
+            latest = last_offset;
+        }
+        pos += (Py_ssize_t)size;
+    }
+    Py_END_ALLOW_THREADS
+    scratch_free(&sc);
+    PyBuffer_Release(&view);
+    if (status == 2) {
+        return PyErr_NoMemory();
+    }
+    return Py_BuildValue("nnnnLL", pos, batches, records, bytes, (long long)last_offset, (long long)latest);
 }
 
 static PyObject *
@@ -540,6 +746,8 @@ keymap_len(KeyMap *m)
 static PyMethodDef keymap_methods[] = {
     {"map_records", (PyCFunction)keymap_map_records, METH_VARARGS,
      "Put the keyed records at or above start of one records area."},
+    {"map_batches", (PyCFunction)keymap_map_batches, METH_VARARGS,
+     "Map the plain batches of a buffer from a position; stop at the first other one."},
     {"get", (PyCFunction)keymap_get_py, METH_O, "The key's latest offset, -1 if absent."},
     {"put", (PyCFunction)keymap_put_py, METH_VARARGS, "Map key to offset."},
     {"clear", (PyCFunction)keymap_clear, METH_NOARGS, "Forget every key."},
@@ -755,6 +963,8 @@ filter_records(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"filter_records", filter_records, METH_VARARGS, "Filter and re-encode one records area."},
+    {"crc32c", crc32c_py, METH_O, "CRC-32C of a bytes-like object (Kafka's batch CRC)."},
+    {"crc32c_by_table", crc32c_by_table_py, METH_O, "crc32c without the CPU's instruction."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -763,6 +973,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, 
 PyMODINIT_FUNC
 PyInit__native(void)
 {
+    crc32c_init();
     if (PyType_Ready(&KeyMapType) < 0) {
         return NULL;
     }

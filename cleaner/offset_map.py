@@ -12,12 +12,15 @@ stops the round early; the next round starts where it stopped), which Kafka's ow
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 from cleaner.native import FALLBACK, NativeKeyMap, new_native_key_map
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
-from service.storage.records import RecordBatch
+from service.errors import CorruptDataError
+from service.storage.file_records import CHUNK_BYTES as _FILE_CHUNK_BYTES
+from service.storage.records import LOG_OVERHEAD, RecordBatch, decode_batch, peek_batch_size
 from service.storage.segment import LogSegment
 
 __all__ = [
@@ -201,26 +204,104 @@ def _map_segment(
     """Kafka ``buildOffsetMapForSegment``: True as soon as the map is full (the segment is partly mapped)."""
     pacer.check()
     position = segment.offset_index.lookup(start).position
+    native = offset_map.native
+    if native is not None and max_entries is None:
+        _map_segment_native(segment, position, start, native, offset_map, txns, stats, pacer)
+        return False
     for batch in segment.batches(position, verify_crc=True):
-        pacer.read(batch.size_bytes)
-        if batch.is_control:
-            txns.on_control_batch_read(batch)
-            stats.map_records_read += 1
-        elif txns.on_batch_read(batch):
-            stats.map_records_read += batch.records_count
-        elif max_entries is None and _map_native(batch, start, offset_map, stats):
-            pass
-        else:
-            for record in batch.records():
-                if record.key is not None and record.offset >= start:
-                    if max_entries is not None and offset_map.size >= max_entries:
-                        return True
-                    offset_map.put(record.key, record.offset)
-                stats.map_records_read += 1
-        if batch.last_offset >= start:
-            offset_map.update_latest_offset(batch.last_offset)
-        stats.map_bytes_read += batch.size_bytes
+        if _map_batch(batch, start, offset_map, txns, stats, max_entries, pacer):
+            return True
     return False
+
+
+def _map_batch(
+    batch: RecordBatch,
+    start: int,
+    offset_map: OffsetMap,
+    txns: CleanedTransactionMetadata,
+    stats: CleanerStats,
+    max_entries: int | None,
+    pacer: ReadPacer,
+) -> bool:
+    """One batch of ``_map_segment``, by the Python rules; True if the map filled up."""
+    pacer.read(batch.size_bytes)
+    if batch.is_control:
+        txns.on_control_batch_read(batch)
+        stats.map_records_read += 1
+    elif txns.on_batch_read(batch):
+        stats.map_records_read += batch.records_count
+    elif max_entries is None and _map_native(batch, start, offset_map, stats):
+        pass
+    else:
+        for record in batch.records():
+            if record.key is not None and record.offset >= start:
+                if max_entries is not None and offset_map.size >= max_entries:
+                    return True
+                offset_map.put(record.key, record.offset)
+            stats.map_records_read += 1
+    if batch.last_offset >= start:
+        offset_map.update_latest_offset(batch.last_offset)
+    stats.map_bytes_read += batch.size_bytes
+    return False
+
+
+def _map_segment_native(
+    segment: LogSegment,
+    position: int,
+    start: int,
+    native: NativeKeyMap,
+    offset_map: OffsetMap,
+    txns: CleanedTransactionMetadata,
+    stats: CleanerStats,
+    pacer: ReadPacer,
+) -> None:
+    """``_map_segment`` with runs of plain batches (no codec, not transactional, not control) mapped in C,
+    CRC included, a read chunk's worth per call; every other batch goes through ``_map_batch``."""
+    path = str(segment.log_path)
+    end = segment.size_bytes
+    fd = os.open(path, os.O_RDONLY)
+    space = bytearray(_FILE_CHUNK_BYTES)  # reused: no fresh pages to fault in per read
+    try:
+        buf, buf_start = memoryview(space)[:0], position
+        while position < end:
+            at = position - buf_start
+            size = peek_batch_size(buf, at) if len(buf) - at >= LOG_OVERHEAD else 0
+            if not size or (size > len(buf) - at and position + size <= end):
+                want = min(max(_FILE_CHUNK_BYTES, size), end - position)
+                if want > len(space):
+                    buf.release()
+                    space = bytearray(want)
+                buf.release()
+                read = os.preadv(fd, [memoryview(space)[:want]], position)
+                buf, buf_start, at = memoryview(space)[:read], position, 0
+            reached, batches, records, size_bytes, last_offset, latest = native.map_batches(
+                buf, at, at + CHUNK_BYTES, start
+            )
+            if batches:
+                pacer.read(size_bytes)
+                txns.on_plain_batch_read(last_offset)  # none of them is transactional: none aborted
+                if latest >= 0:
+                    offset_map.update_latest_offset(latest)
+                stats.map_records_read += records
+                stats.map_bytes_read += size_bytes
+                position = buf_start + reached
+                continue
+            batch = _decode_one(buf, at, position, path)  # the batch C left: Python's, errors included
+            _map_batch(batch, start, offset_map, txns, stats, None, pacer)
+            position += batch.size_bytes
+    finally:
+        buf.release()
+        os.close(fd)
+
+
+def _decode_one(buf: memoryview, at: int, position: int, path: str) -> RecordBatch:
+    """The batch at ``buf[at]`` (file ``position``), CRC checked, as ``iter_file_batches`` reads it."""
+    size = peek_batch_size(buf, at) if len(buf) - at >= LOG_OVERHEAD else LOG_OVERHEAD
+    view = buf[at : at + max(size, LOG_OVERHEAD)]
+    try:
+        return decode_batch(view, 0, position=position, verify_crc=True)
+    except CorruptDataError as exc:
+        raise exc.at(path=path) from exc
 
 
 def _map_native(batch: RecordBatch, start: int, offset_map: OffsetMap, stats: CleanerStats) -> bool:
