@@ -32,6 +32,7 @@ __all__ = [
     "FALLBACK",
     "Fallback",
     "NativeKeyMap",
+    "filter_batches",
     "filter_records",
     "encode_rebuilt_batch",
     "native_key_map",
@@ -128,6 +129,27 @@ def filter_records(
         )
     except _native.Fallback:
         return None
+    return result  # type: ignore[no-any-return]
+
+
+def filter_batches(
+    buf: memoryview,
+    position: int,
+    limit: int,
+    key_map: NativeKeyMap,
+    map_latest_offset: int,
+    now_ms: int,
+    new_horizon_ms: int,
+    upper_bound: int,
+) -> tuple[int, bytes, bytes]:
+    """The C filter over the run of plain batches at ``buf[position]`` (see ``_native.filter_batches``):
+    (position reached, output bytes, per-batch metadata). Only called with a C key map (``native_key_map``),
+    so the module is loaded."""
+    if _native is None:
+        raise RuntimeError("filter_batches needs cleaner._native")
+    result = _native.filter_batches(
+        buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon_ms, upper_bound
+    )
     return result  # type: ignore[no-any-return]
 
 

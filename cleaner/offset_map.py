@@ -12,15 +12,13 @@ stops the round early; the next round starts where it stopped), which Kafka's ow
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 
 from cleaner.native import FALLBACK, NativeKeyMap, new_native_key_map
+from cleaner.segment_chunks import SegmentChunks
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
-from service.errors import CorruptDataError
-from service.storage.file_records import CHUNK_BYTES as _FILE_CHUNK_BYTES
-from service.storage.records import LOG_OVERHEAD, RecordBatch, decode_batch, peek_batch_size
+from service.storage.records import RecordBatch
 from service.storage.segment import LogSegment
 
 __all__ = [
@@ -257,23 +255,9 @@ def _map_segment_native(
 ) -> None:
     """``_map_segment`` with runs of plain batches (no codec, not transactional, not control) mapped in C,
     CRC included, a read chunk's worth per call; every other batch goes through ``_map_batch``."""
-    path = str(segment.log_path)
-    end = segment.size_bytes
-    fd = os.open(path, os.O_RDONLY)
-    space = bytearray(_FILE_CHUNK_BYTES)  # reused: no fresh pages to fault in per read
-    try:
-        buf, buf_start = memoryview(space)[:0], position
-        while position < end:
-            at = position - buf_start
-            size = peek_batch_size(buf, at) if len(buf) - at >= LOG_OVERHEAD else 0
-            if not size or (size > len(buf) - at and position + size <= end):
-                want = min(max(_FILE_CHUNK_BYTES, size), end - position)
-                if want > len(space):
-                    buf.release()
-                    space = bytearray(want)
-                buf.release()
-                read = os.preadv(fd, [memoryview(space)[:want]], position)
-                buf, buf_start, at = memoryview(space)[:read], position, 0
+    with SegmentChunks(segment, position) as chunks:
+        while chunks.has_more:
+            buf, at = chunks.chunk()
             reached, batches, records, size_bytes, last_offset, latest = native.map_batches(
                 buf, at, at + CHUNK_BYTES, start
             )
@@ -284,24 +268,11 @@ def _map_segment_native(
                     offset_map.update_latest_offset(latest)
                 stats.map_records_read += records
                 stats.map_bytes_read += size_bytes
-                position = buf_start + reached
+                chunks.position = chunks.buffer_start + reached
                 continue
-            batch = _decode_one(buf, at, position, path)  # the batch C left: Python's, errors included
+            batch = chunks.batch_here()  # the batch C left: Python's, errors included
             _map_batch(batch, start, offset_map, txns, stats, None, pacer)
-            position += batch.size_bytes
-    finally:
-        buf.release()
-        os.close(fd)
-
-
-def _decode_one(buf: memoryview, at: int, position: int, path: str) -> RecordBatch:
-    """The batch at ``buf[at]`` (file ``position``), CRC checked, as ``iter_file_batches`` reads it."""
-    size = peek_batch_size(buf, at) if len(buf) - at >= LOG_OVERHEAD else LOG_OVERHEAD
-    view = buf[at : at + max(size, LOG_OVERHEAD)]
-    try:
-        return decode_batch(view, 0, position=position, verify_crc=True)
-    except CorruptDataError as exc:
-        raise exc.at(path=path) from exc
+            chunks.position += batch.size_bytes
 
 
 def _map_native(batch: RecordBatch, start: int, offset_map: OffsetMap, stats: CleanerStats) -> bool:

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import cleaner.cleaner
 import cleaner.native
 from cleaner.offset_map import OffsetMap, build_offset_map
 from cleaner.oracle import clean_in_process
@@ -273,3 +274,26 @@ def test_a_batch_the_c_scan_stops_at_raises_the_python_error(tmp_path: Path, dam
         errors.append((type(caught.value), str(caught.value).replace(f"{damage}-{native}", "")))
     assert errors[0] == errors[1]
     assert str(path) in str(caught.value) or path.name in str(caught.value)
+
+
+def test_plain_batches_are_filtered_by_the_c_loop_and_match_the_python_rules(tmp_path: Path) -> None:
+    """Runs of plain batches go through ``filter_batches`` (one call per chunk), the rest batch by batch."""
+    calls: list[int] = []
+    real = cleaner.native.filter_batches  # what cleaner.cleaner imported
+
+    def counting(*args: object) -> tuple[int, bytes, bytes]:
+        result = real(*args)  # type: ignore[arg-type]  # the same arguments, passed through
+        calls.append(len(result[2]) // 80)  # batches handled: ten int64 each
+        return result
+
+    seen = []
+    for native in (True, False):
+        directory = tmp_path / f"n{native}" / "topic-0"
+        plain_log(directory, batches=40)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(cleaner.cleaner, "filter_batches", counting)
+            if not native:
+                patch.setattr(cleaner.native, "_native", None)
+            seen.append(clean_three_times(directory))
+    assert seen[0] == seen[1]
+    assert sum(calls) >= 39 and max(calls) > 10, "the first round: whole runs of batches per call"
