@@ -114,7 +114,7 @@ def clean_each(
 
 
 class InProcessEngine:
-    """The pure-Python ``Cleaner``, on the calling thread (``log.cleaner.engine=in-process``)."""
+    """The ``Cleaner`` (its record loops in C unless ``LOGCLEANER_PURE_PYTHON=1``), on the calling thread."""
 
     name = "in-process"
 

@@ -1,12 +1,14 @@
 """The C path for the cleaner's per-record work (``cleaner/_native.c``), behind the Python rules.
 
 ``KeyMap`` holds the round's key map without a Python object per key; ``map_records`` fills it from one
-batch's records area and ``filter_batch_native`` applies the record rules of ``rules.filter_batch`` to one
-batch and re-encodes the survivors, both with the GIL released. Codec work stays in Python
-(``records_bytes`` decompresses, ``compress`` compresses the survivors). Anything the C code does not
-handle exactly (an odd encoding, a key map that is not native, an empty batch) comes back as None or
-``Fallback``, and the caller runs the Python rules, which stay the oracle. ``LOGCLEANER_PURE_PYTHON=1``, or
-an install without a compiler, leaves only the Python rules.
+batch's records area and ``filter_records`` applies the record rules of ``rules.filter_batch`` to one
+batch and re-encodes the survivors; ``KeyMap.map_batches`` and ``filter_batches`` do the same for a whole
+run of plain batches (no codec, transaction, control or producer id) in a read chunk, batch headers and
+CRC-32C included, so such a run costs one call and no Python object. All release the GIL. Codec work
+stays in Python (``records_bytes`` decompresses, ``compress`` compresses the survivors). Anything the C
+code does not handle exactly (an odd encoding, a key map that is not native, an empty batch) comes back
+as None or ``Fallback``, or is left to the caller, who runs the Python rules, which stay the oracle.
+``LOGCLEANER_PURE_PYTHON=1``, or an install without a compiler, leaves only the Python rules.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Kafka keeps a 24-byte slot per key (MD5 of the key + offset) in a fixed buffer, so keys can collide and a
 round maps at most ``slots × load factor`` keys. Here the map holds the exact key bytes (in the C table of
 ``cleaner._native`` when it is built, else a dict): no collision can merge two keys and a round maps the
-whole dirty section; a data batch's keys go into the C table in one call (``_map_native``).
+whole dirty section. With the C table, a run of plain batches (header, CRC, records) is mapped in one C call
+per read chunk (``_map_segment_native``), and any other data batch's keys in one call (``_map_native``).
 ``kafka_utilization_percent`` still reports what Kafka's buffer would have held, for the
 ``max-buffer-utilization-percent`` gauge.
 ``build_offset_map`` takes an optional ``max_entries`` to reproduce Kafka's partial rounds (a full map
