@@ -17,22 +17,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static PyObject *fallback_error = NULL;
 
 /* -- varints ------------------------------------------------------------------------------------- */
-
-static int
-varint_size(int64_t value)
-{
-    uint64_t zz = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
-    int size = 1;
-    while (zz >= 0x80) {
-        zz >>= 7;
-        size++;
-    }
-    return size;
-}
 
 /* A zig-zag varint in its shortest form (what the Python encoder writes); -1 otherwise. */
 static int
@@ -50,12 +39,11 @@ read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *
         }
         result |= (uint64_t)(b & 0x7F) << (7 * i);
         if (!(b & 0x80)) {
-            int64_t value = (int64_t)((result >> 1) ^ (0 - (result & 1)));
-            if (varint_size(value) != p - *pos) {
+            if (i > 0 && b == 0) { /* a zero last group: not the shortest form */
                 return -1;
             }
             *pos = p;
-            *out = value;
+            *out = (int64_t)((result >> 1) ^ (0 - (result & 1)));
             return 0;
         }
     }
@@ -223,6 +211,20 @@ typedef struct {
 
 _Static_assert(sizeof(Slot) == 32, "a slot is half a cache line");
 
+/* Short keys compared inline (a libc memcmp call costs more than the compare itself). */
+static inline int
+keys_equal(const unsigned char *a, const unsigned char *b, Py_ssize_t n)
+{
+    if (n > 16) {
+        return memcmp(a, b, (size_t)n) == 0;
+    }
+    unsigned char diff = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        diff |= a[i] ^ b[i];
+    }
+    return diff == 0;
+}
+
 static inline const unsigned char *
 slot_key(const unsigned char *arena, const Slot *s)
 {
@@ -264,11 +266,32 @@ hash_bytes(const unsigned char *s, Py_ssize_t n)
     return h;
 }
 
+#define HUGE_PAGE_BYTES (2u << 20)
+
+/* A large table on huge pages where the kernel allows it: a lookup is a random access, and with 4 KiB
+ * pages most of them would also miss the TLB. */
+static Slot *
+alloc_slots(Py_ssize_t capacity)
+{
+    size_t bytes = (size_t)capacity * sizeof(Slot);
+    if (bytes < HUGE_PAGE_BYTES) {
+        return malloc(bytes);
+    }
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE_BYTES, bytes) != 0) {
+        return NULL;
+    }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without it the table works the same */
+#endif
+    return p;
+}
+
 static int
 keymap_grow(KeyMap *m)
 {
     Py_ssize_t capacity = m->capacity ? m->capacity * 2 : 1024;
-    Slot *slots = malloc((size_t)capacity * sizeof(Slot));
+    Slot *slots = alloc_slots(capacity);
     if (slots == NULL) {
         return -1;
     }
@@ -300,20 +323,26 @@ keymap_find(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash)
     for (;;) {
         Slot *s = &m->slots[j];
         if (s->key_length < 0 ||
-            (s->hash == hash && s->key_length == n && memcmp(slot_key(m->arena, s), key, (size_t)n) == 0)) {
+            (s->hash == hash && s->key_length == n && keys_equal(slot_key(m->arena, s), key, n))) {
             return s;
         }
         j = (j + 1) & (m->capacity - 1);
     }
 }
 
+/* Hint the CPU to fetch the key's slot now: a batch's lookups then overlap their cache misses. */
+static inline void
+keymap_prefetch(const KeyMap *m, uint64_t hash)
+{
+    __builtin_prefetch(&m->slots[hash & (uint64_t)(m->capacity - 1)]);
+}
+
 static int
-keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
+keymap_put_hashed(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset)
 {
     if ((m->size + 1) * 4 > m->capacity * 3 && keymap_grow(m) < 0) {
         return -1;
     }
-    uint64_t hash = hash_bytes(key, n);
     Slot *s = keymap_find(m, key, n, hash);
     if (s->key_length < 0) {
         if (n > INT32_MAX) {
@@ -348,14 +377,26 @@ keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
     return 0;
 }
 
+static int
+keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
+{
+    return keymap_put_hashed(m, key, n, hash_bytes(key, n), offset);
+}
+
 static int64_t
-keymap_get(KeyMap *m, const unsigned char *key, Py_ssize_t n)
+keymap_get_hashed(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash)
 {
     if (m->capacity == 0) {
         return -1;
     }
-    Slot *s = keymap_find(m, key, n, hash_bytes(key, n));
+    Slot *s = keymap_find(m, key, n, hash);
     return s->key_length < 0 ? -1 : s->offset;
+}
+
+static int64_t
+keymap_get(KeyMap *m, const unsigned char *key, Py_ssize_t n)
+{
+    return keymap_get_hashed(m, key, n, hash_bytes(key, n));
 }
 
 static void
@@ -377,6 +418,175 @@ keymap_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)m;
 }
 
+/* -- CRC-32C (Castagnoli), as Kafka's batch CRC ------------------------------------------------------ */
+
+static uint32_t crc32c_table[256];
+static int has_sse42 = 0;
+
+static void
+crc32c_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) {
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        }
+        crc32c_table[i] = c;
+    }
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    has_sse42 = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t
+crc32c_sse42(uint32_t c, const unsigned char *p, size_t n)
+{
+    uint64_t c64 = c;
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c64 = __builtin_ia32_crc32di(c64, w);
+    }
+    c = (uint32_t)c64;
+    for (; n; n--, p++) {
+        c = __builtin_ia32_crc32qi(c, *p);
+    }
+    return c;
+}
+#endif
+
+static uint32_t
+crc32c_by_table(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    for (; n; n--, p++) {
+        c = crc32c_table[(c ^ *p) & 0xFF] ^ (c >> 8);
+    }
+    return ~c;
+}
+
+static uint32_t
+crc32c(const unsigned char *p, size_t n)
+{
+#if defined(__x86_64__)
+    if (has_sse42) {
+        return ~crc32c_sse42(0xFFFFFFFFu, p, n);
+    }
+#endif
+    return crc32c_by_table(p, n);
+}
+
+/* crc32c_by_table(data): the portable path, for the tests on machines with SSE4.2 */
+static PyObject *
+crc32c_by_table_py(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    uint32_t c = crc32c_by_table(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyObject *
+crc32c_py(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    uint32_t c;
+    Py_BEGIN_ALLOW_THREADS
+    c = crc32c(view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(c);
+}
+
+/* -- mapping records ------------------------------------------------------------------------------- */
+
+/* Per-call work arrays, grown as batches need them (malloc: used with the GIL released). */
+typedef struct {
+    RecordView *views;
+    uint64_t *hashes;
+    int64_t *offsets;
+    Py_ssize_t capacity;
+} Scratch;
+
+static int
+scratch_reserve(Scratch *sc, Py_ssize_t n)
+{
+    if (n <= sc->capacity) {
+        return 0;
+    }
+    RecordView *views = realloc(sc->views, (size_t)n * sizeof(RecordView));
+    if (views != NULL) {
+        sc->views = views;
+    }
+    uint64_t *hashes = realloc(sc->hashes, (size_t)n * sizeof(uint64_t));
+    if (hashes != NULL) {
+        sc->hashes = hashes;
+    }
+    int64_t *offsets = realloc(sc->offsets, (size_t)n * sizeof(int64_t));
+    if (offsets != NULL) {
+        sc->offsets = offsets;
+    }
+    if (views == NULL || hashes == NULL || offsets == NULL) {
+        return -1;
+    }
+    sc->capacity = n;
+    return 0;
+}
+
+static void
+scratch_free(Scratch *sc)
+{
+    free(sc->views);
+    free(sc->hashes);
+    free(sc->offsets);
+}
+
+/* Put the keyed records at or above `start` of one records area: 0 ok, 1 fallback (the map untouched:
+ * every record is parsed before the first put), 2 no memory. Pass 1 parses and prefetches the slots. */
+static int
+map_area(KeyMap *m, Scratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ssize_t count,
+         int64_t base_offset, int64_t start, int64_t *last_put)
+{
+    if (count < 0 || count > end) { /* a record takes at least 7 bytes: a corrupt count */
+        return 1;
+    }
+    if (scratch_reserve(sc, count) < 0) {
+        return 2;
+    }
+    Py_ssize_t pos = 0, mapped = 0;
+    for (Py_ssize_t n = 0; n < count; n++) {
+        RecordView *r = &sc->views[mapped];
+        int64_t offset;
+        if (read_record(buf, end, &pos, r) < 0 || __builtin_add_overflow(base_offset, r->offset_delta, &offset)) {
+            return 1;
+        }
+        if (r->key >= 0 && offset >= start) {
+            sc->hashes[mapped] = hash_bytes(buf + r->key, r->key_length);
+            keymap_prefetch(m, sc->hashes[mapped]);
+            sc->offsets[mapped++] = offset;
+        }
+    }
+    if (pos != end) {
+        return 1;
+    }
+    for (Py_ssize_t i = 0; i < mapped; i++) {
+        RecordView *r = &sc->views[i];
+        if (keymap_put_hashed(m, buf + r->key, r->key_length, sc->hashes[i], sc->offsets[i]) < 0) {
+            return 2;
+        }
+        *last_put = sc->offsets[i];
+    }
+    return 0;
+}
+
 /* map_records(raw, count, base_offset, start) -> (records read, last offset put or -1) */
 static PyObject *
 keymap_map_records(KeyMap *m, PyObject *args)
@@ -387,44 +597,105 @@ keymap_map_records(KeyMap *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nLL", &view, &count, &base_offset, &start)) {
         return NULL;
     }
-    const unsigned char *buf = view.buf;
-    Py_ssize_t end = view.len, pos = 0, n = 0;
+    Scratch sc = {0};
     int64_t last_put = -1;
-    int status = 0; /* 0 ok, 1 fallback, 2 no memory */
+    int status;
     Py_BEGIN_ALLOW_THREADS
-    for (; n < count; n++) {
-        RecordView r;
-        if (read_record(buf, end, &pos, &r) < 0) {
-            status = 1;
-            break;
-        }
-        int64_t offset;
-        if (__builtin_add_overflow((int64_t)base_offset, r.offset_delta, &offset)) {
-            status = 1;
-            break;
-        }
-        if (r.key >= 0 && offset >= start) {
-            if (keymap_put(m, buf + r.key, r.key_length, offset) < 0) {
-                status = 2;
-                break;
-            }
-            last_put = offset;
-        }
-    }
-    if (status == 0 && pos != end) {
-        status = 1;
-    }
+    status = map_area(m, &sc, view.buf, view.len, count, base_offset, start, &last_put);
     Py_END_ALLOW_THREADS
+    scratch_free(&sc);
     PyBuffer_Release(&view);
     if (status == 1) {
-        /* the map may hold some of this area's keys: the caller clears it and starts over in Python */
         PyErr_SetString(fallback_error, "records area needs the Python decoder");
         return NULL;
     }
     if (status == 2) {
         return PyErr_NoMemory();
     }
-    return Py_BuildValue("nL", n, (long long)last_put);
+    return Py_BuildValue("nL", count, (long long)last_put);
+}
+
+static inline uint32_t
+be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline int64_t
+be64(const unsigned char *p)
+{
+    return (int64_t)((uint64_t)be32(p) << 32 | be32(p + 4));
+}
+
+#define BATCH_OVERHEAD 61
+/* attributes that send a batch to Python: a codec, transactional, control */
+#define NOT_PLAIN_BITS 0x37
+
+/*
+ * map_batches(buf, position, limit, start)
+ *   -> (position reached, batches, records, bytes, last offset of the last batch or -1, latest or -1)
+ *
+ * Maps the plain batches (magic 2, CRC-32C valid, no codec, neither transactional nor control, at least
+ * one record, records in the encoder's form) from `position` on, each whole in `buf`, while the position
+ * is below `limit`; stops at the first other batch, which the caller handles in Python (and which gets
+ * the right error message there). `latest` is where the key map's latest offset stands after them.
+ */
+static PyObject *
+keymap_map_batches(KeyMap *m, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, limit;
+    long long start;
+    if (!PyArg_ParseTuple(args, "y*nnL", &view, &pos, &limit, &start)) {
+        return NULL;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t len = view.len, batches = 0, records = 0, bytes = 0;
+    int64_t last_offset = -1, latest = -1;
+    int status = 0;
+    Scratch sc = {0};
+    if (pos < 0) {
+        pos = len;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < limit && pos + BATCH_OVERHEAD <= len) {
+        const unsigned char *b = buf + pos;
+        int64_t size = (int64_t)(int32_t)be32(b + 8) + 12;
+        if (size < BATCH_OVERHEAD || size > len - pos || b[16] != 2) {
+            break;
+        }
+        unsigned attributes = (unsigned)b[21] << 8 | b[22];
+        int32_t last_delta = (int32_t)be32(b + 23);
+        int32_t count = (int32_t)be32(b + 57);
+        int64_t base = be64(b);
+        if ((attributes & NOT_PLAIN_BITS) || last_delta < 0 || count <= 0 || crc32c(b + 21, (size_t)size - 21) != be32(b + 17)) {
+            break;
+        }
+        int64_t last_put = -1;
+        status = map_area(m, &sc, b + BATCH_OVERHEAD, (Py_ssize_t)size - BATCH_OVERHEAD, count, base, start, &last_put);
+        if (status != 0) {
+            status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
+            break;
+        }
+        batches++;
+        records += count;
+        bytes += (Py_ssize_t)size;
+        last_offset = base + last_delta;
+        if (last_put >= 0) {
+            latest = last_put;
+        }
+        if (last_offset >= start) {
+            latest = last_offset;
+        }
+        pos += (Py_ssize_t)size;
+    }
+    Py_END_ALLOW_THREADS
+    scratch_free(&sc);
+    PyBuffer_Release(&view);
+    if (status == 2) {
+        return PyErr_NoMemory();
+    }
+    return Py_BuildValue("nnnnLL", pos, batches, records, bytes, (long long)last_offset, (long long)latest);
 }
 
 static PyObject *
@@ -475,6 +746,8 @@ keymap_len(KeyMap *m)
 static PyMethodDef keymap_methods[] = {
     {"map_records", (PyCFunction)keymap_map_records, METH_VARARGS,
      "Put the keyed records at or above start of one records area."},
+    {"map_batches", (PyCFunction)keymap_map_batches, METH_VARARGS,
+     "Map the plain batches of a buffer from a position; stop at the first other one."},
     {"get", (PyCFunction)keymap_get_py, METH_O, "The key's latest offset, -1 if absent."},
     {"put", (PyCFunction)keymap_put_py, METH_VARARGS, "Map key to offset."},
     {"clear", (PyCFunction)keymap_clear, METH_NOARGS, "Forget every key."},
@@ -496,6 +769,173 @@ static PyTypeObject KeyMapType = {
 };
 
 /* -- the record filter --------------------------------------------------------------------------- */
+
+/* Work arrays of the filter, grown as batches need them (malloc: used with the GIL released). */
+typedef struct {
+    RecordView *views;
+    RecordView *kept;
+    uint64_t *hashes;
+    int64_t *timestamps;
+    Py_ssize_t capacity;
+    unsigned char *out; /* the survivors' records area */
+    size_t out_capacity;
+} FilterScratch;
+
+static int
+filter_scratch_reserve(FilterScratch *sc, Py_ssize_t n, size_t out_bytes)
+{
+    if (n > sc->capacity) {
+        RecordView *views = realloc(sc->views, (size_t)n * sizeof(RecordView));
+        if (views != NULL) {
+            sc->views = views;
+        }
+        RecordView *kept = realloc(sc->kept, (size_t)n * sizeof(RecordView));
+        if (kept != NULL) {
+            sc->kept = kept;
+        }
+        uint64_t *hashes = realloc(sc->hashes, (size_t)n * sizeof(uint64_t));
+        if (hashes != NULL) {
+            sc->hashes = hashes;
+        }
+        int64_t *timestamps = realloc(sc->timestamps, (size_t)n * sizeof(int64_t));
+        if (timestamps != NULL) {
+            sc->timestamps = timestamps;
+        }
+        if (views == NULL || kept == NULL || hashes == NULL || timestamps == NULL) {
+            return -1;
+        }
+        sc->capacity = n;
+    }
+    if (out_bytes > sc->out_capacity) {
+        unsigned char *out = realloc(sc->out, out_bytes);
+        if (out == NULL) {
+            return -1;
+        }
+        sc->out = out;
+        sc->out_capacity = out_bytes;
+    }
+    return 0;
+}
+
+static void
+filter_scratch_free(FilterScratch *sc)
+{
+    free(sc->views);
+    free(sc->kept);
+    free(sc->hashes);
+    free(sc->timestamps);
+    free(sc->out);
+}
+
+typedef struct {
+    /* inputs */
+    int64_t base_offset, base_timestamp, log_append_time, horizon, map_latest_offset, now_ms, new_horizon;
+    int has_log_append_time, has_horizon, discard_all, is_control, can_discard;
+    KeyMap *key_map;
+    /* outputs */
+    Py_ssize_t read, kept, invalid, out_length; /* out_length 0: nothing kept, or the batch unchanged */
+    int64_t max_ts, new_base;
+    int horizon_out; /* 0 none, else the batch's own (has_horizon) or new_horizon */
+} FilterCall;
+
+/*
+ * The record rules of rules.filter_batch over one records area; the survivors re-encoded into sc->out
+ * (attributes 0, timestamp delta against the new base timestamp, every other field copied) when some
+ * record goes or a horizon is added. 0 ok, 1 fallback (odd encoding), 2 no memory.
+ */
+static int
+filter_area(FilterScratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ssize_t count, FilterCall *c)
+{
+    c->read = c->kept = c->invalid = c->out_length = 0;
+    c->max_ts = INT64_MIN;
+    c->new_base = 0;
+    c->horizon_out = 0;
+    if (count < 0 || count > end) { /* a record takes at least 7 bytes: a corrupt count */
+        return 1;
+    }
+    /* each record grows at most by its timestamp delta's new size (<= 10) minus the old (>= 1) */
+    if (filter_scratch_reserve(sc, count, (size_t)end + (size_t)count * 20 + 16) < 0) {
+        return 2;
+    }
+    KeyMap *key_map = c->key_map != NULL && c->key_map->capacity ? c->key_map : NULL;
+    int retains_deletes = !c->has_horizon || c->now_ms < c->horizon;
+    int has_tombstone = 0;
+    Py_ssize_t pos = 0;
+    /* pass 1: parse every record, prefetching the key map slot of each key that will be looked up */
+    for (; c->read < count; c->read++) {
+        RecordView *r = &sc->views[c->read];
+        if (read_record(buf, end, &pos, r) < 0) {
+            return 1;
+        }
+        if (!c->discard_all && !c->is_control && r->key >= 0 && key_map != NULL) {
+            sc->hashes[c->read] = hash_bytes(buf + r->key, r->key_length);
+            keymap_prefetch(key_map, sc->hashes[c->read]);
+        }
+    }
+    if (pos != end) {
+        return 1;
+    }
+    /* pass 2: the record rules, in order */
+    for (Py_ssize_t i = 0; !c->discard_all && i < c->read; i++) {
+        RecordView *r = &sc->views[i];
+        int64_t offset;
+        if (__builtin_add_overflow(c->base_offset, r->offset_delta, &offset)) {
+            return 1;
+        }
+        if (!c->is_control && offset <= c->map_latest_offset) {
+            if (r->key < 0) {
+                c->invalid++;
+                continue;
+            }
+            int64_t latest =
+                key_map == NULL ? -1 : keymap_get_hashed(key_map, buf + r->key, r->key_length, sc->hashes[i]);
+            if (offset < latest || (!r->has_value && !retains_deletes)) {
+                continue;
+            }
+        }
+        int64_t ts;
+        if (c->has_log_append_time) {
+            ts = c->log_append_time;
+        }
+        else if (__builtin_add_overflow(c->base_timestamp, r->timestamp_delta, &ts)) {
+            return 1;
+        }
+        sc->timestamps[c->kept] = ts;
+        sc->kept[c->kept++] = *r;
+        has_tombstone = has_tombstone || !r->has_value;
+        if (ts > c->max_ts) {
+            c->max_ts = ts;
+        }
+    }
+    int needs_horizon = !c->has_horizon && (has_tombstone || (c->can_discard && c->is_control));
+    if (c->kept > 0) {
+        c->horizon_out = c->has_horizon || needs_horizon;
+    }
+    if (c->kept == 0 || (c->kept == count && !needs_horizon)) {
+        return 0;
+    }
+    c->new_base = c->has_horizon ? c->horizon : needs_horizon ? c->new_horizon : sc->timestamps[0];
+    unsigned char *out = sc->out;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < c->kept; i++) {
+        RecordView *r = &sc->kept[i];
+        int64_t delta;
+        if (__builtin_sub_overflow(sc->timestamps[i], c->new_base, &delta)) {
+            return 1;
+        }
+        unsigned char delta_bytes[10];
+        Py_ssize_t delta_size = write_varint(delta_bytes, delta);
+        Py_ssize_t body = 1 + delta_size + (r->end - r->tail);
+        n += write_varint(out + n, (int64_t)body);
+        out[n++] = 0;
+        memcpy(out + n, delta_bytes, (size_t)delta_size);
+        n += delta_size;
+        memcpy(out + n, buf + r->tail, (size_t)(r->end - r->tail));
+        n += r->end - r->tail;
+    }
+    c->out_length = n;
+    return 0;
+}
 
 /*
  * filter_records(raw, count, base_offset, base_timestamp, log_append_time|None, key_map|None,
@@ -520,162 +960,243 @@ filter_records(PyObject *self, PyObject *args)
                           &existing_horizon_obj, &new_horizon, &discard_all, &is_control, &can_discard)) {
         return NULL;
     }
-    KeyMap *key_map = NULL;
+    FilterCall c = {0};
     if (key_map_obj != Py_None) {
         if (!PyObject_TypeCheck(key_map_obj, &KeyMapType)) {
             PyBuffer_Release(&view);
             PyErr_SetString(PyExc_TypeError, "key_map must be a KeyMap or None");
             return NULL;
         }
-        key_map = (KeyMap *)key_map_obj;
+        c.key_map = (KeyMap *)key_map_obj;
     }
-    int has_log_append_time = log_append_time_obj != Py_None;
-    long long log_append_time = has_log_append_time ? PyLong_AsLongLong(log_append_time_obj) : 0;
-    int has_horizon = existing_horizon_obj != Py_None;
-    long long horizon = has_horizon ? PyLong_AsLongLong(existing_horizon_obj) : 0;
-    if (PyErr_Occurred() || count < 0) {
+    c.has_log_append_time = log_append_time_obj != Py_None;
+    c.log_append_time = c.has_log_append_time ? PyLong_AsLongLong(log_append_time_obj) : 0;
+    c.has_horizon = existing_horizon_obj != Py_None;
+    c.horizon = c.has_horizon ? PyLong_AsLongLong(existing_horizon_obj) : 0;
+    if (PyErr_Occurred()) {
         PyBuffer_Release(&view);
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(fallback_error, "negative record count");
-        }
         return NULL;
     }
-    int retains_deletes = !has_horizon || now_ms < horizon;
-    const unsigned char *buf = view.buf;
-    Py_ssize_t end = view.len, pos = 0;
-    RecordView *kept = count ? malloc((size_t)count * sizeof(RecordView)) : NULL;
-    int64_t *timestamps = count ? malloc((size_t)count * sizeof(int64_t)) : NULL;
-    unsigned char *out = NULL;
-    Py_ssize_t out_length = 0, n_read = 0, n_kept = 0, n_invalid = 0;
-    int has_tombstone = 0, status = 0, needs_horizon = 0;
-    int64_t max_ts = INT64_MIN, new_base = 0;
-    if (count && (kept == NULL || timestamps == NULL)) {
-        free(kept);
-        free(timestamps);
-        PyBuffer_Release(&view);
-        return PyErr_NoMemory();
-    }
+    c.base_offset = base_offset;
+    c.base_timestamp = base_timestamp;
+    c.map_latest_offset = map_latest_offset;
+    c.now_ms = now_ms;
+    c.new_horizon = new_horizon;
+    c.discard_all = discard_all;
+    c.is_control = is_control;
+    c.can_discard = can_discard;
+    FilterScratch sc = {0};
+    int status;
     Py_BEGIN_ALLOW_THREADS
-    for (; n_read < count; n_read++) {
-        RecordView r;
-        if (read_record(buf, end, &pos, &r) < 0) {
-            status = 1;
-            break;
-        }
-        if (discard_all) {
-            continue;
-        }
-        int64_t offset;
-        if (__builtin_add_overflow((int64_t)base_offset, r.offset_delta, &offset)) {
-            status = 1;
-            break;
-        }
-        if (!is_control && offset <= map_latest_offset) {
-            if (r.key < 0) {
-                n_invalid++;
-                continue;
-            }
-            int64_t latest = key_map == NULL ? -1 : keymap_get(key_map, buf + r.key, r.key_length);
-            if (offset < latest || (!r.has_value && !retains_deletes)) {
-                continue;
-            }
-        }
-        int64_t ts;
-        if (has_log_append_time) {
-            ts = log_append_time;
-        }
-        else if (__builtin_add_overflow((int64_t)base_timestamp, r.timestamp_delta, &ts)) {
-            status = 1;
-            break;
-        }
-        timestamps[n_kept] = ts;
-        kept[n_kept++] = r;
-        has_tombstone = has_tombstone || !r.has_value;
-        if (ts > max_ts) {
-            max_ts = ts;
-        }
-    }
-    if (status == 0 && pos != end) {
-        status = 1;
-    }
-    needs_horizon = !has_horizon && (has_tombstone || (can_discard && is_control));
-    if (status == 0 && n_kept > 0 && (n_kept < count || needs_horizon)) {
-        if (has_horizon) {
-            new_base = horizon;
-        }
-        else if (needs_horizon) {
-            new_base = new_horizon;
-        }
-        else {
-            new_base = timestamps[0];
-        }
-        /* each record grows at most by its timestamp delta's new size (<= 10) minus the old (>= 1) */
-        size_t capacity = (size_t)end + (size_t)n_kept * 20 + 16;
-        out = malloc(capacity);
-        if (out == NULL) {
-            status = 2;
-        }
-        for (Py_ssize_t i = 0; status == 0 && i < n_kept; i++) {
-            RecordView *r = &kept[i];
-            int64_t delta;
-            if (__builtin_sub_overflow(timestamps[i], new_base, &delta)) {
-                status = 1;
-                break;
-            }
-            unsigned char delta_bytes[10];
-            Py_ssize_t delta_size = write_varint(delta_bytes, delta);
-            Py_ssize_t body = 1 + delta_size + (r->end - r->tail);
-            out_length += write_varint(out + out_length, (int64_t)body);
-            out[out_length++] = 0;
-            memcpy(out + out_length, delta_bytes, (size_t)delta_size);
-            out_length += delta_size;
-            memcpy(out + out_length, buf + r->tail, (size_t)(r->end - r->tail));
-            out_length += r->end - r->tail;
-        }
-    }
+    status = filter_area(&sc, view.buf, view.len, count, &c);
     Py_END_ALLOW_THREADS
-    free(kept);
-    free(timestamps);
     PyBuffer_Release(&view);
     if (status != 0) {
-        free(out);
+        filter_scratch_free(&sc);
         if (status == 2) {
             return PyErr_NoMemory();
         }
         PyErr_SetString(fallback_error, "records area needs the Python rules");
         return NULL;
     }
-    PyObject *area;
-    if (out == NULL) {
-        area = Py_NewRef(Py_None);
+    PyObject *area = c.out_length ? PyBytes_FromStringAndSize((const char *)sc.out, c.out_length)
+                                  : Py_NewRef(Py_None);
+    filter_scratch_free(&sc);
+    if (area == NULL) {
+        return NULL;
     }
-    else {
-        area = PyBytes_FromStringAndSize((const char *)out, out_length);
-        free(out);
-        if (area == NULL) {
-            return NULL;
-        }
-    }
-    PyObject *horizon_out;
-    if (has_horizon) {
-        horizon_out = PyLong_FromLongLong(horizon);
-    }
-    else if (needs_horizon && n_kept > 0) {
-        horizon_out = PyLong_FromLongLong(new_horizon);
-    }
-    else {
-        horizon_out = Py_NewRef(Py_None);
-    }
+    PyObject *horizon_out = !c.horizon_out ? Py_NewRef(Py_None)
+                            : PyLong_FromLongLong(c.has_horizon ? c.horizon : c.new_horizon);
     if (horizon_out == NULL) {
         Py_DECREF(area);
         return NULL;
     }
-    return Py_BuildValue("NnnnLLN", area, n_read, n_kept, n_invalid, (long long)max_ts, (long long)new_base,
-                         horizon_out);
+    return Py_BuildValue("NnnnLLN", area, c.read, c.kept, c.invalid, (long long)c.max_ts,
+                         (long long)c.new_base, horizon_out);
+}
+
+static inline void
+put_be32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static inline void
+put_be64(unsigned char *p, int64_t v)
+{
+    put_be32(p, (uint32_t)((uint64_t)v >> 32));
+    put_be32(p + 4, (uint32_t)v);
+}
+
+enum { BATCH_DROPPED = 0, BATCH_UNCHANGED = 1, BATCH_REWRITTEN = 2 };
+#define META_FIELDS 10
+
+/*
+ * filter_batches(buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon, upper_bound)
+ *   -> (position reached, output bytes, metadata bytes)
+ *
+ * rules.filter_batch over the plain batches from `position` on (magic 2, CRC-32C valid, no codec, neither
+ * transactional nor control, no producer id, at least one record, not ending at the round's upper bound,
+ * records in the encoder's form), each whole in `buf`, while the position is below `limit`; stops at the
+ * first other batch, which the caller runs through the Python rules. Such a batch's retention is
+ * DELETE_EMPTY: it goes when no record survives. Per batch, ten int64 in native order: outcome (0
+ * dropped, 1 unchanged, 2 rewritten), its position in buf, its size, where its bytes start in the output
+ * and how many, its last offset, its max timestamp as written, records read, kept, invalid. An unchanged
+ * batch's bytes are in the output too (the caller needs them once the cleaned segment exists).
+ */
+static PyObject *
+filter_batches(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, limit;
+    PyObject *key_map_obj;
+    long long map_latest_offset, now_ms, new_horizon, upper_bound;
+    if (!PyArg_ParseTuple(args, "y*nnOLLLL", &view, &pos, &limit, &key_map_obj, &map_latest_offset, &now_ms,
+                          &new_horizon, &upper_bound)) {
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(key_map_obj, &KeyMapType)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "key_map must be a KeyMap");
+        return NULL;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t len = view.len;
+    if (pos < 0 || pos > len) {
+        pos = len;
+    }
+    size_t out_capacity = (size_t)(limit > pos ? (limit < len ? limit : len) - pos : 0) * 2 + (1 << 16);
+    unsigned char *out = malloc(out_capacity);
+    size_t meta_capacity = 64;
+    int64_t *meta = malloc(meta_capacity * META_FIELDS * sizeof(int64_t));
+    Py_ssize_t out_length = 0, batches = 0;
+    int status = 0;
+    FilterScratch sc = {0};
+    if (out == NULL || meta == NULL) {
+        free(out);
+        free(meta);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < limit && pos + BATCH_OVERHEAD <= len) {
+        const unsigned char *b = buf + pos;
+        int64_t size = (int64_t)(int32_t)be32(b + 8) + 12;
+        if (size < BATCH_OVERHEAD || size > len - pos || b[16] != 2) {
+            break;
+        }
+        unsigned attributes = (unsigned)b[21] << 8 | b[22];
+        int32_t last_delta = (int32_t)be32(b + 23);
+        int64_t base = be64(b), base_ts = be64(b + 27), max_ts = be64(b + 35), producer_id = be64(b + 43);
+        int32_t count = (int32_t)be32(b + 57);
+        if ((attributes & NOT_PLAIN_BITS) || producer_id != -1 || last_delta < 0 || count <= 0 ||
+            base + last_delta + 1 == upper_bound || crc32c(b + 21, (size_t)size - 21) != be32(b + 17)) {
+            break;
+        }
+        FilterCall c = {0};
+        c.base_offset = base;
+        c.base_timestamp = base_ts;
+        c.has_log_append_time = (attributes & 0x08) != 0;
+        c.log_append_time = max_ts;
+        c.has_horizon = (attributes & 0x40) != 0;
+        c.horizon = base_ts;
+        c.key_map = (KeyMap *)key_map_obj;
+        c.map_latest_offset = map_latest_offset;
+        c.now_ms = now_ms;
+        c.new_horizon = new_horizon;
+        status = filter_area(&sc, b + BATCH_OVERHEAD, (Py_ssize_t)size - BATCH_OVERHEAD, count, &c);
+        if (status != 0) {
+            status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
+            break;
+        }
+        int64_t outcome, written_max_ts = max_ts;
+        Py_ssize_t written = 0;
+        size_t need = (size_t)out_length + (size_t)(c.out_length > 0 ? c.out_length + BATCH_OVERHEAD : size);
+        if (need > out_capacity) {
+            size_t capacity = out_capacity * 2 > need ? out_capacity * 2 : need;
+            unsigned char *grown = realloc(out, capacity);
+            if (grown == NULL) {
+                status = 2;
+                break;
+            }
+            out = grown;
+            out_capacity = capacity;
+        }
+        unsigned char *o = out + out_length;
+        if (c.kept == 0) {
+            outcome = BATCH_DROPPED;
+        }
+        else if (c.out_length == 0) {
+            outcome = BATCH_UNCHANGED;
+            memcpy(o, b, (size_t)size);
+            written = (Py_ssize_t)size;
+        }
+        else {
+            /* encode_rebuilt_batch: the header with the survivors' count, timestamps and horizon bit */
+            written_max_ts = c.has_log_append_time ? max_ts : c.max_ts;
+            written = BATCH_OVERHEAD + c.out_length;
+            memcpy(o, b, BATCH_OVERHEAD);
+            put_be32(o + 8, (uint32_t)(written - 12));
+            o[16] = 2;
+            unsigned new_attributes = (attributes & 0x08) | (c.horizon_out ? 0x40 : 0);
+            o[21] = (unsigned char)(new_attributes >> 8);
+            o[22] = (unsigned char)new_attributes;
+            put_be64(o + 27, c.new_base);
+            put_be64(o + 35, written_max_ts);
+            put_be32(o + 57, (uint32_t)c.kept);
+            memcpy(o + BATCH_OVERHEAD, sc.out, (size_t)c.out_length);
+            put_be32(o + 17, crc32c(o + 21, (size_t)written - 21));
+            outcome = written == size && memcmp(o, b, (size_t)size) == 0 ? BATCH_UNCHANGED : BATCH_REWRITTEN;
+        }
+        if (batches == (Py_ssize_t)meta_capacity) {
+            int64_t *grown = realloc(meta, meta_capacity * 2 * META_FIELDS * sizeof(int64_t));
+            if (grown == NULL) {
+                status = 2;
+                break;
+            }
+            meta = grown;
+            meta_capacity *= 2;
+        }
+        int64_t *row = meta + batches * META_FIELDS;
+        row[0] = outcome;
+        row[1] = pos;
+        row[2] = size;
+        row[3] = out_length;
+        row[4] = written;
+        row[5] = base + last_delta;
+        row[6] = written_max_ts;
+        row[7] = c.read;
+        row[8] = c.kept;
+        row[9] = c.invalid;
+        out_length += written;
+        batches++;
+        pos += (Py_ssize_t)size;
+    }
+    Py_END_ALLOW_THREADS
+    filter_scratch_free(&sc);
+    PyBuffer_Release(&view);
+    PyObject *result = NULL;
+    if (status == 2) {
+        PyErr_NoMemory();
+    }
+    else {
+        result = Py_BuildValue("ny#y#", pos, (const char *)out, out_length, (const char *)meta,
+                               (Py_ssize_t)(batches * META_FIELDS * sizeof(int64_t)));
+    }
+    free(out);
+    free(meta);
+    return result;
 }
 
 static PyMethodDef methods[] = {
     {"filter_records", filter_records, METH_VARARGS, "Filter and re-encode one records area."},
+    {"filter_batches", filter_batches, METH_VARARGS,
+     "Filter the plain batches of a buffer from a position; stop at the first other one."},
+    {"crc32c", crc32c_py, METH_O, "CRC-32C of a bytes-like object (Kafka's batch CRC)."},
+    {"crc32c_by_table", crc32c_by_table_py, METH_O, "crc32c without the CPU's instruction."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -684,6 +1205,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, 
 PyMODINIT_FUNC
 PyInit__native(void)
 {
+    crc32c_init();
     if (PyType_Ready(&KeyMapType) < 0) {
         return NULL;
     }

@@ -27,8 +27,17 @@ from functools import partial
 from pathlib import Path
 
 from cleaner.grouping import group_segments_by_size
-from cleaner.offset_map import OffsetMap, ReadPacer, build_offset_map, segments_overlapping
-from cleaner.rules import BatchOutcome, CleaningContext, LastRecord, ProducerScan, filter_batch
+from cleaner.native import NativeKeyMap, filter_batches, native_key_map
+from cleaner.offset_map import CHUNK_BYTES, OffsetMap, ReadPacer, build_offset_map, segments_overlapping
+from cleaner.rules import (
+    BatchOutcome,
+    CleaningContext,
+    LastRecord,
+    ProducerScan,
+    delete_horizon_for,
+    filter_batch,
+)
+from cleaner.segment_chunks import SegmentChunks
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from service.clock import Clock
@@ -256,26 +265,18 @@ def clean_group(
         lookup, map_latest_offset, now_ms, delete_retention_ms, upper_bound, active_producers
     )
     writer = _CleanedWriter(segments, directory, config, now_ms)
+    key_map = native_key_map(lookup)
     try:
         retained: list[AbortedTxn] = []
         for segment, aborted in zip(segments, aborted_txns, strict=True):
             pacer.check()
             txn_state.add_aborted_transactions(aborted)
             stats.segments_read += 1
+            if key_map is not None:
+                _clean_segment_native(segment, key_map, ctx, txn_state, retained, writer, stats, pacer)
+                continue
             for batch in segment.batches(verify_crc=True):
-                pacer.read(batch.size_bytes)
-                if batch.is_control:
-                    verdict = txn_state.on_control_batch_read(batch)
-                    can_discard = verdict.can_discard
-                    if verdict.retained_aborted_txn is not None:
-                        retained.append(verdict.retained_aborted_txn)
-                else:
-                    can_discard = txn_state.on_batch_read(batch)
-                outcome = filter_batch(batch, can_discard=can_discard, ctx=ctx)
-                _count(stats, batch, outcome)
-                writer.add(batch, outcome)
-                if outcome.data is not None:
-                    pacer.written(len(outcome.data))
+                _clean_batch(batch, ctx, txn_state, retained, writer, stats, pacer)
         pacer.flush()
         cleaned = writer.finish(retained, segments[-1].last_modified_ms())
     except BaseException:
@@ -287,6 +288,88 @@ def clean_group(
     else:
         stats.groups_rewritten += 1
     return cleaned
+
+
+def _clean_batch(
+    batch: RecordBatch,
+    ctx: CleaningContext,
+    txn_state: CleanedTransactionMetadata,
+    retained: list[AbortedTxn],
+    writer: _CleanedWriter,
+    stats: CleanerStats,
+    pacer: ReadPacer,
+) -> None:
+    """One batch through the transaction state and the rules (``rules.filter_batch``), into the writer."""
+    pacer.read(batch.size_bytes)
+    if batch.is_control:
+        verdict = txn_state.on_control_batch_read(batch)
+        can_discard = verdict.can_discard
+        if verdict.retained_aborted_txn is not None:
+            retained.append(verdict.retained_aborted_txn)
+    else:
+        can_discard = txn_state.on_batch_read(batch)
+    outcome = filter_batch(batch, can_discard=can_discard, ctx=ctx)
+    _count(stats, batch, outcome)
+    writer.add(batch, outcome)
+    if outcome.data is not None:
+        pacer.written(len(outcome.data))
+
+
+_META_FIELDS = 10  # per batch of filter_batches: see cleaner/_native.c
+_UNCHANGED = 1
+
+
+def _clean_segment_native(
+    segment: LogSegment,
+    key_map: NativeKeyMap,
+    ctx: CleaningContext,
+    txn_state: CleanedTransactionMetadata,
+    retained: list[AbortedTxn],
+    writer: _CleanedWriter,
+    stats: CleanerStats,
+    pacer: ReadPacer,
+) -> None:
+    """``_clean_batch`` over one segment, with runs of plain batches (no codec, producer, transaction or
+    control; not ending at the upper bound) filtered and re-encoded in C a read chunk at a time; the C loop
+    leaves every other batch to ``_clean_batch``."""
+    new_horizon = delete_horizon_for(ctx.now_ms, ctx.delete_retention_ms)
+    with SegmentChunks(segment, 0) as chunks:
+        while chunks.has_more:
+            buf, at = chunks.chunk()
+            reached, out, meta = filter_batches(
+                buf,
+                at,
+                at + CHUNK_BYTES,
+                key_map,
+                ctx.map_latest_offset,
+                ctx.now_ms,
+                new_horizon,
+                ctx.upper_bound,
+            )
+            if not meta:
+                batch = chunks.batch_here()  # the batch C left: Python's, errors included
+                _clean_batch(batch, ctx, txn_state, retained, writer, stats, pacer)
+                chunks.position += batch.size_bytes
+                continue
+            rows = memoryview(meta).cast("q")
+            last_offset = -1
+            for i in range(0, len(rows), _META_FIELDS):
+                outcome, batch_at, size, out_at, out_length, last_offset, max_ts, read, kept, invalid = rows[
+                    i : i + _META_FIELDS
+                ]
+                pacer.read(size)
+                stats.bytes_read += size
+                stats.records_read += read
+                stats.records_retained += kept
+                stats.invalid_records += invalid
+                data = out[out_at : out_at + out_length] if out_length else None
+                end_position = chunks.buffer_start + batch_at + size
+                writer.add_raw(end_position, data, outcome == _UNCHANGED, last_offset, max_ts)
+                if data is not None:
+                    stats.bytes_written += out_length
+                    pacer.written(out_length)
+            txn_state.on_plain_batch_read(last_offset)  # none of them is transactional: none aborted
+            chunks.position = chunks.buffer_start + reached
 
 
 def _count(stats: CleanerStats, batch: RecordBatch, outcome: BatchOutcome) -> None:
@@ -321,12 +404,24 @@ class _CleanedWriter:
             self._open()
 
     def add(self, batch: RecordBatch, outcome: BatchOutcome) -> None:
-        if self._cleaned is None and outcome.is_unchanged:
-            self._unchanged_end = batch.position + batch.size_bytes
+        self.add_raw(
+            batch.position + batch.size_bytes,
+            outcome.data,
+            outcome.is_unchanged,
+            batch.last_offset,
+            outcome.max_timestamp,
+        )
+
+    def add_raw(
+        self, end_position: int, data: bytes | None, is_unchanged: bool, last_offset: int, max_timestamp: int
+    ) -> None:
+        """One source batch's outcome: the file position after it, its bytes to write (None: gone)."""
+        if self._cleaned is None and is_unchanged:
+            self._unchanged_end = end_position
             return
         cleaned = self._cleaned or self._open()
-        if outcome.data is not None:
-            _append(cleaned, outcome.data, batch.last_offset, outcome.max_timestamp)
+        if data is not None:
+            _append(cleaned, data, last_offset, max_timestamp)
 
     def finish(self, retained: list[AbortedTxn], mtime_ms: int) -> LogSegment | None:
         cleaned = self._cleaned

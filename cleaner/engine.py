@@ -5,12 +5,16 @@ oracle the Spark engine is tested against). The cleaner's workers call an engine
 only. ``PerRoundEngine`` picks one of the two for each round by ``log.cleaner.engine`` (``auto``: by the
 bytes the round will read, against ``log.cleaner.spark.min.bytes``), and builds the Spark engine (and so
 imports pyspark and starts a JVM) only when a round first needs it.
+
+``clean_many`` runs several logs' rounds at once: the Spark engine cleans them in one Spark job (each log
+still swapped and reported on its own); the in-process engine simply runs them one after the other.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from cleaner.cleaner import Cleaner, CleaningResult, ScheduleDelete, round_down_to_segment
@@ -18,7 +22,31 @@ from service.clock import Clock
 from service.engine_choice import ENGINE_SPARK, EngineChoice
 from service.storage.log import PartitionLog
 
-__all__ = ["CompactionEngine", "InProcessEngine", "PerRoundEngine", "ScheduleDelete", "round_bytes"]
+__all__ = [
+    "CompactionEngine",
+    "InProcessEngine",
+    "LogRound",
+    "PerRoundEngine",
+    "ScheduleDelete",
+    "clean_each",
+    "round_bytes",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LogRound:
+    """One log's round within ``clean_many``: its range, its own abort check, and where its end goes.
+
+    ``on_done`` is called exactly once, as soon as this log's round is over: with its ``CleaningResult``
+    (the log swapped in; the caller checkpoints it) or with the exception that ended it
+    (``CleaningAbortedError`` for an abort, anything else for a failure of this log only).
+    """
+
+    log: PartitionLog
+    first_dirty_offset: int
+    upper_bound_offset: int
+    check_aborted: Callable[[], None]
+    on_done: Callable[[CleaningResult | BaseException], None]
 
 
 class CompactionEngine(Protocol):
@@ -43,13 +71,50 @@ class CompactionEngine(Protocol):
         thread_id: int = 0,
     ) -> CleaningResult: ...
 
+    def clean_many(
+        self,
+        rounds: Sequence[LogRound],
+        *,
+        throttle: Callable[[int], None],
+        schedule_delete: ScheduleDelete,
+        thread_id: int = 0,
+    ) -> None:
+        """Every round of ``rounds``, each reported through its ``on_done`` (never raises for one log)."""
+        ...
+
     def close(self) -> None:
         """Release what the engine holds (the SparkSession); called once, at shutdown."""
         ...
 
 
+def clean_each(
+    engine: CompactionEngine,
+    rounds: Sequence[LogRound],
+    *,
+    throttle: Callable[[int], None],
+    schedule_delete: ScheduleDelete,
+    thread_id: int = 0,
+) -> None:
+    """``clean_many`` as one round after the other (an engine with nothing to share between logs)."""
+    for one in rounds:
+        try:
+            result = engine.clean(
+                one.log,
+                one.first_dirty_offset,
+                one.upper_bound_offset,
+                check_aborted=one.check_aborted,
+                throttle=throttle,
+                schedule_delete=schedule_delete,
+                thread_id=thread_id,
+            )
+        except Exception as exc:  # this log's failure or abort; the next log still runs
+            one.on_done(exc)
+        else:
+            one.on_done(result)
+
+
 class InProcessEngine:
-    """The pure-Python ``Cleaner``, on the calling thread (``log.cleaner.engine=in-process``)."""
+    """The ``Cleaner`` (its record loops in C unless ``LOGCLEANER_PURE_PYTHON=1``), on the calling thread."""
 
     name = "in-process"
 
@@ -79,6 +144,16 @@ class InProcessEngine:
             thread_id=thread_id,
         )
         return cleaner.clean(log, first_dirty_offset, upper_bound_offset)
+
+    def clean_many(
+        self,
+        rounds: Sequence[LogRound],
+        *,
+        throttle: Callable[[int], None],
+        schedule_delete: ScheduleDelete,
+        thread_id: int = 0,
+    ) -> None:
+        clean_each(self, rounds, throttle=throttle, schedule_delete=schedule_delete, thread_id=thread_id)
 
     def close(self) -> None:
         return None
@@ -115,9 +190,13 @@ class PerRoundEngine:
     def has_started_spark(self) -> bool:
         return self._spark is not None
 
-    def engine_for(self, log: PartitionLog, upper_bound_offset: int) -> CompactionEngine:
+    def goes_to_spark(self, log: PartitionLog, upper_bound_offset: int) -> bool:
+        """Whether a round of ``log`` up to ``upper_bound_offset`` would run on Spark (starts nothing)."""
         engine, _reason = self.choice.choose(round_bytes(log, upper_bound_offset))
-        if engine != ENGINE_SPARK:
+        return engine == ENGINE_SPARK
+
+    def engine_for(self, log: PartitionLog, upper_bound_offset: int) -> CompactionEngine:
+        if not self.goes_to_spark(log, upper_bound_offset):
             return self.in_process
         with self._lock:
             if self._spark is None:
@@ -145,6 +224,26 @@ class PerRoundEngine:
             schedule_delete=schedule_delete,
             thread_id=thread_id,
         )
+
+    def clean_many(
+        self,
+        rounds: Sequence[LogRound],
+        *,
+        throttle: Callable[[int], None],
+        schedule_delete: ScheduleDelete,
+        thread_id: int = 0,
+    ) -> None:
+        """The rounds that go to Spark in one ``clean_many`` of the Spark engine, the others one by one."""
+        on_spark = [r for r in rounds if self.goes_to_spark(r.log, r.upper_bound_offset)]
+        others = [r for r in rounds if not any(r is s for s in on_spark)]
+        if len(on_spark) == 1:
+            others, on_spark = list(rounds), []
+        clean_each(self, others, throttle=throttle, schedule_delete=schedule_delete, thread_id=thread_id)
+        if on_spark:
+            spark = self.engine_for(on_spark[0].log, on_spark[0].upper_bound_offset)
+            spark.clean_many(
+                on_spark, throttle=throttle, schedule_delete=schedule_delete, thread_id=thread_id
+            )
 
     def close(self) -> None:
         with self._lock:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from cleaner.errors import CleaningAbortedError, IllegalCleanerStateError
 from cleaner.manager import CleanerManager
-from cleaner.worker import CleanerWorker, CleanFn, RoundOutcome
+from cleaner.worker import CleanerWorker, CleanFn, JobSharing, RoundOutcome
 from service.errors import ConflictError, NotFoundError
 from service.ports import CleanerFigures
 from service.storage.log import PartitionLog
@@ -39,6 +39,7 @@ class LogCleaner:
         backoff_ms: int,
         engine_name: str = "in-process",
         on_round: Callable[[str, float], None] | None = None,
+        sharing: JobSharing | None = None,
     ) -> None:
         self.manager = manager
         self._on_round = on_round
@@ -52,7 +53,14 @@ class LogCleaner:
         self._recent: collections.deque[RoundOutcome] = collections.deque(maxlen=_RECENT_RUNS)
         self.workers = [
             CleanerWorker(
-                i, manager, clean, retention, backoff_ms=backoff_ms, stop=self._stop, on_outcome=self._record
+                i,
+                manager,
+                clean,
+                retention,
+                backoff_ms=backoff_ms,
+                stop=self._stop,
+                on_outcome=self._record,
+                sharing=sharing,
             )
             for i in range(threads)
         ]
@@ -64,6 +72,7 @@ class LogCleaner:
             backoff_ms=backoff_ms,
             stop=threading.Event(),
             on_outcome=self._record,
+            sharing=sharing,
         )
 
     def start(self) -> None:
@@ -114,6 +123,12 @@ class LogCleaner:
         if candidate is None:
             return None, False
         return self._forced.run_round(candidate), True
+
+    def clean_filthiest_logs(self) -> list[RoundOutcome | None]:
+        """``clean_filthiest``, but as the workers take logs: the filthiest and, when its round goes to
+        Spark, the next ones that share its job (``log.cleaner.spark.max.logs.per.job``). One entry per log
+        taken (None: aborted or failed, and marked uncleanable); empty when none was eligible."""
+        return self._forced.clean_filthiest_logs()
 
     # -- the CleanerView -------------------------------------------------------------------------
 

@@ -75,6 +75,15 @@ class CleanerManager:
 
     def grab_filthiest_compacted_log(self) -> Candidate | None:
         """Choose the eligible compacted log with the highest cleanable ratio and mark it in progress."""
+        chosen = self.grab_filthiest_compacted_logs(1, lambda _c: False)
+        return chosen[0] if chosen else None
+
+    def grab_filthiest_compacted_logs(
+        self, limit: int, shares_job: Callable[[Candidate], bool]
+    ) -> list[Candidate]:
+        """The filthiest eligible log, and, if ``shares_job`` says its round may share a job (it goes to
+        Spark), the next filthiest eligible logs whose rounds may too, up to ``limit`` logs in all; every one
+        marked in progress under the one lock, so another worker never picks them."""
         with self._cond:
             now = self.clock.now_ms()
             self.last_selection_ms = now
@@ -95,9 +104,13 @@ class CleanerManager:
                 c for c in candidates if c.to_clean.verdict(c.log.config.min_cleanable_dirty_ratio)[0]
             ]
             if not eligible:
-                return None
-            chosen = max(eligible, key=lambda c: c.to_clean.cleanable_ratio)
-            self._states[chosen.topic_partition] = IN_PROGRESS
+                return []
+            eligible.sort(key=lambda c: c.to_clean.cleanable_ratio, reverse=True)  # stable: ties keep order
+            chosen = [eligible[0]]
+            if limit > 1 and shares_job(chosen[0]):
+                chosen += [c for c in eligible[1:] if shares_job(c)][: limit - 1]
+            for candidate in chosen:
+                self._states[candidate.topic_partition] = IN_PROGRESS
             return chosen
 
     def candidate_for(self, tp: TopicPartition) -> Candidate:

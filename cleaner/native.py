@@ -1,12 +1,14 @@
 """The C path for the cleaner's per-record work (``cleaner/_native.c``), behind the Python rules.
 
 ``KeyMap`` holds the round's key map without a Python object per key; ``map_records`` fills it from one
-batch's records area and ``filter_batch_native`` applies the record rules of ``rules.filter_batch`` to one
-batch and re-encodes the survivors, both with the GIL released. Codec work stays in Python
-(``records_bytes`` decompresses, ``compress`` compresses the survivors). Anything the C code does not
-handle exactly (an odd encoding, a key map that is not native, an empty batch) comes back as None or
-``Fallback``, and the caller runs the Python rules, which stay the oracle. ``LOGCLEANER_PURE_PYTHON=1``, or
-an install without a compiler, leaves only the Python rules.
+batch's records area and ``filter_records`` applies the record rules of ``rules.filter_batch`` to one
+batch and re-encodes the survivors; ``KeyMap.map_batches`` and ``filter_batches`` do the same for a whole
+run of plain batches (no codec, transaction, control or producer id) in a read chunk, batch headers and
+CRC-32C included, so such a run costs one call and no Python object. All release the GIL. Codec work
+stays in Python (``records_bytes`` decompresses, ``compress`` compresses the survivors). Anything the C
+code does not handle exactly (an odd encoding, a key map that is not native, an empty batch) comes back
+as None or ``Fallback``, or is left to the caller, who runs the Python rules, which stay the oracle.
+``LOGCLEANER_PURE_PYTHON=1``, or an install without a compiler, leaves only the Python rules.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "FALLBACK",
     "Fallback",
     "NativeKeyMap",
+    "filter_batches",
     "filter_records",
     "encode_rebuilt_batch",
     "native_key_map",
@@ -47,6 +50,10 @@ class NativeKeyMap(Protocol):
     """``cleaner._native.KeyMap``: exact key bytes → latest offset."""
 
     def map_records(self, raw: bytes, count: int, base_offset: int, start: int) -> tuple[int, int]: ...
+
+    def map_batches(
+        self, buf: bytes | memoryview, position: int, limit: int, start: int
+    ) -> tuple[int, int, int, int, int, int]: ...
 
     def get(self, key: bytes) -> int: ...
 
@@ -124,6 +131,27 @@ def filter_records(
         )
     except _native.Fallback:
         return None
+    return result  # type: ignore[no-any-return]
+
+
+def filter_batches(
+    buf: memoryview,
+    position: int,
+    limit: int,
+    key_map: NativeKeyMap,
+    map_latest_offset: int,
+    now_ms: int,
+    new_horizon_ms: int,
+    upper_bound: int,
+) -> tuple[int, bytes, bytes]:
+    """The C filter over the run of plain batches at ``buf[position]`` (see ``_native.filter_batches``):
+    (position reached, output bytes, per-batch metadata). Only called with a C key map (``native_key_map``),
+    so the module is loaded."""
+    if _native is None:
+        raise RuntimeError("filter_batches needs cleaner._native")
+    result = _native.filter_batches(
+        buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon_ms, upper_bound
+    )
     return result  # type: ignore[no-any-return]
 
 

@@ -3,7 +3,8 @@
 Kafka keeps a 24-byte slot per key (MD5 of the key + offset) in a fixed buffer, so keys can collide and a
 round maps at most ``slots × load factor`` keys. Here the map holds the exact key bytes (in the C table of
 ``cleaner._native`` when it is built, else a dict): no collision can merge two keys and a round maps the
-whole dirty section; a data batch's keys go into the C table in one call (``_map_native``).
+whole dirty section. With the C table, a run of plain batches (header, CRC, records) is mapped in one C call
+per read chunk (``_map_segment_native``), and any other data batch's keys in one call (``_map_native``).
 ``kafka_utilization_percent`` still reports what Kafka's buffer would have held, for the
 ``max-buffer-utilization-percent`` gauge.
 ``build_offset_map`` takes an optional ``max_entries`` to reproduce Kafka's partial rounds (a full map
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from cleaner.native import FALLBACK, NativeKeyMap, new_native_key_map
+from cleaner.segment_chunks import SegmentChunks
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from service.storage.records import RecordBatch
@@ -201,26 +203,77 @@ def _map_segment(
     """Kafka ``buildOffsetMapForSegment``: True as soon as the map is full (the segment is partly mapped)."""
     pacer.check()
     position = segment.offset_index.lookup(start).position
+    native = offset_map.native
+    if native is not None and max_entries is None:
+        _map_segment_native(segment, position, start, native, offset_map, txns, stats, pacer)
+        return False
     for batch in segment.batches(position, verify_crc=True):
-        pacer.read(batch.size_bytes)
-        if batch.is_control:
-            txns.on_control_batch_read(batch)
-            stats.map_records_read += 1
-        elif txns.on_batch_read(batch):
-            stats.map_records_read += batch.records_count
-        elif max_entries is None and _map_native(batch, start, offset_map, stats):
-            pass
-        else:
-            for record in batch.records():
-                if record.key is not None and record.offset >= start:
-                    if max_entries is not None and offset_map.size >= max_entries:
-                        return True
-                    offset_map.put(record.key, record.offset)
-                stats.map_records_read += 1
-        if batch.last_offset >= start:
-            offset_map.update_latest_offset(batch.last_offset)
-        stats.map_bytes_read += batch.size_bytes
+        if _map_batch(batch, start, offset_map, txns, stats, max_entries, pacer):
+            return True
     return False
+
+
+def _map_batch(
+    batch: RecordBatch,
+    start: int,
+    offset_map: OffsetMap,
+    txns: CleanedTransactionMetadata,
+    stats: CleanerStats,
+    max_entries: int | None,
+    pacer: ReadPacer,
+) -> bool:
+    """One batch of ``_map_segment``, by the Python rules; True if the map filled up."""
+    pacer.read(batch.size_bytes)
+    if batch.is_control:
+        txns.on_control_batch_read(batch)
+        stats.map_records_read += 1
+    elif txns.on_batch_read(batch):
+        stats.map_records_read += batch.records_count
+    elif max_entries is None and _map_native(batch, start, offset_map, stats):
+        pass
+    else:
+        for record in batch.records():
+            if record.key is not None and record.offset >= start:
+                if max_entries is not None and offset_map.size >= max_entries:
+                    return True
+                offset_map.put(record.key, record.offset)
+            stats.map_records_read += 1
+    if batch.last_offset >= start:
+        offset_map.update_latest_offset(batch.last_offset)
+    stats.map_bytes_read += batch.size_bytes
+    return False
+
+
+def _map_segment_native(
+    segment: LogSegment,
+    position: int,
+    start: int,
+    native: NativeKeyMap,
+    offset_map: OffsetMap,
+    txns: CleanedTransactionMetadata,
+    stats: CleanerStats,
+    pacer: ReadPacer,
+) -> None:
+    """``_map_segment`` with runs of plain batches (no codec, not transactional, not control) mapped in C,
+    CRC included, a read chunk's worth per call; every other batch goes through ``_map_batch``."""
+    with SegmentChunks(segment, position) as chunks:
+        while chunks.has_more:
+            buf, at = chunks.chunk()
+            reached, batches, records, size_bytes, last_offset, latest = native.map_batches(
+                buf, at, at + CHUNK_BYTES, start
+            )
+            if batches:
+                pacer.read(size_bytes)
+                txns.on_plain_batch_read(last_offset)  # none of them is transactional: none aborted
+                if latest >= 0:
+                    offset_map.update_latest_offset(latest)
+                stats.map_records_read += records
+                stats.map_bytes_read += size_bytes
+                chunks.position = chunks.buffer_start + reached
+                continue
+            batch = chunks.batch_here()  # the batch C left: Python's, errors included
+            _map_batch(batch, start, offset_map, txns, stats, None, pacer)
+            chunks.position += batch.size_bytes
 
 
 def _map_native(batch: RecordBatch, start: int, offset_map: OffsetMap, stats: CleanerStats) -> bool:

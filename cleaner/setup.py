@@ -7,8 +7,9 @@ from collections.abc import Callable
 from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine
 from cleaner.log_cleaner import LogCleaner
 from cleaner.manager import CleanerManager
-from cleaner.round import engine_round
+from cleaner.round import engine_round, engine_rounds
 from cleaner.throttler import Throttler
+from cleaner.worker import JobSharing
 from service.clock import Clock
 from service.config.broker_config import BrokerConfig
 from service.engine_choice import EngineChoice
@@ -56,6 +57,14 @@ def build_log_cleaner(
     ``on_round(engine, seconds)`` hears of every finished round (the metrics' round-duration histogram)."""
     manager = CleanerManager(lambda: log_manager.logs, log_manager.clock)
     throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second)
+    sharing = None
+    if isinstance(engine, PerRoundEngine) and engine.choice.may_use_spark:
+        per_round = engine
+        sharing = JobSharing(
+            max_logs=broker.log_cleaner_spark_max_logs_per_job,
+            shares_job=lambda c: per_round.goes_to_spark(c.log, c.to_clean.first_uncleanable_offset),
+            clean_many=engine_rounds(engine, throttle=throttler.maybe_throttle, scheduler=scheduler),
+        )
     cleaner = LogCleaner(
         manager,
         engine_round(engine, throttle=throttler.maybe_throttle, scheduler=scheduler),
@@ -64,6 +73,7 @@ def build_log_cleaner(
         backoff_ms=broker.log_cleaner_backoff_ms,
         engine_name=engine.name,
         on_round=on_round,
+        sharing=sharing,
     )
     log_manager.cleaning = manager
     return cleaner

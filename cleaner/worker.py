@@ -1,7 +1,9 @@
 """One cleaner thread's loop (Kafka ``CleanerThread``, reference §11.2).
 
     loop until shutdown:
-        clean the filthiest compacted log (an unexpected error marks that partition uncleanable)
+        clean the filthiest compacted log (an unexpected error marks that partition uncleanable); when
+            its round goes to Spark, with up to log.cleaner.spark.max.logs.per.job - 1 of the next
+            filthiest whose rounds do too, all in one Spark job, each log settled on its own
         retention for every compacted log not in progress and not uncleanable
         if nothing was cleaned: sleep log.cleaner.backoff.ms
 
@@ -14,14 +16,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cleaner.errors import CleaningAbortedError
 from cleaner.manager import Candidate, CleanerManager
 from service.storage.log import PartitionLog
 
-__all__ = ["CleanFn", "CleanerWorker", "RoundOutcome"]
+__all__ = ["CleanFn", "CleanManyFn", "CleanerWorker", "JobSharing", "RoundOutcome"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,28 @@ CleanFn = Callable[[Candidate, Callable[[], None], int], RoundOutcome]
 """Runs one round for a candidate: (candidate, check_aborted, worker id); ``check_aborted`` raises
 ``CleaningAbortedError`` once the round must stop."""
 
+CleanManyFn = Callable[
+    [
+        Sequence[Candidate],
+        Sequence[Callable[[], None]],
+        int,
+        Callable[[int, "RoundOutcome | BaseException"], None],
+    ],
+    None,
+]
+"""Runs the rounds of several candidates together: (candidates, their abort checks, worker id, on_done);
+``on_done(i, outcome or the exception that ended it)`` is called once per candidate, as each one ends."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobSharing:
+    """How a worker takes several logs at once: at most ``max_logs``, only while ``shares_job`` says a
+    candidate's round may share a job (it goes to Spark), cleaned by ``clean_many``."""
+
+    max_logs: int
+    shares_job: Callable[[Candidate], bool]
+    clean_many: CleanManyFn
+
 
 class CleanerWorker:
     """``last_outcome`` and ``is_dead`` are written by the worker thread, read by metrics (atomic refs)."""
@@ -72,6 +96,7 @@ class CleanerWorker:
         backoff_ms: int,
         stop: threading.Event,
         on_outcome: Callable[[RoundOutcome], None] | None = None,
+        sharing: JobSharing | None = None,
     ) -> None:
         self.worker_id = worker_id
         # -1 is the worker a forced (REST) clean runs on, not one of Kafka's numbered cleaner threads
@@ -82,6 +107,7 @@ class CleanerWorker:
         self.backoff_ms = backoff_ms
         self.stop = stop
         self.on_outcome = on_outcome
+        self.sharing = sharing
         self.last_outcome: RoundOutcome | None = None
         self.is_dead = False
         self.thread = threading.Thread(target=self.run, name=self.name, daemon=True)
@@ -99,44 +125,97 @@ class CleanerWorker:
             raise
 
     def try_clean_filthiest_log(self) -> bool:
-        candidate = self.manager.grab_filthiest_compacted_log()
-        if candidate is None:
-            return False
-        self.run_round(candidate)
-        return True
+        return bool(self.clean_filthiest_logs())
+
+    def clean_filthiest_logs(self) -> list[RoundOutcome | None]:
+        """Grab the filthiest log (and, sharing a Spark job, the next ones) and clean them: one entry per
+        log taken (None for an aborted or failed round); empty if none was eligible."""
+        sharing = self.sharing
+        if sharing is None or sharing.max_logs <= 1:
+            candidate = self.manager.grab_filthiest_compacted_log()
+            return [] if candidate is None else [self.run_round(candidate)]
+        candidates = self.manager.grab_filthiest_compacted_logs(sharing.max_logs, sharing.shares_job)
+        if len(candidates) == 1:
+            return [self.run_round(candidates[0])]
+        return self.run_rounds(candidates) if candidates else []
+
+    def _abort_check(self, candidate: Candidate) -> Callable[[], None]:
+        tp = candidate.topic_partition
+
+        def check_aborted() -> None:
+            if self.manager.is_aborted(tp) or self.stop.is_set():
+                raise CleaningAbortedError(f"cleaning of {tp} was aborted")
+
+        return check_aborted
+
+    def run_rounds(self, candidates: Sequence[Candidate]) -> list[RoundOutcome | None]:
+        """Clean several candidates already marked in progress in one ``clean_many``; each is settled
+        (checkpointed, or marked uncleanable) as its own round ends, and always leaves ``in progress``."""
+        sharing = self.sharing
+        if sharing is None:
+            raise RuntimeError(f"{self.name} cannot clean several logs at once without job sharing")
+        started = time.perf_counter()
+        outcomes: dict[int, RoundOutcome | None] = {}
+
+        def on_done(i: int, ended: RoundOutcome | BaseException) -> None:
+            if i not in outcomes:
+                outcomes[i] = self._settle(candidates[i], ended, started, reraise=False)
+
+        checks = [self._abort_check(c) for c in candidates]
+        error: BaseException = RuntimeError("the shared cleaning job ended without reporting this log")
+        try:
+            sharing.clean_many(candidates, checks, self.worker_id, on_done)
+        except Exception as exc:
+            error = exc
+            raise
+        except BaseException as exc:  # an interrupt: not the logs' fault, so no log is marked uncleanable
+            error = CleaningAbortedError(f"cleaning stopped by {type(exc).__name__}")
+            raise
+        finally:
+            for i in range(len(candidates)):
+                on_done(i, error)
+        return [outcomes[i] for i in range(len(candidates))]
 
     def run_round(self, candidate: Candidate, *, reraise: bool = False) -> RoundOutcome | None:
         """Clean one candidate already marked in progress; always leaves it out of ``in progress``.
 
         None if the round was aborted or failed; ``reraise`` (a forced round) raises instead, after the
         same bookkeeping."""
-        log, tp = candidate.log, candidate.topic_partition
-
-        def check_aborted() -> None:
-            if self.manager.is_aborted(tp) or self.stop.is_set():
-                raise CleaningAbortedError(f"cleaning of {tp} was aborted")
-
         started = time.perf_counter()
         try:
-            outcome = self.clean(candidate, check_aborted, self.worker_id)
-        except CleaningAbortedError:
+            ended: RoundOutcome | BaseException = self.clean(
+                candidate, self._abort_check(candidate), self.worker_id
+            )
+        except Exception as exc:
+            ended = exc
+        return self._settle(candidate, ended, started, reraise=reraise)
+
+    def _settle(
+        self, candidate: Candidate, ended: RoundOutcome | BaseException, started: float, *, reraise: bool
+    ) -> RoundOutcome | None:
+        """The bookkeeping after one log's round: checkpoint and report it, or (aborted) leave it, or
+        (failed) mark it uncleanable; in every case it leaves ``in progress``."""
+        log, tp = candidate.log, candidate.topic_partition
+        if isinstance(ended, CleaningAbortedError):
             logger.info("%s: cleaning of %s aborted", self.name, tp)
             self.manager.done_cleaning(log, None)
             if reraise:
-                raise
+                raise ended
             return None
-        except Exception:
-            logger.exception(
+        if isinstance(ended, BaseException):
+            logger.error(
                 "%s: unexpected error cleaning %s (log dir %s); marking it uncleanable",
                 self.name,
                 tp,
                 log.directory.parent,
+                exc_info=ended,
             )
             self.manager.mark_uncleanable(log, candidate.to_clean.cleanable_bytes)
             self.manager.done_cleaning(log, None)
             if reraise:
-                raise
+                raise ended
             return None
+        outcome = ended
         self.manager.done_cleaning(log, outcome.end_offset)
         self.last_outcome = outcome
         if self.on_outcome is not None:

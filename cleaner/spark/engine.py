@@ -16,20 +16,31 @@ one's, then re-raises; groups already swapped stay (each is a complete cleaning)
 the driver replays), so the round's average rate obeys ``log.cleaner.io.max.bytes.per.second`` while the
 job itself runs unthrottled. Timings: map build = from the round's start to the first rewrite task's
 start (tasks report wall-clock times), rewrite = the rest.
+
+Several logs in one job (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
+together): each log is planned on its own, its keys aggregated apart, and every log's groups become tasks of
+the same job (distinct slots); after the job each log is swapped in and reported (``on_done``) on its own.
+An abort of one log (seen by the job's poll) cancels the job and runs it again without that log; a job that
+fails is run again as one job per log, so a log whose data breaks its tasks fails alone.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from functools import partial
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial, reduce
 from pathlib import Path
 
+from pyspark.sql import DataFrame
+
 from cleaner.cleaner import CleaningResult, ScheduleDelete, delete_segments
+from cleaner.engine import LogRound
+from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark.jobs import run_action
-from cleaner.spark.key_map import superseded_rows
+from cleaner.spark.key_map import superseded_rows, unpartitioned_superseded_rows
 from cleaner.spark.rewrite import GroupResult, GroupTask, RoundTask, rewrite_udtf
 from cleaner.spark.round_plan import GroupPlan, RoundPlan, plan_round
 from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES
@@ -104,25 +115,108 @@ class SparkEngine:
         schedule_delete: ScheduleDelete,
         thread_id: int = 0,
     ) -> CleaningResult:
-        stats = CleanerStats.start(self.clock)
-        start_wall_ms = time.time_ns() // 1_000_000
-        check_aborted()
-        plan = plan_round(log, first_dirty_offset, upper_bound_offset, self.clock.now_ms())
-        if plan is None:
-            stats.map_done(self.clock)
-            stats.all_done(self.clock)
-            return CleaningResult(first_dirty_offset, stats, self.name)
-        stats.map_bytes_read = plan.map_scan.bytes_read
-        stats.map_records_read = plan.map_scan.records_read
+        round_ = _Round.start(self.clock, log, first_dirty_offset, upper_bound_offset, check_aborted)
+        if round_.plan is None:
+            return round_.empty_result(self.clock, self.name)
         results: list[GroupResult] = []
-        if plan.groups:
-            results, stats.map_size = self._rewrite(log, plan, check_aborted, thread_id)
-        _record_phases(stats, self.clock, start_wall_ms, results)
+        map_size = 0
+        if round_.plan.groups:
+            results, map_size = self._rewrite(log, round_.plan, check_aborted, thread_id)
+        return self._complete(round_, results, map_size, throttle, schedule_delete, thread_id)
+
+    def clean_many(
+        self,
+        rounds: Sequence[LogRound],
+        *,
+        throttle: Callable[[int], None],
+        schedule_delete: ScheduleDelete,
+        thread_id: int = 0,
+    ) -> None:
+        """Every log of ``rounds`` in one Spark job (see the module docstring); each ``on_done`` once."""
+        pending: list[_Round] = []
+        owner: dict[int, LogRound] = {}  # id of a pending round → the request it answers
+        for one in rounds:
+            try:
+                round_ = _Round.start(
+                    self.clock, one.log, one.first_dirty_offset, one.upper_bound_offset, one.check_aborted
+                )
+            except Exception as exc:
+                one.on_done(exc)
+                continue
+            if round_.plan is None:
+                one.on_done(round_.empty_result(self.clock, self.name))
+            elif not round_.plan.groups:
+                self._finish(one, round_, [], 0, throttle, schedule_delete, thread_id)
+            else:
+                pending.append(round_)
+                owner[id(round_)] = one
+        while len(pending) > 1:
+            try:
+                outcomes = self._rewrite_many(pending, thread_id)
+            except _LogsAborted as exc:
+                for round_, error in exc.aborted:
+                    owner[id(round_)].on_done(error)
+                pending = [r for r in pending if all(r is not a for a, _ in exc.aborted)]
+                continue
+            except Exception:
+                logger.warning(
+                    "One Spark job for %s failed; cleaning each log in a job of its own",
+                    ", ".join(str(r.log.topic_partition) for r in pending),
+                    exc_info=True,
+                )
+                break
+            for round_, (results, map_size) in zip(pending, outcomes, strict=True):
+                self._finish(
+                    owner[id(round_)], round_, results, map_size, throttle, schedule_delete, thread_id
+                )
+            return
+        for round_ in pending:  # one log left, or the shared job failed
+            one = owner[id(round_)]
+            try:
+                results, map_size = self._rewrite(
+                    round_.log, round_.plan_or_fail(), one.check_aborted, thread_id
+                )
+            except Exception as exc:
+                one.on_done(exc)
+                continue
+            self._finish(one, round_, results, map_size, throttle, schedule_delete, thread_id)
+
+    def _finish(
+        self,
+        one: LogRound,
+        round_: _Round,
+        results: list[GroupResult],
+        map_size: int,
+        throttle: Callable[[int], None],
+        schedule_delete: ScheduleDelete,
+        thread_id: int,
+    ) -> None:
+        """Swap one log of a shared job in and report it (its failure is its own)."""
+        try:
+            result = self._complete(round_, results, map_size, throttle, schedule_delete, thread_id)
+        except Exception as exc:
+            one.on_done(exc)
+            return
+        one.on_done(result)
+
+    def _complete(
+        self,
+        round_: _Round,
+        results: list[GroupResult],
+        map_size: int,
+        throttle: Callable[[int], None],
+        schedule_delete: ScheduleDelete,
+        thread_id: int,
+    ) -> CleaningResult:
+        """After the job: stats, throttle, the swap of every rewritten group, the round's log line."""
+        log, plan, stats = round_.log, round_.plan_or_fail(), round_.stats
+        stats.map_size = map_size
+        _record_phases(stats, self.clock, round_.start_wall_ms, results)
         for result in results:
             stats.merge(result.stats)
         if total_bytes := stats.map_bytes_read + stats.bytes_read + stats.bytes_written:
             throttle(total_bytes)
-        self._swap_in(log, plan, results, check_aborted, schedule_delete)
+        self._swap_in(log, plan, results, round_.check_aborted, schedule_delete)
         stats.buffer_utilization = (
             kafka_utilization_percent(stats.map_size, self.dedupe_buffer_bytes, self.load_factor) / 100
         )
@@ -131,7 +225,7 @@ class SparkEngine:
             "%s",
             stats.summary(
                 log_name=str(log.topic_partition),
-                first_dirty_offset=first_dirty_offset,
+                first_dirty_offset=plan.first_dirty_offset,
                 end_offset=plan.end_offset,
                 thread_id=thread_id,
             ),
@@ -147,7 +241,7 @@ class SparkEngine:
         spark = self.session.get()
         slots = slots_for(len(plan.groups))
         rows = superseded_rows(spark, plan, log.directory, slots, max_split_bytes=self.max_split_bytes)
-        rewrite = rewrite_udtf(_round_task(log, plan, slots))
+        rewrite = rewrite_udtf([_round_task(log, plan, slots)])
         tp = log.topic_partition
         try:
             collected = run_action(
@@ -163,12 +257,65 @@ class SparkEngine:
             _delete_cleaned(log.directory, plan.groups)
             raise
         by_slot = {r.slot: r for r in (GroupResult.from_row(row.asDict()) for row in collected)}
-        missing = [g.base_offset for g, s in zip(plan.groups, slots, strict=True) if s not in by_slot]
-        if missing:
-            _delete_cleaned(log.directory, plan.groups)
-            raise RuntimeError(f"{tp}: the Spark job reported no result for groups based at {missing}")
-        results = [by_slot[s] for s in slots]
-        return results, sum(r.mapped_keys for r in results)
+        return _results_of(log, plan, slots, by_slot)
+
+    def _rewrite_many(self, rounds: list[_Round], thread_id: int) -> list[tuple[list[GroupResult], int]]:
+        """One Spark job for every log of ``rounds``: per log, its groups' metadata and its map size."""
+        spark = self.session.get()
+        all_slots = slots_for(sum(len(r.plan_or_fail().groups) for r in rounds))
+        slots_of: list[list[int]] = []
+        frames: list[DataFrame] = []
+        used = 0
+        for round_ in rounds:
+            plan = round_.plan_or_fail()
+            slots = all_slots[used : used + len(plan.groups)]
+            used += len(slots)
+            slots_of.append(slots)
+            frames.append(
+                unpartitioned_superseded_rows(
+                    spark, plan, round_.log.directory, slots, max_split_bytes=self.max_split_bytes
+                )
+            )
+        rows = reduce(DataFrame.unionByName, frames).repartition(len(all_slots), "slot")
+        rewrite = rewrite_udtf(
+            [_round_task(r.log, r.plan_or_fail(), slots) for r, slots in zip(rounds, slots_of, strict=True)]
+        )
+
+        def check_aborted() -> None:
+            aborted: list[tuple[_Round, BaseException]] = []
+            for round_ in rounds:
+                try:
+                    round_.check_aborted()
+                except CleaningAbortedError as exc:
+                    aborted.append((round_, exc))
+            if aborted:
+                raise _LogsAborted(aborted)
+
+        names = ", ".join(str(r.log.topic_partition) for r in rounds)
+        try:
+            collected = run_action(
+                spark,
+                rewrite(rows.asTable()).collect,
+                pool=pool_name(thread_id),
+                description=f"logcleaner: clean {len(rounds)} logs ({names})",
+                check_aborted=check_aborted,
+                on_job=self.on_job,
+                poll_interval_s=self.poll_interval_s,
+            )
+        except BaseException:
+            for round_ in rounds:
+                _delete_cleaned(round_.log.directory, round_.plan_or_fail().groups)
+            raise
+        by_slot = {r.slot: r for r in (GroupResult.from_row(row.asDict()) for row in collected)}
+        outcomes = []
+        for round_, slots in zip(rounds, slots_of, strict=True):
+            try:
+                outcomes.append(_results_of(round_.log, round_.plan_or_fail(), slots, by_slot))
+            except BaseException:
+                for other in rounds:
+                    _delete_cleaned(other.log.directory, other.plan_or_fail().groups)
+                raise
+        return outcomes
 
     def _swap_in(
         self,
@@ -207,6 +354,68 @@ class SparkEngine:
                 raise
             if doomed:  # retention may have removed (and will delete) them all meanwhile
                 schedule_delete(log.config.file_delete_delay_ms, partial(delete_segments, doomed))
+
+
+class _LogsAborted(CleaningAbortedError):
+    """Some logs of a shared job were aborted: the job is cancelled and runs again without them."""
+
+    def __init__(self, aborted: list[tuple[_Round, BaseException]]) -> None:
+        super().__init__(", ".join(str(error) for _round, error in aborted))
+        self.aborted = aborted
+
+
+@dataclass(slots=True)
+class _Round:
+    """One log's round on the driver: its plan (None: nothing to clean), stats and abort check."""
+
+    log: PartitionLog
+    plan: RoundPlan | None
+    stats: CleanerStats
+    start_wall_ms: int
+    check_aborted: Callable[[], None]
+    first_dirty_offset: int
+
+    @classmethod
+    def start(
+        cls,
+        clock: Clock,
+        log: PartitionLog,
+        first_dirty_offset: int,
+        upper_bound_offset: int,
+        check_aborted: Callable[[], None],
+    ) -> _Round:
+        stats = CleanerStats.start(clock)
+        start_wall_ms = time.time_ns() // 1_000_000
+        check_aborted()
+        plan = plan_round(log, first_dirty_offset, upper_bound_offset, clock.now_ms())
+        if plan is not None:
+            stats.map_bytes_read = plan.map_scan.bytes_read
+            stats.map_records_read = plan.map_scan.records_read
+        return cls(log, plan, stats, start_wall_ms, check_aborted, first_dirty_offset)
+
+    def plan_or_fail(self) -> RoundPlan:
+        if self.plan is None:
+            raise RuntimeError(f"{self.log.topic_partition}: a round with nothing to clean has no plan")
+        return self.plan
+
+    def empty_result(self, clock: Clock, engine: str) -> CleaningResult:
+        self.stats.map_done(clock)
+        self.stats.all_done(clock)
+        return CleaningResult(self.first_dirty_offset, self.stats, engine)
+
+
+def _results_of(
+    log: PartitionLog, plan: RoundPlan, slots: list[int], by_slot: Mapping[int, GroupResult]
+) -> tuple[list[GroupResult], int]:
+    """One log's group results in offset order, and its map size; an error if a group reported nothing."""
+    missing = [g.base_offset for g, s in zip(plan.groups, slots, strict=True) if s not in by_slot]
+    if missing:
+        _delete_cleaned(log.directory, plan.groups)
+        raise RuntimeError(
+            f"{log.topic_partition}: the Spark job reported no result for groups based at {missing}"
+        )
+    results = [by_slot[s] for s in slots]
+    return results, sum(r.mapped_keys for r in results)
 
 
 def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int]) -> RoundTask:

@@ -75,6 +75,7 @@ def run_action(
         if on_job is not None:
             on_job(time.monotonic() - started)
     if outcome.error is not None:
+        _wait_for_tasks(spark, group)  # a failed job's other tasks may still be writing files
         raise outcome.error
     if not outcome.done:
         raise RuntimeError(f"Spark action {description!r} ended without a result")

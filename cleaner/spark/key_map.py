@@ -30,7 +30,7 @@ from cleaner.spark.data_source import FORMAT
 from cleaner.spark.rewrite import INPUT_DDL
 from cleaner.spark.round_plan import RoundPlan
 
-__all__ = ["SCAN_COLUMNS", "superseded_rows"]
+__all__ = ["SCAN_COLUMNS", "superseded_rows", "unpartitioned_superseded_rows"]
 
 SCAN_COLUMNS = ("segment_base_offset", "offset", "key", "is_control")  # + batch_base_offset if needed
 _WORD_BITS = 64
@@ -46,9 +46,23 @@ def superseded_rows(
     max_split_bytes: int,
 ) -> DataFrame:
     """(slot, key, latest) for every key mapped in the dirty section, to each group holding the key."""
+    rows = unpartitioned_superseded_rows(spark, plan, directory, slots, max_split_bytes=max_split_bytes)
+    return rows.repartition(len(slots), "slot")
+
+
+def unpartitioned_superseded_rows(
+    spark: SparkSession,
+    plan: RoundPlan,
+    directory: Path,
+    slots: Sequence[int],
+    *,
+    max_split_bytes: int,
+) -> DataFrame:
+    """``superseded_rows`` before the repartition: one log's share of a job that cleans several logs
+    (their rows are unioned, then repartitioned by slot once; each log's keys are aggregated apart)."""
     markers = spark.createDataFrame([(slot, None, None) for slot in slots], INPUT_DDL)
     if not plan.has_dirty_segments:  # a rewrite-only round: nothing is superseded
-        return markers.repartition(len(slots), "slot")
+        return markers
     segment_groups = spark.createDataFrame(
         [(s.base_offset, i) for i, group in enumerate(plan.groups) for s in group.segments],
         "segment_base_offset bigint, group_index int",
@@ -85,7 +99,7 @@ def superseded_rows(
     rows = keys.select("key", "latest", F.explode(group_indexes).alias("group_index")).select(
         F.element_at(slot_of, F.col("group_index") + 1).alias("slot"), "key", "latest"
     )
-    return rows.unionByName(markers).repartition(len(slots), "slot")
+    return rows.unionByName(markers)
 
 
 def _group_bits(word: int) -> Column:

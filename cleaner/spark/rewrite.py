@@ -12,7 +12,7 @@ returns one metadata row per group. The driver swaps the files in; a task never 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -213,9 +213,14 @@ def collect_latest(rows: pa.RecordBatch, latest_by_slot: dict[int, dict[bytes, i
             target[key] = offset
 
 
-def rewrite_udtf(task: RoundTask) -> UserDefinedTableFunction:
-    """The Arrow UDTF (pandas-free) that rewrites the groups of the partition it is given, at its end."""
+def rewrite_udtf(tasks: Sequence[RoundTask]) -> UserDefinedTableFunction:
+    """The Arrow UDTF (pandas-free) that rewrites the groups of the partition it is given, at its end.
+
+    ``tasks``: one per log the job cleans; their slots are distinct, so a slot names its log and group.
+    """
     from pyspark.sql.functions import arrow_udtf
+
+    task_of = {slot: task for task in tasks for slot in task.groups}
 
     class RewriteGroups:
         def __init__(self) -> None:
@@ -231,7 +236,7 @@ def rewrite_udtf(task: RoundTask) -> UserDefinedTableFunction:
             context = TaskContext.get()
             partition = context.partitionId() if context is not None else -1
             results = [
-                {**rewrite_group(task, slot, latest), "task_partition": partition}
+                {**rewrite_group(task_of[slot], slot, latest), "task_partition": partition}
                 for slot, latest in sorted(self._latest.items())
             ]
             if results:

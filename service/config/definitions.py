@@ -50,6 +50,8 @@ LONG_MIN = -(1 << 63)
 SPARK_PREFIX = "spark."
 # log.cleaner.spark.min.bytes: the round size from which Spark may beat in-process (README: the measurement)
 SPARK_MIN_BYTES_DEFAULT = 16 << 30
+# log.cleaner.spark.max.logs.per.job: how many logs one Spark job cleans together (README: the measurement)
+SPARK_MAX_LOGS_PER_JOB_DEFAULT = 8
 
 ConfigValue = int | float | bool | str | tuple[str, ...]
 """A parsed value: INT/LONG → int, DOUBLE → float, BOOLEAN → bool, STRING → str, LIST → tuple."""
@@ -228,6 +230,8 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Spark, or in-process (ours)", ValidString(("auto", "spark", "in-process"))),
     ConfigDef("log.cleaner.spark.min.bytes", _L, SPARK_MIN_BYTES_DEFAULT, "With engine auto, the bytes a "
               "round reads from which it runs on Spark (ours)", _AT_LEAST_0),
+    ConfigDef("log.cleaner.spark.max.logs.per.job", _I, SPARK_MAX_LOGS_PER_JOB_DEFAULT, "How many logs whose "
+              "rounds go to Spark one Spark job may clean together (ours)", _AT_LEAST_1),
     ConfigDef("spark.master", _S, "local[*]", "Spark master URL; other spark.* keys pass to Spark as is"),
 )
 # fmt: on

@@ -51,13 +51,11 @@ def clean_command(
             else:
                 cleaned, failed = [], 0
                 for _ in range(4 * len(manager.logs) + 1):  # each log's rounds converge; this only bounds
-                    outcome, chosen = cleaner.clean_filthiest()
-                    if not chosen:
+                    outcomes = cleaner.clean_filthiest_logs()  # several at once when they share a Spark job
+                    if not outcomes:
                         break
-                    if outcome is None:
-                        failed += 1
-                    else:
-                        cleaned.append(outcome.to_json())
+                    failed += sum(outcome is None for outcome in outcomes)
+                    cleaned += [outcome.to_json() for outcome in outcomes if outcome is not None]
         finally:
             engine.close()
     if as_json:

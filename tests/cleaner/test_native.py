@@ -5,23 +5,31 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 from typing import NamedTuple
 
+import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import cleaner.cleaner
 import cleaner.native
+from cleaner.offset_map import OffsetMap, build_offset_map
 from cleaner.oracle import clean_in_process
+from cleaner.stats import CleanerStats
 from service.clock import ManualClock
+from service.errors import CorruptDataError
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.records import Header, Record, TimestampType
+from service.storage.segment import LogSegment
 from tests.cleaner.helpers import DAY_MS, Producer, compact_config
 
 pytestmark = pytest.mark.skipif(cleaner.native._native is None, reason="cleaner._native is not built")
@@ -180,3 +188,112 @@ def test_the_key_map_keeps_every_key_through_its_growth() -> None:
     assert key_map.get(b"absent") == -1 and key_map.get(b"k1xx") == -1  # k1 has one x
     key_map.clear()
     assert len(key_map) == 0 and key_map.get(keys[0]) == -1
+
+
+# -- the key map build in C: batch iteration, CRC-32C and records, one call per run of plain batches --------
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=300))
+def test_crc32c_in_c_matches_the_crc32c_package(data: bytes) -> None:
+    native = cleaner.native._native
+    assert native is not None
+    assert native.crc32c(data) == native.crc32c_by_table(data) == crc32c.crc32c(data)
+
+
+def build_map(log: PartitionLog, start: int, *, native: bool) -> tuple[OffsetMap, CleanerStats]:
+    offset_map, stats = OffsetMap(native=native), CleanerStats()
+    build_offset_map(log.segments, start, log.active_segment.base_offset, offset_map, stats)
+    return offset_map, stats
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    ops=operations,
+    codec=st.sampled_from([CompressionType.NONE, CompressionType.GZIP]),
+    pick=st.integers(0, 99),
+)
+def test_the_c_key_map_build_equals_the_python_one(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[Op], codec: CompressionType, pick: int
+) -> None:
+    log = build(tmp_path_factory.mktemp("map") / "topic-0", ops, codec, TimestampType.CREATE_TIME)
+    start = pick * log.active_segment.base_offset // 100  # a first dirty offset anywhere in the log
+    in_c, c_stats = build_map(log, start, native=True)
+    in_python, python_stats = build_map(log, start, native=False)
+    assert in_c.native is not None and in_python.native is None
+    assert (in_c.size, in_c.latest_offset) == (in_python.size, in_python.latest_offset)
+    assert all(in_c.get(key) == in_python.get(key) for key in KEYS)
+    assert (c_stats.map_records_read, c_stats.map_bytes_read) == (
+        python_stats.map_records_read,
+        python_stats.map_bytes_read,
+    )
+
+
+def plain_log(directory: Path, batches: int = 6) -> list[LogSegment]:
+    """A closed log of plain batches in one sealed segment, and that segment as the cleaner reads it."""
+    directory.mkdir(parents=True)
+    config = compact_config()
+    log = load_partition_log(directory, config, clock=ManualClock(START)).log
+    for i in range(batches):
+        log.append_records([Record(0, START, b"k%d" % (i % 3), b"v%d" % i)])
+    log.roll()
+    log.close()
+    path = directory / "00000000000000000000.log"
+    return [
+        LogSegment(directory, 0, config=config, created_ms=START, size_bytes=path.stat().st_size),
+        LogSegment(directory, batches, config=config, created_ms=START, size_bytes=0),
+    ]
+
+
+def legacy_message(offset: int) -> bytes:
+    """A magic 0 message (its own message set) with a valid zlib CRC-32: real, but unsupported."""
+    body = struct.pack(">bbii", 0, 0, -1, 1) + b"v"
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", offset, len(message)) + message
+
+
+@pytest.mark.parametrize("damage", ["crc", "legacy", "torn"])
+def test_a_batch_the_c_scan_stops_at_raises_the_python_error(tmp_path: Path, damage: str) -> None:
+    errors = []
+    for native in (True, False):
+        segments = plain_log(tmp_path / f"{damage}-{native}" / "topic-0")
+        path = segments[0].log_path
+        data = bytearray(path.read_bytes())
+        if damage == "crc":
+            data[-3] ^= 0xFF  # inside the last batch's records
+        elif damage == "legacy":
+            data += legacy_message(6)
+        else:
+            data += data[:30]  # half a batch header at the end
+        path.write_bytes(bytes(data))
+        segments[0] = LogSegment(
+            path.parent, 0, config=compact_config(), created_ms=START, size_bytes=len(data)
+        )
+        with pytest.raises(CorruptDataError) as caught:
+            build_offset_map(segments, 0, 7, OffsetMap(native=native), CleanerStats())
+        errors.append((type(caught.value), str(caught.value).replace(f"{damage}-{native}", "")))
+    assert errors[0] == errors[1]
+    assert str(path) in str(caught.value) or path.name in str(caught.value)
+
+
+def test_plain_batches_are_filtered_by_the_c_loop_and_match_the_python_rules(tmp_path: Path) -> None:
+    """Runs of plain batches go through ``filter_batches`` (one call per chunk), the rest batch by batch."""
+    calls: list[int] = []
+    real = cleaner.native.filter_batches  # what cleaner.cleaner imported
+
+    def counting(*args: object) -> tuple[int, bytes, bytes]:
+        result = real(*args)  # type: ignore[arg-type]  # the same arguments, passed through
+        calls.append(len(result[2]) // 80)  # batches handled: ten int64 each
+        return result
+
+    seen = []
+    for native in (True, False):
+        directory = tmp_path / f"n{native}" / "topic-0"
+        plain_log(directory, batches=40)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(cleaner.cleaner, "filter_batches", counting)
+            if not native:
+                patch.setattr(cleaner.native, "_native", None)
+            seen.append(clean_three_times(directory))
+    assert seen[0] == seen[1]
+    assert sum(calls) >= 39 and max(calls) > 10, "the first round: whole runs of batches per call"

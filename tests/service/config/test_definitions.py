@@ -84,6 +84,7 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "shutdown.timeout.ms": 30_000,
     "log.cleaner.engine": "auto",
     "log.cleaner.spark.min.bytes": 16 << 30,
+    "log.cleaner.spark.max.logs.per.job": 8,
     "spark.master": "local[*]",
 }
 

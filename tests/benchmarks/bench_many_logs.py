@@ -1,0 +1,196 @@
+"""Many logs at once (issue 10): several logs per Spark job, and two in-process cleaner threads.
+
+Run on demand (not part of CI's pass/fail):
+
+    python tests/benchmarks/bench_many_logs.py [--logs 8] [--records 300000] [--skip-spark]
+
+Under a temporary folder it generates with ``logcleaner gen``'s library one compacted topic of ``--logs``
+partitions (``--records`` records each, 100-byte values, ``--records / 10`` keys, 5% tombstones, 16 MiB
+segments), rolled so every segment is cleanable. On fresh copies of those files, in the same run:
+
+- ``cp -r`` of the log dir (the baseline);
+- the daemon's cleaner pool, in-process engine, ``log.cleaner.threads=1`` then ``=2``: from start until every
+  log's checkpoint reached its active segment;
+- Spark forced (``local[*]``, one SparkSession, warmed up on a small log first), every log cleaned as
+  ``logcleaner clean`` does (``LogCleaner.clean_filthiest_logs`` until none is left) with
+  ``log.cleaner.spark.max.logs.per.job=1`` (one job per log) and ``=--logs`` (all in one job), alternating,
+  twice each. (Spark's output is checked against the in-process engine by the tests, not here.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine
+from cleaner.setup import build_log_cleaner
+from service.clock import SystemClock
+from service.config.broker_config import BrokerConfig
+from service.config.topic_store import TopicConfigStore
+from service.daemon import build_log_manager
+from service.engine_choice import EngineChoice
+from service.log_manager import LogManager
+from service.storage.checkpoints import OffsetCheckpointFile
+from service.storage.loader import load_partition_log
+from service.storage.log_config import LogConfig
+from service.tasks import DeferredTasks
+from service.tools.gen import GenOptions, generate
+
+SEGMENT_BYTES = 16 << 20
+COMPACT = frozenset({"compact"})
+TOPIC = "bench"
+MiB = 1 << 20
+
+
+def generate_topic(log_dir: Path, logs: int, records: int) -> None:
+    options = GenOptions(
+        log_dir=log_dir,
+        topics=(TOPIC,),
+        partitions=logs,
+        records=records,
+        keys=max(records // 10, 1),
+        tombstones=0.05,
+        segment_bytes=SEGMENT_BYTES,
+        cleanup_policy=COMPACT,
+    )
+    generate(options)
+    for directory in sorted(log_dir.glob(f"{TOPIC}-*")):
+        log = load_partition_log(
+            directory, LogConfig(segment_bytes=SEGMENT_BYTES, cleanup_policy=COMPACT), clock=SystemClock()
+        ).log
+        log.roll()
+        log.close()
+
+
+def log_bytes(log_dir: Path) -> int:
+    return sum(p.stat().st_size for p in log_dir.glob(f"{TOPIC}-*/*.log"))
+
+
+def fresh_copy(source: Path, target: Path) -> Path:
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target)
+    return target
+
+
+def broker(log_dir: Path, **overrides: str) -> BrokerConfig:
+    props = {"log.dirs": str(log_dir), "log.cleaner.backoff.ms": "20", **overrides}
+    config, _ = BrokerConfig.from_properties(props)
+    return config
+
+
+def open_manager(config: BrokerConfig) -> tuple[LogManager, DeferredTasks]:
+    tasks = DeferredTasks()
+    log_dir = Path(config.log_dirs[0])
+    manager = build_log_manager(config, TopicConfigStore([log_dir]), clock=SystemClock(), scheduler=tasks)
+    manager.startup()
+    return manager, tasks
+
+
+def daemon_until_clean(log_dir: Path, threads: int) -> float:
+    """The cleaner pool with ``threads`` in-process workers, from start until every log is clean."""
+    config = broker(log_dir, **{"log.cleaner.engine": "in-process", "log.cleaner.threads": str(threads)})
+    manager, tasks = open_manager(config)
+    targets = {tp: log.active_segment.base_offset for tp, log in manager.logs.items()}
+    cleaner = build_log_cleaner(config, manager, InProcessEngine(manager.clock), scheduler=tasks)
+    checkpoint = OffsetCheckpointFile(log_dir / "cleaner-offset-checkpoint")
+    started = time.perf_counter()
+    cleaner.start()
+    try:
+        while True:
+            done = checkpoint.read() if checkpoint.path.exists() else {}
+            if all(done.get(tp, -1) >= end for tp, end in targets.items()):
+                break
+            time.sleep(0.01)
+        elapsed = time.perf_counter() - started
+    finally:
+        cleaner.shutdown()
+        tasks.run_all()
+        manager.shutdown()
+    return elapsed
+
+
+def offline_clean(log_dir: Path, engine: CompactionEngine, config: BrokerConfig) -> tuple[float, int]:
+    """``logcleaner clean``'s loop over every log: (seconds, rounds)."""
+    manager, tasks = open_manager(config)
+    cleaner = build_log_cleaner(config, manager, engine, scheduler=tasks, threads=0)
+    started = time.perf_counter()
+    rounds = 0
+    while outcomes := cleaner.clean_filthiest_logs():
+        if any(o is None for o in outcomes):
+            raise RuntimeError("a round failed")
+        rounds += len(outcomes)
+    elapsed = time.perf_counter() - started
+    tasks.run_all()
+    manager.shutdown()
+    return elapsed, rounds
+
+
+def spark_runs(source: Path, work: Path, logs: int) -> None:
+    from cleaner.spark.engine import SparkEngine
+    from cleaner.spark.session import SparkSessionHolder
+
+    holder = SparkSessionHolder({"spark.master": "local[*]"})
+    jobs: list[float] = []
+    spark = SparkEngine(clock=SystemClock(), session=holder, on_job=jobs.append)
+    try:
+        warm = work / "warm"
+        warm.mkdir(parents=True)
+        generate_topic(warm, 2, 20_000)  # warms the session, its JVM and its Python workers up
+        config = broker(warm, **{"log.cleaner.engine": "spark"})
+        offline_clean(
+            warm,
+            PerRoundEngine(EngineChoice.of(config), InProcessEngine(SystemClock()), lambda: spark),
+            config,
+        )
+        for per_job in (logs, 1, logs, 1):
+            config = broker(
+                work / "spark",
+                **{"log.cleaner.engine": "spark", "log.cleaner.spark.max.logs.per.job": str(per_job)},
+            )
+            engine = PerRoundEngine(EngineChoice.of(config), InProcessEngine(SystemClock()), lambda: spark)
+            target = fresh_copy(source, work / "spark")
+            jobs.clear()
+            seconds, rounds = offline_clean(target, engine, config)
+            print(
+                f"spark local[*], max.logs.per.job={per_job}: {seconds:.2f} s, {rounds} rounds, "
+                f"{len(jobs)} Spark jobs ({log_bytes(source) / MiB / seconds:.1f} MiB/s)",
+                flush=True,
+            )
+    finally:
+        spark.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--logs", type=int, default=8)
+    parser.add_argument("--records", type=int, default=300_000, help="records per log")
+    parser.add_argument("--skip-spark", action="store_true")
+    parser.add_argument("--work-dir", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.work_dir) as tmp:
+        work = Path(tmp)
+        source = work / "source"
+        source.mkdir()
+        generate_topic(source, args.logs, args.records)
+        size = log_bytes(source)
+        print(f"{args.logs} logs, {size / MiB:.1f} MiB of .log in all", flush=True)
+        copies = []
+        for _ in range(3):
+            shutil.rmtree(work / "cp", ignore_errors=True)
+            started = time.perf_counter()
+            subprocess.run(["cp", "-r", str(source), str(work / "cp")], check=True)
+            copies.append(time.perf_counter() - started)
+        print(f"cp -r: best {min(copies):.3f} s of 3", flush=True)
+        for threads in (1, 2, 1, 2):
+            seconds = daemon_until_clean(fresh_copy(source, work / "daemon"), threads)
+            print(f"in-process daemon, log.cleaner.threads={threads}: {seconds:.2f} s", flush=True)
+        if not args.skip_spark:
+            spark_runs(source, work, args.logs)
+
+
+if __name__ == "__main__":
+    main()

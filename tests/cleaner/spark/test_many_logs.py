@@ -1,0 +1,238 @@
+"""Several logs in one Spark job (``SparkEngine.clean_many``, ``log.cleaner.spark.max.logs.per.job``):
+byte-identical to the in-process engine, one job for all, a corrupt log failing alone, an abort of one log
+leaving the others cleaned; and the cleaner's workers taking the filthiest logs together."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from cleaner.cleaner import CleaningResult
+from cleaner.engine import InProcessEngine, LogRound, PerRoundEngine
+from cleaner.errors import CleaningAbortedError
+from cleaner.log_cleaner import LogCleaner
+from cleaner.setup import build_log_cleaner
+from cleaner.spark.engine import SparkEngine
+from cleaner.spark.session import SparkSessionHolder
+from service.cleanable import log_to_clean
+from service.clock import ManualClock
+from service.config.broker_config import BrokerConfig
+from service.config.topic_store import TopicConfigStore
+from service.daemon import build_log_manager
+from service.engine_choice import EngineChoice
+from service.log_manager import LogManager
+from service.storage.checkpoints import OffsetCheckpointFile
+from service.storage.log import PartitionLog
+from service.storage.records import Record
+from service.storage.topic_partition import TopicPartition
+from service.tasks import DeferredTasks
+from tests.cleaner.helpers import compact_config
+from tests.cleaner.spark.fixed_logs import mixed_ops
+from tests.cleaner.spark.random_logs import START_MS, Writer, build_twins, files
+
+SEGMENT_BYTES = (600, 1024, 4096)
+
+
+def run_now(_delay_ms: int, task: Callable[[], None]) -> None:
+    task()
+
+
+def no_throttle(_bytes: int) -> None:
+    return None
+
+
+def twin_logs(root: Path) -> list[tuple[Writer, Writer]]:
+    """Three (oracle, spark) pairs of byte-identical logs, each pair with its own segment size."""
+    pairs = []
+    for i, segment_bytes in enumerate(SEGMENT_BYTES):
+        oracle, spark = build_twins(
+            root / f"log{i}", compact_config(segment_bytes=segment_bytes), mixed_ops()
+        )
+        assert files(oracle.log.directory) == files(spark.log.directory)
+        pairs.append((oracle, spark))
+    return pairs
+
+
+def corrupt_last_batch(log: PartitionLog, segment: int = 2) -> None:
+    victim = log.segments[segment].log_path
+    data = bytearray(victim.read_bytes())
+    data[-3] ^= 0xFF  # inside the last batch's records: its CRC no longer matches
+    victim.write_bytes(bytes(data))
+
+
+def clean_many(
+    engine: SparkEngine, logs: list[PartitionLog], checks: list[Callable[[], None]] | None = None
+) -> list[CleaningResult | BaseException]:
+    """One ``clean_many`` of every log from 0 up to its active segment; what each ``on_done`` got."""
+    ended: dict[int, CleaningResult | BaseException] = {}
+
+    def reporter(i: int) -> Callable[[CleaningResult | BaseException], None]:
+        def report(outcome: CleaningResult | BaseException) -> None:
+            assert i not in ended, "on_done is called once per log"
+            ended[i] = outcome
+
+        return report
+
+    rounds = [
+        LogRound(log, 0, log.active_segment.base_offset, checks[i] if checks else (lambda: None), reporter(i))
+        for i, log in enumerate(logs)
+    ]
+    engine.clean_many(rounds, throttle=no_throttle, schedule_delete=run_now)
+    assert sorted(ended) == list(range(len(logs)))
+    return [ended[i] for i in range(len(logs))]
+
+
+def oracle_round(log: PartitionLog, clock: ManualClock) -> CleaningResult:
+    return InProcessEngine(clock).clean(
+        log,
+        0,
+        log.active_segment.base_offset,
+        check_aborted=lambda: None,
+        throttle=no_throttle,
+        schedule_delete=run_now,
+    )
+
+
+def test_several_logs_in_one_job_equal_the_in_process_engine(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    pairs = twin_logs(tmp_path)
+    jobs: list[float] = []
+    engine = SparkEngine(clock=ManualClock(START_MS), session=spark_holder, on_job=jobs.append)
+    results = clean_many(engine, [spark.log for _oracle, spark in pairs])
+    assert len(jobs) == 1, "one Spark job cleaned every log"
+    for (oracle, spark), result in zip(pairs, results, strict=True):
+        expected = oracle_round(oracle.log, oracle.clock)
+        assert isinstance(result, CleaningResult), result
+        assert (result.end_offset, result.engine) == (expected.end_offset, "spark")
+        assert result.stats.records_retained == expected.stats.records_retained
+        assert result.stats.map_size == expected.stats.map_size
+        assert files(spark.log.directory) == files(oracle.log.directory)
+
+
+def test_a_corrupt_log_fails_alone_and_the_others_are_cleaned(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    pairs = twin_logs(tmp_path)
+    broken = pairs[1][1].log
+    corrupt_last_batch(broken)
+    before = files(broken.directory)
+    engine = SparkEngine(clock=ManualClock(START_MS), session=spark_holder)
+    results = clean_many(engine, [spark.log for _oracle, spark in pairs])
+    assert isinstance(results[1], Exception) and "CRC mismatch" in str(results[1])
+    assert files(broken.directory) == before, "the corrupt log is left as it was"
+    for i in (0, 2):
+        oracle, spark = pairs[i]
+        oracle_round(oracle.log, oracle.clock)
+        assert isinstance(results[i], CleaningResult), results[i]
+        assert files(spark.log.directory) == files(oracle.log.directory)
+
+
+def test_an_abort_of_one_log_during_the_job_leaves_the_others_cleaned(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    pairs = twin_logs(tmp_path)
+    victim = pairs[0][1].log
+    before = files(victim.directory)
+    started = threading.Event()
+
+    def abort_once_running() -> None:
+        if started.is_set():
+            raise CleaningAbortedError(f"cleaning of {victim.topic_partition} was aborted")
+
+    calls = 0
+
+    def note_polls() -> None:  # the job's poll calls every log's check: from the 3rd call it is running
+        nonlocal calls
+        calls += 1
+        if calls >= 3:
+            started.set()
+
+    jobs: list[float] = []
+    engine = SparkEngine(
+        clock=ManualClock(START_MS), session=spark_holder, on_job=jobs.append, poll_interval_s=0.01
+    )
+    results = clean_many(
+        engine, [spark.log for _o, spark in pairs], [abort_once_running, note_polls, note_polls]
+    )
+    assert isinstance(results[0], CleaningAbortedError)
+    assert files(victim.directory) == before
+    assert not [p for p in victim.directory.iterdir() if p.name.endswith(".cleaned")]
+    assert len(jobs) == 2, "the shared job was cancelled and run again without the aborted log"
+    for oracle, spark in pairs[1:]:
+        oracle_round(oracle.log, oracle.clock)
+        assert files(spark.log.directory) == files(oracle.log.directory)
+
+
+# -- the workers ---------------------------------------------------------------------------------------
+
+
+class SparkEnv:
+    """A LogManager over one log dir, the cleaner built as the daemon builds it with the Spark engine forced
+    (on the test session's SparkSession); ``jobs`` hears every Spark job."""
+
+    def __init__(self, log_dir: Path, spark_holder: SparkSessionHolder, **overrides: str) -> None:
+        props = {
+            "log.dirs": str(log_dir),
+            "log.cleanup.policy": "compact",
+            "log.segment.bytes": "1024",
+            "log.cleaner.engine": "spark",
+            **overrides,
+        }
+        self.log_dir = log_dir
+        self.broker, _ = BrokerConfig.from_properties(props)
+        self.tasks = DeferredTasks()
+        self.clock = ManualClock(START_MS)
+        self.manager: LogManager = build_log_manager(
+            self.broker, TopicConfigStore([log_dir]), clock=self.clock, scheduler=self.tasks
+        )
+        self.manager.startup()
+        self.jobs: list[float] = []
+        spark = SparkEngine(clock=self.clock, session=spark_holder, on_job=self.jobs.append)
+        self.engine = PerRoundEngine(EngineChoice.of(self.broker), InProcessEngine(self.clock), lambda: spark)
+
+    def cleaner(self) -> LogCleaner:
+        return build_log_cleaner(self.broker, self.manager, self.engine, scheduler=self.tasks, threads=0)
+
+    def checkpoints(self) -> dict[TopicPartition, int]:
+        return OffsetCheckpointFile(self.log_dir / "cleaner-offset-checkpoint").read()
+
+    def close(self) -> None:
+        self.tasks.run_all()
+        self.manager.shutdown()
+
+
+def write_dirty(log: PartitionLog, rounds: int) -> None:
+    """``rounds`` overwrites of 40 keys: the more rounds, the dirtier the log."""
+    for r in range(rounds):
+        for start in range(0, 40, 10):
+            log.append_records(
+                [Record(0, -1, b"k%d" % k, b"v%d-%d" % (r, k)) for k in range(start, start + 10)]
+            )
+
+
+def test_a_worker_takes_the_filthiest_logs_into_one_job_and_settles_each(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    env = SparkEnv(tmp_path / "logs", spark_holder, **{"log.cleaner.spark.max.logs.per.job": "2"})
+    try:
+        logs = env.manager.create_topic("t", 3)
+        for log, rounds in zip(logs, (2, 6, 4), strict=True):
+            write_dirty(log, rounds)
+        by_ratio = sorted(logs, key=lambda log: -log_to_clean(log, None, START_MS).cleanable_ratio)
+        first, second, third = by_ratio
+        corrupt_last_batch(second, segment=0)  # the second filthiest fails; the filthiest shares its job
+        cleaner = env.cleaner()
+        outcomes = cleaner.clean_filthiest_logs()
+        assert len(outcomes) == 2 and outcomes[1] is None
+        assert outcomes[0] is not None and outcomes[0].engine == "spark"
+        assert outcomes[0].partition == first.topic_partition.partition
+        assert env.checkpoints() == {first.topic_partition: first.active_segment.base_offset}
+        assert set(cleaner.manager.uncleanable()[env.log_dir]) == {second.topic_partition}
+        assert cleaner.manager.in_progress == []
+        later = cleaner.clean_filthiest_logs()  # the uncleanable log is skipped; the last one is taken alone
+        assert [o.partition for o in later if o is not None] == [third.topic_partition.partition]
+        assert cleaner.clean_filthiest_logs() == []
+    finally:
+        env.close()
