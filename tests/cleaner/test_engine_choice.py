@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -16,7 +16,14 @@ import psutil  # type: ignore[import-untyped]  # no stubs installed; used to loo
 import pytest
 
 from cleaner.cleaner import CleaningResult, ScheduleDelete
-from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine, round_bytes
+from cleaner.engine import (
+    CompactionEngine,
+    InProcessEngine,
+    LogRound,
+    PerRoundEngine,
+    clean_each,
+    round_bytes,
+)
 from service.clock import ManualClock
 from service.engine_choice import EngineChoice, EngineReason
 from service.storage.log import PartitionLog
@@ -64,6 +71,16 @@ class _NamedSpark:
             schedule_delete=schedule_delete,
         )
         return CleaningResult(result.end_offset, result.stats, self.name)
+
+    def clean_many(
+        self,
+        rounds: Sequence[LogRound],
+        *,
+        throttle: Callable[[int], None],
+        schedule_delete: ScheduleDelete,
+        thread_id: int = 0,
+    ) -> None:
+        clean_each(self, rounds, throttle=throttle, schedule_delete=schedule_delete, thread_id=thread_id)
 
     def close(self) -> None:
         self.closed = True
