@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from cleaner.errors import CleaningAbortedError
 from cleaner.manager import Candidate, CleanerManager
 from service.storage.log import PartitionLog
+from service.storage.topic_partition import TopicPartition
 
 __all__ = ["CleanFn", "CleanerWorker", "RoundOutcome"]
 
@@ -84,6 +85,7 @@ class CleanerWorker:
         self.on_outcome = on_outcome
         self.last_outcome: RoundOutcome | None = None
         self.is_dead = False
+        self.stopped_rounds: list[TopicPartition] = []  # rounds the stop aborted (appended by this worker)
         self.thread = threading.Thread(target=self.run, name=self.name, daemon=True)
 
     def run(self) -> None:
@@ -121,6 +123,8 @@ class CleanerWorker:
             outcome = self.clean(candidate, check_aborted, self.worker_id)
         except CleaningAbortedError:
             logger.info("%s: cleaning of %s aborted", self.name, tp)
+            if self.stop.is_set():
+                self.stopped_rounds.append(tp)
             self.manager.done_cleaning(log, None)
             if reraise:
                 raise

@@ -42,6 +42,7 @@ from service.log_manager import LogManager, LogManagerSettings
 from service.ports import CleanerView, TaskScheduler
 from service.sd_notify import sd_notify
 from service.storage.log_config import LogConfig
+from service.storage.topic_partition import TopicPartition
 
 __all__ = ["Daemon", "StartupError", "build_log_manager"]
 
@@ -262,15 +263,17 @@ class Daemon:
         watchdog.daemon = True
         watchdog.start()
         phase = _Phases()
+        if self.cleaner is not None:
+            self.cleaner.begin_stop()  # rounds abort at their next check while the API stops
         if self.api_server is not None:
             self.api_server.stop()  # first: no request reaches a closing log
         phase.done("API stopped")
         if self.cleaner is not None:
-            self.cleaner.shutdown(timeout_s=max(deadline - time.monotonic(), 0))
+            aborted = self.cleaner.shutdown(timeout_s=max(deadline - time.monotonic(), 0))
             still = [w.thread.name for w in self.cleaner.workers if w.thread.is_alive()]
             if still:
                 self._abandon_stop(", ".join(still))
-            phase.done("cleaner stopped")
+            phase.done(f"cleaner stopped{_aborted_rounds(aborted)}")
         running = self.scheduler.shutdown(wait=True, timeout_s=max(deadline - time.monotonic(), 0))
         if running:
             self._abandon_stop(", ".join(f"scheduled task {name}" for name in running))
@@ -310,6 +313,14 @@ class _Phases:
         now = time.monotonic()
         logger.info("%s in %.1f s", what, now - self._last)
         self._last = now
+
+
+def _aborted_rounds(partitions: list[TopicPartition]) -> str:
+    """`` (aborted round on t-3)``, `` (aborted rounds on t-0, t-3)``, or nothing."""
+    if not partitions:
+        return ""
+    noun = "round" if len(partitions) == 1 else "rounds"
+    return f" (aborted {noun} on {', '.join(str(tp) for tp in partitions)})"
 
 
 def _exit_now() -> NoReturn:

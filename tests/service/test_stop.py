@@ -1,0 +1,77 @@
+"""A stop of a real ``serve`` subprocess whatever runs: a cleaner round in flight is aborted and named, a
+stop during start-up leaves the next start to recover, and the stop stays bounded."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.config.topic_store import TopicConfigStore
+from service.storage.clean_shutdown import read_clean_shutdown_marker
+from service.storage.topic_partition import TopicPartition
+from service.tools.gen import GenOptions, generate
+from tests.service.stop_helpers import (
+    api_url,
+    fetch_all,
+    leftover_cleaner_files,
+    records_on_disk,
+    wait_until,
+)
+from tests.service.test_serve import READY, Serve
+
+BIG = TopicPartition("big", 0)
+
+
+def big_compacted_log(log_dir: Path) -> None:
+    """~4.5 MB of unique keys in 64 KiB segments, cleaned in 1 MiB groups: every group is rewritten (it
+    merges), yet every record survives, so the restart must serve each of them."""
+    generate(
+        GenOptions(
+            log_dir=log_dir,
+            topics=(BIG.topic,),
+            records=40_000,
+            batch_size=200,
+            value_size=100,
+            segment_bytes=65_536,
+            cleanup_policy=frozenset({"compact"}),
+        )
+    )
+    TopicConfigStore([log_dir]).update(BIG.topic, {"segment.bytes": 1_048_576})
+
+
+@pytest.mark.slow
+def test_sigterm_aborts_the_round_in_flight_names_it_and_leaves_no_cleaned_file(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    big_compacted_log(log_dir)
+    expected = records_on_disk(log_dir, BIG)
+    assert len(expected) == 40_000
+    serve = Serve(
+        log_dir,
+        "log.cleaner.engine=in-process",
+        "log.cleaner.io.max.bytes.per.second=1000000",  # a round of about 10 s
+        "scheduler.initial.delay.ms=3600000",
+    )
+    partition_dir = log_dir / str(BIG)
+    wait_until(
+        lambda: any(p.name.endswith(".cleaned") for p in partition_dir.iterdir()),
+        "the round writing its first .cleaned segment",
+        serve=serve,
+    )
+    began = time.monotonic()
+    assert serve.stop(signal.SIGTERM) == 0, serve.log
+    assert time.monotonic() - began < 5, serve.log
+    assert f"cleaner stopped (aborted round on {BIG})" in serve.log
+    assert "Shut down cleanly" in serve.log
+    assert read_clean_shutdown_marker(log_dir) is not None
+    assert leftover_cleaner_files(log_dir) == []
+
+    restarted = Serve(log_dir, "log.cleaner.enable=false", "scheduler.initial.delay.ms=3600000")
+    restarted.wait_for(READY)
+    with httpx.Client(base_url=api_url(restarted), timeout=30) as client:
+        served = fetch_all(client, BIG.topic, BIG.partition)
+    assert restarted.stop() == 0, restarted.log
+    assert served == expected
