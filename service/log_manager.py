@@ -113,8 +113,9 @@ class LogManager:
 
     # -- start-up and shutdown -------------------------------------------------------------------
 
-    def startup(self) -> None:
-        """Lock and load every log dir; an I/O error takes only that dir offline."""
+    def startup(self, stop: threading.Event | None = None) -> None:
+        """Lock and load every log dir; an I/O error takes only that dir offline. Once ``stop`` is set no
+        further partition loads (``LoadInterruptedError``; the locks stay held until ``release_locks``)."""
         for state in self._dirs:
             try:
                 state.path.mkdir(parents=True, exist_ok=True)
@@ -133,6 +134,7 @@ class LogManager:
                     clock=self.clock,
                     threads=self.settings.recovery_threads_per_dir,
                     progress=self.load_progress,
+                    stop=stop,
                 )
             except OSError as exc:
                 self._mark_offline(state, exc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,14 @@ from service.storage.log_files import CLEANED_SUFFIX, SWAP_SUFFIX
 from service.storage.topic_partition import TopicPartition
 from tests.service.test_serve import Serve
 
-__all__ = ["api_url", "fetch_all", "leftover_cleaner_files", "records_on_disk", "wait_until"]
+__all__ = [
+    "copies_of_one_partition",
+    "api_url",
+    "fetch_all",
+    "leftover_cleaner_files",
+    "records_on_disk",
+    "wait_until",
+]
 
 Served = dict[int, tuple[str | None, str | None]]
 """offset → (key, value), base64 as the API serves them."""
@@ -76,19 +84,31 @@ def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
 
-def records_on_disk(log_dir: Path, tp: TopicPartition) -> Served:
-    """Every record of ``tp`` read from the files (a load and a clean close, as ``gen`` leaves them)."""
+def records_on_disk(log_dir: Path) -> dict[TopicPartition, Served]:
+    """Every record of every partition, read from the files (a load and a clean close, as ``gen`` leaves
+    them)."""
     loaded = load_log_dir(log_dir, lambda _topic: LogConfig(), clock=SystemClock())
     try:
-        log = loaded.logs[tp]
-        out: Served = {}
-        offset = log.log_start_offset
-        while offset < log.log_end_offset:
-            records = log.read(offset, 10_000)
-            if not records:
-                break
-            out.update((r.offset, (_b64(r.key), _b64(r.value))) for r in records)
-            offset = records[-1].offset + 1
+        out: dict[TopicPartition, Served] = {}
+        for tp, log in loaded.logs.items():
+            served: Served = out.setdefault(tp, {})
+            offset = log.log_start_offset
+            while offset < log.log_end_offset:
+                records = log.read(offset, 10_000)
+                if not records:
+                    break
+                served.update((r.offset, (_b64(r.key), _b64(r.value))) for r in records)
+                offset = records[-1].offset + 1
         return out
     finally:
         close_log_dir(loaded)
+
+
+def copies_of_one_partition(log_dir: Path, topic: str, partitions: int) -> None:
+    """Copy ``<topic>-0`` to ``<topic>-1`` … ``<topic>-<partitions - 1>`` (one topic: one topic id).
+
+    Many partitions at the cost of one: ``gen`` fsyncs every segment it rolls, which dominates a test that
+    needs hundreds of partitions. The copies have no recovery point, so the next load recovers them."""
+    source = log_dir / f"{topic}-0"
+    for partition in range(1, partitions):
+        shutil.copytree(source, log_dir / f"{topic}-{partition}")

@@ -3,6 +3,7 @@ stop during start-up leaves the next start to recover, and the stop stays bounde
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from service.storage.topic_partition import TopicPartition
 from service.tools.gen import GenOptions, generate
 from tests.service.stop_helpers import (
     api_url,
+    copies_of_one_partition,
     fetch_all,
     leftover_cleaner_files,
     records_on_disk,
@@ -47,7 +49,7 @@ def big_compacted_log(log_dir: Path) -> None:
 def test_sigterm_aborts_the_round_in_flight_names_it_and_leaves_no_cleaned_file(tmp_path: Path) -> None:
     log_dir = tmp_path / "logs"
     big_compacted_log(log_dir)
-    expected = records_on_disk(log_dir, BIG)
+    expected = records_on_disk(log_dir)[BIG]
     assert len(expected) == 40_000
     serve = Serve(
         log_dir,
@@ -75,3 +77,49 @@ def test_sigterm_aborts_the_round_in_flight_names_it_and_leaves_no_cleaned_file(
         served = fetch_all(client, BIG.topic, BIG.partition)
     assert restarted.stop() == 0, restarted.log
     assert served == expected
+
+
+def loaded_count(url: str) -> int | None:
+    """How many logs ``/readyz`` says are loaded, or None once it no longer reports loading."""
+    try:
+        response = httpx.get(f"{url}/readyz", timeout=5)
+    except httpx.HTTPError:
+        return None
+    found = re.fullmatch(r"loading: ([\d,]+) of [\d,]+ logs", str(response.json().get("detail")))
+    return int(found.group(1).replace(",", "")) if found else None
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_logs_load_exits_1_without_the_marker_and_the_next_start_recovers(
+    tmp_path: Path,
+) -> None:
+    log_dir = tmp_path / "logs"
+    generate(
+        GenOptions(
+            log_dir=log_dir, topics=("t",), records=300, batch_size=10, value_size=1000, segment_bytes=32_768
+        )
+    )
+    one = records_on_disk(log_dir)[TopicPartition("t", 0)]
+    copies_of_one_partition(log_dir, "t", 150)
+    # an unclean stop that lost its recovery points: start-up recovers every segment (a few seconds)
+    (log_dir / ".kafka_cleanshutdown").unlink()
+    (log_dir / "recovery-point-offset-checkpoint").unlink()
+    serve = Serve(log_dir, "log.cleaner.enable=false", "shutdown.timeout.ms=5000")
+    url = api_url(serve)
+    wait_until(lambda: (loaded_count(url) or 0) > 0, "the first log loaded", serve=serve)
+    began = time.monotonic()
+    returncode = serve.stop(signal.SIGTERM)
+    assert time.monotonic() - began < 6, serve.log
+    assert "logcleaner started" not in serve.log, "the load ended before the signal: too fast a disk?"
+    assert returncode == 1, serve.log
+    errors = [line for line in serve.lines if line.startswith("logcleaner: error")]
+    assert len(errors) == 1 and "start-up interrupted by a stop signal" in errors[0], serve.log
+    assert read_clean_shutdown_marker(log_dir) is None
+
+    restarted = Serve(log_dir, "log.cleaner.enable=false", "scheduler.initial.delay.ms=3600000")
+    restarted.wait_for(READY)
+    assert "150 logs loaded (150 recovered)" in restarted.log
+    with httpx.Client(base_url=api_url(restarted), timeout=30) as client:
+        served = {p: fetch_all(client, "t", p) for p in range(150)}
+    assert restarted.stop() == 0, restarted.log
+    assert served == {p: one for p in range(150)}
