@@ -293,6 +293,7 @@ class Daemon:
         deadline = began + self._timeout_s
         self._arm_watchdog(deadline - time.monotonic())
         phase = _Phases()
+        self.log_manager.begin_stop()  # a retention pass ends after its current log
         if self.cleaner is not None:
             self.cleaner.begin_stop()  # rounds abort at their next check while the API stops
         if self.api_server is not None:

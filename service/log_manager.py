@@ -110,6 +110,7 @@ class LogManager:
         self._fetch_faults: Counter[str] = Counter()  # by kind; guarded by _deletions_lock too
         self._deletions_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()  # one writer per checkpoint file at a time (shared .tmp)
+        self._stopping = threading.Event()  # set when the service stops: retention passes end early
 
     # -- start-up and shutdown -------------------------------------------------------------------
 
@@ -177,6 +178,11 @@ class LogManager:
             log.abandon()
         self.release_locks()
         logger.info("Log manager shut down cleanly")
+
+    def begin_stop(self) -> None:
+        """A retention pass in flight ends after the log it is on (the rest waits for the next start), so
+        a stop does not wait for a pass over every partition."""
+        self._stopping.set()
 
     def release_locks(self) -> None:
         for state in self._dirs:
@@ -449,7 +455,10 @@ class LogManager:
         """Retention log by log; an I/O error takes that log's dir offline, corrupt data skips that log
         this round (logged), and the others go on."""
         deleted: list[DeletedSegment] = []
-        for log in logs:
+        for done, log in enumerate(logs):
+            if self._stopping.is_set():
+                logger.info("Retention pass ended early, %d of %d logs done: stopping", done, len(logs))
+                break
             try:
                 deleted.extend(self.delete_old_segments(log))
             except OSError as exc:

@@ -57,10 +57,10 @@ def wait_until(
     raise AssertionError(f"timed out waiting for {what}" + (f":\n{serve.log}" if serve else ""))
 
 
-def fetch_all(client: httpx.Client, topic: str, partition: int) -> Served:
-    """Every record the API serves from the partition."""
+def fetch_all(client: httpx.Client, topic: str, partition: int, start: int | None = None) -> Served:
+    """Every record the API serves from the partition (from ``start``; else from its log start)."""
     out: Served = {}
-    offset: int | None = None
+    offset = start
     while True:
         params = {"max_records": 10_000} | ({} if offset is None else {"offset": offset})
         response = client.get(f"/v1/topics/{topic}/partitions/{partition}/records", params=params)
