@@ -40,11 +40,13 @@ class LogCleaner:
         backoff_ms: int,
         engine_name: str = "in-process",
         on_round: Callable[[str, float], None] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
+        """``stop``: the event ``begin_stop`` sets (pass one to let a throttler's sleep end with it)."""
         self.manager = manager
         self._on_round = on_round
         self.engine_name = engine_name
-        self._stop = threading.Event()
+        self._stop = stop or threading.Event()
         self._lock = threading.Lock()
         self._bytes_read_total = 0
         self._bytes_written_total = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine
@@ -55,7 +56,12 @@ def build_log_cleaner(
     """The pool of ``log.cleaner.threads`` workers; it becomes the LogManager's cleaning port.
     ``on_round(engine, seconds)`` hears of every finished round (the metrics' round-duration histogram)."""
     manager = CleanerManager(lambda: log_manager.logs, log_manager.clock)
-    throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second)
+    stop = threading.Event()  # a stop ends a throttling pause at once (a Spark round's can be long)
+
+    def pause(seconds: float) -> None:
+        stop.wait(seconds)
+
+    throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second, sleep=pause)
     cleaner = LogCleaner(
         manager,
         engine_round(engine, throttle=throttler.maybe_throttle, scheduler=scheduler),
@@ -64,6 +70,7 @@ def build_log_cleaner(
         backoff_ms=broker.log_cleaner_backoff_ms,
         engine_name=engine.name,
         on_round=on_round,
+        stop=stop,
     )
     log_manager.cleaning = manager
     return cleaner

@@ -4,9 +4,11 @@ Start-up: the REST API binds its port first (``/healthz`` and ``/metrics`` answe
 and ``/v1`` answer 503 with the loading progress), then topic overrides are read, every log dir is locked
 and loaded (the LogManager), then Kafka's periodic log tasks start after ``scheduler.initial.delay.ms``.
 A start-up that fails stops what it started before anything acted, without the clean-shutdown marker.
-SIGTERM/SIGINT: the API stops, then the cleaner, then the scheduler (runs in flight finish), every log is
+SIGTERM/SIGINT: cleaner rounds and retention passes in flight are told to end at once, the API stops, then
+the cleaner (its aborted rounds named in the log), then the scheduler (runs in flight finish), every log is
 flushed and closed, both checkpoints and the clean-shutdown marker are written, and the process exits 0;
-all within ``shutdown.timeout.ms``, else it exits 1 without the marker. A second signal exits at once.
+all within ``shutdown.timeout.ms``, else it exits 1 without the marker. A second signal exits at once. A
+signal while the logs load ends the loading at the next partition: start-up fails (exit 1, no marker).
 
 With ``log.cleaner.enable``, ``log.cleaner.threads`` cleaner workers (``kafka-log-cleaner-thread-N``)
 compact the dirtiest logs on the chosen engine and run the retention of compacted logs; they stop before
