@@ -46,21 +46,26 @@ def big_compacted_log(log_dir: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sigterm_aborts_the_round_in_flight_names_it_and_leaves_no_cleaned_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["in-process", "spark"])
+def test_sigterm_aborts_the_round_in_flight_names_it_and_leaves_no_cleaned_file(
+    tmp_path: Path, engine: str
+) -> None:
     log_dir = tmp_path / "logs"
     big_compacted_log(log_dir)
     expected = records_on_disk(log_dir)[BIG]
     assert len(expected) == 40_000
     serve = Serve(
         log_dir,
-        "log.cleaner.engine=in-process",
-        "log.cleaner.io.max.bytes.per.second=1000000",  # a round of about 10 s
+        f"log.cleaner.engine={engine}",
+        "log.cleaner.io.max.bytes.per.second=1000000",  # a round of about 10 s (Spark: its pause after)
         "scheduler.initial.delay.ms=3600000",
+        "spark.master=local[2]",
     )
     partition_dir = log_dir / str(BIG)
     wait_until(
         lambda: any(p.name.endswith(".cleaned") for p in partition_dir.iterdir()),
         "the round writing its first .cleaned segment",
+        timeout_s=240,  # Spark starts first
         serve=serve,
     )
     began = time.monotonic()
