@@ -11,8 +11,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from scheduler.log_scheduler import LogScheduler
+from service.clock import SystemClock
 from service.config.topic_store import TopicConfigStore
+from service.log_manager import LogManager
 from service.storage.clean_shutdown import read_clean_shutdown_marker
+from service.storage.log_config import LogConfig
 from service.storage.topic_partition import TopicPartition
 from service.tools.gen import GenOptions, generate
 from tests.service.stop_helpers import (
@@ -23,7 +27,7 @@ from tests.service.stop_helpers import (
     records_on_disk,
     wait_until,
 )
-from tests.service.test_serve import READY, Serve
+from tests.service.test_serve import READY, Serve, write_log
 
 BIG = TopicPartition("big", 0)
 
@@ -128,3 +132,28 @@ def test_sigterm_while_the_logs_load_exits_1_without_the_marker_and_the_next_sta
         served = {p: fetch_all(client, "t", p) for p in range(150)}
     assert restarted.stop() == 0, restarted.log
     assert served == {p: one for p in range(150)}
+
+
+def test_a_retention_pass_ends_early_once_the_stop_began(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    write_log(log_dir, 40)  # 1970 timestamps: time retention deletes every closed segment
+
+    def manager() -> LogManager:
+        clock = SystemClock()
+        built = LogManager(
+            [log_dir],
+            lambda _topic: LogConfig(segment_bytes=500),
+            clock=clock,
+            scheduler=LogScheduler(clock, initial_delay_ms=0),
+        )
+        built.startup()
+        return built
+
+    stopping = manager()
+    stopping.begin_stop()
+    assert stopping.cleanup_logs() == []
+    stopping.shutdown()
+    running = manager()
+    assert running.cleanup_logs() != []  # the same pass without a stop deletes
+    running.shutdown()

@@ -140,7 +140,9 @@ def check_restart(client: httpx.Client, acked: Acknowledged, seed: int) -> None:
     assert not back, f"seed {seed}: deleted segments came back (log start offset was, is): {back}"
 
 
-def run_rounds(log_dir: Path, rounds: int, engine: str, seed: int) -> None:
+def run_rounds(log_dir: Path, rounds: int, engine: str, seed: int, *, max_delay_s: float = 3.0) -> None:
+    """``rounds`` starts, each stopped by SIGTERM ``max_delay_s`` at most after it is ready; one more
+    start checks the last."""
     rng = random.Random(seed)
     acked = Acknowledged()
     caught: dict[str, int] = {"aborted round": 0, "Retention pass ended early": 0}
@@ -150,6 +152,7 @@ def run_rounds(log_dir: Path, rounds: int, engine: str, seed: int) -> None:
         "log.retention.check.interval.ms=500",
         "scheduler.initial.delay.ms=0",
         f"shutdown.timeout.ms={TIMEOUT_MS}",
+        "spark.master=local[2]",
     )
     for round_no in range(rounds + 1):
         serve = Serve(log_dir, *overrides)
@@ -169,7 +172,7 @@ def run_rounds(log_dir: Path, rounds: int, engine: str, seed: int) -> None:
                 daemon=True,
             )
             producer.start()
-            time.sleep(rng.uniform(0, 3.0))
+            time.sleep(rng.uniform(0, max_delay_s))
             acked.see_start_offsets(client)
         began = time.monotonic()
         returncode = serve.stop(signal.SIGTERM)
@@ -199,4 +202,4 @@ def test_sigterm_at_random_moments_in_process(tmp_path: Path) -> None:
 def test_sigterm_at_random_moments_spark(tmp_path: Path) -> None:
     log_dir = tmp_path / "logs"
     workload(log_dir)
-    run_rounds(log_dir, SPARK_ROUNDS, "spark", _seed())
+    run_rounds(log_dir, SPARK_ROUNDS, "spark", _seed(), max_delay_s=20.0)  # Spark starts in ~10 s
