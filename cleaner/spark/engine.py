@@ -21,10 +21,13 @@ start (tasks report wall-clock times), rewrite = the rest.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
+
+from pyspark.sql import SparkSession
 
 from cleaner.cleaner import CleaningResult, ScheduleDelete, delete_segments
 from cleaner.offset_map import kafka_utilization_percent
@@ -144,7 +147,7 @@ class SparkEngine:
         self, log: PartitionLog, plan: RoundPlan, check_aborted: Callable[[], None], thread_id: int
     ) -> tuple[list[GroupResult], int]:
         """The Spark job: every group's ``.cleaned`` files written; their metadata, in offset order."""
-        spark = self.session.get()
+        spark = self._started_session(check_aborted)
         slots = slots_for(len(plan.groups))
         rows = superseded_rows(spark, plan, log.directory, slots, max_split_bytes=self.max_split_bytes)
         rewrite = rewrite_udtf(_round_task(log, plan, slots))
@@ -169,6 +172,28 @@ class SparkEngine:
             raise RuntimeError(f"{tp}: the Spark job reported no result for groups based at {missing}")
         results = [by_slot[s] for s in slots]
         return results, sum(r.mapped_keys for r in results)
+
+    def _started_session(self, check_aborted: Callable[[], None]) -> SparkSession:
+        """The session; a start (tens of seconds on a busy machine) runs on its own thread while the round
+        keeps calling ``check_aborted``, so a stop does not wait for the JVM."""
+        if self.session.is_started:
+            return self.session.get()
+        outcome: list[SparkSession | BaseException] = []
+
+        def start() -> None:
+            try:
+                outcome.append(self.session.get())
+            except BaseException as exc:  # handed to the round
+                outcome.append(exc)
+
+        starter = threading.Thread(target=start, name="logcleaner-spark-start", daemon=True)
+        starter.start()
+        while starter.is_alive():
+            starter.join(self.poll_interval_s)
+            check_aborted()
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
 
     def _swap_in(
         self,
