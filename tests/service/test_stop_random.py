@@ -110,20 +110,22 @@ def produce_until(stop: threading.Event, url: str, acked: Acknowledged, rng: ran
             old = {"records": [{"key": {"type": "STRING", "data": k}, "timestamp": 0} for k in keys[:5]]}
             try:
                 response = client.post(f"/v1/topics/c/partitions/{partition}/records", json=body)
+            except httpx.HTTPError:
+                continue
+            if response.status_code == 200:
+                served = {
+                    offset: (
+                        base64.b64encode(k.encode()).decode(),
+                        base64.b64encode(("v" * 50 + k).encode()).decode(),
+                    )
+                    for offset, k in zip(response.json()["offsets"], keys, strict=True)
+                }
+                with acked.lock:
+                    acked.records[partition].update(served)
+            try:
                 client.post(f"/v1/topics/old/partitions/{rng.randrange(OLD_PARTITIONS)}/records", json=old)
             except httpx.HTTPError:
                 continue
-            if response.status_code != 200:
-                continue
-            served = {
-                offset: (
-                    base64.b64encode(k.encode()).decode(),
-                    base64.b64encode(("v" * 50 + k).encode()).decode(),
-                )
-                for offset, k in zip(response.json()["offsets"], keys, strict=True)
-            }
-            with acked.lock:
-                acked.records[partition].update(served)
 
 
 def check_restart(client: httpx.Client, acked: Acknowledged, seed: int) -> None:
