@@ -1,8 +1,8 @@
 """``create_app``: the FastAPI application over the daemon's ``LogService``.
 
-Routers per resource under ``/v1``; problem+json for every error; the guards (bearer auth, body limit,
-encoded slashes) as ASGI middleware in front of routing. Everything is built here from the injected
-service and registry: no module-level state.
+Routers per resource under ``/v1``; problem+json for every error; the guards (``Host`` and ``Origin``,
+bearer auth, encoded slashes, JSON bodies, body limit) as ASGI middleware in front of routing.
+Everything is built here from the injected service and registry: no module-level state.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry
 
 from api.auth import BearerAuthMiddleware, read_token_file
 from api.deps import ApiContext, ApiSettings, LogService
-from api.guards import BodyLimitMiddleware, EncodedSlashGuard
+from api.guards import BodyLimitMiddleware, EncodedSlashGuard, JsonContentTypeGuard
+from api.network_guards import HostGuard, OriginGuard
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
 from api.produce import produce_request_model
@@ -59,13 +60,16 @@ def create_app(
     app.include_router(health.build_router(registry))
     for module in (topics, partitions, records, checkpoints, retention, cleaner, scheduler, logs):
         app.include_router(module.router)
-    # The last added runs first: auth, then encoded slashes, then the body limit, then readiness.
+    # The last added runs first: Host, Origin, auth, encoded slashes, the body's type and size, readiness.
     if not_ready is not None:
         app.add_middleware(ReadinessGuard, not_ready=not_ready)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.add_middleware(JsonContentTypeGuard)
     app.add_middleware(EncodedSlashGuard)
     if settings.auth_token is not None:
         app.add_middleware(BearerAuthMiddleware, token=settings.auth_token)
+    app.add_middleware(OriginGuard, allowed_origins=settings.allowed_origins)
+    app.add_middleware(HostGuard, bound_host=settings.bound_host, allowed_hosts=settings.allowed_hosts)
     install_openapi(
         app,
         raw_bodies={"ProduceRequest": produce_model},

@@ -15,7 +15,7 @@ from typing import Annotated, Protocol
 
 from fastapi import Depends, Path, Request
 
-from api.models import INT32_MAX, TopicName
+from api.models import INT32_MAX, StrictDigits, TopicName
 from api.record_models import ProduceRequest
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
@@ -93,10 +93,16 @@ class ApiSettings:
     max_fetch_records: int = 10_000
     max_fetch_bytes: int = 52_428_800
     auth_token: str | None = None
+    bound_host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
 
     @classmethod
     def from_broker(cls, broker: BrokerConfig, *, auth_token: str | None) -> ApiSettings:
         return cls(
+            bound_host=broker.api_host,
+            allowed_hosts=broker.api_allowed_hosts,
+            allowed_origins=broker.api_allowed_origins,
             max_request_bytes=broker.api_max_request_bytes,
             max_records_per_request=broker.api_max_records_per_request,
             max_fetch_records=broker.api_max_fetch_records,
@@ -122,7 +128,7 @@ async def _context(request: Request) -> ApiContext:
 
 Context = Annotated[ApiContext, Depends(_context)]
 TopicPath = Annotated[TopicName, Path(description="Topic name (Kafka's rule)")]
-PartitionId = Annotated[int, Path(ge=0, le=INT32_MAX, description="Partition number")]
+PartitionId = Annotated[int, StrictDigits, Path(ge=0, le=INT32_MAX, description="Partition number")]
 
 
 def find_log(context: ApiContext, topic: str, partition: int) -> PartitionLog:

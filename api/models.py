@@ -7,11 +7,13 @@ the cleaner); their models name the contract's fields and allow the extra ones t
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainValidator,
@@ -38,6 +40,7 @@ __all__ = [
     "Jobs",
     "PartitionDetail",
     "RetentionDocument",
+    "StrictDigits",
     "TopicConfigs",
     "TopicDeleted",
     "TopicDetail",
@@ -49,7 +52,7 @@ INT32_MAX = (1 << 31) - 1
 MAX_PARTITIONS = 1000  # per request: a typo must not create a million directories
 TOPIC_NAME_RULE = "1-249 characters of [a-zA-Z0-9._-], and not '.' or '..' (Kafka's rule)"
 
-_FORBID = ConfigDict(extra="forbid")
+_FORBID = ConfigDict(extra="forbid")  # request models; their numbers are strict: "2", 2.0, true are not 2
 _OPEN = ConfigDict(extra="allow")
 
 
@@ -64,6 +67,29 @@ TopicName = Annotated[
     AfterValidator(_check_topic_name),
     WithJsonSchema({"type": "string", "pattern": "^[a-zA-Z0-9._-]{1,249}$", "not": {"enum": [".", ".."]}}),
 ]
+
+
+_DECIMAL_DIGITS = re.compile(r"0|[1-9][0-9]*")
+_MAX_DIGITS = 19  # Kafka's longest integer (int64)
+
+
+def _decimal_digits(value: object) -> object:
+    """A path or query integer as written: decimal digits, no sign, space, point or leading zero."""
+    if isinstance(value, str):
+        if not _DECIMAL_DIGITS.fullmatch(value):
+            shown = repr(value) if len(value) <= 40 else repr(value[:40]) + "..."
+            raise ValueError(
+                f"{shown} is not a whole number in decimal digits (no sign, space, point or leading zero)"
+            )
+        if len(value) > _MAX_DIGITS:
+            raise ValueError(
+                f"a number of {len(value)} digits is out of range (at most {_MAX_DIGITS} digits)"
+            )
+    return value
+
+
+StrictDigits = BeforeValidator(_decimal_digits)
+"""Put on an ``int`` path or query parameter so that ``1.0``, `` 1`` or ``+1`` is 422, not coerced to 1."""
 
 
 def _config_value(value: object) -> str | int | float | bool:
@@ -100,7 +126,7 @@ class CreateTopicRequest(BaseModel):
     model_config = _FORBID
     name: TopicName
     partitions: int | None = Field(
-        default=None, ge=1, le=MAX_PARTITIONS, description="num.partitions if absent"
+        default=None, ge=1, le=MAX_PARTITIONS, strict=True, description="num.partitions if absent"
     )
     configs: ConfigChanges = Field(default_factory=dict, description="Topic config overrides")
 
@@ -113,13 +139,15 @@ class ConfigPatchRequest(BaseModel):
 
 class DeleteRecordsRequest(BaseModel):
     model_config = _FORBID
-    before_offset: int = Field(ge=-1, description="The new log start offset; -1: the high watermark")
+    before_offset: int = Field(
+        ge=-1, strict=True, description="The new log start offset; -1: the high watermark"
+    )
 
 
 class CleanRequest(BaseModel):
     model_config = _FORBID
     topic: TopicName
-    partition: int = Field(ge=0, le=INT32_MAX)
+    partition: int = Field(ge=0, le=INT32_MAX, strict=True)
 
 
 # -- topics, configs, partitions -----------------------------------------------------------------

@@ -3,7 +3,7 @@
 Routes that parse their own body (produce) get their request schema added to the components; limits
 from the configuration (``max_records`` of a fetch) become the parameters' ``maximum``; with
 ``api.auth.token.file`` set, every ``/v1`` operation is marked as needing the bearer token and as
-answering 401 with a problem.
+answering 401 with a problem. Every operation that takes a body may answer 415 (not JSON).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def install_openapi(
                 schemas.setdefault(def_name, definition)
             schemas[name] = model_schema
         _set_query_maximums(schema, query_maximums)
+        _answer_415_to_bodies(schema)
         if auth:
             _require_bearer(schema, components)
         app.openapi_schema = schema
@@ -66,6 +67,18 @@ def _require_bearer(schema: dict[str, Any], components: dict[str, Any]) -> None:
         for operation in operations.values():
             operation["security"] = [{_SCHEME: []}]
             operation.setdefault("responses", {})["401"] = unauthorized
+
+
+def _answer_415_to_bodies(schema: dict[str, Any]) -> None:
+    """Every POST, PUT and PATCH may answer 415 (``JsonContentTypeGuard``): a body that is not JSON."""
+    unsupported = {
+        "description": "The body is not application/json",
+        "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
+    for operations in schema.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method in ("post", "put", "patch"):
+                operation.setdefault("responses", {})["415"] = unsupported
 
 
 def _set_query_maximums(schema: dict[str, Any], maximums: Mapping[str, int]) -> None:

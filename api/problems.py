@@ -54,11 +54,14 @@ _TYPE_PREFIX = "urn:logcleaner:problem:"
 _KINDS: Mapping[int, tuple[str, str]] = {
     400: ("bad-request", "Bad request"),
     401: ("unauthorized", "Authentication required"),
+    403: ("forbidden", "Forbidden"),
     404: ("not-found", "Not found"),
     405: ("method-not-allowed", "Method not allowed"),
     409: ("conflict", "Conflict"),
     413: ("too-large", "Request too large"),
+    415: ("unsupported-media-type", "Unsupported media type"),
     416: ("offset-out-of-range", "Offset out of range"),
+    421: ("misdirected-request", "Misdirected request"),
     422: ("invalid-input", "Invalid input"),
     500: ("internal-error", "Internal error"),
     503: ("unavailable", "Service unavailable"),
@@ -170,9 +173,12 @@ def validation_problem(errors: Sequence[Mapping[str, Any]]) -> ApiProblem:
     for error in errors:
         message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
         ctx = error.get("ctx")
-        if error.get("type") == "json_invalid" and isinstance(ctx, Mapping) and "error" in ctx:
-            message = f"not a JSON document: {ctx['error']}"
-        fields.append(FieldError(field=field_name(error.get("loc", ())), message=message))
+        field = field_name(error.get("loc", ()))
+        if error.get("type") == "json_invalid":  # its loc ends in the character position, not a field
+            field = "body"
+            if isinstance(ctx, Mapping) and "error" in ctx:
+                message = f"not a JSON document: {ctx['error']}"
+        fields.append(FieldError(field=field, message=message))
     if not fields:
         fields.append(FieldError(field="body", message="invalid request"))
     more = f" (and {len(fields) - 1} more)" if len(fields) > 1 else ""

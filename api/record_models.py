@@ -105,7 +105,7 @@ class RecordIn(BaseModel):
     model_config = _FORBID
     key: RecordData | None = None
     value: RecordData | None = None
-    timestamp: int | None = Field(default=None, ge=0, le=LONG_MAX, description="CreateTime, ms")
+    timestamp: int | None = Field(default=None, ge=0, le=LONG_MAX, strict=True, description="CreateTime, ms")
     headers: list[HeaderIn] = Field(default_factory=list)
 
 

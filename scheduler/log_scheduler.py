@@ -83,9 +83,11 @@ class LogScheduler:
 
     # -- jobs ------------------------------------------------------------------------------------
 
-    def add_periodic(self, name: str, period_ms: int, task: Callable[[], object]) -> None:
-        """Run ``task`` every ``period_ms``, first after the initial delay."""
-        start = self._at(self.initial_delay_ms)
+    def add_periodic(
+        self, name: str, period_ms: int, task: Callable[[], object], *, initial_delay_ms: int | None = None
+    ) -> None:
+        """Run ``task`` every ``period_ms``, first after ``initial_delay_ms`` (default: the initial delay)."""
+        start = self._at(self.initial_delay_ms if initial_delay_ms is None else initial_delay_ms)
         if period_ms >= _RUN_ONCE_THRESHOLD_MS:
             trigger: DateTrigger | IntervalTrigger = DateTrigger(run_date=start)
         else:

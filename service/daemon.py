@@ -12,8 +12,8 @@ signal while the logs load ends the loading at the next partition: start-up fail
 
 With ``log.cleaner.enable``, ``log.cleaner.threads`` cleaner workers (``kafka-log-cleaner-thread-N``)
 compact the dirtiest logs on the chosen engine and run the retention of compacted logs; they stop before
-the logs are closed. Topic overrides changed by another process are picked up every
-``log.cleaner.backoff.ms`` (``logcleaner-topic-config-refresh``) and at each retention run.
+the logs are closed. Topic overrides changed by another process are picked up within a second
+(``logcleaner-topic-config-refresh`` every ``TOPIC_CONFIG_REFRESH_MS``) and at each retention run.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from cleaner.setup import build_engine, build_log_cleaner
 from scheduler.log_scheduler import LogScheduler
 from service.clock import Clock, SystemClock
 from service.config.broker_config import BrokerConfig
+from service.config.listen_policy import check_listen_policy
 from service.config.topic_config import effective_log_config
 from service.config.topic_store import TopicConfigStore
 from service.errors import ConflictError, LogCleanerError
@@ -47,9 +48,12 @@ from service.storage.log_config import LogConfig
 from service.storage.log_dir import LoadInterruptedError
 from service.storage.topic_partition import TopicPartition
 
-__all__ = ["Daemon", "StartupError", "build_log_manager"]
+__all__ = ["TOPIC_CONFIG_REFRESH_MS", "Daemon", "StartupError", "build_log_manager"]
 
 logger = logging.getLogger(__name__)
+
+# How often the daemon looks for topic overrides changed by another process (a few stat calls a run).
+TOPIC_CONFIG_REFRESH_MS = 500
 
 
 class StartupError(LogCleanerError):
@@ -109,8 +113,10 @@ class Daemon:
 
         The port is bound before anything touches the log dirs, so a taken port (or a bad ``api.*``
         setting) fails start-up with nothing changed on disk. No scheduled task or cleaner thread starts
-        until every start-up condition held; ``/readyz`` and ``/v1`` answer 503 until then.
+        until every start-up condition held; ``/readyz`` and ``/v1`` answer 503 until then. Listening
+        beyond loopback without a token (``check_listen_policy``) is refused before anything binds.
         """
+        check_listen_policy(self.broker)
         app = create_app(self, self.metrics_registry, not_ready=self.not_ready_reason)
         server = ApiServer(app, host=self.broker.api_host, port=self.broker.api_port)
         try:
@@ -214,8 +220,12 @@ class Daemon:
             broker.producer_id_expiration_check_interval_ms,
             lambda: manager.remove_expired_producers(broker.producer_id_expiration_ms),
         )
+        # A change by `logcleaner topic-config` reaches the live logs within a second.
         self.scheduler.add_periodic(
-            "logcleaner-topic-config-refresh", broker.log_cleaner_backoff_ms, self.refresh_topic_configs
+            "logcleaner-topic-config-refresh",
+            TOPIC_CONFIG_REFRESH_MS,
+            self.refresh_topic_configs,
+            initial_delay_ms=TOPIC_CONFIG_REFRESH_MS,
         )
 
     def _retention(self) -> None:
@@ -224,7 +234,7 @@ class Daemon:
 
     def refresh_topic_configs(self) -> None:
         """Pick up topic overrides changed by another process (``logcleaner topic-config``) or the API."""
-        self.topic_store.load()
+        self.topic_store.load_if_changed()
         version = self.topic_store.version
         if version != self._config_version:
             self._config_version = version

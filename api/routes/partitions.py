@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import Context, PartitionId, TopicPath, find_log
+from api.json_body import BoundedJsonRoute
 from api.models import (
     INT32_MAX,
     MAX_PARTITIONS,
@@ -24,12 +25,12 @@ from service.storage.segment import LogSegment
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/topics/{topic}/partitions", tags=["partitions"])
+router = APIRouter(prefix="/v1/topics/{topic}/partitions", tags=["partitions"], route_class=BoundedJsonRoute)
 
 
 class CreatePartitionsRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    count: int = Field(ge=1, le=INT32_MAX, description="The new total number of partitions")
+    count: int = Field(ge=1, le=INT32_MAX, strict=True, description="The new total number of partitions")
 
 
 @router.post("", response_model=TopicDetail, responses=problem_responses(404, 422))

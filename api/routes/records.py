@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from api.deps import ApiContext, Context, PartitionId, TopicPath, find_log
 from api.fetch import fetch_document
+from api.models import StrictDigits
 from api.problems import invalid, problem_responses
 from api.produce import append_request
 from api.record_models import FetchResponse, ProduceResponse
@@ -59,10 +60,13 @@ def fetch(
     topic: TopicPath,
     partition: PartitionId,
     offset: Annotated[
-        int | None, Query(ge=0, le=LONG_MAX, description="First offset; the log start offset if absent")
+        int | None,
+        StrictDigits,
+        Query(ge=0, le=LONG_MAX, description="First offset; the log start offset if absent"),
     ] = None,
     max_records: Annotated[
         int | None,
+        StrictDigits,
         Query(ge=1, description="At most this many records (500 if absent; up to api.max.fetch.records)"),
     ] = None,
 ) -> JSONResponse:

@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.deps import Context
-from api.models import INT32_MAX, ExplainDocument, RetentionDocument, TopicName
+from api.models import INT32_MAX, ExplainDocument, RetentionDocument, StrictDigits, TopicName
 from api.problems import invalid, problem_responses
 from service.engine_choice import EngineChoice
 from service.reports import explain_document, retention_document
@@ -45,7 +45,9 @@ def run_retention(
 def explain(
     context: Context,
     topic: Annotated[TopicName | None, Query(description="Only this topic")] = None,
-    partition: Annotated[int | None, Query(ge=0, le=INT32_MAX, description="Only this partition")] = None,
+    partition: Annotated[
+        int | None, StrictDigits, Query(ge=0, le=INT32_MAX, description="Only this partition")
+    ] = None,
 ) -> dict[str, object]:
     """Per partition and segment: what retention would do and why; the cleaner's view of each log."""
     if partition is not None and topic is None:

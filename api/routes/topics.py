@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from api.deps import Context, LogService, TopicPath
+from api.json_body import BoundedJsonRoute
 from api.models import (
     ConfigPatchRequest,
     CreateTopicRequest,
@@ -26,7 +27,7 @@ from service.storage.topic_partition import TopicPartition
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/topics", tags=["topics"])
+router = APIRouter(prefix="/v1/topics", tags=["topics"], route_class=BoundedJsonRoute)
 
 
 @router.get("", response_model=TopicList)

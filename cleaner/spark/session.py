@@ -10,7 +10,8 @@ Before the JVM starts, the environment is made to work out of the box (each only
 pyarrow; ``SPARK_WORKER_DIR`` = a temporary dir (removed on ``stop``), or ``local-cluster`` executors
 write into the installed package; for ``local``/``local-cluster`` masters, ``SPARK_LOCAL_IP=127.0.0.1``
 (on a real cluster the executors must reach the driver, so it is left to the operator there). Spark logs
-at WARN; its console progress bar and web UI are off unless ``spark.ui.*`` says otherwise.
+at WARN, through our logging (``jvm_output``: its start-up chatter at DEBUG); its console progress bar and
+web UI are off unless ``spark.ui.*`` says otherwise.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ import atexit
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from cleaner.spark.jvm_output import JvmOutputForwarder, with_log4j_config, write_log4j_config
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -132,8 +136,9 @@ class SparkSessionHolder:
         from cleaner.spark.data_source import register_kafka_log_source
 
         logger.info("Starting a SparkSession (master %s)", self.conf["spark.master"])
-        conf = dict(self.conf)
+        conf = with_log4j_config(self.conf, write_log4j_config(scratch))
         conf.setdefault("spark.scheduler.allocation.file", _write_pools(scratch))
+        _launch_gateway(conf)
         builder = SparkSession.builder
         for key, value in conf.items():
             builder = builder.config(key, value)
@@ -151,6 +156,23 @@ class SparkSessionHolder:
         if self.conf["spark.master"].startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("SPARK_WORKER_DIR", os.path.join(scratch, "work"))
+
+
+def _launch_gateway(conf: Mapping[str, str]) -> None:
+    """Start the driver JVM with its stderr piped into our logging, unless this process already has one
+    (a session started and stopped before, or one of the caller's own: those keep their output as it is)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None:
+            return
+        spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
+        # PySpark's launcher is untyped; popen_kwargs is its documented way to capture the JVM's output.
+        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+        JvmOutputForwarder.start_for(gateway.proc)
+        SparkContext._gateway = gateway
+        SparkContext._jvm = gateway.jvm
 
 
 def _write_pools(scratch: str) -> str:

@@ -28,7 +28,7 @@ from service.config.definitions import (
     InvalidConfigError,
     parse_value,
 )
-from service.config.properties import parse_overrides, read_properties
+from service.config.properties import parse_overrides, read_properties_checked
 
 __all__ = ["EMBEDDED_LOG_DIRS", "BrokerConfig", "load_broker_config"]
 
@@ -86,6 +86,9 @@ class BrokerConfig:
     api_host: str
     api_port: int
     api_auth_token_file: str | None
+    api_auth_allow_anonymous: bool
+    api_allowed_hosts: tuple[str, ...]
+    api_allowed_origins: tuple[str, ...]
     api_max_request_bytes: int
     api_max_records_per_request: int
     api_max_fetch_records: int
@@ -174,6 +177,9 @@ class BrokerConfig:
             api_host=values.text("api.host"),
             api_port=values.integer("api.port"),
             api_auth_token_file=values.optional_text("api.auth.token.file"),
+            api_auth_allow_anonymous=values.flag("api.auth.allow.anonymous"),
+            api_allowed_hosts=values.items("api.allowed.hosts"),
+            api_allowed_origins=values.items("api.allowed.origins"),
             api_max_request_bytes=values.integer("api.max.request.bytes"),
             api_max_records_per_request=values.integer("api.max.records.per.request"),
             api_max_fetch_records=values.integer("api.max.fetch.records"),
@@ -205,9 +211,10 @@ class BrokerConfig:
 
 def load_broker_config(config_file: Path | None, overrides: Sequence[str]) -> tuple[BrokerConfig, list[str]]:
     """Read ``config_file`` (``None``: embedded defaults) and apply ``--override key=value`` pairs on top."""
-    props = read_properties(config_file)
+    props, file_warnings = read_properties_checked(config_file)
     props.update(parse_overrides(overrides))
-    return BrokerConfig.from_properties(props)
+    broker, warnings = BrokerConfig.from_properties(props)
+    return broker, file_warnings + warnings
 
 
 def _unknown_key_warning(key: str) -> str:

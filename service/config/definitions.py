@@ -37,6 +37,7 @@ __all__ = [
     "Range",
     "RawValue",
     "ValidList",
+    "ValidPattern",
     "ValidString",
     "Validator",
     "describe_allowed",
@@ -88,7 +89,16 @@ class ValidList:
     allowed: tuple[str, ...]
 
 
-Validator = Range | ValidString | ValidList
+@dataclass(frozen=True, slots=True)
+class ValidPattern:
+    """A list (possibly empty) whose items each match ``pattern``, described to users as ``description``."""
+
+    pattern: str
+    description: str
+
+
+Validator = Range | ValidString | ValidList | ValidPattern
+_ORIGIN_PATTERN = r"https?://(?:\[[0-9a-fA-F:.]+\]|[^\s/:?#@\[\]]+)(?::[0-9]{1,5})?/?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +205,13 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("api.host", _S, "127.0.0.1", "Address the REST API listens on"),
     ConfigDef("api.port", _I, 8080, "Port the REST API listens on (0 = any free port)", Range(0, 65535)),
     ConfigDef("api.auth.token.file", _S, None, "File holding the API bearer token (unset = no auth)"),
+    ConfigDef("api.auth.allow.anonymous", _B, False, "Serve without api.auth.token.file on an address "
+              "beyond loopback (ours)"),
+    ConfigDef("api.allowed.hosts", ConfigType.LIST, (), "Host names accepted in the Host header besides "
+              "the bound address and localhost; * accepts any (ours)"),
+    ConfigDef("api.allowed.origins", ConfigType.LIST, (), "Cross-site origins (scheme://host[:port]) whose "
+              "browser requests are accepted (ours)",
+              ValidPattern(_ORIGIN_PATTERN, "origins scheme://host[:port] (http or https)")),
     ConfigDef("api.max.request.bytes", _I, 10_485_760, "Largest REST request body accepted (413 above)",
               _AT_LEAST_1),
     ConfigDef("api.max.records.per.request", _I, 10_000, "Most records in one REST produce request (422 "
@@ -221,6 +238,9 @@ DEFS_BY_TOPIC_NAME: Mapping[str, ConfigDef] = {d.topic_name: d for d in CONFIG_D
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _TYPE_BOUNDS = {ConfigType.INT: (INT_MIN, INT_MAX), ConfigType.LONG: (LONG_MIN, LONG_MAX)}
+_LONG_DIGITS = len(str(LONG_MAX))
+_SHOWN_MAX_BITS = 256
+_SHOWN_MAX_CHARS = 80
 
 
 class InvalidConfigError(InvalidInputError):
@@ -242,6 +262,8 @@ def describe_allowed(defn: ConfigDef, *, topic: bool = False) -> str:
         return "one of " + ", ".join(validator.allowed)
     if isinstance(validator, ValidList):
         return "a non-empty comma-separated list of " + ", ".join(validator.allowed)
+    if isinstance(validator, ValidPattern):
+        return "a comma-separated list of " + validator.description
     if defn.type in _TYPE_BOUNDS:
         low, high = _TYPE_BOUNDS[defn.type]
         if isinstance(validator, Range):
@@ -265,12 +287,15 @@ def parse_value(defn: ConfigDef, raw: RawValue, *, topic: bool = False) -> Confi
     """
     name = defn.topic_name if topic and defn.topic_name else defn.name
     value = _parse_type(defn.type, raw)
-    problem = (
-        f"not a {_TYPE_WORDS[defn.type]}" if value is None else _check(defn.validator_for(topic=topic), value)
-    )
+    if value is not None:
+        problem = _check(defn.validator_for(topic=topic), value)
+    elif defn.type in _TYPE_BOUNDS and _is_integer(raw):
+        problem = f"out of the range of Kafka's {defn.type.value} type"
+    else:
+        problem = f"not a {_TYPE_WORDS[defn.type]}"
     if problem is None and value is not None:
         return value
-    shown = repr(raw) if isinstance(raw, str) else str(raw).lower() if isinstance(raw, bool) else raw
+    shown = _shown(raw)
     allowed = describe_allowed(defn, topic=topic)
     raise InvalidConfigError(
         f"Invalid value {shown} for configuration {name}: {problem}; allowed: {allowed}",
@@ -298,22 +323,51 @@ _TYPE_WORDS = {
 }
 
 
+def _is_integer(raw: RawValue) -> bool:
+    if isinstance(raw, bool):
+        return False
+    return isinstance(raw, int) or (isinstance(raw, str) and _INTEGER.fullmatch(raw.strip()) is not None)
+
+
+def _shown(raw: RawValue) -> str:
+    """``raw`` for a message: strings quoted, booleans as Kafka writes them, huge numbers abridged (Python
+    refuses to print an int of over 4300 digits, and a message of thousands of digits helps no one)."""
+    if isinstance(raw, bool):
+        return str(raw).lower()
+    if isinstance(raw, int):
+        if raw.bit_length() <= _SHOWN_MAX_BITS:
+            return str(raw)
+        return f"<an integer of about {int(raw.bit_length() * math.log10(2)) + 1} digits>"
+    if not isinstance(raw, str):
+        return str(raw)
+    text = repr(raw)
+    return text if len(text) <= _SHOWN_MAX_CHARS else f"{text[:_SHOWN_MAX_CHARS]}... ({len(raw)} characters)"
+
+
 def _parse_type(config_type: ConfigType, raw: RawValue) -> ConfigValue | None:
-    """The typed value, or ``None`` when ``raw`` is not of ``config_type`` at all."""
+    """The typed value, or ``None`` when ``raw`` is not of ``config_type`` or out of its range."""
     if config_type in _TYPE_BOUNDS:
         number: int | None = None
         if isinstance(raw, int) and not isinstance(raw, bool):
             number = raw
         elif isinstance(raw, str) and _INTEGER.fullmatch(raw.strip()):
-            number = int(raw.strip())
+            text = raw.strip()
+            digits = text.lstrip("+-").lstrip("0") or "0"
+            # Past 19 digits it is out of any Kafka range; int() would refuse past 4300 characters anyway.
+            number = (
+                int(text[0] + digits if text[0] in "+-" else digits) if len(digits) <= _LONG_DIGITS else None
+            )
         low, high = _TYPE_BOUNDS[config_type]
         return number if number is not None and low <= number <= high else None
     if config_type is ConfigType.DOUBLE:
         real: float | None = None
-        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-            real = float(raw)
-        elif isinstance(raw, str) and _DECIMAL.fullmatch(raw.strip()):
-            real = float(raw.strip())
+        try:
+            if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+                real = float(raw)
+            elif isinstance(raw, str) and _DECIMAL.fullmatch(raw.strip()):
+                real = float(raw.strip())
+        except OverflowError:  # an int beyond the largest float
+            real = None
         return real if real is not None and math.isfinite(real) else None
     if config_type is ConfigType.BOOLEAN:
         if isinstance(raw, bool):
@@ -343,4 +397,8 @@ def _check(validator: Validator | None, value: ConfigValue) -> str | None:
         unknown = [item for item in value if item not in validator.allowed]
         if unknown:
             return f"{unknown[0]!r} is not an allowed item"
+    elif isinstance(validator, ValidPattern) and isinstance(value, tuple):
+        wrong = [item for item in value if not re.fullmatch(validator.pattern, item)]
+        if wrong:
+            return f"{wrong[0]!r} is not one of the {validator.description}"
     return None

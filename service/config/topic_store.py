@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 TOPIC_CONFIGS_FILE = ".logcleaner-topic-configs.json"
 
 _Topics = dict[str, dict[str, str]]
+_FileStamp = tuple[int, int, int] | None  # (inode, size, mtime in ns) of a copy; None: missing
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,7 @@ class TopicConfigStore:
         self._topics: _Topics = {}
         self._loaded = False
         self._set_aside: list[SetAsideFile] = []
+        self._seen: tuple[_FileStamp, ...] = ()  # the copies' stamps as the last load found them
 
     @property
     def set_aside(self) -> list[SetAsideFile]:
@@ -89,7 +91,31 @@ class TopicConfigStore:
         with self._lock:
             self._load_locked()
 
+    def load_if_changed(self) -> bool:
+        """Reload if a copy changed on disk since the last load (a few ``stat`` calls when none did).
+
+        Every write replaces a copy by a rename, so its stamp (inode, size, mtime) changes with it. A
+        daemon calls this often to see another process's change (``logcleaner topic-config``) at once.
+        """
+        with self._lock:
+            if self._loaded and self._stamps() == self._seen:
+                return False
+            self._load_locked()
+            return True
+
+    def _stamps(self) -> tuple[_FileStamp, ...]:
+        stamps: list[_FileStamp] = []
+        for path in self._paths:
+            try:
+                stat = path.stat()
+            except OSError:
+                stamps.append(None)
+                continue
+            stamps.append((stat.st_ino, stat.st_size, stat.st_mtime_ns))
+        return tuple(stamps)
+
     def _load_locked(self) -> None:
+        self._seen = self._stamps()  # before reading: a write after this is seen by the next check
         best: tuple[int, _Topics] | None = None
         corrupt: list[tuple[Path, CorruptDataError]] = []
         for path in self._paths:

@@ -41,6 +41,7 @@ __all__ = [
     "OffsetCheckpointFile",
     "decode_checkpoint",
     "encode_checkpoint",
+    "split_lines",
 ]
 
 CHECKPOINT_VERSION = 0
@@ -75,7 +76,7 @@ def decode_checkpoint(data: bytes, path: str | None = None) -> dict[TopicPartiti
 
     Raises CorruptDataError naming the file, the line number and the byte position of the bad line.
     """
-    lines = _split_lines(data)
+    lines = split_lines(data)
     if not lines:
         return {}
     version = _parse_int(lines[0], 1, "the version", _INT32_MIN, _INT32_MAX, path)
@@ -155,7 +156,7 @@ def _check_entry(tp: TopicPartition, offset: int) -> None:
         raise InvalidInputError(f"cannot checkpoint {tp} offset {offset!r}: an offset is a signed 64-bit int")
 
 
-def _split_lines(data: bytes) -> list[tuple[int, bytes]]:
+def split_lines(data: bytes) -> list[tuple[int, bytes]]:
     """(byte position, content) of each line, split as Java's ``BufferedReader.readLine`` does."""
     lines: list[tuple[int, bytes]] = []
     start = 0

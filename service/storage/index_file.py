@@ -137,6 +137,11 @@ class IndexFile(ABC):
         os.truncate(self._file, length)
         self._dirty = True
 
+    def discard(self) -> None:
+        """Drop what is held in memory and write nothing: the file is being deleted, or its dir failed."""
+        self._dirty = False
+        self._release()
+
     def _release(self) -> None:
         """Drop what is held in memory; a pending fsync stays pending (``flush`` reopens the file)."""
         self._forget()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from service.errors import CorruptDataError
 from service.storage.atomic import write_atomically
+from service.storage.checkpoints import split_lines
 
 __all__ = [
     "LEADER_EPOCH_CHECKPOINT",
@@ -37,7 +38,6 @@ __all__ = [
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 LEADER_EPOCH_CHECKPOINT_VERSION = 0
 
-_LINE_END = re.compile(rb"\r\n|\r|\n")
 _WHITESPACE = re.compile(r"[ \t\x0b\f]+")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _INT32 = (-(2**31), 2**31 - 1)
@@ -68,7 +68,7 @@ def encode_leader_epoch_checkpoint(entries: Iterable[EpochEntry]) -> bytes:
 
 def decode_leader_epoch_checkpoint(data: bytes, path: str | None = None) -> list[EpochEntry]:
     """The entries of checkpoint bytes; raises CorruptDataError naming the line and byte position."""
-    lines = _split_lines(data)
+    lines = split_lines(data)
     if not lines:
         return []
     version = _parse_int(lines[0], 1, "the version", _INT32, path)
@@ -120,18 +120,6 @@ def read_leader_epoch_checkpoint(directory: Path) -> list[EpochEntry] | None:
 
 def write_leader_epoch_checkpoint(directory: Path, entries: Iterable[EpochEntry]) -> None:
     write_atomically(directory / LEADER_EPOCH_CHECKPOINT, encode_leader_epoch_checkpoint(entries))
-
-
-def _split_lines(data: bytes) -> list[tuple[int, bytes]]:
-    """(byte position, content) of each line, split as Java's ``BufferedReader.readLine`` does."""
-    lines: list[tuple[int, bytes]] = []
-    start = 0
-    for match in _LINE_END.finditer(data):
-        lines.append((start, data[start : match.start()]))
-        start = match.end()
-    if start < len(data):
-        lines.append((start, data[start:]))
-    return lines
 
 
 def _text(line: tuple[int, bytes], number: int, path: str | None) -> str:

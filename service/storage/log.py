@@ -476,10 +476,14 @@ class PartitionLog:
         with self._lock, self._io_failure_takes_offline():
             if self._closed_reason is not None:
                 return
-            self.flush()
-            for segment in self._segments:
-                segment.close()
-            take_snapshot(self.directory, self._log_end_offset, self._txns)
+            if deleted:  # its files go: no flush, index or snapshot (Kafka's asyncDelete writes none)
+                for segment in self._segments:
+                    segment.abandon()
+            else:
+                self.flush()
+                for segment in self._segments:
+                    segment.close()
+                take_snapshot(self.directory, self._log_end_offset, self._txns)
             self._closed_reason = "was deleted" if deleted else "is closed"
 
     def __repr__(self) -> str:

@@ -200,7 +200,7 @@ def load_leader_epoch_cache(
     else:
         cache = LeaderEpochCache(directory, entries or ())
         if entries is None:
-            cache.write()  # a broker creates the file with the cache
+            cache.create_file()
     cache.truncate_from_end(log_end_offset)
     cache.truncate_from_start(log_start_offset)
     return cache

@@ -501,11 +501,11 @@ class LogSegment:
         self._offset_index = self._time_index = self._txn_index = None
 
     def abandon(self) -> None:
-        """After an I/O error in its dir: release every file without writing; the segment stays closed."""
+        """Release every file without writing (an I/O error in its dir, or its log deleted); the segment
+        stays closed."""
         self._closed = True
         for index in self._opened_indexes():
-            with contextlib.suppress(OSError):
-                index.close()
+            index.discard()
         self._offset_index = self._time_index = self._txn_index = None
         with contextlib.suppress(OSError):
             self.close_file()

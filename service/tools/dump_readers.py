@@ -11,9 +11,10 @@ framing is broken (length, magic) ends the file. ``.log`` files are read in chun
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from service.errors import CorruptDataError, InvalidInputError
 from service.storage.checkpoints import decode_checkpoint
@@ -101,6 +102,12 @@ class BatchDump:
 
 
 Item = BatchDump | Entry | DumpProblem
+
+
+class _JsonEntry(Protocol):
+    """An entry of a small broker file (snapshot, leader epoch, partition metadata)."""
+
+    def to_json(self) -> Entry: ...
 
 
 def file_kind(path: Path) -> str | None:
@@ -276,29 +283,23 @@ def _read_clean_shutdown(path: Path) -> Iterator[Item]:
 
 
 def _read_snapshot(path: Path) -> Iterator[Item]:
-    try:
-        entries = decode_snapshot(path.read_bytes(), path=str(path))
-    except CorruptDataError as exc:
-        yield DumpProblem(exc.position, exc.reason)
-        return
-    for entry in entries:
-        yield entry.to_json()
+    return _read_entries(path, decode_snapshot)
 
 
 def _read_leader_epoch(path: Path) -> Iterator[Item]:
+    return _read_entries(path, decode_leader_epoch_checkpoint)
+
+
+def _read_partition_metadata(path: Path) -> Iterator[Item]:
+    return _read_entries(path, lambda data, path: [decode_partition_metadata(data, path=path)])
+
+
+def _read_entries(path: Path, decode: Callable[..., Iterable[_JsonEntry]]) -> Iterator[Item]:
+    """The JSON of each entry of a small broker file, or the problem that stops its decoding."""
     try:
-        entries = decode_leader_epoch_checkpoint(path.read_bytes(), path=str(path))
+        entries = list(decode(path.read_bytes(), path=str(path)))
     except CorruptDataError as exc:
         yield DumpProblem(exc.position, exc.reason)
         return
     for entry in entries:
         yield entry.to_json()
-
-
-def _read_partition_metadata(path: Path) -> Iterator[Item]:
-    try:
-        metadata = decode_partition_metadata(path.read_bytes(), path=str(path))
-    except CorruptDataError as exc:
-        yield DumpProblem(exc.position, exc.reason)
-        return
-    yield metadata.to_json()

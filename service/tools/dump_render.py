@@ -10,18 +10,22 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
 
 from service.errors import CorruptDataError, InvalidInputError
 from service.storage.control import ControlRecordType, decode_control_type, decode_end_txn_marker
+from service.storage.coordinator_records import Decoded
 from service.storage.log_files import base_offset_from_name
 from service.storage.records import NO_SEQUENCE, Record, RecordBatch
 from service.tools.dump_readers import BatchDump, DumpProblem, Entry
 
-__all__ = ["JsonRenderer", "TextRenderer", "batch_to_json", "report_problem"]
+__all__ = ["JsonRenderer", "RecordDecoder", "TextRenderer", "batch_to_json", "report_problem"]
+
+# --offsets-decoder / --transaction-log-decoder: a record's key and value → {"key": ..., "value": ...}
+RecordDecoder = Callable[[bytes | None, bytes | None], Decoded]
 
 _INT32_MAX = (1 << 31) - 1
 _FLUSH_CHARS = 1 << 16  # stdout is written in pieces of about this size
@@ -30,9 +34,10 @@ _FLUSH_CHARS = 1 << 16  # stdout is written in pieces of about this size
 # -- JSON shapes -------------------------------------------------------------------------
 
 
-def batch_to_json(dump: BatchDump) -> dict[str, object]:
+def batch_to_json(dump: BatchDump, decoder: RecordDecoder | None = None) -> dict[str, object]:
     """The contract's batch object, plus ``partition_leader_epoch``, ``records_count``, ``last_sequence``
-    and ``crc`` (and ``records_error`` when the records do not all decode)."""
+    and ``crc`` (and ``records_error`` when the records do not all decode); with a ``decoder``, each
+    data record also has ``decoded``."""
     batch = dump.batch
     out: dict[str, object] = {
         "position": batch.position,
@@ -56,13 +61,13 @@ def batch_to_json(dump: BatchDump) -> dict[str, object]:
         "crc": batch.crc,
     }
     if dump.records is not None:
-        out["records"] = [_record_to_json(record, batch) for record in dump.records]
+        out["records"] = [_record_to_json(record, batch, decoder) for record in dump.records]
     if dump.records_error is not None:
         out["records_error"] = dump.records_error.to_json()
     return out
 
 
-def _record_to_json(record: Record, batch: RecordBatch) -> dict[str, object]:
+def _record_to_json(record: Record, batch: RecordBatch, decoder: RecordDecoder | None) -> dict[str, object]:
     out: dict[str, object] = {
         "offset": record.offset,
         "timestamp": record.timestamp,
@@ -75,7 +80,20 @@ def _record_to_json(record: Record, batch: RecordBatch) -> dict[str, object]:
         out["control_type"] = control_type
         if coordinator_epoch is not None:
             out["coordinator_epoch"] = coordinator_epoch
+    elif decoder is not None:
+        out["decoded"] = _jsonable(decoder(record.key, record.value))
     return out
+
+
+def _jsonable(value: object) -> object:
+    """A decoded record with its ``bytes`` as the contract's BINARY objects."""
+    if isinstance(value, bytes):
+        return _binary(value)
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
 
 
 def _binary(data: bytes | None) -> dict[str, str] | None:
@@ -122,7 +140,7 @@ def _batch_line(dump: BatchDump) -> str:
     )
 
 
-def _record_line(record: Record, batch: RecordBatch) -> str:
+def _record_line(record: Record, batch: RecordBatch, decoder: RecordDecoder | None) -> str:
     sequence = NO_SEQUENCE
     if batch.base_sequence != NO_SEQUENCE:
         sequence = (batch.base_sequence + record.offset - batch.base_offset) % (_INT32_MAX + 1)
@@ -137,6 +155,10 @@ def _record_line(record: Record, batch: RecordBatch) -> str:
             parts.append(f"controlType: {control_type}")
         else:
             parts.append(f"endTxnMarker: {control_type} coordinatorEpoch: {coordinator_epoch}")
+    elif decoder is not None:  # kafka-dump-log's decoders: the key and payload as JSON
+        decoded = decoder(record.key, record.value)
+        key, payload = json.dumps(_jsonable(decoded["key"])), json.dumps(_jsonable(decoded["value"]))
+        parts.append(f"key: {key} payload: {payload}")
     else:
         if record.key is not None:
             parts.append(f"key: {_show(record.key)}")
@@ -206,8 +228,9 @@ class _Output:
 class TextRenderer:
     """kafka-dump-log's text on stdout; each problem on stderr as it is found."""
 
-    def __init__(self) -> None:
+    def __init__(self, decoder: RecordDecoder | None = None) -> None:
         self._out = _Output()
+        self._decoder = decoder
 
     def begin_file(self, path: Path, kind: str) -> None:
         self._out.write(f"Dumping {path}\n")
@@ -219,7 +242,7 @@ class TextRenderer:
     def item(self, item: BatchDump | Entry) -> None:
         if isinstance(item, BatchDump):
             lines = [_batch_line(item)]
-            lines.extend(_record_line(record, item.batch) for record in item.records or ())
+            lines.extend(_record_line(record, item.batch, self._decoder) for record in item.records or ())
             self._out.write("\n".join(lines) + "\n")
         else:
             self._out.write(_entry_line(item) + "\n")
@@ -236,38 +259,48 @@ class TextRenderer:
 
 
 class JsonRenderer:
-    """One JSON document, written as the items come: ``{"files": [{..., "batches": [...]}, ...]}``."""
+    """One JSON document, written as the items come: ``{"files": [{..., "batches": [...]}, ...]}``.
 
-    def __init__(self) -> None:
+    Laid out exactly as ``json.dumps(document, indent=2)`` would, like every other ``--json`` output.
+    """
+
+    def __init__(self, decoder: RecordDecoder | None = None) -> None:
+        self._decoder = decoder
         self._out = _Output()
-        self._out.write('{"files": [')
+        self._out.write('{\n  "files": [')
         self._files = 0
         self._items = 0
 
     def begin_file(self, path: Path, kind: str) -> None:
-        head = f'{{"path": {json.dumps(str(path))}, "kind": {json.dumps(kind)}, "batches": ['
+        head = f'\n    {{\n      "path": {json.dumps(str(path))},\n      "kind": {json.dumps(kind)},'
+        head += '\n      "batches": ['
         if kind != "log":
-            head += '], "entries": ['
-        self._out.write((", " if self._files else "") + head)
+            head += '],\n      "entries": ['
+        self._out.write(("," if self._files else "") + head)
         self._files += 1
         self._items = 0
 
     def item(self, item: BatchDump | Entry) -> None:
-        obj = batch_to_json(item) if isinstance(item, BatchDump) else item
-        self._out.write((", " if self._items else "") + json.dumps(obj))
+        obj = batch_to_json(item, self._decoder) if isinstance(item, BatchDump) else item
+        self._out.write(("," if self._items else "") + "\n        " + _indented(obj, 8))
         self._items += 1
 
     def problem(self, path: Path, problem: DumpProblem) -> None:
         report_problem(path, problem)  # in the document too, in end_file, after the items
 
     def end_file(self, problems: Sequence[DumpProblem]) -> None:
-        tail = "]"
+        tail = "\n      ]" if self._items else "]"
         if problems:
-            tail += f', "error": {json.dumps(problems[0].to_json())}'
+            tail += f',\n      "error": {_indented(problems[0].to_json(), 6)}'
             if len(problems) > 1:
-                tail += f', "errors": {json.dumps([p.to_json() for p in problems])}'
-        self._out.write(tail + "}")
+                tail += f',\n      "errors": {_indented([p.to_json() for p in problems], 6)}'
+        self._out.write(tail + "\n    }")
 
     def finish(self) -> None:
-        self._out.write("]}\n")
+        self._out.write(("\n  ]" if self._files else "]") + "\n}\n")
         self._out.flush()
+
+
+def _indented(obj: object, depth: int) -> str:
+    """``obj`` as ``json.dumps(..., indent=2)`` lays it out ``depth`` spaces in."""
+    return json.dumps(obj, indent=2).replace("\n", "\n" + " " * depth)

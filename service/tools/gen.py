@@ -23,19 +23,17 @@ from pathlib import Path
 
 import click
 
-from service.clock import Clock, SystemClock
-from service.config.topic_store import TopicConfigStore
+from service.clock import Clock
 from service.errors import InvalidInputError
 from service.storage.compression import CompressionType, compress, compression_from_name
-from service.storage.dir_lock import LogDirLock
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
-from service.storage.log_dir import LoadedLogDir, close_log_dir, load_log_dir
-from service.storage.log_files import is_valid_topic_name, partition_dir_name
-from service.storage.partition_files import create_partition_metadata, load_topic_id
+from service.storage.log_files import is_valid_topic_name
 from service.storage.records import Record, encode_batch
 from service.storage.topic_partition import TopicPartition
 from service.storage.varint import encode_varint
+from service.tools.gen_offsets import OFFSETS_SEGMENT_BYTES, OffsetsWorkload, generate_consumer_offsets
+from service.tools.workload_dir import GenResult, write_workload
 
 __all__ = [
     "CLEANUP_POLICIES",
@@ -121,28 +119,6 @@ class GenOptions:
         return overrides
 
 
-@dataclass(frozen=True, slots=True)
-class GenResult:
-    """One generated partition after the run: ``records`` appended now, the log's state after them."""
-
-    topic: str
-    partition: int
-    records: int
-    log_end_offset: int
-    segments: int
-    size_bytes: int
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "records": self.records,
-            "log_end_offset": self.log_end_offset,
-            "segments": self.segments,
-            "size_bytes": self.size_bytes,
-        }
-
-
 def _check_options(options: GenOptions) -> None:
     """Raise InvalidInputError naming the first option outside its range."""
     counts = {
@@ -192,52 +168,15 @@ def generate(options: GenOptions, *, clock: Clock | None = None) -> list[GenResu
     are created. The log dir's lock is held throughout, so a running service cannot share the dir. The
     topics' non-default configs are stored as their overrides (``GenOptions.topic_overrides``).
     """
-    clock = clock or SystemClock()
-    log_dir = options.log_dir
-    log_dir.mkdir(parents=True, exist_ok=True)
-    targets = [TopicPartition(t, p) for t in options.topics for p in range(options.partitions)]
-    config = options.log_config()
-    topics = set(options.topics)
-    with LogDirLock(log_dir):
-        _create_partition_dirs(log_dir, targets)
-        loaded = load_log_dir(log_dir, lambda topic: config if topic in topics else LogConfig(), clock=clock)
-        try:
-            pool = random.Random(options.seed).randbytes(max(_VALUE_POOL_BYTES, 2 * options.value_size))
-            now_ms = clock.now_ms()
-            results = [_fill_partition(loaded.logs[tp], options, pool, now_ms) for tp in targets]
-        except BaseException:
-            _close_unclean(loaded)
-            raise
-        close_log_dir(loaded)
-        overrides = options.topic_overrides()
-        if overrides:
-            store = TopicConfigStore([log_dir])
-            for topic in options.topics:
-                store.update(topic, overrides)
-    return results
-
-
-def _create_partition_dirs(log_dir: Path, targets: list[TopicPartition]) -> None:
-    """Missing partition dirs, each with the ``partition.metadata`` of its topic (one id per topic)."""
-    topic_ids: dict[str, str | None] = {}
-    for tp in targets:
-        directory = log_dir / partition_dir_name(tp.topic, tp.partition)
-        if directory.is_dir():
-            topic_ids[tp.topic] = topic_ids.get(tp.topic) or load_topic_id(directory)
-    for tp in targets:
-        directory = log_dir / partition_dir_name(tp.topic, tp.partition)
-        if not directory.is_dir():
-            directory.mkdir()
-            topic_ids[tp.topic] = create_partition_metadata(directory, topic_ids.get(tp.topic))
-
-
-def _close_unclean(loaded: LoadedLogDir) -> None:
-    """After a failed run: release the files but write no marker, so the next load recovers the logs."""
-    for log in loaded.logs.values():
-        try:
-            log.close()
-        except Exception:
-            logger.exception("Could not close %s after a failed gen run", log.directory)
+    pool = random.Random(options.seed).randbytes(max(_VALUE_POOL_BYTES, 2 * options.value_size))
+    return write_workload(
+        options.log_dir,
+        [TopicPartition(t, p) for t in options.topics for p in range(options.partitions)],
+        options.log_config(),
+        options.topic_overrides(),
+        lambda log, now_ms: _fill_partition(log, options, pool, now_ms),
+        clock=clock,
+    )
 
 
 def _fill_partition(log: PartitionLog, options: GenOptions, pool: bytes, now_ms: int) -> GenResult:
@@ -410,6 +349,38 @@ _FRACTION = click.FloatRange(0.0, 1.0)
     help="cleanup.policy (compact needs keys: every generated record has one).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed, for reproducible runs.")
+@click.option(
+    "--workload",
+    type=click.Choice(["records", "consumer-offsets"]),
+    default="records",
+    show_default=True,
+    help="records: keyed records into the topics; consumer-offsets: a coordinator's __consumer_offsets.",
+)
+@click.option("--groups", type=_POSITIVE, default=10, show_default=True, help="consumer-offsets: groups.")
+@click.option(
+    "--group-topics", type=_POSITIVE, default=3, show_default=True, help="consumer-offsets: topics per group."
+)
+@click.option(
+    "--group-partitions",
+    type=_POSITIVE,
+    default=4,
+    show_default=True,
+    help="consumer-offsets: partitions per consumed topic.",
+)
+@click.option(
+    "--commits",
+    type=_POSITIVE,
+    default=5,
+    show_default=True,
+    help="consumer-offsets: commit rounds per group.",
+)
+@click.option(
+    "--expired-groups",
+    type=_FRACTION,
+    default=0.0,
+    show_default=True,
+    help="consumer-offsets: share of groups whose offsets and metadata end in tombstones.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 def gen_command(
     log_dir: Path,
@@ -429,6 +400,12 @@ def gen_command(
     segment_bytes: int,
     cleanup_policy: str,
     seed: int,
+    workload: str,
+    groups: int,
+    group_topics: int,
+    group_partitions: int,
+    commits: int,
+    expired_groups: float,
     as_json: bool,
 ) -> int:
     """Write a synthetic workload into a log dir (through the storage layer), for demos and benchmarks.
@@ -436,7 +413,34 @@ def gen_command(
     Existing partitions are appended to. The timestamps of records spread evenly over
     [--timestamp-start, --timestamp-start + --timestamp-spread]; --future-share of the batches are
     instead stamped now + --future-ms, a producer clock running ahead.
+
+    --workload consumer-offsets writes __consumer_offsets (--partitions of it) as a group coordinator
+    does: per group, its metadata, --commits rounds of offset commits for --group-topics x
+    --group-partitions partitions, its metadata again, and for --expired-groups of them tombstones;
+    timestamps spread as above, --segment-bytes defaults to 104857600 there.
     """
+    if workload == "consumer-offsets":
+        if topic_count is not None or topic_names:
+            raise click.BadParameter(
+                "--workload consumer-offsets writes __consumer_offsets only", param_hint="--topic"
+            )
+        offsets = OffsetsWorkload(
+            log_dir=log_dir,
+            partitions=partitions,
+            groups=groups,
+            topics=group_topics,
+            topic_partitions=group_partitions,
+            commits=commits,
+            expired_groups=expired_groups,
+            timestamp_start_ms=timestamp_start,
+            timestamp_spread_ms=timestamp_spread,
+            segment_bytes=OFFSETS_SEGMENT_BYTES
+            if segment_bytes == _DEFAULT_CONFIG.segment_bytes
+            else segment_bytes,
+            seed=seed,
+        )
+        _print_results(generate_consumer_offsets(offsets), as_json=as_json)
+        return 0
     if topic_count is not None and topic_names:
         raise click.BadParameter("give --topics N or --topic NAME..., not both", param_hint="--topics")
     topics = topic_names or tuple(f"gen-{i}" for i in range(topic_count or 1))
@@ -458,13 +462,16 @@ def gen_command(
         cleanup_policy=CLEANUP_POLICIES[cleanup_policy],
         seed=seed,
     )
-    results = generate(options)
+    _print_results(generate(options), as_json=as_json)
+    return 0
+
+
+def _print_results(results: list[GenResult], *, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps({"topics": [r.to_json() for r in results]}))
+        click.echo(json.dumps({"topics": [r.to_json() for r in results]}, indent=2))
     else:
         for r in results:
             click.echo(
                 f"{r.topic}-{r.partition}: {r.records} records appended, log end offset {r.log_end_offset}, "
                 f"{r.segments} segments, {r.size_bytes} bytes"
             )
-    return 0

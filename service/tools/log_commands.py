@@ -228,7 +228,7 @@ def topic_config_command(
 ) -> None:
     """Show or change a topic's config overrides (Kafka's topic config names).
 
-    Changes are stored durably in every log dir; a running daemon applies them on its next task run.
+    Changes are stored durably in every log dir; a running daemon applies them within a second.
     """
     broker = load_config(config_file, overrides)
     require_log_dirs([Path(d) for d in broker.log_dirs])

@@ -84,14 +84,21 @@ def unique_topic_name(hint: str) -> str:
 
 
 def disk_snapshot(log_dir: Path) -> dict[str, tuple[int, str]]:
-    """Every file under ``log_dir``: size, and a hash of the bytes of logs and checkpoints."""
+    """Every file under ``log_dir``: size, and a hash of the bytes of logs and checkpoints.
+
+    Pending deletions (``.deleted`` files, ``-delete`` dirs) are left out: the session's daemon removes
+    those of earlier tests on its own delay (``file.delete.delay.ms``), at any moment of a later test.
+    """
     out: dict[str, tuple[int, str]] = {}
     for path in sorted(log_dir.rglob("*")):
+        relative = path.relative_to(log_dir)
+        if relative.parts[0].endswith("-delete") or path.name.endswith(".deleted"):
+            continue
         if path.is_file():
             digest = ""
             if not path.name.endswith((".index", ".timeindex")):  # large, sparse, preallocated
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            out[str(path.relative_to(log_dir))] = (path.stat().st_size, digest)
+            out[str(relative)] = (path.stat().st_size, digest)
     return out
 
 

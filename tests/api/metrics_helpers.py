@@ -1,4 +1,4 @@
-"""Shared by the metrics and deployment tests: CONTRACT §6's golden list of names, a daemon that runs no
+"""Shared by the metrics and deployment tests: the golden list of metric names, a daemon that runs no
 task by itself, a parsed scrape, and promtool (the real binary, never skipped)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__ = [
     "take_offline",
 ]
 
-# CONTRACT §6, as exposed: counters with their _total, histograms by their family name.
+# The README's metric names as exposed: counters with their _total, histograms by their family name.
 CONTRACT_NAMES = (
     "kafka_log_log_size",
     "kafka_log_log_numlogsegments",
@@ -168,8 +168,8 @@ def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProces
     path = shutil.which("promtool")
     if path is None:
         pytest.fail(
-            "promtool is not installed: install Debian's prometheus package "
-            "(apt-get install -y prometheus), as .ci/run does"
+            "promtool is not on PATH: install Debian's prometheus package (apt-get install -y prometheus), "
+            "as .ci/run does, or put the promtool of Prometheus' release tarball on PATH (README, Set-up)"
         )
     return subprocess.run(
         [path, *args], input=stdin, capture_output=True, text=True, timeout=120, check=False

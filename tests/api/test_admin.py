@@ -51,6 +51,9 @@ def test_delete_records_advances_the_log_start_offset(served: Served, topic: str
         ({"before_offset": -2}, "before_offset"),
         ({}, "before_offset"),
         ({"before": 1}, "before"),
+        ({"before_offset": "10"}, "before_offset"),  # strict: not coerced
+        ({"before_offset": True}, "before_offset"),
+        ({"before_offset": 1.0}, "before_offset"),
     ]:
         assert_problem(served.client.post(path, json=bad), 422, field=field)
     assert_problem(served.client.post(f"/v1/topics/{topic}/partitions/1/delete-records", json=bad), 422)
@@ -178,3 +181,13 @@ def test_health(served: Served, path: str) -> None:
 def test_unknown_routes_and_methods_are_problems(served: Served) -> None:
     assert_problem(served.client.get("/v1/nothing-here"), 404)
     assert_problem(served.client.put("/v1/topics"), 405)
+
+
+@pytest.mark.parametrize("bad", ["0", True, 0.0, "00"], ids=repr)
+def test_partition_numbers_in_bodies_are_strict(served: Served, topic: str, bad: object) -> None:
+    before = disk_snapshot(served.log_dir)
+    run = served.client.post("/v1/cleaner/run", json={"topic": topic, "partition": bad})
+    assert_problem(run, 422, field="partition")
+    grow = served.client.post(f"/v1/topics/{topic}/partitions", json={"count": bad})
+    assert_problem(grow, 422, field="count")
+    assert disk_snapshot(served.log_dir) == before

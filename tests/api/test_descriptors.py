@@ -14,6 +14,9 @@ from tests.api.conftest import serve_daemon
 from tests.service.descriptor_helpers import SEGMENTS_PER_PARTITION, fd_limit, many_segments, open_fds
 
 PARTITIONS = 4
+# Descriptors another thread of the daemon may hold for a moment (an accepted connection, a config
+# read); a leak is one per sealed segment read, PARTITIONS * (SEGMENTS_PER_PARTITION - 1) a pass.
+SLACK = 2
 
 
 def test_rest_read_paths_give_back_their_descriptors(tmp_path: Path) -> None:
@@ -28,7 +31,7 @@ def test_rest_read_paths_give_back_their_descriptors(tmp_path: Path) -> None:
                 assert explained.status_code == 200, explained.text
                 partitions = explained.json()["partitions"]
                 assert sum(len(p["segments"]) for p in partitions) == PARTITIONS * SEGMENTS_PER_PARTITION
-                assert open_fds() == start
+                assert open_fds() <= start + SLACK
             for partition in range(PARTITIONS):
                 view = client.get(f"/v1/topics/fds/partitions/{partition}")
                 assert view.status_code == 200, view.text
@@ -38,7 +41,7 @@ def test_rest_read_paths_give_back_their_descriptors(tmp_path: Path) -> None:
                 )
                 assert fetched.status_code == 200, fetched.text
                 assert len(fetched.json()["records"]) == 10 * SEGMENTS_PER_PARTITION
-                assert open_fds() == start
+                assert open_fds() <= start + SLACK
             scrape = client.get("/metrics")
         assert scrape.status_code == 200
         samples = {

@@ -1,4 +1,4 @@
-"""CONTRACT §6 on a real daemon over real logs: every name is exported, promtool accepts the exposition,
+"""The metrics on a real daemon over real logs: every name is exported, promtool accepts the exposition,
 the per-partition and retention figures follow the live logs, and ``/metrics`` serves them over HTTP."""
 
 from __future__ import annotations

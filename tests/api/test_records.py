@@ -138,6 +138,8 @@ def test_a_compacted_away_offset_fetches_the_next_record(served: Served) -> None
         ({"value": "plain"}, "records[2].value"),
         ({"timestamp": -5}, "records[2].timestamp"),
         ({"timestamp": "now"}, "records[2].timestamp"),
+        ({"timestamp": "10"}, "records[2].timestamp"),  # strict: not coerced
+        ({"timestamp": 10.0}, "records[2].timestamp"),
         ({"headers": [{"value": None}]}, "records[2].headers[0].key"),
         ({"headers": {"k": "v"}}, "records[2].headers"),
         ({"offset": 7}, "records[2].offset"),
@@ -235,7 +237,10 @@ def test_a_body_over_the_limit_is_413_before_it_is_read(limited: Served) -> None
             yield json.dumps(string_record("k", "x" * 100)).encode() + b","
         yield b"{}]}"
 
-    body = assert_problem(limited.client.post(records_path("t"), content=chunks()), 413)
+    chunked = limited.client.post(
+        records_path("t"), content=chunks(), headers={"content-type": "application/json"}
+    )
+    body = assert_problem(chunked, 413)
     assert "4096" in str(body["detail"])
     assert disk_snapshot(limited.log_dir) == before
 

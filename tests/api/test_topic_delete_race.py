@@ -30,6 +30,7 @@ from tests.api.conftest import serve_daemon, string_record
 TOPIC = "rt"
 CHURN_SECONDS = float(os.environ.get("LOGCLEANER_RACE_SECONDS", "2.5"))  # set it higher to soak
 TAIL_SECONDS = 0.5  # producers go on after the last re-create
+MIN_ROUNDS = 3  # delete/re-create rounds the churn runs at the least, however loaded the machine
 # A large request keeps a produce between its log lookup and its append for a while (the probe's window);
 # small ones make many requests.
 RECORDS_PER_REQUEST = {"large-1": 5000, "large-2": 5000, "small": 50}
@@ -86,8 +87,9 @@ def _fetcher(base_url: str, stop_at: float, out: Outcomes) -> None:
 
 
 def _deleter(base_url: str, stop_at: float, out: Outcomes) -> None:
+    """Deletes and re-creates until ``stop_at``, and at least MIN_ROUNDS times (a loaded machine)."""
     with httpx.Client(base_url=base_url, timeout=30) as client:
-        while time.monotonic() < stop_at:
+        while time.monotonic() < stop_at or out.rounds < MIN_ROUNDS:
             out.answer("delete", client.delete(f"/v1/topics/{TOPIC}"))
             out.answer("create", client.post("/v1/topics", json={"name": TOPIC, "partitions": 1}))
             with out.lock:
@@ -143,7 +145,7 @@ def test_produce_fetch_delete_recreate_race(tmp_path: Path) -> None:
     assert not server_errors, server_errors[:5]
     unexpected = [s for s in out.statuses if s[1] not in ALLOWED[s[0]]]
     assert not unexpected, unexpected[:5]
-    assert out.rounds >= 3, f"only {out.rounds} delete/re-create rounds ran"
+    assert out.rounds >= MIN_ROUNDS, f"only {out.rounds} delete/re-create rounds ran"
 
     clock = ManualClock(time.time_ns() // 1_000_000)
     manager = LogManager(

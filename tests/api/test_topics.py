@@ -110,6 +110,13 @@ def test_unknown_topics_and_partitions_are_404(served: Served, topic: str) -> No
     assert "partition 7" in str(body["detail"])
     assert_problem(served.client.get(f"/v1/topics/{topic}/partitions/-1"), 422, field="partition")
     assert_problem(served.client.get(f"/v1/topics/{topic}/partitions/x"), 422, field="partition")
+    # Strict: a partition is written in decimal digits; none of these is coerced to 0 or 1.
+    for raw in ("1.0", "%201", "1%20", "+1", "01", "00", "1e0", "0x1", "%EF%BC%91", "9" * 20):
+        response = served.client.get(f"/v1/topics/{topic}/partitions/{raw}")
+        assert_problem(response, 422, field="partition")
+        assert_problem(
+            served.client.get(f"/v1/topics/{topic}/partitions/{raw}/records"), 422, field="partition"
+        )
 
 
 def test_configs_show_their_source_and_change_live(served: Served, topic: str) -> None:
@@ -148,7 +155,12 @@ def test_configs_show_their_source_and_change_live(served: Served, topic: str) -
         ({"set": {"retention.ms": 5}, "delete": ["retention.ms"]}, "delete[0]"),
         ({"sett": {}}, "sett"),
         ({"set": []}, "set"),
+        ({"set": {"retention.ms": "1" * 4301}}, "set.retention.ms"),  # was a 500
+        ({"set": {"retention.ms": 1 << 63}}, "set.retention.ms"),
+        ({"set": {"segment.bytes": "2147483648"}}, "set.segment.bytes"),
+        ({"set": {"min.cleanable.dirty.ratio": 10**400}}, "set.min.cleanable.dirty.ratio"),
     ],
+    ids=lambda v: v if isinstance(v, str) else json.dumps(v)[:50],
 )
 def test_invalid_config_changes_are_422_naming_the_field(
     served: Served, topic: str, body: dict[str, object], field: str
@@ -159,6 +171,24 @@ def test_invalid_config_changes_are_422_naming_the_field(
     assert disk_snapshot(served.log_dir) == before
 
 
+@pytest.mark.parametrize("digits", [4301, 5000])
+def test_a_config_number_python_cannot_read_is_422_naming_the_key(
+    served: Served, topic: str, digits: int
+) -> None:
+    """A JSON number of over 4300 digits (Python's limit): the key's range error, not a parse error."""
+    before = disk_snapshot(served.log_dir)
+    patch = b'{"set": {"retention.ms": %s}}' % (b"9" * digits)
+    response = served.client.patch(
+        f"/v1/topics/{topic}/configs", content=patch, headers={"content-type": "application/json"}
+    )
+    body = assert_problem(response, 422, field="set.retention.ms")
+    assert "LONG" in str(body["detail"]) and len(str(body["detail"])) < 500
+    create = b'{"name": "huge", "partitions": %s}' % (b"1" * digits)
+    response = served.client.post("/v1/topics", content=create, headers={"content-type": "application/json"})
+    assert_problem(response, 422, field="partitions")
+    assert disk_snapshot(served.log_dir) == before
+
+
 def test_invalid_create_bodies_are_422(served: Served) -> None:
     name = unique_topic_name("bad")
     before = disk_snapshot(served.log_dir)
@@ -166,6 +196,15 @@ def test_invalid_create_bodies_are_422(served: Served) -> None:
         ({"name": name, "partitions": 0}, "partitions"),
         ({"name": name, "partitions": "two"}, "partitions"),
         ({"name": name, "partitions": 1001}, "partitions"),
+        ({"name": name, "partitions": "2"}, "partitions"),  # strict: no string, boolean or float is 2
+        ({"name": name, "partitions": True}, "partitions"),
+        ({"name": name, "partitions": 2.0}, "partitions"),
+        ({"name": name, "configs": {"retention.ms": "1" * 4301}}, "configs.retention.ms"),
+        ({"name": name, "configs": {"segment.bytes": 1 << 31}}, "configs.segment.bytes"),
+        (
+            {"name": name, "configs": {"min.cleanable.dirty.ratio": 10**400}},
+            "configs.min.cleanable.dirty.ratio",
+        ),
         ({"name": name, "configs": {"segment.bytes": 13}}, "configs.segment.bytes"),
         ({"name": name, "configs": {"bogus": "1"}}, "configs.bogus"),
         ({"partitions": 1}, "name"),
@@ -174,5 +213,8 @@ def test_invalid_create_bodies_are_422(served: Served) -> None:
     ]
     for body, field in cases:
         assert_problem(served.client.post("/v1/topics", json=body), 422, field=field)
-    assert_problem(served.client.post("/v1/topics", content=b'{"name": '), 422, field="body")
+    truncated = served.client.post(
+        "/v1/topics", content=b'{"name": ', headers={"content-type": "application/json"}
+    )
+    assert_problem(truncated, 422, field="body")
     assert disk_snapshot(served.log_dir) == before

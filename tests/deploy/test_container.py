@@ -8,6 +8,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from api.network_guards import host_name
+from service.config.listen_policy import check_listen_policy, is_loopback_host
 from tests.deploy.deploy_files import DEPLOY, broker_config, load_yaml
 
 REPO = DEPLOY.parent
@@ -85,6 +87,23 @@ def test_the_compose_file_runs_the_service_prometheus_and_grafana() -> None:
     assert mounts["./prometheus/prometheus.yml"] == "/etc/prometheus/prometheus.yml"
     for rule_file in rule_files:
         assert f"/etc/prometheus/{rule_file}" in mounts.values(), rule_file
+
+
+def test_the_container_listens_beyond_loopback_only_with_a_token_from_a_compose_secret() -> None:
+    broker, _ = broker_config(DEPLOY / "container" / "server.properties")
+    compose = load_yaml(DEPLOY / "compose.yaml")
+
+    assert not is_loopback_host(broker.api_host) and not broker.api_auth_allow_anonymous
+    check_listen_policy(broker)  # serve starts: the token file is set
+    [secret] = compose["services"]["logcleaner"]["secrets"]
+    assert broker.api_auth_token_file == f"/run/secrets/{secret}"
+    source = compose["secrets"][secret]["file"]
+    ignored = (REPO / ".gitignore").read_text().splitlines()
+    assert "/" + str((DEPLOY / source).resolve().relative_to(REPO)) in ignored, "a token is never committed"
+    [target] = load_yaml(DEPLOY / "prometheus" / "prometheus.yml")["scrape_configs"][0]["static_configs"][0][
+        "targets"
+    ]
+    assert host_name(target) in broker.api_allowed_hosts, "Prometheus's Host header is accepted"
 
 
 def test_the_example_configurations_load_without_a_warning() -> None:

@@ -1,4 +1,4 @@
-"""``logcleaner clean`` (CONTRACT §4): offline compaction of every cleanable partition or the one named,
+"""``logcleaner clean``: offline compaction of every cleanable partition or the one named,
 its JSON document, the cleaner-offset-checkpoint it writes, and its errors."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The offline commands and the configuration errors users meet first (CONTRACT §2, §4: exit code 2 and a
+"""The offline commands and the configuration errors users meet first (exit code 2 and a
 message naming the key, the value and what is allowed)."""
 
 from __future__ import annotations
@@ -47,7 +47,12 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
         ("log.cleaner.enable=maybe", ["log.cleaner.enable", "maybe"]),
         ("log.cleaner.min.cleanable.ratio=1.5", ["log.cleaner.min.cleanable.ratio", "1.5"]),
         ("api.port=70000", ["api.port", "70000"]),
+        ("log.retention.ms=" + "1" * 4301, ["log.retention.ms", "out of the range of Kafka's LONG type"]),
+        ("log.segment.bytes=2147483648", ["log.segment.bytes", "INT", "[14, 2147483647]"]),
+        ("log.cleaner.min.cleanable.ratio=" + "9" * 400, ["log.cleaner.min.cleanable.ratio", "DOUBLE"]),
+        ("api.allowed.origins=ui.example", ["api.allowed.origins", "scheme://host"]),
     ],
+    ids=lambda v: v[:40] if isinstance(v, str) else None,
 )
 def test_invalid_values_stop_with_exit_code_2(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, override: str, expected: list[str]

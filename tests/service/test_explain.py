@@ -1,4 +1,4 @@
-"""``explain_partition``: CONTRACT §4's document, the retention reason of every segment, the cleaner's view.
+"""``explain_partition``: its JSON document, the retention reason of every segment, the cleaner's view.
 
 The cleaner section follows Kafka's ``cleanableOffsets`` and ``LogToClean`` (reference §11.5–11.7;
 scenarios E12–E15): the first dirty offset from the cleaner checkpoint, the first uncleanable offset at the
@@ -37,7 +37,7 @@ JsonDoc = dict[str, Any]
 HOUR_MS = 3_600_000
 TP = TopicPartition("topic", 0)
 
-# CONTRACT §4 `explain`: every key with its JSON type (extensions may add more keys).
+# `explain`: every key with its JSON type (extensions may add more keys).
 PARTITION_FIELDS: dict[str, type] = {
     "topic": str,
     "partition": int,

@@ -271,6 +271,21 @@ def test_delete_topic_renames_and_drops_checkpoint_entries(tmp_path: Path, make_
     manager.create_topic("doomed", 1)  # the name is free again at once
 
 
+def test_a_deleted_log_writes_nothing_on_its_way_out(tmp_path: Path, make_manager: MakeManager) -> None:
+    """No flush, final index entry or producer snapshot for files about to go (Kafka's asyncDelete):
+    deleting a 1,000-partition topic must not cost thousands of fsyncs."""
+    log_dir = tmp_path / "logs"
+    manager = make_manager(log_dir)
+    [log] = manager.create_topic("doomed", 1)
+    append(log, 5)
+    before = {p.name: p.read_bytes() for p in log.directory.iterdir()}
+
+    manager.delete_topic("doomed")
+
+    [renamed] = [p for p in log_dir.iterdir() if p.name.endswith("-delete")]
+    assert {p.name: p.read_bytes() for p in renamed.iterdir()} == before
+
+
 def test_h5_deleted_partition_dirs_go_after_the_broker_delay(
     tmp_path: Path, make_manager: MakeManager, clock: ManualClock, topic_configs: dict[str, LogConfig]
 ) -> None:

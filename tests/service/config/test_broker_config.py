@@ -140,6 +140,24 @@ def test_properties_file_syntax(tmp_path: Path) -> None:
     assert config.spark_conf["spark.app.name"] == "logcleaner \\ = x"
 
 
+def test_a_value_ending_in_what_looks_like_a_comment_is_kept_and_named_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "# comments on lines of their own are fine\n"
+        "log.retention.hours=\\\n"
+        "    24\n"
+        "\n"
+        "log.dirs=/data/logs            # the same path on every worker\n"
+        "api.host=127.0.0.1#not-after-a-space\n",
+        encoding="latin-1",
+    )
+    config, warnings = load_broker_config(path, [])
+    assert config.log_dirs == ("/data/logs            # the same path on every worker",), "as Kafka reads it"
+    [warning] = warnings
+    assert warning.startswith(f"config file {path}, line 5: the value of 'log.dirs' is ")
+    assert "'# the same path on every worker'" in warning and "lines of their own" in warning
+
+
 def test_overrides_win_over_the_file(tmp_path: Path) -> None:
     path = tmp_path / "server.properties"
     path.write_text("log.segment.bytes=1000\nnum.partitions=3\n", encoding="latin-1")

@@ -19,6 +19,7 @@ from service.config.definitions import (
     InvalidConfigError,
     Range,
     ValidList,
+    ValidPattern,
     ValidString,
     format_value,
     parse_value,
@@ -72,6 +73,9 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "api.host": "127.0.0.1",
     "api.port": 8080,
     "api.auth.token.file": None,
+    "api.auth.allow.anonymous": False,
+    "api.allowed.hosts": (),
+    "api.allowed.origins": (),
     "api.max.request.bytes": 10_485_760,
     "api.max.records.per.request": 10_000,
     "api.max.fetch.records": 10_000,
@@ -195,6 +199,10 @@ def test_parse_value_accepts(name: str, raw: str | int | bool, expected: ConfigV
         ("api.port", "65536", ["[0, 65535]"]),
         ("num.partitions", "0", ["at least 1"]),
         ("api.host", 5, ["string"]),
+        ("log.segment.bytes", -(1 << 31) - 1, ["out of the range of Kafka's INT type"]),
+        ("log.retention.ms", "9223372036854775808", ["out of the range of Kafka's LONG type"]),
+        ("log.retention.ms", "-9223372036854775809", ["LONG", "[-9223372036854775808, 9223372036854775807]"]),
+        ("log.retention.ms", 1 << 64, ["out of the range of Kafka's LONG type"]),
     ],
 )
 def test_parse_value_rejects_naming_key_value_and_allowed(
@@ -211,6 +219,30 @@ def test_parse_value_rejects_naming_key_value_and_allowed(
     assert isinstance(info.value, InvalidConfigError)
     assert info.value.name == name
     assert info.value.value == raw
+
+
+@pytest.mark.parametrize("name", ["log.segment.bytes", "log.retention.ms", "log.cleaner.min.cleanable.ratio"])
+@pytest.mark.parametrize(
+    "raw",
+    ["1" * 4301, "-" + "9" * 5000, 10**400, 10**5000, -(10**4400)],
+    ids=["4301-digits", "minus-5000-nines", "int-401-digits", "int-5001-digits", "int-minus-4401-digits"],
+)
+def test_numbers_beyond_pythons_digit_limit_are_out_of_range_naming_the_key(
+    name: str, raw: str | int
+) -> None:
+    """The probe's 4,301-digit value was a ValueError (500, a CLI traceback): it is a value out of range."""
+    defn = DEFS_BY_NAME[name]
+    with pytest.raises(InvalidConfigError) as info:
+        parse_value(defn, raw)
+    assert info.value.name == name
+    message = str(info.value)
+    assert name in message and "allowed:" in message and len(message) < 400, message
+
+
+def test_leading_zeros_past_pythons_digit_limit_are_still_the_number() -> None:
+    assert parse_value(DEFS_BY_NAME["log.retention.ms"], "-" + "0" * 4300 + "15") == -15
+    with pytest.raises(InvalidConfigError, match="at least 14"):
+        parse_value(DEFS_BY_NAME["log.segment.bytes"], " +" + "0" * 5000 + " ")
 
 
 def test_topic_retention_ms_is_at_least_minus_one_while_the_broker_key_takes_any_negative() -> None:
@@ -245,6 +277,13 @@ def _typed_values(defn: ConfigDef) -> st.SearchStrategy[ConfigValue]:
         return st.sampled_from(validator.allowed)
     if isinstance(validator, ValidList):
         return st.lists(st.sampled_from(validator.allowed), min_size=1, unique=True).map(tuple)
+    if isinstance(validator, ValidPattern):
+        return st.lists(
+            st.from_regex(validator.pattern, fullmatch=True)
+            .map(str.strip)
+            .filter(lambda item: bool(item) and "," not in item and item == item.strip()),
+            unique=True,
+        ).map(tuple)
     text = st.text(st.characters(blacklist_characters=","), min_size=1).map(str.strip).filter(bool)
     if defn.type is ConfigType.LIST:
         return st.lists(text, min_size=1, unique=True).map(tuple)

@@ -215,3 +215,16 @@ def test_concurrent_updates_lose_nothing(log_dirs: list[Path]) -> None:
 def test_needs_a_log_dir() -> None:
     with pytest.raises(ValueError, match="at least one log dir"):
         TopicConfigStore([])
+
+
+def test_load_if_changed_rereads_only_after_a_copy_changed_on_disk(log_dirs: list[Path]) -> None:
+    daemon = TopicConfigStore(log_dirs)
+    assert daemon.load_if_changed() is True  # the first load
+    assert daemon.load_if_changed() is False
+    TopicConfigStore(log_dirs).update("orders", {"retention.ms": 1000})  # another process
+    assert daemon.load_if_changed() is True
+    assert (daemon.version, daemon.get("orders")) == (1, {"retention.ms": "1000"})
+    assert daemon.load_if_changed() is False
+    (log_dirs[1] / TOPIC_CONFIGS_FILE).unlink()  # one copy gone: the other still holds version 1
+    assert daemon.load_if_changed() is True
+    assert daemon.version == 1

@@ -167,6 +167,24 @@ def test_a_corrupt_snapshot_is_reported_and_the_state_rebuilt_from_the_segments(
     assert not path.exists()
 
 
+def test_a_snapshot_of_an_unknown_version_is_reported_and_the_state_rebuilt(
+    directory: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = open_log(directory, clock)
+    idem(log, 1, 0, b"a")
+    idem(log, 2, 0, b"t", txn=True)
+    log.close()
+    path = snapshot_path(directory, 2)
+    data = bytearray(path.read_bytes())
+    data[1] = 7  # the version is outside the CRC: only the version check can catch it
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.ERROR):
+        log = load_partition_log(directory, LogConfig(), clock=clock, clean_shutdown=True).log
+    assert f"{path}, position 0: producer snapshot version 7 is not supported" in caplog.text
+    assert log.producer_state.producer_ids == [1, 2]  # replayed from the segment
+    assert log.last_stable_offset == 1  # the open transaction is back
+
+
 def test_stray_snapshots_are_removed_on_load(directory: Path, clock: ManualClock) -> None:
     log = open_log(directory, clock)
     idem(log, 1, 0, b"a")
@@ -196,6 +214,27 @@ def test_a13_retention_deletes_producer_snapshots(directory: Path, clock: Manual
     assert not list(directory.glob("*.deleted"))
     assert log.log_start_offset == 3
     assert log.producer_state.producer_ids == [1]  # A15: deleting segments removes no producer
+
+
+def test_snapshots_go_with_their_segments_after_file_delete_delay_ms(
+    directory: Path, clock: ManualClock
+) -> None:
+    manager, scheduler = retention(clock)
+    log = open_log(directory, clock, segment_bytes=10240, retention_bytes=0, file_delete_delay_ms=30_000)
+    idem(log, 1, 0, b"a")
+    log.roll()
+    idem(log, 1, 1, b"b")
+    log.roll()
+    assert list_snapshot_offsets(directory) == [1, 2]
+    manager.delete_old_segments(log)  # the segments at 0 and 1 go; snapshot 1 is named by segment 1
+    assert list_snapshot_offsets(directory) == [2]
+    marked = directory / f"{1:020d}.snapshot.deleted"
+    assert marked.exists()  # renamed at once, like the segment's files
+    scheduler.advance(29_999)
+    assert marked.exists() and (directory / f"{1:020d}.log.deleted").exists()
+    scheduler.advance(1)
+    assert not marked.exists() and not list(directory.glob("*.deleted"))
+    assert list_snapshot_offsets(directory) == [2]
 
 
 def test_a14_log_start_offset_movement_deletes_snapshots(directory: Path, clock: ManualClock) -> None:

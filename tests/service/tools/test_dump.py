@@ -66,6 +66,7 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[
     code, out, err = run(capsys, "--json", *args)
     document = json.loads(out)
     assert set(document) == {"files"}
+    assert out == json.dumps(document, indent=2) + "\n", "laid out as explain --json and clean --json are"
     return code, document["files"], err
 
 
@@ -372,6 +373,27 @@ def test_several_files_all_processed_before_the_exit_code(
     code, files, _ = run_json(capsys, str(bad), str(good))
     assert code == 2
     assert [("error" in f, len(f["batches"])) for f in files] == [(True, 2), (False, 3)]
+
+
+def test_json_of_files_of_every_shape_is_indented_as_the_other_commands_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Logs with and without batches or errors, an index with entries, an empty one: one layout."""
+    bad = tmp_path / "00000000000000000000.log"
+    three_batches(bad)
+    bad.write_bytes(bad.read_bytes()[:-1])
+    empty_log = tmp_path / "00000000000000000200.log"
+    empty_log.write_bytes(b"")
+    index = tmp_path / "00000000000000000000.index"
+    index.write_bytes(encode_offset_entries([(1, 0), (2, 70)]))
+    empty_index = tmp_path / "00000000000000000200.index"
+    empty_index.write_bytes(b"")
+    code, files, _ = run_json(capsys, "--records", str(bad), str(empty_log), str(index), str(empty_index))
+    assert code == 2
+    assert [len(f["batches"]) for f in files] == [2, 0, 0, 0]
+    assert [len(f.get("entries", ())) for f in files] == [0, 0, 2, 0]
+    code, out, _ = run(capsys, "--json")  # usage error: no file, no document
+    assert code == 2 and out == ""
 
 
 # -- indexes, checkpoints, marker --------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,7 @@ def test_legacy_message_set_says_which_magic_on_stderr_under_json(
 ) -> None:
     # A magic-1 message (Kafka 0.10): offset, size, crc, magic, attributes, timestamp, key -1, value "v".
     body = struct.pack(">bbqi", 1, 0, 0, -1) + struct.pack(">i", 1) + b"v"
-    message = struct.pack(">qiI", 0, len(body) + 4, 0) + body
+    message = struct.pack(">qiI", 0, len(body) + 4, zlib.crc32(body)) + body  # a valid legacy CRC
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(message)
     code, files, err = run_json(capsys, str(path))

@@ -42,6 +42,7 @@ def run_json(capsys: pytest.CaptureFixture[str], log_dir: Path, *args: str) -> l
     assert code == 0, err
     document = json.loads(out)
     assert set(document) == {"topics"}
+    assert out == json.dumps(document, indent=2) + "\n", "laid out as every other --json output"
     topics: list[dict[str, Any]] = document["topics"]
     return topics
 

@@ -1,0 +1,232 @@
+"""``logcleaner gen --workload consumer-offsets``: a ``__consumer_offsets`` topic as a group coordinator
+writes it, for the decoders and the cleaner to work on.
+
+Each consumer group lives in the partition Kafka's coordinator gives it (``abs(groupId.hashCode()) %
+partitions``, Java's String hash). Per group, in time order (the groups of a partition interleaved):
+
+1. a rebalance: its GroupMetadataValue (v3, generation 1, one member of the ``consumer`` protocol with
+   its subscription and assignment, encoded as Kafka's ConsumerProtocol v0);
+2. ``commits`` rounds of offset commits, one batch per round with one OffsetCommitValue (v3) per
+   topic-partition the group consumes; the offsets grow each round;
+3. a second rebalance (generation 2) after the last round;
+4. for an expired group (``expired_groups`` of them, spread evenly): a batch of tombstones, one for each
+   of its offset keys and one for its group key, as the coordinator writes when offsets expire.
+
+Keys are the coordinator's, so one (group, topic, partition) always has the same key and compaction
+leaves only its newest commit; tombstones go once ``delete.retention.ms`` has passed.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from service.clock import Clock
+from service.errors import InvalidInputError
+from service.storage.coordinator_records import (
+    GROUP_METADATA_VALUE,
+    OFFSET_COMMIT_VALUE,
+    encode_group_metadata_key,
+    encode_offset_commit_key,
+    encode_versioned,
+)
+from service.storage.log import PartitionLog
+from service.storage.log_config import LogConfig
+from service.storage.records import Record
+from service.storage.topic_partition import TopicPartition
+from service.tools.workload_dir import GenResult, write_workload
+
+__all__ = [
+    "CONSUMER_OFFSETS_TOPIC",
+    "OffsetsWorkload",
+    "OFFSETS_SEGMENT_BYTES",
+    "coordinator_partition",
+    "fill_consumer_offsets",
+    "generate_consumer_offsets",
+]
+
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_SEGMENT_BYTES = 104_857_600  # Kafka's offsets.topic.segment.bytes
+VALUE_VERSION = 3  # what Kafka 2.1-3.x write for offset commits and group metadata
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_SESSION_TIMEOUT_MS = 45_000
+_REBALANCE_TIMEOUT_MS = 300_000
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsWorkload:
+    """What to write: ``groups`` groups, each consuming ``topics`` × ``topic_partitions`` partitions."""
+
+    log_dir: Path
+    partitions: int = 1
+    groups: int = 10
+    topics: int = 3
+    topic_partitions: int = 4
+    commits: int = 5
+    expired_groups: float = 0.0
+    timestamp_start_ms: int | None = None
+    timestamp_spread_ms: int = 0
+    segment_bytes: int = OFFSETS_SEGMENT_BYTES
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("partitions", "groups", "topics", "topic_partitions", "commits"):
+            if getattr(self, name) < 1:
+                raise InvalidInputError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.expired_groups <= 1.0:
+            raise InvalidInputError(f"expired_groups is a fraction in [0, 1], got {self.expired_groups}")
+
+    def group_names(self) -> list[str]:
+        return [f"group-{i}" for i in range(self.groups)]
+
+    def is_expired(self, index: int) -> bool:
+        """Exactly ``round-down(share * n)`` of the first n groups expire, spread evenly."""
+        return int((index + 1) * self.expired_groups) > int(index * self.expired_groups)
+
+
+def coordinator_partition(group: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of ``group``: Kafka's ``Utils.abs(group.hashCode()) % n``."""
+    hash_code = 0
+    for unit in _utf16_units(group):
+        hash_code = (31 * hash_code + unit) & 0xFFFFFFFF
+    if hash_code >= 1 << 31:
+        hash_code -= 1 << 32
+    magnitude = 0 if hash_code == -(1 << 31) else abs(hash_code)
+    return magnitude % partitions
+
+
+def _utf16_units(text: str) -> list[int]:
+    raw = text.encode("utf-16-be")
+    return [int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2)]
+
+
+def fill_consumer_offsets(log: PartitionLog, workload: OffsetsWorkload, now_ms: int) -> int:
+    """Append the batches of every group whose coordinator partition ``log`` is; return the record count.
+
+    Groups go in step, as a coordinator serves them at once: step 0 is every group's first rebalance,
+    then each commit round, and so on; steps are stamped evenly over the workload's time range, first
+    to last, so the partition's timestamps never go back.
+    """
+    partition = log.topic_partition.partition
+    spread = workload.timestamp_spread_ms
+    start_ms = now_ms - spread if workload.timestamp_start_ms is None else workload.timestamp_start_ms
+    rng = random.Random(f"{workload.seed}/{partition}")
+    per_group = [
+        _group_batches(workload, group, workload.is_expired(index), rng)
+        for index, group in enumerate(workload.group_names())
+        if coordinator_partition(group, workload.partitions) == partition
+    ]
+    last_step = max((len(batches) - 1 for batches in per_group), default=0)
+    records = 0
+    for step in range(last_step + 1):
+        timestamp = start_ms + spread * step // max(last_step, 1)
+        for batches in per_group:
+            if step < len(batches):
+                batch = batches[step]
+                log.append_records(
+                    [Record(0, timestamp, key, _stamped(value, timestamp)) for key, value in batch]
+                )
+                records += len(batch)
+    return records
+
+
+def generate_consumer_offsets(workload: OffsetsWorkload, *, clock: Clock | None = None) -> list[GenResult]:
+    """Write ``workload`` into every partition of ``__consumer_offsets``, a compacted topic, as a group
+    coordinator would (``gen_offsets``); existing partitions are appended to."""
+    config = LogConfig(cleanup_policy=frozenset({"compact"}), segment_bytes=workload.segment_bytes)
+    overrides = {"cleanup.policy": "compact", "segment.bytes": str(workload.segment_bytes)}
+
+    def fill(log: PartitionLog, now_ms: int) -> GenResult:
+        records = fill_consumer_offsets(log, workload, now_ms)
+        tp = log.topic_partition
+        return GenResult(
+            tp.topic, tp.partition, records, log.log_end_offset, len(log.segments), log.size_bytes
+        )
+
+    targets = [TopicPartition(CONSUMER_OFFSETS_TOPIC, p) for p in range(workload.partitions)]
+    return write_workload(workload.log_dir, targets, config, overrides, fill, clock=clock)
+
+
+Pair = tuple[bytes, dict[str, object] | bytes | None]  # an offset commit's fields, or a value's bytes
+
+
+def _group_batches(
+    workload: OffsetsWorkload, group: str, is_expired: bool, rng: random.Random
+) -> list[list[Pair]]:
+    """The batches one group's coordinator writes, in order (the module docstring's steps)."""
+    topics = [f"topic-{t}" for t in range(workload.topics)]
+    partitions = [(t, p) for t in topics for p in range(workload.topic_partitions)]
+    group_key = encode_group_metadata_key(group)
+    batches: list[list[Pair]] = [[(group_key, _group_metadata(group, 1, topics, partitions))]]
+    offsets = dict.fromkeys(partitions, 0)
+    for _ in range(workload.commits):
+        batch: list[Pair] = []
+        for topic, partition in partitions:
+            offsets[topic, partition] += 1 + int(rng.random() * 1000)
+            key = encode_offset_commit_key(group, topic, partition)
+            batch.append((key, _offset_commit(offsets[topic, partition])))
+        batches.append(batch)
+    batches.append([(group_key, _group_metadata(group, 2, topics, partitions))])
+    if is_expired:
+        tombstones: list[Pair] = [(encode_offset_commit_key(group, t, p), None) for t, p in partitions]
+        batches.append([*tombstones, (group_key, None)])
+    return batches
+
+
+def _offset_commit(offset: int) -> dict[str, object]:
+    """An OffsetCommitValue's fields; its commit time is the batch's (``_stamped``)."""
+    return {"offset": offset, "leader_epoch": 0, "metadata": "", "commit_timestamp": -1}
+
+
+def _stamped(value: dict[str, object] | bytes | None, timestamp: int) -> bytes | None:
+    """A value's bytes: an offset commit gets ``timestamp`` as its commit time, as the coordinator does."""
+    if not isinstance(value, dict):
+        return value
+    return encode_versioned(OFFSET_COMMIT_VALUE, VALUE_VERSION, {**value, "commit_timestamp": timestamp})
+
+
+def _group_metadata(
+    group: str, generation: int, topics: list[str], partitions: list[tuple[str, int]]
+) -> bytes:
+    member_id = f"consumer-{group}-1-{generation:08d}"
+    member = {
+        "member_id": member_id,
+        "group_instance_id": None,
+        "client_id": f"consumer-{group}-1",
+        "client_host": "/10.0.0.1",
+        "rebalance_timeout": _REBALANCE_TIMEOUT_MS,
+        "session_timeout": _SESSION_TIMEOUT_MS,
+        "subscription": _subscription(topics),
+        "assignment": _assignment(topics, partitions),
+    }
+    values = {
+        "protocol_type": "consumer",
+        "generation": generation,
+        "protocol": "range",
+        "leader": member_id,
+        "current_state_timestamp": -1,
+        "members": [member],
+    }
+    return encode_versioned(GROUP_METADATA_VALUE, VALUE_VERSION, values)
+
+
+def _string(text: str) -> bytes:
+    raw = text.encode()
+    return _INT16.pack(len(raw)) + raw
+
+
+def _subscription(topics: list[str]) -> bytes:
+    """ConsumerProtocolSubscription v0: int16 version, [string] topics, bytes user data (null)."""
+    return _INT16.pack(0) + _INT32.pack(len(topics)) + b"".join(map(_string, topics)) + _INT32.pack(-1)
+
+
+def _assignment(topics: list[str], partitions: list[tuple[str, int]]) -> bytes:
+    """ConsumerProtocolAssignment v0: int16 version, [topic, [int32]] partitions, bytes user data (null)."""
+    out = _INT16.pack(0) + _INT32.pack(len(topics))
+    for topic in topics:
+        owned = [p for t, p in partitions if t == topic]
+        out += _string(topic) + _INT32.pack(len(owned)) + b"".join(_INT32.pack(p) for p in owned)
+    return out + _INT32.pack(-1)

@@ -1,0 +1,104 @@
+"""Where a generated workload goes: a log dir loaded under its lock, filled, and closed as a broker would.
+
+``write_workload`` is the frame every ``gen`` workload runs in: partitions missing from the dir are
+created with their topic's ``partition.metadata``; the whole dir is loaded (so the checkpoints and the
+clean-shutdown marker written at the end stay true for every partition), each target filled, and the dir
+closed cleanly. A failed run closes the logs without the marker, so the next load recovers them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from service.clock import Clock, SystemClock
+from service.config.topic_store import TopicConfigStore
+from service.storage.dir_lock import LogDirLock
+from service.storage.log import PartitionLog
+from service.storage.log_config import LogConfig
+from service.storage.log_dir import LoadedLogDir, close_log_dir, load_log_dir
+from service.storage.log_files import partition_dir_name
+from service.storage.partition_files import create_partition_metadata, load_topic_id
+from service.storage.topic_partition import TopicPartition
+
+__all__ = ["GenResult", "write_workload"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GenResult:
+    """One generated partition after the run: ``records`` appended now, the log's state after them."""
+
+    topic: str
+    partition: int
+    records: int
+    log_end_offset: int
+    segments: int
+    size_bytes: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "records": self.records,
+            "log_end_offset": self.log_end_offset,
+            "segments": self.segments,
+            "size_bytes": self.size_bytes,
+        }
+
+
+def write_workload(
+    log_dir: Path,
+    targets: Sequence[TopicPartition],
+    config: LogConfig,
+    overrides: dict[str, str],
+    fill: Callable[[PartitionLog, int], GenResult],
+    *,
+    clock: Clock | None = None,
+) -> list[GenResult]:
+    """Load ``log_dir`` under its lock, ``fill`` each target partition (created if missing, with ``config``)
+    given the time now, close the dir cleanly and store ``overrides`` as the targets' topic configs."""
+    clock = clock or SystemClock()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    topics = {tp.topic for tp in targets}
+    with LogDirLock(log_dir):
+        _create_partition_dirs(log_dir, list(targets))
+        loaded = load_log_dir(log_dir, lambda topic: config if topic in topics else LogConfig(), clock=clock)
+        try:
+            now_ms = clock.now_ms()
+            results = [fill(loaded.logs[tp], now_ms) for tp in targets]
+        except BaseException:
+            _close_unclean(loaded)
+            raise
+        close_log_dir(loaded)
+        if overrides:
+            store = TopicConfigStore([log_dir])
+            for topic in sorted(topics):
+                store.update(topic, overrides)
+    return results
+
+
+def _create_partition_dirs(log_dir: Path, targets: list[TopicPartition]) -> None:
+    """Missing partition dirs, each with the ``partition.metadata`` of its topic (one id per topic)."""
+    topic_ids: dict[str, str | None] = {}
+    for tp in targets:
+        directory = log_dir / partition_dir_name(tp.topic, tp.partition)
+        if directory.is_dir():
+            topic_ids[tp.topic] = topic_ids.get(tp.topic) or load_topic_id(directory)
+    for tp in targets:
+        directory = log_dir / partition_dir_name(tp.topic, tp.partition)
+        if not directory.is_dir():
+            directory.mkdir()
+            topic_ids[tp.topic] = create_partition_metadata(directory, topic_ids.get(tp.topic))
+
+
+def _close_unclean(loaded: LoadedLogDir) -> None:
+    """After a failed run: release the files but write no marker, so the next load recovers the logs."""
+    for log in loaded.logs.values():
+        try:
+            log.close()
+        except Exception:
+            logger.exception("Could not close %s after a failed gen run", log.directory)
