@@ -74,11 +74,11 @@ def test_sigterm_aborts_the_round_in_flight_names_it_and_leaves_no_cleaned_file(
     )
     began = time.monotonic()
     assert serve.stop(signal.SIGTERM) == 0, serve.log
-    assert time.monotonic() - began < 5, serve.log
-    assert f"cleaner stopped (aborted round on {BIG})" in serve.log
-    assert "Shut down cleanly" in serve.log
-    assert read_clean_shutdown_marker(log_dir) is not None
-    assert leftover_cleaner_files(log_dir) == []
+    assert time.monotonic() - began < 10, serve.log  # seconds on a busy 2-core machine, not the 30 s bound
+    assert f"cleaner stopped (aborted round on {BIG})" in serve.log, serve.log
+    assert "Shut down cleanly" in serve.log, serve.log
+    assert read_clean_shutdown_marker(log_dir) is not None, serve.log
+    assert leftover_cleaner_files(log_dir) == [], serve.log
 
     restarted = Serve(log_dir, "log.cleaner.enable=false", "scheduler.initial.delay.ms=3600000")
     restarted.wait_for(READY)
