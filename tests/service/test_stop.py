@@ -33,8 +33,8 @@ BIG = TopicPartition("big", 0)
 
 
 def big_compacted_log(log_dir: Path) -> None:
-    """~4.5 MB of unique keys in 64 KiB segments, cleaned in 1 MiB groups: every group is rewritten (it
-    merges), yet every record survives, so the restart must serve each of them."""
+    """~4.5 MB in 64 KiB segments (keys drawn from 40,000), cleaned in 1 MiB groups: every group is
+    rewritten (it merges)."""
     generate(
         GenOptions(
             log_dir=log_dir,
@@ -85,7 +85,11 @@ def test_sigterm_aborts_the_round_in_flight_names_it_and_leaves_no_cleaned_file(
     with httpx.Client(base_url=api_url(restarted), timeout=30) as client:
         served = fetch_all(client, BIG.topic, BIG.partition)
     assert restarted.stop() == 0, restarted.log
-    assert served == expected
+    # groups swapped in before the abort dropped records a later one of the same key supersedes: every
+    # other record is served, and each served one is as written
+    latest = {key: offset for offset, (key, _value) in sorted(expected.items())}
+    assert {offset: expected[offset] for offset in served} == served
+    assert set(latest.values()) <= served.keys()
 
 
 def loaded_count(url: str) -> int | None:
