@@ -15,9 +15,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from cleaner.cleaner import Cleaner, CleaningResult, ScheduleDelete, round_down_to_segment
+from cleaner.errors import CleaningAbortedError
 from service.clock import Clock
 from service.engine_choice import ENGINE_SPARK, EngineChoice
 from service.storage.log import PartitionLog
@@ -169,8 +171,11 @@ def round_bytes(log: PartitionLog, upper_bound_offset: int) -> int:
 class PerRoundEngine:
     """Runs each round on the engine ``choice`` picks for its size; ``name`` is the setting (``auto`` …).
 
-    ``build_spark`` is called once, at the first round that goes to Spark (under ``_lock``, which guards
-    ``_spark``); until then no pyspark import and no JVM. ``close`` stops Spark only if it was started.
+    ``build_spark`` is called at the first round that goes to Spark; until then no pyspark import and no
+    JVM. It runs on its own thread (``logcleaner-spark-start``) while the round keeps calling its abort
+    check, so a stop during Spark's start (tens of seconds on a busy machine) does not wait for it; a
+    build that fails is tried again by the next round. ``_lock`` guards ``_spark``, ``_starting``,
+    ``_start_error`` and ``_closed``. ``close`` stops Spark if it was started (or once its start ends).
     """
 
     def __init__(
@@ -184,6 +189,9 @@ class PerRoundEngine:
         self.in_process = in_process
         self._build_spark = build_spark
         self._spark: CompactionEngine | None = None
+        self._starting: threading.Thread | None = None
+        self._start_error: BaseException | None = None
+        self._closed = False
         self._lock = threading.Lock()
 
     @property
@@ -195,13 +203,46 @@ class PerRoundEngine:
         engine, _reason = self.choice.choose(round_bytes(log, upper_bound_offset))
         return engine == ENGINE_SPARK
 
-    def engine_for(self, log: PartitionLog, upper_bound_offset: int) -> CompactionEngine:
+    def engine_for(
+        self,
+        log: PartitionLog,
+        upper_bound_offset: int,
+        check_aborted: Callable[[], None] = lambda: None,
+        poll_interval_s: float = 0.1,
+    ) -> CompactionEngine:
+        """The round's engine; while Spark starts, ``check_aborted`` runs every ``poll_interval_s``."""
         if not self.goes_to_spark(log, upper_bound_offset):
             return self.in_process
         with self._lock:
+            if self._spark is None and self._starting is None:
+                self._start_error = None
+                self._starting = threading.Thread(
+                    target=self._start, name="logcleaner-spark-start", daemon=True
+                )
+                self._starting.start()
+            starting = self._starting
+        while starting is not None and starting.is_alive():
+            starting.join(poll_interval_s)
+            check_aborted()
+        with self._lock:
             if self._spark is None:
-                self._spark = self._build_spark()
+                raise RuntimeError(f"Spark did not start: {self._start_error!r}") from self._start_error
             return self._spark
+
+    def _start(self) -> None:
+        try:
+            spark = self._build_spark()
+        except BaseException as exc:  # handed to the rounds waiting for it
+            with self._lock:
+                self._start_error, self._starting = exc, None
+            return
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._spark = spark
+            self._starting = None
+        if closed:  # the service stopped while Spark started
+            spark.close()
 
     def clean(
         self,
@@ -214,7 +255,7 @@ class PerRoundEngine:
         schedule_delete: ScheduleDelete,
         thread_id: int = 0,
     ) -> CleaningResult:
-        engine = self.engine_for(log, upper_bound_offset)
+        engine = self.engine_for(log, upper_bound_offset, check_aborted)
         return engine.clean(
             log,
             first_dirty_offset,
@@ -239,15 +280,34 @@ class PerRoundEngine:
         if len(on_spark) == 1:
             others, on_spark = list(rounds), []
         clean_each(self, others, throttle=throttle, schedule_delete=schedule_delete, thread_id=thread_id)
-        if on_spark:
-            spark = self.engine_for(on_spark[0].log, on_spark[0].upper_bound_offset)
-            spark.clean_many(
-                on_spark, throttle=throttle, schedule_delete=schedule_delete, thread_id=thread_id
+        if not on_spark:
+            return
+        try:  # the start ends early only once every one of these rounds was aborted (a stop)
+            spark = self.engine_for(
+                on_spark[0].log, on_spark[0].upper_bound_offset, partial(_check_all_aborted, on_spark)
             )
+        except Exception as exc:  # Spark did not start, or every round was aborted
+            for one in on_spark:
+                one.on_done(exc)
+            return
+        spark.clean_many(on_spark, throttle=throttle, schedule_delete=schedule_delete, thread_id=thread_id)
 
     def close(self) -> None:
         with self._lock:
             spark, self._spark = self._spark, None
+            self._closed = True
         self.in_process.close()
         if spark is not None:
             spark.close()
+
+
+def _check_all_aborted(rounds: Sequence[LogRound]) -> None:
+    """Raise the first round's abort once every round of ``rounds`` was aborted."""
+    errors: list[CleaningAbortedError] = []
+    for one in rounds:
+        try:
+            one.check_aborted()
+        except CleaningAbortedError as exc:
+            errors.append(exc)
+    if len(errors) == len(rounds):
+        raise errors[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from cleaner.errors import CleaningAbortedError, IllegalCleanerStateError
@@ -40,11 +41,13 @@ class LogCleaner:
         engine_name: str = "in-process",
         on_round: Callable[[str, float], None] | None = None,
         sharing: JobSharing | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
+        """``stop``: the event ``begin_stop`` sets (pass one to let a throttler's sleep end with it)."""
         self.manager = manager
         self._on_round = on_round
         self.engine_name = engine_name
-        self._stop = threading.Event()
+        self._stop = stop or threading.Event()
         self._lock = threading.Lock()
         self._bytes_read_total = 0
         self._bytes_written_total = 0
@@ -80,12 +83,20 @@ class LogCleaner:
             worker.thread.start()
         logger.info("Started %d cleaner threads (%s engine)", len(self.workers), self.engine_name)
 
-    def shutdown(self, timeout_s: float = 60.0) -> None:
-        """Stop the loops; a running round notices through its abort check and stops safely."""
+    def begin_stop(self) -> None:
+        """Abort every round at its next check (forced ones too) and end the loops; returns at once."""
         self._stop.set()
+        self._forced.stop.set()
+
+    def shutdown(self, timeout_s: float = 60.0) -> list[TopicPartition]:
+        """Stop the loops; a running round notices through its abort check and stops safely, its
+        ``.cleaned`` files removed. Returns the partitions whose rounds the stop aborted."""
+        self.begin_stop()
+        deadline = time.monotonic() + timeout_s
         for worker in self.workers:
             if worker.thread.is_alive():
-                worker.thread.join(timeout_s)
+                worker.thread.join(max(deadline - time.monotonic(), 0))
+        return sorted(tp for w in [*self.workers, self._forced] for tp in w.stopped_rounds)
 
     def _record(self, outcome: RoundOutcome) -> None:
         with self._lock:

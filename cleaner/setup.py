@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine
@@ -56,7 +57,12 @@ def build_log_cleaner(
     """The pool of ``log.cleaner.threads`` workers; it becomes the LogManager's cleaning port.
     ``on_round(engine, seconds)`` hears of every finished round (the metrics' round-duration histogram)."""
     manager = CleanerManager(lambda: log_manager.logs, log_manager.clock)
-    throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second)
+    stop = threading.Event()  # a stop ends a throttling pause at once (a Spark round's can be long)
+
+    def pause(seconds: float) -> None:
+        stop.wait(seconds)
+
+    throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second, sleep=pause)
     sharing = None
     if isinstance(engine, PerRoundEngine) and engine.choice.may_use_spark:
         per_round = engine
@@ -74,6 +80,7 @@ def build_log_cleaner(
         engine_name=engine.name,
         on_round=on_round,
         sharing=sharing,
+        stop=stop,
     )
     log_manager.cleaning = manager
     return cleaner

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from cleaner.errors import CleaningAbortedError
 from cleaner.manager import Candidate, CleanerManager
 from service.storage.log import PartitionLog
+from service.storage.topic_partition import TopicPartition
 
 __all__ = ["CleanFn", "CleanManyFn", "CleanerWorker", "JobSharing", "RoundOutcome"]
 
@@ -110,6 +111,7 @@ class CleanerWorker:
         self.sharing = sharing
         self.last_outcome: RoundOutcome | None = None
         self.is_dead = False
+        self.stopped_rounds: list[TopicPartition] = []  # rounds the stop aborted (appended by this worker)
         self.thread = threading.Thread(target=self.run, name=self.name, daemon=True)
 
     def run(self) -> None:
@@ -198,6 +200,8 @@ class CleanerWorker:
         log, tp = candidate.log, candidate.topic_partition
         if isinstance(ended, CleaningAbortedError):
             logger.info("%s: cleaning of %s aborted", self.name, tp)
+            if self.stop.is_set():
+                self.stopped_rounds.append(tp)
             self.manager.done_cleaning(log, None)
             if reraise:
                 raise ended

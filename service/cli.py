@@ -55,12 +55,14 @@ def serve(config_file: Path | None, overrides: tuple[str, ...], quiet: bool) -> 
     """Run the daemon: load and recover every log under log.dirs, run Kafka's scheduled log tasks.
 
     SIGTERM/SIGINT shut it down cleanly (checkpoints and the clean-shutdown marker written, exit 0)
-    within shutdown.timeout.ms; past it, or on a second signal, exit 1 without the marker. A failed
-    start exits 1 having changed nothing. Prints a start-up and a shutdown line unless -q.
+    within shutdown.timeout.ms; past it, on a second signal, or on a signal while the logs still load,
+    exit 1 without the marker. A failed start exits 1 having changed nothing. Prints a start-up and a
+    shutdown line unless -q.
     """
     if not quiet:  # the daemon's own lines at INFO even without -v
         logging.getLogger("service.daemon").setLevel(min(logging.getLogger().level, logging.INFO))
     daemon = Daemon(load_config(config_file, overrides))
+    daemon.install_signal_handlers()  # a stop while the logs load interrupts the loading
     daemon.start()
     try:
         daemon.run_until_stopped()

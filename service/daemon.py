@@ -4,9 +4,11 @@ Start-up: the REST API binds its port first (``/healthz`` and ``/metrics`` answe
 and ``/v1`` answer 503 with the loading progress), then topic overrides are read, every log dir is locked
 and loaded (the LogManager), then Kafka's periodic log tasks start after ``scheduler.initial.delay.ms``.
 A start-up that fails stops what it started before anything acted, without the clean-shutdown marker.
-SIGTERM/SIGINT: the API stops, then the cleaner, then the scheduler (runs in flight finish), every log is
+SIGTERM/SIGINT: cleaner rounds and retention passes in flight are told to end at once, the API stops, then
+the cleaner (its aborted rounds named in the log), then the scheduler (runs in flight finish), every log is
 flushed and closed, both checkpoints and the clean-shutdown marker are written, and the process exits 0;
-all within ``shutdown.timeout.ms``, else it exits 1 without the marker. A second signal exits at once.
+all within ``shutdown.timeout.ms``, else it exits 1 without the marker. A second signal exits at once. A
+signal while the logs load ends the loading at the next partition: start-up fails (exit 1, no marker).
 
 With ``log.cleaner.enable``, ``log.cleaner.threads`` cleaner workers (``kafka-log-cleaner-thread-N``)
 compact the dirtiest logs on the chosen engine and run the retention of compacted logs; they stop before
@@ -43,6 +45,8 @@ from service.log_manager import LogManager, LogManagerSettings
 from service.ports import CleanerView, TaskScheduler
 from service.sd_notify import sd_notify
 from service.storage.log_config import LogConfig
+from service.storage.log_dir import LoadInterruptedError
+from service.storage.topic_partition import TopicPartition
 
 __all__ = ["TOPIC_CONFIG_REFRESH_MS", "Daemon", "StartupError", "build_log_manager"]
 
@@ -101,6 +105,8 @@ class Daemon:
         self.api_server: ApiServer | None = None
         self._ready = False  # every log loaded and every task started
         self._stopping = False
+        self._stop_began: float | None = None  # monotonic time of the first stop signal
+        self._watchdog: threading.Timer | None = None  # ends a stop that overruns shutdown.timeout.ms
 
     def start(self) -> None:
         """Bind the API, then lock and load the logs, then start the tasks; a failure stops what started.
@@ -127,9 +133,20 @@ class Daemon:
             self.topic_store.load()
             self._config_version = self.topic_store.version
             try:
-                self.log_manager.startup()
+                if self._stop.is_set():
+                    raise LoadInterruptedError("a stop was requested before the logs loaded")
+                self.log_manager.startup(stop=self._stop)
             except ConflictError as exc:
                 raise StartupError(str(exc)) from exc
+            except LoadInterruptedError as exc:
+                progress = self.log_manager.load_progress.describe()
+                raise StartupError(
+                    f"start-up interrupted by a stop signal ({progress}): exiting without the "
+                    "clean-shutdown marker; the next start recovers the logs"
+                ) from exc
+            if self._stop.is_set():  # every log loaded: the stop that follows closes them cleanly
+                logger.info("Stop requested during start-up: the tasks and the cleaner do not start")
+                return
             self._start_services()
         except BaseException:
             logger.error("Start-up failed: stopping what was started before it acted")
@@ -243,19 +260,37 @@ class Daemon:
         return None
 
     def request_stop(self, signum: int | None = None, _frame: FrameType | None = None) -> None:
-        """The first SIGTERM/SIGINT stops cleanly; a second exits at once, without the marker."""
+        """The first SIGTERM/SIGINT stops cleanly; a second exits at once, without the marker.
+
+        A signal while the logs load ends the loading at the next partition (start-up then fails, exit 1,
+        no marker), bounded by ``shutdown.timeout.ms`` from the signal like any stop."""
         if signum is not None and self._stop.is_set():
             logger.error("Received signal %d again: exiting now, without the clean-shutdown marker", signum)
             _exit_now()
         if signum is not None:
             logger.info("Received signal %d: shutting down", signum)
+            self._stop_began = time.monotonic()
+            self._stopping = True  # /readyz answers 503 from here on
+            if not self._ready:
+                self._arm_watchdog(self._timeout_s)
         self._stop.set()
 
-    def run_until_stopped(self) -> None:
+    def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT request the stop; installed before start-up, so a stop may interrupt it."""
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
+
+    def run_until_stopped(self) -> None:
+        self.install_signal_handlers()
         while not self._stop.wait(timeout=1.0):
             pass
+
+    def _arm_watchdog(self, after_s: float) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watchdog = threading.Timer(max(after_s, 0), lambda: self._abandon_stop(self._still_running()))
+        self._watchdog.daemon = True
+        self._watchdog.start()
 
     def shutdown(self) -> None:
         """Stop within ``shutdown.timeout.ms``: API, cleaner, scheduler, then close the logs (the marker).
@@ -266,21 +301,22 @@ class Daemon:
         self._stopping = True  # /readyz answers 503 from here on
         self._stop.set()
         sd_notify("STOPPING=1")
-        began = time.monotonic()
+        began = self._stop_began if self._stop_began is not None else time.monotonic()
         deadline = began + self._timeout_s
-        watchdog = threading.Timer(self._timeout_s, lambda: self._abandon_stop(self._still_running()))
-        watchdog.daemon = True
-        watchdog.start()
+        self._arm_watchdog(deadline - time.monotonic())
         phase = _Phases()
+        self.log_manager.begin_stop()  # a retention pass ends after its current log
+        if self.cleaner is not None:
+            self.cleaner.begin_stop()  # rounds abort at their next check while the API stops
         if self.api_server is not None:
             self.api_server.stop()  # first: no request reaches a closing log
         phase.done("API stopped")
         if self.cleaner is not None:
-            self.cleaner.shutdown(timeout_s=max(deadline - time.monotonic(), 0))
+            aborted = self.cleaner.shutdown(timeout_s=max(deadline - time.monotonic(), 0))
             still = [w.thread.name for w in self.cleaner.workers if w.thread.is_alive()]
             if still:
                 self._abandon_stop(", ".join(still))
-            phase.done("cleaner stopped")
+            phase.done(f"cleaner stopped{_aborted_rounds(aborted)}")
         running = self.scheduler.shutdown(wait=True, timeout_s=max(deadline - time.monotonic(), 0))
         if running:
             self._abandon_stop(", ".join(f"scheduled task {name}" for name in running))
@@ -290,11 +326,14 @@ class Daemon:
             phase.done("engine closed")
         self.metrics.close()  # no scrape reads the logs once they close
         self.log_manager.shutdown()
-        watchdog.cancel()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         phase.done("logs closed")
         logger.info("Shut down cleanly in %.1f s", time.monotonic() - began)
 
     def _still_running(self) -> str:
+        if not self.log_manager.is_loaded:
+            return self.log_manager.load_progress.describe()
         running = [f"scheduled task {name}" for name in self.scheduler.running()]
         if self.cleaner is not None:
             running += [w.thread.name for w in self.cleaner.workers if w.thread.is_alive()]
@@ -320,6 +359,14 @@ class _Phases:
         now = time.monotonic()
         logger.info("%s in %.1f s", what, now - self._last)
         self._last = now
+
+
+def _aborted_rounds(partitions: list[TopicPartition]) -> str:
+    """`` (aborted round on t-3)``, `` (aborted rounds on t-0, t-3)``, or nothing."""
+    if not partitions:
+        return ""
+    noun = "round" if len(partitions) == 1 else "rounds"
+    return f" (aborted {noun} on {', '.join(str(tp) for tp in partitions)})"
 
 
 def _exit_now() -> NoReturn:

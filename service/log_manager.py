@@ -113,11 +113,13 @@ class LogManager:
         self._fetch_faults: Counter[str] = Counter()  # by kind; guarded by _deletions_lock too
         self._deletions_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()  # one writer per checkpoint file at a time (shared .tmp)
+        self._stopping = threading.Event()  # set when the service stops: retention passes end early
 
     # -- start-up and shutdown -------------------------------------------------------------------
 
-    def startup(self) -> None:
-        """Lock and load every log dir; an I/O error takes only that dir offline."""
+    def startup(self, stop: threading.Event | None = None) -> None:
+        """Lock and load every log dir; an I/O error takes only that dir offline. Once ``stop`` is set no
+        further partition loads (``LoadInterruptedError``; the locks stay held until ``release_locks``)."""
         for state in self._dirs:
             try:
                 state.path.mkdir(parents=True, exist_ok=True)
@@ -136,6 +138,7 @@ class LogManager:
                     clock=self.clock,
                     threads=self.settings.recovery_threads_per_dir,
                     progress=self.load_progress,
+                    stop=stop,
                 )
             except OSError as exc:
                 self._mark_offline(state, exc)
@@ -178,6 +181,11 @@ class LogManager:
             log.abandon()
         self.release_locks()
         logger.info("Log manager shut down cleanly")
+
+    def begin_stop(self) -> None:
+        """A retention pass in flight ends after the log it is on (the rest waits for the next start), so
+        a stop does not wait for a pass over every partition."""
+        self._stopping.set()
 
     def release_locks(self) -> None:
         for state in self._dirs:
@@ -485,7 +493,10 @@ class LogManager:
         """Retention log by log; an I/O error takes that log's dir offline, corrupt data skips that log
         this round (logged), and the others go on."""
         deleted: list[DeletedSegment] = []
-        for log in logs:
+        for done, log in enumerate(logs):
+            if self._stopping.is_set():
+                logger.info("Retention pass ended early, %d of %d logs done: stopping", done, len(logs))
+                break
             try:
                 deleted.extend(self.delete_old_segments(log))
             except OSError as exc:

@@ -27,13 +27,14 @@ fails is run again as one job per log, so a log whose data breaks its tasks fail
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial, reduce
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from cleaner.cleaner import CleaningResult, ScheduleDelete, delete_segments
 from cleaner.engine import LogRound
@@ -238,7 +239,7 @@ class SparkEngine:
         self, log: PartitionLog, plan: RoundPlan, check_aborted: Callable[[], None], thread_id: int
     ) -> tuple[list[GroupResult], int]:
         """The Spark job: every group's ``.cleaned`` files written; their metadata, in offset order."""
-        spark = self.session.get()
+        spark = self._started_session(check_aborted)
         slots = slots_for(len(plan.groups))
         rows = superseded_rows(spark, plan, log.directory, slots, max_split_bytes=self.max_split_bytes)
         rewrite = rewrite_udtf([_round_task(log, plan, slots)])
@@ -261,7 +262,18 @@ class SparkEngine:
 
     def _rewrite_many(self, rounds: list[_Round], thread_id: int) -> list[tuple[list[GroupResult], int]]:
         """One Spark job for every log of ``rounds``: per log, its groups' metadata and its map size."""
-        spark = self.session.get()
+
+        def check_aborted() -> None:
+            aborted: list[tuple[_Round, BaseException]] = []
+            for round_ in rounds:
+                try:
+                    round_.check_aborted()
+                except CleaningAbortedError as exc:
+                    aborted.append((round_, exc))
+            if aborted:
+                raise _LogsAborted(aborted)
+
+        spark = self._started_session(check_aborted)
         all_slots = slots_for(sum(len(r.plan_or_fail().groups) for r in rounds))
         slots_of: list[list[int]] = []
         frames: list[DataFrame] = []
@@ -280,16 +292,6 @@ class SparkEngine:
         rewrite = rewrite_udtf(
             [_round_task(r.log, r.plan_or_fail(), slots) for r, slots in zip(rounds, slots_of, strict=True)]
         )
-
-        def check_aborted() -> None:
-            aborted: list[tuple[_Round, BaseException]] = []
-            for round_ in rounds:
-                try:
-                    round_.check_aborted()
-                except CleaningAbortedError as exc:
-                    aborted.append((round_, exc))
-            if aborted:
-                raise _LogsAborted(aborted)
 
         names = ", ".join(str(r.log.topic_partition) for r in rounds)
         try:
@@ -316,6 +318,28 @@ class SparkEngine:
                     _delete_cleaned(other.log.directory, other.plan_or_fail().groups)
                 raise
         return outcomes
+
+    def _started_session(self, check_aborted: Callable[[], None]) -> SparkSession:
+        """The session; a start (tens of seconds on a busy machine) runs on its own thread while the round
+        keeps calling ``check_aborted``, so a stop does not wait for the JVM."""
+        if self.session.is_started:
+            return self.session.get()
+        outcome: list[SparkSession | BaseException] = []
+
+        def start() -> None:
+            try:
+                outcome.append(self.session.get())
+            except BaseException as exc:  # handed to the round
+                outcome.append(exc)
+
+        starter = threading.Thread(target=start, name="logcleaner-spark-start", daemon=True)
+        starter.start()
+        while starter.is_alive():
+            starter.join(self.poll_interval_s)
+            check_aborted()
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
 
     def _swap_in(
         self,

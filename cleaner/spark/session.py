@@ -76,28 +76,51 @@ class SparkSessionHolder:
         self._session: SparkSession | None = None
         self._scratch: str | None = None
         self._atexit_registered = False
+        self._starting = False  # written under _lock: a start is in flight
+        self._stop_pending = False  # a stop came during a start: the start stops what it started
 
     @property
     def is_started(self) -> bool:
-        with self._lock:
-            return self._session is not None
+        """Read without ``_lock`` (an atomic reference read), so it never waits for a start in flight."""
+        return self._session is not None
 
     def get(self) -> SparkSession:
+        """The session, started at the first call (later callers wait for that start)."""
         with self._lock:
             if self._session is None:
                 self._scratch = tempfile.mkdtemp(prefix="logcleaner-spark-")
+                self._starting = True
                 try:
                     self._session = self._start(self._scratch)
                 except BaseException:
                     shutil.rmtree(self._scratch, ignore_errors=True)
                     self._scratch = None
+                    self._stop_pending = False
                     raise
+                finally:
+                    self._starting = False
+                if self._stop_pending:
+                    self._stop_locked()
+                    raise RuntimeError("the SparkSession was stopped while it started")
             return self._session
 
     def stop(self) -> None:
-        with self._lock:
-            session, self._session = self._session, None
-            scratch, self._scratch = self._scratch, None
+        """Stop the session; during a start, without waiting for it (the start then stops it itself)."""
+        if not self._lock.acquire(blocking=False):
+            if self._starting:
+                self._stop_pending = True
+                if self._starting:  # still starting: it will see the flag once it has started
+                    return
+            self._lock.acquire()
+        try:
+            self._stop_locked()
+        finally:
+            self._lock.release()
+
+    def _stop_locked(self) -> None:
+        self._stop_pending = False
+        session, self._session = self._session, None
+        scratch, self._scratch = self._scratch, None
         if session is not None:
             logger.info("Stopping the SparkSession (master %s)", self.conf["spark.master"])
             session.stop()

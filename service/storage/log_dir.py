@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from service.storage.topic_partition import TopicPartition
 
 __all__ = [
     "FailedPartition",
+    "LoadInterruptedError",
     "LoadedLogDir",
     "close_log_dir",
     "load_log_dir",
@@ -44,6 +46,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _SKIPPED_DIRS = ("__cluster_metadata-",)
+
+
+class LoadInterruptedError(LogCleanerError):
+    """A stop was requested while the dir loaded: loading ended at the next partition, nothing more was
+    written, and the clean-shutdown marker is gone, so the next start recovers (as after a kill)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +88,12 @@ def load_log_dir(
     clock: Clock,
     threads: int = 1,
     progress: LoadProgress | None = None,
+    stop: threading.Event | None = None,
 ) -> LoadedLogDir:
     """Load every partition of ``path``; the clean-shutdown marker is honoured, then removed.
 
-    ``progress`` counts the logs found and loaded, for a start-up that reports how far it is."""
+    ``progress`` counts the logs found and loaded, for a start-up that reports how far it is. Once ``stop``
+    is set, no further partition starts loading: ``LoadInterruptedError``."""
     path = path.resolve()
     path.mkdir(parents=True, exist_ok=True)
     clean = read_clean_shutdown_marker(path) is not None
@@ -115,6 +124,8 @@ def load_log_dir(
 
     def load(item: tuple[Path, TopicPartition]) -> LoadResult | FailedPartition:
         directory, tp = item
+        if stop is not None and stop.is_set():
+            raise LoadInterruptedError(f"loading {path} was interrupted by a stop before {tp}")
         try:
             result: LoadResult | FailedPartition = load_partition_log(
                 directory,

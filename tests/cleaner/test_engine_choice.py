@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from cleaner.engine import (
     clean_each,
     round_bytes,
 )
+from cleaner.errors import CleaningAbortedError
 from service.clock import ManualClock
 from service.engine_choice import EngineChoice, EngineReason
 from service.storage.log import PartitionLog
@@ -118,6 +120,46 @@ def test_spark_is_built_only_when_a_round_reaches_the_threshold(tmp_path: Path, 
     assert engine.has_started_spark is (not margin)
     engine.close()
     assert [b.closed for b in built] == ([] if margin else [True])
+
+
+def test_a_stop_while_spark_starts_aborts_the_round_without_waiting_for_it(tmp_path: Path) -> None:
+    clock = ManualClock(1_700_000_000_000)
+    log = new_log(tmp_path / "topic-0", clock, segment_bytes=2048)
+    for i in range(200):
+        log.append_records([keyed(i % 5, i)])
+    release = threading.Event()
+    built: list[_NamedSpark] = []
+
+    def slow_build_spark() -> CompactionEngine:  # a JVM that takes its time to start
+        release.wait(30)
+        built.append(_NamedSpark(clock))
+        return built[-1]
+
+    engine = PerRoundEngine(EngineChoice("spark", 0), InProcessEngine(clock), slow_build_spark)
+    stop = threading.Event()
+
+    def check_aborted() -> None:
+        if stop.is_set():
+            raise CleaningAbortedError("stopping")
+
+    threading.Timer(0.3, stop.set).start()
+    began = time.monotonic()
+    with pytest.raises(CleaningAbortedError):
+        engine.clean(
+            log,
+            0,
+            log.log_end_offset,
+            check_aborted=check_aborted,
+            throttle=lambda _n: None,
+            schedule_delete=lambda _delay, _fn: None,
+        )
+    assert time.monotonic() - began < 5
+    engine.close()  # the service stops while Spark still starts
+    release.set()
+    deadline = time.monotonic() + 10
+    while not (built and built[0].closed) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert built and built[0].closed  # closed once its start ended
 
 
 def _gen_compacted(log_dir: Path) -> None:

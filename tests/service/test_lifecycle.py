@@ -17,13 +17,15 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from service.config.broker_config import BrokerConfig
 from service.daemon import Daemon
 from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.log_config import LogConfig
-from tests.service.test_serve import REPO, write_log
+from tests.service.stop_helpers import api_url, fetch_all
+from tests.service.test_serve import READY, REPO, Serve, write_log
 
 
 def dir_checksums(root: Path) -> dict[str, str]:
@@ -178,6 +180,15 @@ def test_a_stop_past_shutdown_timeout_exits_1_without_the_marker(tmp_path: Path)
     assert time.monotonic() - began < 5
     assert "still running: scheduled task test-hung-task" in stderr
     assert read_clean_shutdown_marker(log_dir) is None
+    restarted = Serve(log_dir, "scheduler.initial.delay.ms=3600000", "log.cleaner.enable=false")
+    restarted.wait_for(READY)
+    assert "1 logs loaded (1 recovered)" in restarted.log
+    with httpx.Client(base_url=api_url(restarted), timeout=30) as client:
+        (partition,) = client.get("/v1/topics/orders").json()["partitions"]
+        served = fetch_all(client, "orders", 0)
+    assert restarted.stop() == 0, restarted.log
+    assert partition["log_end_offset"] == 10  # nothing lost (retention may have deleted old segments)
+    assert sorted(served) == list(range(partition["log_start_offset"], 10))
 
 
 def test_a_second_signal_exits_at_once_without_the_marker(tmp_path: Path) -> None:

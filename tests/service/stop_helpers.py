@@ -1,0 +1,114 @@
+"""Helpers of the stop tests: a ``serve`` subprocess's URL, every record of a partition over HTTP, and the
+files a stop must never leave behind."""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from service.clock import SystemClock
+from service.storage.log_config import LogConfig
+from service.storage.log_dir import close_log_dir, load_log_dir
+from service.storage.log_files import CLEANED_SUFFIX, SWAP_SUFFIX
+from service.storage.topic_partition import TopicPartition
+from tests.service.test_serve import Serve
+
+__all__ = [
+    "copies_of_one_partition",
+    "api_url",
+    "fetch_all",
+    "leftover_cleaner_files",
+    "records_on_disk",
+    "wait_until",
+]
+
+Served = dict[int, tuple[str | None, str | None]]
+"""offset → (key, value), base64 as the API serves them."""
+
+
+def api_url(serve: Serve, timeout_s: float = 30.0) -> str:
+    """The URL ``serve`` logged as ``REST API listening on …``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = re.search(r"REST API listening on (http://127\.0\.0\.1:\d+)", serve.log)
+        if found:
+            return found.group(1)
+        time.sleep(0.02)
+    raise AssertionError(f"serve logged no URL within {timeout_s} s:\n{serve.log}")
+
+
+def wait_until(
+    check: Callable[[], bool], what: str, timeout_s: float = 30.0, *, serve: Serve | None = None
+) -> None:
+    """Poll ``check()`` until it is true; fail naming ``what`` (and showing ``serve``'s log)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if serve is not None and serve.proc.poll() is not None:
+            raise AssertionError(f"serve exited with {serve.proc.returncode} before {what}:\n{serve.log}")
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}" + (f":\n{serve.log}" if serve else ""))
+
+
+def fetch_all(client: httpx.Client, topic: str, partition: int, start: int | None = None) -> Served:
+    """Every record the API serves from the partition (from ``start``; else from its log start)."""
+    out: Served = {}
+    offset = start
+    while True:
+        params = {"max_records": 10_000} | ({} if offset is None else {"offset": offset})
+        response = client.get(f"/v1/topics/{topic}/partitions/{partition}/records", params=params)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        for record in body["records"]:
+            key, value = record["key"], record["value"]
+            out[record["offset"]] = (key and key["data"], value and value["data"])
+        if body["next_offset"] >= body["high_watermark"] or not body["records"]:
+            return out
+        offset = body["next_offset"]
+
+
+def leftover_cleaner_files(log_dir: Path) -> list[str]:
+    """``.cleaned`` and ``.swap`` files under ``log_dir``: a stopped round must leave none."""
+    suffixes = (CLEANED_SUFFIX, SWAP_SUFFIX)
+    return sorted(str(p.relative_to(log_dir)) for p in log_dir.rglob("*") if p.name.endswith(suffixes))
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def records_on_disk(log_dir: Path) -> dict[TopicPartition, Served]:
+    """Every record of every partition, read from the files (a load and a clean close, as ``gen`` leaves
+    them)."""
+    loaded = load_log_dir(log_dir, lambda _topic: LogConfig(), clock=SystemClock())
+    try:
+        out: dict[TopicPartition, Served] = {}
+        for tp, log in loaded.logs.items():
+            served: Served = out.setdefault(tp, {})
+            offset = log.log_start_offset
+            while offset < log.log_end_offset:
+                records = log.read(offset, 10_000)
+                if not records:
+                    break
+                served.update((r.offset, (_b64(r.key), _b64(r.value))) for r in records)
+                offset = records[-1].offset + 1
+        return out
+    finally:
+        close_log_dir(loaded)
+
+
+def copies_of_one_partition(log_dir: Path, topic: str, partitions: int) -> None:
+    """Copy ``<topic>-0`` to ``<topic>-1`` … ``<topic>-<partitions - 1>`` (one topic: one topic id).
+
+    Many partitions at the cost of one: ``gen`` fsyncs every segment it rolls, which dominates a test that
+    needs hundreds of partitions. The copies have no recovery point, so the next load recovers them."""
+    source = log_dir / f"{topic}-0"
+    for partition in range(1, partitions):
+        shutil.copytree(source, log_dir / f"{topic}-{partition}")
