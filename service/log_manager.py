@@ -168,7 +168,10 @@ class LogManager:
                 with self._checkpoint_lock:
                     logs_by_tp = {log.topic_partition: log for log in logs}
                     failed = self.failed_in(state.path)
-                    close_log_dir(LoadedLogDir(state.path, logs_by_tp, False, failed=failed))
+                    close_log_dir(
+                        LoadedLogDir(state.path, logs_by_tp, False, failed=failed),
+                        threads=self.settings.recovery_threads_per_dir,
+                    )
             except OSError as exc:
                 self._mark_offline(state, exc)
         for log in self.offline_logs.values():

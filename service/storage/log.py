@@ -286,6 +286,7 @@ class PartitionLog:
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, first_offset: int) -> LogSegment:
         segment = self.active_segment
+        segment.preallocate_indexes()  # the first append after a load (the loader leaves them trimmed)
         if segment.should_roll(
             self.config,
             incoming_bytes=size,
