@@ -110,6 +110,9 @@ class LogManager:
         self._fetch_faults: Counter[str] = Counter()  # by kind; guarded by _deletions_lock too
         self._deletions_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()  # one writer per checkpoint file at a time (shared .tmp)
+        # A test seam: called with each log retention holds (its lock taken, nothing planned yet), so a
+        # test can keep a pass in flight. None in production.
+        self.on_retention_log: Callable[[PartitionLog], None] | None = None
 
     # -- start-up and shutdown -------------------------------------------------------------------
 
@@ -484,6 +487,8 @@ class LogManager:
     def delete_old_segments(self, log: PartitionLog, *, dry_run: bool = False) -> list[DeletedSegment]:
         """Kafka's ``deleteOldSegments`` for one log; files go after the topic's ``file.delete.delay.ms``."""
         with log.lock:
+            if self.on_retention_log is not None:
+                self.on_retention_log(log)
             segments = log.segments
             plan = plan_retention(
                 segments,

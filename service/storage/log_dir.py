@@ -201,10 +201,11 @@ def write_log_start_offset_checkpoint(
     """``log-start-offset-checkpoint``: only logs whose start offset is above their first segment (Kafka),
     and the partitions that failed to load keep theirs."""
     offsets = {f.topic_partition: f.log_start_offset for f in failed if f.log_start_offset > 0}
+    snapshots = [(log.topic_partition, log.snapshot) for log in logs]  # no log's lock: retention may hold it
     offsets.update(
-        (log.topic_partition, log.log_start_offset)
-        for log in logs
-        if log.log_start_offset > log.segments[0].base_offset
+        (tp, snapshot.log_start_offset)
+        for tp, snapshot in snapshots
+        if snapshot.log_start_offset > snapshot.segments[0].base_offset
     )
     OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT).write(offsets)
 

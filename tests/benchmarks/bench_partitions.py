@@ -53,6 +53,7 @@ RECORDS = 30  # 3 segments of 10 records
 PARTITIONS_PER_TOPIC = 100
 SCRAPES = 5
 FD_LIMIT = 4096
+PHASES = ("listed in", "flushed and closed", " stopped in ", "Shut down cleanly")  # serve's INFO phase lines
 TARGETS = {
     "start-up to /readyz": 3.0,
     "SIGTERM stop": 2.0,
@@ -277,10 +278,9 @@ def main() -> None:
         print(f"partitions: {args.partitions}; descriptors of serve: {fds_start} after start-up, {fds_after} "
               f"after GET /v1/retention/explain ({status}); {len(during)} scrapes during the retention pass "
               f"(max {max(during):.2f} s)")  # fmt: skip
-        phases = [line.split(" INFO ", 1)[-1].strip() for line in (root / "serve.stderr").read_text().splitlines()
-                  if "phase" in line or " in " in line and (" s" in line)]  # fmt: skip
-        for line in phases[-12:]:
-            print("  serve:", line)
+        for line in (root / "serve.stderr").read_text().splitlines():
+            if any(phase in line for phase in PHASES):
+                print("  serve:", line.split(" INFO ", 1)[-1])
         report(figures, walk_s)
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
