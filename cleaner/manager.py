@@ -12,7 +12,9 @@ States and legal transitions (anything else raises ``IllegalCleanerStateError``)
     Paused(1)     → none          resume
     Paused(n>1)   → Paused(n−1)   resume
 
-``_cond`` (a condition on one lock) guards ``_states``, ``_uncleanable`` and every checkpoint file write.
+``_cond`` (a condition on one lock) guards ``_states`` and every checkpoint file write; ``_uncleanable_lock``
+guards ``_uncleanable`` alone, so that a ``/metrics`` scrape reading it never waits for a selection or a
+checkpoint write, which hold ``_cond`` (order: ``_cond`` before ``_uncleanable_lock``).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class CleanerManager:
         self._cond = threading.Condition()
         self._states: dict[TopicPartition, State] = {}
         self._uncleanable: dict[Path, dict[TopicPartition, int]] = {}  # log dir → partition → its bytes
+        self._uncleanable_lock = threading.Lock()
         self.max_dirty_percent = 0
         self.last_selection_ms: int | None = None
 
@@ -227,16 +230,17 @@ class CleanerManager:
     # -- uncleanable partitions ------------------------------------------------------------------
 
     def mark_uncleanable(self, log: PartitionLog, cleanable_bytes: int) -> None:
-        with self._cond:
+        with self._uncleanable_lock:
             self._uncleanable.setdefault(log.directory.parent, {})[log.topic_partition] = cleanable_bytes
 
     def is_uncleanable(self, tp: TopicPartition, log: PartitionLog) -> bool:
-        return tp in self._uncleanable.get(log.directory.parent, {})
+        with self._uncleanable_lock:
+            return tp in self._uncleanable.get(log.directory.parent, {})
 
     def uncleanable(self) -> dict[Path, dict[TopicPartition, int]]:
         """Per log dir: the uncleanable partitions still live, with their cleanable bytes."""
-        with self._cond:
-            live = self._logs()
+        live = self._logs()
+        with self._uncleanable_lock:
             for partitions in self._uncleanable.values():
                 for tp in [tp for tp in partitions if tp not in live]:
                     del partitions[tp]

@@ -114,6 +114,9 @@ class LogManager:
         self._deletions_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()  # one writer per checkpoint file at a time (shared .tmp)
         self._stopping = threading.Event()  # set when the service stops: retention passes end early
+        # A test seam: called with each log retention holds (its lock taken, nothing planned yet), so a
+        # test can keep a pass in flight. None in production.
+        self.on_retention_log: Callable[[PartitionLog], None] | None = None
 
     # -- start-up and shutdown -------------------------------------------------------------------
 
@@ -174,7 +177,10 @@ class LogManager:
                 with self._checkpoint_lock:
                     logs_by_tp = {log.topic_partition: log for log in logs}
                     failed = self.failed_in(state.path)
-                    close_log_dir(LoadedLogDir(state.path, logs_by_tp, False, failed=failed))
+                    close_log_dir(
+                        LoadedLogDir(state.path, logs_by_tp, False, failed=failed),
+                        threads=self.settings.recovery_threads_per_dir,
+                    )
             except OSError as exc:
                 self._mark_offline(state, exc)
         for log in self.offline_logs.values():
@@ -530,6 +536,8 @@ class LogManager:
     def delete_old_segments(self, log: PartitionLog, *, dry_run: bool = False) -> list[DeletedSegment]:
         """Kafka's ``deleteOldSegments`` for one log; files go after the topic's ``file.delete.delay.ms``."""
         with log.lock:
+            if self.on_retention_log is not None:
+                self.on_retention_log(log)
             segments = log.segments
             plan = plan_retention(
                 segments,

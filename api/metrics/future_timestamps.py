@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import attrgetter
 
-from service.retention import RetentionReason, explain_log_retention
+from service.retention import RetentionReason, explain_retention
 from service.storage.log import PartitionLog
 from service.storage.segment import LogSegment
 
@@ -19,25 +19,32 @@ __all__ = ["count_future_timestamp_segments"]
 _MAX_TIMESTAMP = attrgetter("max_timestamp_so_far")
 
 
-def count_future_timestamp_segments(
-    log: PartitionLog, segments: Sequence[LogSegment], *, now_ms: int, cleaner_enabled: bool
-) -> int:
+def count_future_timestamp_segments(log: PartitionLog, *, now_ms: int, cleaner_enabled: bool) -> int:
     """Segments kept by time retention because their largest timestamp is after ``now_ms``.
 
-    ``segments`` is ``log.segments``, read by the caller under ``log.lock``, which it still holds (so the
-    list is current and its files present). Zero where time retention does not run: ``retention.ms=-1``,
-    a compact-only policy, or a compacted log with the cleaner disabled. The first call may read each
-    sealed segment's last time-index entry; later calls read memory only. Raises ``OSError`` or
-    ``CorruptDataError`` if an index cannot be read.
+    Reads the log's snapshot (``PartitionLog.snapshot``), never its lock: a segment that retention
+    deletes meanwhile makes an index read fail, and the caller keeps its last count. Zero where time
+    retention does not run: ``retention.ms=-1``, a compact-only policy, or a compacted log with the cleaner
+    disabled. The first call may read each sealed segment's last time-index entry; later calls read memory
+    only. Raises ``OSError`` or ``CorruptDataError`` if an index cannot be read.
     """
     config = log.config
+    snapshot = log.snapshot
+    segments = snapshot.segments
     if config.retention_ms < 0 or not config.has_delete_policy:
         return 0
     if config.is_compacted and not cleaner_enabled:
         return 0
     if not _may_hold_future_timestamp(segments, now_ms):
         return 0
-    verdicts = explain_log_retention(log, segments, now_ms=now_ms)
+    verdicts = explain_retention(
+        segments,
+        config,
+        now_ms=now_ms,
+        log_start_offset=snapshot.log_start_offset,
+        log_end_offset=snapshot.log_end_offset,
+        high_watermark=snapshot.log_end_offset,  # one replica: the high watermark is the log end offset
+    )
     return sum(1 for v in verdicts if v.reason is RetentionReason.FUTURE_TIMESTAMP)
 
 

@@ -11,9 +11,11 @@ compaction alerts do not resolve and a dashboard shows what the failed disk hold
 
 Cost: at 100,000 partitions the samples are most of a scrape. ``/metrics`` renders them with
 ``write_text``, one line per sample written straight into a buffer, not as prometheus_client ``Sample``
-objects (``collect()`` builds those, for other readers of the registry). Each log's lock is taken once,
-only to read its figures; the future-timestamp check, the only part that may read a file, runs outside it,
-so a scrape never waits for a retention pass over that log.
+objects (``collect()`` builds those, for other readers of the registry). No log's lock is taken: each
+log's figures come from the snapshot it publishes whenever they change (``PartitionLog.snapshot``), so a
+scrape never waits for a retention pass, a cleaning or a checkpoint that holds a log. The future-timestamp
+check, the only part that may read a file, reads that snapshot's segments; one deleted meanwhile keeps the
+last count.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ __all__ = ["PartitionCollector"]
 logger = logging.getLogger(__name__)
 
 _LABELS = ("topic", "partition")
-_OFFLINE_READ_TIMEOUT_S = 0.1  # an offline log's lock may be held by a thread stuck on the failed disk
 
 # (name, help) of each family, in the order of a row's values.
 _LOG_GAUGES = (
@@ -158,13 +159,11 @@ class PartitionCollector(TextCollector):
         now_ms = manager.clock.now_ms()
         cleaner_enabled = manager.settings.cleaner_enabled
         for tp, log in logs.items():
-            with log.lock:  # one consistent reading of the log's figures
-                segments = log.segments
-                row = (tp, log.size_bytes, len(segments), log.log_start_offset, log.log_end_offset)
+            snapshot = log.snapshot  # one consistent reading, without the log's lock
+            segments = snapshot.segments
+            row = (tp, snapshot.size_bytes, len(segments), snapshot.log_start_offset, snapshot.log_end_offset)
             try:
-                held = count_future_timestamp_segments(
-                    log, segments, now_ms=now_ms, cleaner_enabled=cleaner_enabled
-                )
+                held = count_future_timestamp_segments(log, now_ms=now_ms, cleaner_enabled=cleaner_enabled)
             except (OSError, LogCleanerError) as exc:  # a segment deleted meanwhile, an unreadable index
                 logger.warning("Cannot read the timestamps of %s for the metrics: %s", tp, exc)
                 held = self._held.get(tp, 0)
@@ -196,11 +195,7 @@ def _escape(value: str) -> str:
 
 
 def _read_offline(log: PartitionLog) -> tuple[int, int, int, int] | None:
-    """An offline log's last figures, from memory; None if its lock stays held (a thread stuck on the
-    failed disk), rather than a scrape stuck behind it."""
-    if not log.lock.acquire(timeout=_OFFLINE_READ_TIMEOUT_S):
-        return None
-    try:
-        return log.size_bytes, len(log.segments), log.log_start_offset, log.log_end_offset
-    finally:
-        log.lock.release()
+    """An offline log's last figures, from its snapshot: no lock, which a thread stuck on the failed disk
+    may hold."""
+    snapshot = log.snapshot
+    return snapshot.size_bytes, len(snapshot.segments), snapshot.log_start_offset, snapshot.log_end_offset

@@ -103,10 +103,8 @@ def load_partition_log(
                 )
                 truncated += active.recover(tracker.on_batch)
                 recovered += 1
-        # Preallocate the active segment's indexes again (this reads their entries, which the log end
-        # offset lookup below then uses from memory).
-        active.offset_index.resize(config.segment_index_bytes)
-        active.time_index.resize(config.segment_index_bytes)
+        # The active segment's indexes are preallocated again at its first append, not here (Kafka's
+        # LazyIndex): an idle log then never resizes them, and its close trims and fsyncs nothing.
         log_end_offset = known_end if known_end is not None else active.read_next_offset()
         if clean_shutdown:
             active.close_file()  # nothing unsynced: the first append opens it again
@@ -133,6 +131,7 @@ def load_partition_log(
         log_start_offset=log_start_offset,
         log_end_offset=log_end_offset,
         recovery_point=recovery,
+        names=names,
     )
     log = PartitionLog(
         directory,

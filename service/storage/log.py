@@ -43,7 +43,7 @@ from service.storage.segment import LogSegment
 from service.storage.topic_partition import TopicPartition
 from service.storage.validation import validate_and_assign_offsets
 
-__all__ = ["AppendInfo", "PartitionLog"]
+__all__ = ["AppendInfo", "LogSnapshot", "PartitionLog"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,18 @@ class AppendInfo:
     record_offsets: tuple[int, ...]
     max_timestamp: int
     log_append_time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogSnapshot:
+    """The log's figures as its last change left them, published whole (one attribute store) under the
+    log's lock: a reader without the lock (a ``/metrics`` scrape, a checkpoint task) sees one consistent
+    state and never waits for a writer, however long a retention pass or a cleaning holds the lock."""
+
+    segments: tuple[LogSegment, ...]
+    size_bytes: int
+    log_start_offset: int
+    log_end_offset: int
 
 
 class PartitionLog:
@@ -90,6 +102,8 @@ class PartitionLog:
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._log_end_offset = log_end_offset
+        self._snapshot = LogSnapshot((), 0, 0, 0)
+        self._publish()
         self._txns = txn_tracker or ProducerStateManager()
         # Kafka's epoch cache (``leader-epoch-checkpoint``); in memory only unless the loader gave one.
         self.leader_epochs = leader_epochs or LeaderEpochCache(directory, persist=False)
@@ -99,6 +113,17 @@ class PartitionLog:
         self._offline_reason: str | None = None
         # Told of the OSError that took this log offline (the LogManager then takes its dir offline).
         self.on_io_error: Callable[[PartitionLog, OSError], None] | None = None
+
+    @property
+    def snapshot(self) -> LogSnapshot:
+        """The figures as of the last change, without the lock (see ``LogSnapshot``)."""
+        return self._snapshot
+
+    def _publish(self, *, segments_changed: bool = True) -> None:
+        """Publish the figures; called under ``_lock`` by whatever changed them, before it lets go."""
+        segments = tuple(self._segments) if segments_changed else self._snapshot.segments
+        size = self._sealed_size_bytes + self._segments[-1].size_bytes
+        self._snapshot = LogSnapshot(segments, size, self._log_start_offset, self._log_end_offset)
 
     @property
     def lock(self) -> threading.RLock:
@@ -254,6 +279,7 @@ class PartitionLog:
             self.leader_epochs.assign(epoch, validated[0].batch.base_offset)  # first append of the epoch
             if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
                 self.flush()
+            self._publish(segments_changed=False)  # a roll above published the new list
             offsets = tuple(o for v in validated for o in v.record_offsets)
             return AppendInfo(
                 offsets[0], offsets[-1], offsets, max_timestamp, validated[0].log_append_time_ms
@@ -286,6 +312,7 @@ class PartitionLog:
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, first_offset: int) -> LogSegment:
         segment = self.active_segment
+        segment.preallocate_indexes()  # the first append after a load (the loader leaves them trimmed)
         if segment.should_roll(
             self.config,
             incoming_bytes=size,
@@ -318,6 +345,7 @@ class PartitionLog:
             self._segments.append(segment)
             self._bases.append(new_base)
             self._sealed_size_bytes += active.size_bytes
+            self._publish()
             take_snapshot(self.directory, new_base, self._txns)  # named by the new segment's base offset
             # Kafka flushes the old segments asynchronously after a roll; we do it now, in the roll.
             self.flush(new_base)
@@ -385,6 +413,7 @@ class PartitionLog:
                 return False
             self._log_start_offset = new_start
             self._recovery_point = max(self._recovery_point, new_start)
+            self._publish(segments_changed=False)
             self.leader_epochs.truncate_from_start(new_start)
             return True
 
@@ -409,6 +438,7 @@ class PartitionLog:
             self._sealed_size_bytes -= sum(s.size_bytes for s in doomed)  # all sealed: the roll came first
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             self._recovery_point = max(self._recovery_point, self._log_start_offset)
+            self._publish()
             self.leader_epochs.truncate_from_start(self._log_start_offset)
             for segment in doomed:
                 segment.close_file()
@@ -443,6 +473,7 @@ class PartitionLog:
             self._segments = sorted(kept + list(cleaned), key=lambda s: s.base_offset)
             self._bases = [s.base_offset for s in self._segments]
             self._sealed_size_bytes = sum(s.size_bytes for s in self._segments[:-1])
+            self._publish()
             kept_bases = set(self._bases)
             for segment in doomed:
                 segment.close_file()

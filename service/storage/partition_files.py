@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,11 +76,13 @@ def load_partition_files(
     log_start_offset: int,
     log_end_offset: int,
     recovery_point: int,
+    names: Iterable[str] | None = None,
 ) -> LoadedPartitionFiles:
-    """What the loader hands the log besides its segments (steps in the module docstring)."""
+    """What the loader hands the log besides its segments (steps in the module docstring); ``names`` is
+    the dir's listing if the caller has one (its snapshot names current), so it is not listed again."""
     return LoadedPartitionFiles(
         load_producer_state(
-            directory, segments, log_end_offset=log_end_offset, recovery_point=recovery_point
+            directory, segments, log_end_offset=log_end_offset, recovery_point=recovery_point, names=names
         ),
         load_leader_epoch_cache(
             directory, segments, log_start_offset=log_start_offset, log_end_offset=log_end_offset
@@ -98,10 +100,11 @@ def load_producer_state(
     *,
     log_end_offset: int,
     recovery_point: int,
+    names: Iterable[str] | None = None,
 ) -> ProducerStateManager:
     """The producer state at the log end offset: the newest good snapshot ≤ the recovery point, then the
-    batches after it."""
-    offsets = _remove_stray_snapshots(directory, segments, log_end_offset)
+    batches after it (none to read when that snapshot is at the log end offset, as a clean close leaves)."""
+    offsets = _remove_stray_snapshots(directory, segments, log_end_offset, names)
     state = ProducerStateManager()
     start = None
     for offset in reversed([o for o in offsets if o <= min(recovery_point, log_end_offset)]):
@@ -114,7 +117,7 @@ def load_producer_state(
             continue
         start = offset
         break
-    replayed = _replay(segments, state, start)
+    replayed = 0 if start == log_end_offset else _replay(segments, state, start)
     if replayed:
         logger.info(
             "%s: producer state rebuilt from %d batches after %s",
@@ -126,9 +129,9 @@ def load_producer_state(
 
 
 def _remove_stray_snapshots(
-    directory: Path, segments: Sequence[LogSegment], log_end_offset: int
+    directory: Path, segments: Sequence[LogSegment], log_end_offset: int, names: Iterable[str] | None
 ) -> list[int]:
-    offsets = list_snapshot_offsets(directory)
+    offsets = list_snapshot_offsets(directory, names)
     bases = {s.base_offset for s in segments}
     last_base = segments[-1].base_offset if segments else 0
     strays = [o for o in offsets if o not in bases and o <= log_end_offset]

@@ -149,10 +149,11 @@ def snapshot_path(directory: Path, offset: int) -> Path:
     return segment_path(directory, offset, SNAPSHOT_SUFFIX)
 
 
-def list_snapshot_offsets(directory: Path) -> list[int]:
-    """End offsets of the snapshot files in ``directory``, ascending (temporary names are skipped)."""
+def list_snapshot_offsets(directory: Path, names: Iterable[str] | None = None) -> list[int]:
+    """End offsets of the snapshot files in ``directory`` (or among ``names``, its listing if the caller
+    has one), ascending (temporary names are skipped)."""
     offsets = []
-    for name in os.listdir(directory):
+    for name in os.listdir(directory) if names is None else names:
         stem = name[: -len(SNAPSHOT_SUFFIX)]
         if name.endswith(SNAPSHOT_SUFFIX) and stem.isascii() and stem.isdigit():
             offsets.append(int(stem))

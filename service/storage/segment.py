@@ -316,6 +316,17 @@ class LogSegment:
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += len(data)
 
+    def preallocate_indexes(self) -> None:
+        """Give a full index room again (``segment.index.bytes``), before an append to the active segment.
+
+        A loaded segment's indexes are trimmed to their entries, so full: the loader leaves them so (Kafka
+        resizes its lazy indexes on first use), and the first append after a load resizes them here.
+        An index full at its preallocated size stays full, and the log rolls.
+        """
+        for index in (self.offset_index, self.time_index):
+            if index.is_full():
+                index.resize(self._index_bytes)
+
     def append_aborted_txn(self, aborted: AbortedTxn) -> None:
         self._indexes_checked = False
         self.txn_index.append(aborted)

@@ -137,6 +137,23 @@ def test_shutdown_writes_both_checkpoints_and_the_marker(tmp_path: Path, make_ma
     assert (reloaded.log_start_offset, reloaded.log_end_offset) == (3, 15)
 
 
+def test_many_recovery_threads_close_every_log_and_write_each_checkpoint_once(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    """``num.recovery.threads.per.data.dir`` > 1: the logs close on a pool; the checkpoints list them all."""
+    manager = make_manager(tmp_path / "logs", recovery_threads_per_dir=4)
+    logs = manager.create_topic("t", 6)
+    for n, log in enumerate(logs):
+        append(log, n + 1)
+    manager.shutdown()
+    assert all(log.is_closed for log in logs)
+    expected = {TopicPartition("t", n): n + 1 for n in range(6)}
+    assert checkpoint(tmp_path / "logs", RECOVERY_POINT_CHECKPOINT) == expected
+    assert (tmp_path / "logs" / CLEAN_SHUTDOWN_FILE).exists()
+    reloaded = make_manager(tmp_path / "logs", recovery_threads_per_dir=4)
+    assert {tp: log.log_end_offset for tp, log in reloaded.logs.items()} == expected
+
+
 def test_a_locked_log_dir_refuses_a_second_manager(tmp_path: Path, make_manager: MakeManager) -> None:
     shared, other = tmp_path / "shared", tmp_path / "other"
     holder = make_manager(shared)

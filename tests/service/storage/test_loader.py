@@ -157,3 +157,24 @@ def test_clean_shutdown_skips_recovery(make_log: MakeLog, open_log: OpenLog) -> 
     assert recovered == records
     assert result.recovered_segments == 0
     assert result.log.recovery_point == len(records)
+
+
+def test_clean_load_and_close_of_an_idle_log_write_no_index(
+    make_log: MakeLog, open_log: OpenLog, log_dir: Path
+) -> None:
+    """The active segment's indexes stay as the clean close left them through a load and a close (Kafka's
+    lazy indexes: nothing to trim or fsync at 100,000 idle logs); the first append preallocates them."""
+    records = fill(make_log, count=37)  # the active segment holds one record: room for more
+    active_base = max(int(p.stem) for p in log_dir.glob("*.log"))
+    indexes = [seg(log_dir, active_base, suffix) for suffix in (".index", ".timeindex")]
+    before = [(p.stat().st_size, p.stat().st_mtime_ns) for p in indexes]
+    result = open_log(segment_bytes=SEGMENT_BYTES, index_interval_bytes=1, clean_shutdown=True)
+    assert [(p.stat().st_size, p.stat().st_mtime_ns) for p in indexes] == before
+    result.log.close()
+    assert [(p.stat().st_size, p.stat().st_mtime_ns) for p in indexes] == before
+    log = open_log(segment_bytes=SEGMENT_BYTES, index_interval_bytes=1, clean_shutdown=True).log
+    segments = len(log.segments)
+    log.append_records([keyed(b"k", b"v", timestamp=5000)])
+    assert len(log.segments) == segments, "the trimmed index must not roll the segment"
+    assert indexes[0].stat().st_size > before[0][0]  # preallocated again
+    assert log.read(0, max_records=1000)[-1].offset == len(records)

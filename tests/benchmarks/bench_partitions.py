@@ -1,0 +1,290 @@
+"""A broker's worth of partitions (issue 17): every figure set against a directory walk of the same dir.
+
+Run on demand (not part of CI's pass/fail), from the repository root:
+
+    PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions [--partitions 10000]
+
+It builds, under a temporary folder removed at the end, one log dir as a clean shutdown leaves it:
+``--partitions`` copies (topics ``bench-<i // 100>``, partitions ``<i % 100>``) of one partition written by
+``logcleaner gen`` (3 segments of 10 records, timestamps spread over the last 3 days, so a retention of
+2 days deletes the oldest segment of each), both offset checkpoints and the clean-shutdown marker. Then,
+in one run, each figure and its ratio to a Python ``os.scandir`` + ``stat`` walk of the dir:
+
+- ``serve`` start-up to ``/readyz`` 200 (clean), in a fresh process;
+- ``/metrics``: the median of several scrapes, and the median of the scrapes that ran while a retention
+  pass (``POST /v1/retention/run``, deleting a segment of every partition) was in flight;
+- ``GET /v1/retention/explain`` over the whole dir, and the daemon's descriptors before and after it;
+- SIGTERM to the exit of the process (flush, close, checkpoints, marker);
+- offline ``explain --json`` under ``ulimit -n 4096`` and offline ``retention --dry-run``.
+
+Targets (ratios to the walk): start-up ≤ 3, stop ≤ 2, ``/metrics`` ≤ 0.4 (≤ 0.6 while a task runs),
+explain and dry-run ≤ 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from service.storage.checkpoints import OffsetCheckpointFile
+from service.storage.clean_shutdown import write_clean_shutdown_marker
+from service.storage.log_files import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    partition_dir_name,
+)
+from service.storage.topic_partition import TopicPartition
+
+DAY_MS = 86_400_000
+RECORDS = 30  # 3 segments of 10 records
+PARTITIONS_PER_TOPIC = 100
+SCRAPES = 5
+FD_LIMIT = 4096
+PHASES = ("listed in", "flushed and closed", " stopped in ", "Shut down cleanly")  # serve's INFO phase lines
+TARGETS = {
+    "start-up to /readyz": 3.0,
+    "SIGTERM stop": 2.0,
+    "/metrics median": 0.4,
+    "/metrics during retention": 0.6,
+    "GET /v1/retention/explain": 3.0,
+    "explain --json (ulimit -n 4096)": 3.0,
+    "retention --dry-run": 3.0,
+}
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "service", *args]
+
+
+def build_log_dir(root: Path, partitions: int) -> Path:
+    """``partitions`` copies of one generated partition, with checkpoints and the clean-shutdown marker."""
+    seed = root / "seed"
+    subprocess.run(
+        cli(
+            "gen", "--log-dir", str(seed), "--topic", "bench", "--records", str(RECORDS),
+            "--batch-size", "10", "--value-size", "100", "--segment-bytes", "1500",
+            "--timestamp-spread", str(3 * DAY_MS),
+        ),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    files = [(p.name, p.read_bytes()) for p in sorted((seed / "bench-0").iterdir())]
+    log_dir = root / "logs"
+    log_dir.mkdir()
+    tps = [
+        TopicPartition(f"bench-{i // PARTITIONS_PER_TOPIC}", i % PARTITIONS_PER_TOPIC)
+        for i in range(partitions)
+    ]
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    for tp in tps:
+        directory = os.path.join(log_dir, partition_dir_name(tp.topic, tp.partition))
+        os.mkdir(directory)
+        for name, data in files:
+            fd = os.open(os.path.join(directory, name), flags, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+    OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(dict.fromkeys(tps, RECORDS))
+    OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write({})
+    write_clean_shutdown_marker(log_dir)
+    return log_dir
+
+
+def walk(path: Path) -> int:
+    """What the figures are set against: list every dir with ``os.scandir`` and ``stat`` every file."""
+    count = 0
+    stack = [str(path)]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                else:
+                    os.stat(entry.path)
+                    count += 1
+    return count
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(url: str, timeout_s: float = 120.0, method: str = "GET") -> tuple[int, bytes]:
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return int(response.status), bytes(response.read())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), bytes(exc.read())
+    except OSError:
+        return 0, b""
+
+
+def timed(action: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+class Serve:
+    """A ``logcleaner serve`` process over the log dir (its stderr, the INFO log, kept in a file)."""
+
+    def __init__(self, log_dir: Path, stderr_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        overrides = {
+            "log.dirs": str(log_dir),
+            "api.port": str(self.port),
+            "log.retention.ms": str(2 * DAY_MS),
+            "scheduler.initial.delay.ms": "3600000",  # no scheduled task during the measurement
+            "log.cleaner.engine": "in-process",
+            "shutdown.timeout.ms": "600000",
+        }
+        args = ["-v", "serve"]
+        for key, value in overrides.items():
+            args += ["--override", f"{key}={value}"]
+        self._stderr = stderr_path.open("w")
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(cli(*args), stdout=subprocess.DEVNULL, stderr=self._stderr)
+
+    def wait_ready(self) -> float:
+        while get(self.url + "/readyz", timeout_s=5)[0] != 200:
+            if self.process.poll() is not None:
+                raise SystemExit(f"serve exited with {self.process.returncode} before it was ready")
+            time.sleep(0.02)
+        return time.perf_counter() - self.started
+
+    def stop(self) -> float:
+        start = time.perf_counter()
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait()
+        elapsed = time.perf_counter() - start
+        self._stderr.close()
+        if code != 0:
+            raise SystemExit(f"serve exited {code} on SIGTERM")
+        return elapsed
+
+
+def scrape(url: str) -> float:
+    def once() -> None:
+        status, _ = get(url + "/metrics")
+        if status != 200:
+            raise SystemExit(f"/metrics answered {status}")
+
+    return timed(once)
+
+
+def scrapes_during_retention(url: str) -> tuple[list[float], float]:
+    """Scrape back to back while a retention pass runs; returns the scrapes' times and the pass's."""
+    done = threading.Event()
+    result: dict[str, float] = {}
+
+    def run_retention() -> None:
+        result["retention"] = timed(lambda: get(url + "/v1/retention/run", timeout_s=600, method="POST"))
+        done.set()
+
+    thread = threading.Thread(target=run_retention)
+    thread.start()
+    times = []
+    while not done.is_set():
+        times.append(scrape(url))
+    thread.join()
+    return times, result["retention"]
+
+
+def limit_fds() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
+
+
+def offline(log_dir: Path, *args: str, fd_limit: bool = False) -> float:
+    def run() -> None:
+        completed = subprocess.run(
+            cli(*args, "--override", f"log.dirs={log_dir}", "--override", f"log.retention.ms={2 * DAY_MS}"),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=limit_fds if fd_limit else None,
+            check=False,
+        )
+        if completed.returncode != 0:
+            raise SystemExit(
+                f"{' '.join(args)} exited {completed.returncode}: {completed.stderr.decode()[-500:]}"
+            )
+
+    return timed(run)
+
+
+def report(figures: dict[str, float], walk_s: float) -> None:
+    print(f"{'walk (os.scandir + stat)':36} {walk_s:8.2f} s")
+    for name, seconds in figures.items():
+        target = TARGETS.get(name)
+        ratio = seconds / walk_s
+        verdict = "" if target is None else f"  (target ≤ {target}×: {'ok' if ratio <= target else 'MISSED'})"
+        print(f"{name:36} {seconds:8.2f} s  {ratio:6.2f}×{verdict}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--partitions", type=int, default=10_000)
+    parser.add_argument("--keep", type=Path, help="build the dir here and keep it (for profiling)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="logcleaner-bench-partitions-") as tmp:
+        root = args.keep or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        built = timed(lambda: build_log_dir(root, args.partitions))
+        log_dir = root / "logs"
+        print(f"built {args.partitions} partitions in {built:.1f} s under {log_dir}")
+        walk(log_dir)  # warm the page and dentry caches once, as every later step finds them
+        walk_s = statistics.median(timed(lambda: walk(log_dir)) for _ in range(3))
+        figures: dict[str, float] = {}
+        serve = Serve(log_dir, root / "serve.stderr")
+        figures["start-up to /readyz"] = serve.wait_ready()
+        fds_start = open_fds(serve.process.pid)
+        scrape(serve.url)  # the first scrape reads each sealed segment's last time-index entry once
+        figures["/metrics median"] = statistics.median(scrape(serve.url) for _ in range(SCRAPES))
+        status = 0
+
+        def explain() -> None:
+            nonlocal status
+            status = get(serve.url + "/v1/retention/explain", timeout_s=600)[0]
+
+        figures["GET /v1/retention/explain"] = timed(explain)
+        fds_after = open_fds(serve.process.pid)
+        during, retention_s = scrapes_during_retention(serve.url)
+        figures["/metrics during retention"] = statistics.median(during)
+        figures["(retention pass, deleting)"] = retention_s
+        figures["SIGTERM stop"] = serve.stop()
+        figures["explain --json (ulimit -n 4096)"] = offline(log_dir, "explain", "--json", fd_limit=True)
+        figures["retention --dry-run"] = offline(log_dir, "retention", "--dry-run")
+        print(f"partitions: {args.partitions}; descriptors of serve: {fds_start} after start-up, {fds_after} "
+              f"after GET /v1/retention/explain ({status}); {len(during)} scrapes during the retention pass "
+              f"(max {max(during):.2f} s)")  # fmt: skip
+        for line in (root / "serve.stderr").read_text().splitlines():
+            if any(phase in line for phase in PHASES):
+                print("  serve:", line.split(" INFO ", 1)[-1])
+        report(figures, walk_s)
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
