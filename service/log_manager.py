@@ -405,9 +405,18 @@ class LogManager:
             return list(doomed)
 
     def _delete_partition(self, tp: TopicPartition, log: PartitionLog) -> None:
-        log_dir = log.directory.parent
+        """Paused for the cleaner until it is forgotten: a worker must not start a round on it between
+        the abort and the moment it leaves the live logs (Kafka removes it from them first)."""
         if self.cleaning is not None:
-            self.cleaning.abort(tp)
+            self.cleaning.abort_and_pause(tp)
+        try:
+            self._close_and_rename(tp, log)
+        finally:
+            if self.cleaning is not None:
+                self.cleaning.resume(tp)
+
+    def _close_and_rename(self, tp: TopicPartition, log: PartitionLog) -> None:
+        log_dir = log.directory.parent
         # Kafka's logDeleteDirName: shorten the topic, never "-<partition>", so the name still parses.
         suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         name = tp.topic[: _MAX_DIR_NAME - len(suffix)] + suffix

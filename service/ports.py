@@ -35,6 +35,10 @@ class CleaningControl(Protocol):
         """Stop a running cleaning of ``tp`` (partition deletion, a policy change away from compact)."""
         ...
 
+    def abort_and_pause(self, tp: TopicPartition) -> None:
+        """Stop a running cleaning of ``tp`` and keep it from starting again until ``resume``."""
+        ...
+
     def update_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int | None) -> None:
         """Set, or with None remove, ``tp``'s entry in ``cleaner-offset-checkpoint``."""
         ...
