@@ -92,6 +92,17 @@ def build_log_dir(root: Path, partitions: int, segments: int) -> Path:
     log_dir = root / "logs"
     log_dir.mkdir()
     tps = [TopicPartition(f"bench-{i // 10}", i % 10) for i in range(partitions)]
+    copy_partition(log_dir, tps, files)
+    log_end_offset = segments * RECORDS_PER_SEGMENT
+    OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(dict.fromkeys(tps, log_end_offset))
+    # Kafka checkpoints a log start offset only above the first segment's base: none here.
+    OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write({})
+    write_clean_shutdown_marker(log_dir)
+    return log_dir
+
+
+def copy_partition(log_dir: Path, tps: list[TopicPartition], files: list[tuple[str, bytes]]) -> None:
+    """A partition dir holding ``files`` for each of ``tps`` (raw writes: building 100k dirs stays quick)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
     for tp in tps:
         directory = os.path.join(log_dir, partition_dir_name(tp.topic, tp.partition))
@@ -102,12 +113,6 @@ def build_log_dir(root: Path, partitions: int, segments: int) -> Path:
                 os.write(fd, data)
             finally:
                 os.close(fd)
-    log_end_offset = segments * RECORDS_PER_SEGMENT
-    OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(dict.fromkeys(tps, log_end_offset))
-    # Kafka checkpoints a log start offset only above the first segment's base: none here.
-    OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write({})
-    write_clean_shutdown_marker(log_dir)
-    return log_dir
 
 
 def verify_sample(log_dir: Path, partitions: int, segments: int) -> None:

@@ -44,9 +44,9 @@ from service.storage.clean_shutdown import write_clean_shutdown_marker
 from service.storage.log_files import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    partition_dir_name,
 )
 from service.storage.topic_partition import TopicPartition
+from tests.benchmarks.bench_log_manager import copy_partition
 
 DAY_MS = 86_400_000
 RECORDS = 30  # 3 segments of 10 records
@@ -88,16 +88,7 @@ def build_log_dir(root: Path, partitions: int) -> Path:
         TopicPartition(f"bench-{i // PARTITIONS_PER_TOPIC}", i % PARTITIONS_PER_TOPIC)
         for i in range(partitions)
     ]
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-    for tp in tps:
-        directory = os.path.join(log_dir, partition_dir_name(tp.topic, tp.partition))
-        os.mkdir(directory)
-        for name, data in files:
-            fd = os.open(os.path.join(directory, name), flags, 0o644)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
+    copy_partition(log_dir, tps, files)
     OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(dict.fromkeys(tps, RECORDS))
     OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write({})
     write_clean_shutdown_marker(log_dir)
