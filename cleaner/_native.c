@@ -516,25 +516,27 @@ typedef struct {
     Py_ssize_t capacity;
 } Scratch;
 
+/* Grow the array *slot to n items of item_size bytes; on failure it keeps its old block (freed later). */
+static int
+grow_array(void *slot, Py_ssize_t n, size_t item_size)
+{
+    void **array = (void **)slot;
+    void *grown = realloc(*array, (size_t)n * item_size);
+    if (grown == NULL) {
+        return -1;
+    }
+    *array = grown;
+    return 0;
+}
+
 static int
 scratch_reserve(Scratch *sc, Py_ssize_t n)
 {
     if (n <= sc->capacity) {
         return 0;
     }
-    RecordView *views = realloc(sc->views, (size_t)n * sizeof(RecordView));
-    if (views != NULL) {
-        sc->views = views;
-    }
-    uint64_t *hashes = realloc(sc->hashes, (size_t)n * sizeof(uint64_t));
-    if (hashes != NULL) {
-        sc->hashes = hashes;
-    }
-    int64_t *offsets = realloc(sc->offsets, (size_t)n * sizeof(int64_t));
-    if (offsets != NULL) {
-        sc->offsets = offsets;
-    }
-    if (views == NULL || hashes == NULL || offsets == NULL) {
+    if (grow_array(&sc->views, n, sizeof(RecordView)) < 0 || grow_array(&sc->hashes, n, sizeof(uint64_t)) < 0
+        || grow_array(&sc->offsets, n, sizeof(int64_t)) < 0) {
         return -1;
     }
     sc->capacity = n;
@@ -785,23 +787,9 @@ static int
 filter_scratch_reserve(FilterScratch *sc, Py_ssize_t n, size_t out_bytes)
 {
     if (n > sc->capacity) {
-        RecordView *views = realloc(sc->views, (size_t)n * sizeof(RecordView));
-        if (views != NULL) {
-            sc->views = views;
-        }
-        RecordView *kept = realloc(sc->kept, (size_t)n * sizeof(RecordView));
-        if (kept != NULL) {
-            sc->kept = kept;
-        }
-        uint64_t *hashes = realloc(sc->hashes, (size_t)n * sizeof(uint64_t));
-        if (hashes != NULL) {
-            sc->hashes = hashes;
-        }
-        int64_t *timestamps = realloc(sc->timestamps, (size_t)n * sizeof(int64_t));
-        if (timestamps != NULL) {
-            sc->timestamps = timestamps;
-        }
-        if (views == NULL || kept == NULL || hashes == NULL || timestamps == NULL) {
+        if (grow_array(&sc->views, n, sizeof(RecordView)) < 0 || grow_array(&sc->kept, n, sizeof(RecordView)) < 0
+            || grow_array(&sc->hashes, n, sizeof(uint64_t)) < 0
+            || grow_array(&sc->timestamps, n, sizeof(int64_t)) < 0) {
             return -1;
         }
         sc->capacity = n;
