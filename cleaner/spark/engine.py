@@ -244,20 +244,14 @@ class SparkEngine:
         rows = superseded_rows(spark, plan, log.directory, slots, max_split_bytes=self.max_split_bytes)
         rewrite = rewrite_udtf([_round_task(log, plan, slots)])
         tp = log.topic_partition
-        try:
-            collected = run_action(
-                spark,
-                rewrite(rows.asTable()).collect,
-                pool=pool_name(thread_id),
-                description=f"logcleaner: clean {tp} [{plan.first_dirty_offset}, {plan.end_offset})",
-                check_aborted=check_aborted,
-                on_job=self.on_job,
-                poll_interval_s=self.poll_interval_s,
-            )
-        except BaseException:
-            _delete_cleaned(log.directory, plan.groups)
-            raise
-        by_slot = {r.slot: r for r in (GroupResult.from_row(row.asDict()) for row in collected)}
+        by_slot = self._run_job(
+            spark,
+            rewrite(rows.asTable()),
+            thread_id=thread_id,
+            description=f"logcleaner: clean {tp} [{plan.first_dirty_offset}, {plan.end_offset})",
+            check_aborted=check_aborted,
+            on_failure=lambda: _delete_cleaned(log.directory, plan.groups),
+        )
         return _results_of(log, plan, slots, by_slot)
 
     def _rewrite_many(self, rounds: list[_Round], thread_id: int) -> list[tuple[list[GroupResult], int]]:
@@ -293,31 +287,54 @@ class SparkEngine:
             [_round_task(r.log, r.plan_or_fail(), slots) for r, slots in zip(rounds, slots_of, strict=True)]
         )
 
-        names = ", ".join(str(r.log.topic_partition) for r in rounds)
-        try:
-            collected = run_action(
-                spark,
-                rewrite(rows.asTable()).collect,
-                pool=pool_name(thread_id),
-                description=f"logcleaner: clean {len(rounds)} logs ({names})",
-                check_aborted=check_aborted,
-                on_job=self.on_job,
-                poll_interval_s=self.poll_interval_s,
-            )
-        except BaseException:
+        def delete_every_cleaned() -> None:
             for round_ in rounds:
                 _delete_cleaned(round_.log.directory, round_.plan_or_fail().groups)
-            raise
-        by_slot = {r.slot: r for r in (GroupResult.from_row(row.asDict()) for row in collected)}
+
+        names = ", ".join(str(r.log.topic_partition) for r in rounds)
+        by_slot = self._run_job(
+            spark,
+            rewrite(rows.asTable()),
+            thread_id=thread_id,
+            description=f"logcleaner: clean {len(rounds)} logs ({names})",
+            check_aborted=check_aborted,
+            on_failure=delete_every_cleaned,
+        )
         outcomes = []
         for round_, slots in zip(rounds, slots_of, strict=True):
             try:
                 outcomes.append(_results_of(round_.log, round_.plan_or_fail(), slots, by_slot))
             except BaseException:
-                for other in rounds:
-                    _delete_cleaned(other.log.directory, other.plan_or_fail().groups)
+                delete_every_cleaned()
                 raise
         return outcomes
+
+    def _run_job(
+        self,
+        spark: SparkSession,
+        rewritten: DataFrame,
+        *,
+        thread_id: int,
+        description: str,
+        check_aborted: Callable[[], None],
+        on_failure: Callable[[], None],
+    ) -> dict[int, GroupResult]:
+        """Run the rewrite job (its ``.cleaned`` files written by the tasks); each group's metadata by slot.
+        ``on_failure`` removes what the job wrote when it fails or is aborted."""
+        try:
+            collected = run_action(
+                spark,
+                rewritten.collect,
+                pool=pool_name(thread_id),
+                description=description,
+                check_aborted=check_aborted,
+                on_job=self.on_job,
+                poll_interval_s=self.poll_interval_s,
+            )
+        except BaseException:
+            on_failure()
+            raise
+        return {r.slot: r for r in (GroupResult.from_row(row.asDict()) for row in collected)}
 
     def _started_session(self, check_aborted: Callable[[], None]) -> SparkSession:
         """The session; a start (tens of seconds on a busy machine) runs on its own thread while the round
