@@ -127,6 +127,26 @@ def test_the_api_answers_while_the_logs_load(tmp_path: Path) -> None:
         daemon.shutdown()
 
 
+def test_readyz_answers_503_as_soon_as_the_stop_signal_arrives(tmp_path: Path) -> None:
+    """A load balancer stops sending work the moment the stop begins, before the API itself stops."""
+    broker, _ = BrokerConfig.from_properties(
+        {"log.dirs": str(tmp_path / "logs"), "api.port": "0", "scheduler.initial.delay.ms": "3600000"}
+    )
+    daemon = Daemon(broker)
+    daemon.start()
+    try:
+        assert daemon.api_server is not None
+        url = daemon.api_server.url
+        assert _get(url + "/readyz")[0] == 200
+        daemon.request_stop(signal.SIGTERM)  # what the handler does; the main loop would now shut down
+        status, body = _get(url + "/readyz")
+        assert status == 503 and json.loads(body)["detail"] == "stopping"
+        assert _get(url + "/v1/topics")[0] == 503
+        assert _get(url + "/healthz")[0] == 200  # alive: a stop is not a reason to restart it
+    finally:
+        daemon.shutdown()
+
+
 # A daemon whose retention task never returns: the stop can only be abandoned.
 _HUNG_TASK_DAEMON = """
 import signal, sys, threading
