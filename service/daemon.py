@@ -45,7 +45,7 @@ from service.log_manager import LogManager, LogManagerSettings
 from service.ports import CleanerView, TaskScheduler
 from service.sd_notify import sd_notify
 from service.storage.log_config import LogConfig
-from service.storage.log_dir import LoadInterruptedError
+from service.storage.log_dir import LoadInterruptedError, PartitionCopier
 from service.storage.topic_partition import TopicPartition
 
 __all__ = ["TOPIC_CONFIG_REFRESH_MS", "Daemon", "StartupError", "build_log_manager"]
@@ -61,9 +61,15 @@ class StartupError(LogCleanerError):
 
 
 def build_log_manager(
-    broker: BrokerConfig, store: TopicConfigStore, *, clock: Clock, scheduler: TaskScheduler
+    broker: BrokerConfig,
+    store: TopicConfigStore,
+    *,
+    clock: Clock,
+    scheduler: TaskScheduler,
+    read_only: PartitionCopier | None = None,
 ) -> LogManager:
-    """The LogManager with effective per-topic configs: topic override, else broker value, else default."""
+    """The LogManager with effective per-topic configs: topic override, else broker value, else default;
+    ``read_only`` for an inspection's (``LogManager``)."""
 
     def config_for(topic: str) -> LogConfig:
         return effective_log_config(broker, store.get(topic))
@@ -78,6 +84,7 @@ def build_log_manager(
             cleaner_enabled=broker.log_cleaner_enable,
             log_segment_delete_delay_ms=broker.log_segment_delete_delay_ms,
         ),
+        read_only=read_only,
     )
 
 

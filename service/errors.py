@@ -13,6 +13,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "RecordTooLargeError",
     "UnsupportedFormatError",
+    "WouldWriteError",
 ]
 
 
@@ -55,6 +56,11 @@ def _rebuild_offline(message: str, log_dir: str) -> LogDirOfflineError:
 
 class ConflictError(LogCleanerError):
     """The request conflicts with current state (the topic exists, the dir is locked)."""
+
+
+class WouldWriteError(LogCleanerError):
+    """A read-only load reached a step that writes (recovery, a swap to complete, an index to rebuild);
+    the caller loads that partition from a copy instead. The message says which step."""
 
 
 class OffsetOutOfRangeError(InvalidInputError):

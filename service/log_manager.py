@@ -40,6 +40,7 @@ from service.storage.log_config import LogConfig
 from service.storage.log_dir import (
     FailedPartition,
     LoadedLogDir,
+    PartitionCopier,
     close_log_dir,
     load_log_dir,
     write_log_start_offset_checkpoint,
@@ -93,8 +94,13 @@ class LogManager:
         clock: Clock,
         scheduler: TaskScheduler,
         settings: LogManagerSettings = LogManagerSettings(),
+        read_only: PartitionCopier | None = None,
     ) -> None:
+        """``read_only``: an inspection's manager, which writes nothing into its log dirs (no lock, no
+        marker, no checkpoint; a partition whose load would write is read from a copy ``read_only`` makes),
+        and whose shutdown only releases files."""
         self.config_for = config_for
+        self.read_only = read_only
         self.clock = clock
         self.scheduler = scheduler
         self.settings = settings
@@ -123,7 +129,7 @@ class LogManager:
     def startup(self, stop: threading.Event | None = None) -> None:
         """Lock and load every log dir; an I/O error takes only that dir offline. Once ``stop`` is set no
         further partition loads (``LoadInterruptedError``; the locks stay held until ``release_locks``)."""
-        for state in self._dirs:
+        for state in self._dirs if self.read_only is None else ():
             try:
                 state.path.mkdir(parents=True, exist_ok=True)
                 state.lock = LogDirLock(state.path)
@@ -142,6 +148,7 @@ class LogManager:
                     threads=self.settings.recovery_threads_per_dir,
                     progress=self.load_progress,
                     stop=stop,
+                    read_only=self.read_only,
                 )
             except OSError as exc:
                 self._mark_offline(state, exc)
@@ -171,6 +178,10 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Kafka's shutdown (§8.4): close every log, write checkpoints and the clean-shutdown marker."""
+        if self.read_only is not None:
+            for log in [*self.logs.values(), *self.offline_logs.values()]:
+                log.abandon()  # releases its files, writes nothing
+            return
         for state in self.online_dirs():
             logs = self.logs_in(state.path)
             try:

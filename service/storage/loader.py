@@ -11,6 +11,11 @@
 4. After an unclean shutdown, recover from the segment holding the recovery point: validate every batch,
    rebuild the indexes, truncate at the first invalid batch and delete every later segment.
 5. A log whose end is below the checkpointed log start offset starts afresh, empty, at that offset.
+
+A *read-only* load (the inspection commands) writes nothing: the broker files beside the segments are read
+as they are (``load_partition_files``), and a step above that would write raises ``WouldWriteError``
+naming it, so that the caller loads that partition from a copy instead. After a clean shutdown no step
+writes, so a healthy partition is read in place.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.clock import Clock
-from service.errors import CorruptDataError, InvalidInputError, UnsupportedFormatError
+from service.errors import CorruptDataError, InvalidInputError, UnsupportedFormatError, WouldWriteError
 from service.storage.atomic import fsync_dir
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
@@ -65,8 +70,10 @@ def load_partition_log(
     log_start_offset: int = 0,
     recovery_point: int = 0,
     clean_shutdown: bool = False,
+    read_only: bool = False,
 ) -> LoadResult:
-    """Load one partition dir (steps in the module docstring).
+    """Load one partition dir (steps in the module docstring); ``read_only``: write nothing, or raise
+    ``WouldWriteError``.
 
     The dir is listed once and the listing passed down; it is listed again only after a step renamed or
     deleted files, which a clean shutdown never leaves to do. After a clean shutdown each segment costs
@@ -76,12 +83,16 @@ def load_partition_log(
     parsed = parse_partition_dir_name(directory.name)
     topic_partition = TopicPartition(parsed.topic, parsed.partition)
     names = os.listdir(directory)
+    if read_only and not clean_shutdown:
+        raise WouldWriteError(f"{directory}: loading it recovers it (no clean shutdown recorded for it)")
     if any(name.endswith(_TEMP_SUFFIXES) for name in names):  # never after a clean shutdown
+        if read_only:
+            raise WouldWriteError(f"{directory}: loading it removes or completes a swap or a cleaning")
         names = _remove_temp_files(directory, names)
         names = _complete_swaps(directory, names, config, clock)
     tracker = ProducerStateManager()  # enough to rebuild .txnindex files; the log's state is loaded below
     segments, rebuilt = _load_segments(
-        directory, names, config, clock, tracker, clean_shutdown=clean_shutdown
+        directory, names, config, clock, tracker, clean_shutdown=clean_shutdown, read_only=read_only
     )
     now_ms = clock.now_ms()
     truncated = sum(rebuilt.values())
@@ -96,6 +107,10 @@ def load_partition_log(
         if clean_shutdown:
             contradiction, known_end = _check_clean_active_segment(active)
             if contradiction is not None:
+                if read_only:
+                    raise WouldWriteError(
+                        f"{directory}: loading it recovers its active segment ({contradiction})"
+                    )
                 logger.warning(
                     "%s: the clean-shutdown marker is contradicted by the active segment (%s); recovering it",
                     directory,
@@ -109,6 +124,8 @@ def load_partition_log(
         if clean_shutdown:
             active.close_file()  # nothing unsynced: the first append opens it again
         if log_end_offset < log_start_offset:
+            if read_only:
+                raise WouldWriteError(f"{directory}: loading it deletes every segment (all below the start)")
             logger.warning(
                 "%s: log end offset %d is below the log start offset %d; deleting all segments",
                 directory,
@@ -119,6 +136,8 @@ def load_partition_log(
                 segment.delete_files()
             segments = []
     if not segments:
+        if read_only:
+            raise WouldWriteError(f"{directory}: loading it creates its first segment")
         segments = [LogSegment.create(directory, log_start_offset, config=config, now_ms=now_ms)]
         segments[0].offset_index.resize(config.segment_index_bytes)
         segments[0].time_index.resize(config.segment_index_bytes)
@@ -132,6 +151,7 @@ def load_partition_log(
         log_end_offset=log_end_offset,
         recovery_point=recovery,
         names=names,
+        read_only=read_only,
     )
     log = PartitionLog(
         directory,
@@ -249,6 +269,7 @@ def _load_segments(
     tracker: ProducerStateManager,
     *,
     clean_shutdown: bool,
+    read_only: bool = False,
 ) -> tuple[list[LogSegment], dict[int, int]]:
     """Every segment in base-offset order; returns them and {base offset: bytes truncated} of rebuilt ones.
 
@@ -268,6 +289,8 @@ def _load_segments(
         # Same name as a .log: no need to parse the offset (the common case, by far).
         base = -1 if stem in log_names else _base_offset(directory, name)
         if base != -1 and base not in bases:
+            if read_only:
+                raise WouldWriteError(f"{directory}: loading it deletes {name}, an index without a log file")
             logger.warning("Deleting %s: an index file without a log file", directory / name)
             (directory / name).unlink()
         elif name.endswith(TXN_INDEX_SUFFIX):
@@ -284,6 +307,10 @@ def _load_segments(
             else:
                 segment.sanity_check()
         except (FileNotFoundError, CorruptDataError) as exc:
+            if read_only:
+                raise WouldWriteError(
+                    f"{directory}: loading it rebuilds the indexes of {base}: {exc}"
+                ) from exc
             logger.warning("Rebuilding the indexes of %s: %s", segment.log_path, exc)
             rebuilt[base] = segment.recover(tracker.on_batch)
         segments.append(segment)

@@ -1,6 +1,10 @@
 """Opening and closing a whole log dir (one entry of ``log.dirs``), as Kafka's LogManager does at start-up
 and shutdown (§8.3, §8.4): the clean-shutdown marker, both offset checkpoints, and every partition dir
 loaded on ``num.recovery.threads.per.data.dir`` threads.
+
+A read-only load (``read_only``, for the inspection commands) writes nothing into the dir: the marker stays,
+no dir is created, and each partition is read in place unless loading it would write (recovery, a swap, an
+index rebuild: ``WouldWriteError``); that one is loaded from the copy ``read_only.copy`` makes of it.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from service.clock import Clock
-from service.errors import InvalidInputError, LogCleanerError
+from service.errors import InvalidInputError, LogCleanerError, WouldWriteError
 from service.load_progress import LoadProgress
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import (
@@ -35,6 +40,7 @@ from service.storage.topic_partition import TopicPartition
 
 __all__ = [
     "FailedPartition",
+    "PartitionCopier",
     "LoadInterruptedError",
     "LoadedLogDir",
     "close_log_dir",
@@ -52,6 +58,14 @@ _SKIPPED_DIRS = ("__cluster_metadata-",)
 class LoadInterruptedError(LogCleanerError):
     """A stop was requested while the dir loaded: loading ended at the next partition, nothing more was
     written, and the clean-shutdown marker is gone, so the next start recovers (as after a kill)."""
+
+
+class PartitionCopier(Protocol):
+    """Makes a scratch copy of a partition dir that a read-only load may write into."""
+
+    def copy(self, directory: Path, *, every_log: bool) -> Path:
+        """A copy of ``directory`` (same name); ``every_log``: copy every ``.log`` (recovery may cut any)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +104,19 @@ def load_log_dir(
     threads: int = 1,
     progress: LoadProgress | None = None,
     stop: threading.Event | None = None,
+    read_only: PartitionCopier | None = None,
 ) -> LoadedLogDir:
-    """Load every partition of ``path``; the clean-shutdown marker is honoured, then removed.
+    """Load every partition of ``path``; the clean-shutdown marker is honoured, then removed (kept, and
+    nothing written, when ``read_only`` is given: see the module docstring).
 
     ``progress`` counts the logs found and loaded, for a start-up that reports how far it is. Once ``stop``
     is set, no further partition starts loading: ``LoadInterruptedError``."""
     began = time.monotonic()
     path = path.resolve()
-    path.mkdir(parents=True, exist_ok=True)
+    if read_only is None:
+        path.mkdir(parents=True, exist_ok=True)
     clean = read_clean_shutdown_marker(path) is not None
-    if clean:
+    if clean and read_only is None:
         remove_clean_shutdown_marker(path)
         logger.info("%s was shut down cleanly: skipping recovery", path)
     recovery_points = _read_checkpoint(path / RECOVERY_POINT_CHECKPOINT)
@@ -136,16 +153,29 @@ def load_log_dir(
         directory, tp = item
         if stop is not None and stop.is_set():
             raise LoadInterruptedError(f"loading {path} was interrupted by a stop before {tp}")
-        try:
-            result: LoadResult | FailedPartition = load_partition_log(
-                directory,
+        # A partition the checkpoint does not know (it failed to load last time) is recovered.
+        clean_shutdown = clean and tp in recovery_points
+
+        def load_from(source: Path, *, in_place: bool) -> LoadResult:
+            return load_partition_log(
+                source,
                 config_of(tp.topic),
                 clock=clock,
                 log_start_offset=start_offsets.get(tp, 0),
                 recovery_point=recovery_points.get(tp, 0),
-                # A partition the checkpoint does not know (it failed to load last time) is recovered.
-                clean_shutdown=clean and tp in recovery_points,
+                clean_shutdown=clean_shutdown,
+                read_only=in_place and read_only is not None,
             )
+
+        try:
+            result: LoadResult | FailedPartition
+            try:
+                result = load_from(directory, in_place=True)
+            except WouldWriteError as would_write:
+                if read_only is None:
+                    raise
+                logger.debug("Reading a copy of %s: %s", directory, would_write)
+                result = load_from(read_only.copy(directory, every_log=not clean_shutdown), in_place=False)
         except OSError:
             raise  # the disk failing: the whole dir goes offline (the caller)
         except Exception as exc:  # anything else costs this partition only

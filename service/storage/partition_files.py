@@ -15,6 +15,9 @@ Loading (after the segments are loaded and recovered, so the log end offset is k
 - ``partition.metadata`` is read and kept as it is; a malformed one is logged and the partition loads
   without a topic id.
 
+A read-only load (``read_only``) deletes no snapshot and writes no checkpoint: strays and unreadable
+snapshots are passed over, and the epoch cache is kept in memory only, truncated as a load would.
+
 While the log runs: a snapshot at each roll (named by the new segment's base offset) and on close (at the
 log end offset); the snapshot named by a segment retention deletes is renamed ``.snapshot.deleted`` with
 the segment's files and removed with them after ``file.delete.delay.ms``.
@@ -77,15 +80,25 @@ def load_partition_files(
     log_end_offset: int,
     recovery_point: int,
     names: Iterable[str] | None = None,
+    read_only: bool = False,
 ) -> LoadedPartitionFiles:
     """What the loader hands the log besides its segments (steps in the module docstring); ``names`` is
     the dir's listing if the caller has one (its snapshot names current), so it is not listed again."""
     return LoadedPartitionFiles(
         load_producer_state(
-            directory, segments, log_end_offset=log_end_offset, recovery_point=recovery_point, names=names
+            directory,
+            segments,
+            log_end_offset=log_end_offset,
+            recovery_point=recovery_point,
+            names=names,
+            read_only=read_only,
         ),
         load_leader_epoch_cache(
-            directory, segments, log_start_offset=log_start_offset, log_end_offset=log_end_offset
+            directory,
+            segments,
+            log_start_offset=log_start_offset,
+            log_end_offset=log_end_offset,
+            read_only=read_only,
         ),
         load_topic_id(directory),
     )
@@ -101,10 +114,11 @@ def load_producer_state(
     log_end_offset: int,
     recovery_point: int,
     names: Iterable[str] | None = None,
+    read_only: bool = False,
 ) -> ProducerStateManager:
     """The producer state at the log end offset: the newest good snapshot ≤ the recovery point, then the
     batches after it (none to read when that snapshot is at the log end offset, as a clean close leaves)."""
-    offsets = _remove_stray_snapshots(directory, segments, log_end_offset, names)
+    offsets = _remove_stray_snapshots(directory, segments, log_end_offset, names, read_only=read_only)
     state = ProducerStateManager()
     start = None
     for offset in reversed([o for o in offsets if o <= min(recovery_point, log_end_offset)]):
@@ -113,7 +127,8 @@ def load_producer_state(
             state.load_entries(read_snapshot(path))
         except CorruptDataError as exc:
             logger.error("%s; rebuilding the producer state from the segments instead", exc)
-            path.unlink(missing_ok=True)
+            if not read_only:
+                path.unlink(missing_ok=True)
             continue
         start = offset
         break
@@ -129,7 +144,12 @@ def load_producer_state(
 
 
 def _remove_stray_snapshots(
-    directory: Path, segments: Sequence[LogSegment], log_end_offset: int, names: Iterable[str] | None
+    directory: Path,
+    segments: Sequence[LogSegment],
+    log_end_offset: int,
+    names: Iterable[str] | None,
+    *,
+    read_only: bool,
 ) -> list[int]:
     offsets = list_snapshot_offsets(directory, names)
     bases = {s.base_offset for s in segments}
@@ -139,8 +159,9 @@ def _remove_stray_snapshots(
     kept = []
     for offset in offsets:
         if offset > log_end_offset or (offset not in bases and offset != keep):
-            logger.info("Deleting %s: it names no segment of the log", snapshot_path(directory, offset))
-            snapshot_path(directory, offset).unlink(missing_ok=True)
+            if not read_only:
+                logger.info("Deleting %s: it names no segment of the log", snapshot_path(directory, offset))
+                snapshot_path(directory, offset).unlink(missing_ok=True)
         else:
             kept.append(offset)
     return kept
@@ -189,19 +210,21 @@ def load_leader_epoch_cache(
     *,
     log_start_offset: int,
     log_end_offset: int,
+    read_only: bool = False,
 ) -> LeaderEpochCache:
+    persist = not read_only
     try:
         entries = read_leader_epoch_checkpoint(directory)
     except CorruptDataError as exc:
         logger.error("%s; rebuilding the leader epoch cache from the batches", exc)
-        cache = LeaderEpochCache(directory)
+        cache = LeaderEpochCache(directory, persist=persist)
         for segment in segments:
             for batch in segment.batches():
                 cache.assign(batch.partition_leader_epoch, batch.base_offset)
             segment.close_file()
         cache.write()
     else:
-        cache = LeaderEpochCache(directory, entries or ())
+        cache = LeaderEpochCache(directory, entries or (), persist=persist)
         if entries is None:
             cache.create_file()
     cache.truncate_from_end(log_end_offset)

@@ -4,13 +4,12 @@ Each loads the configuration like ``serve`` (``--config`` plus ``--override``). 
 logs (``retention``, ``clean``) takes the log dirs' locks, loads the logs, acts, and closes them as a clean
 shutdown would (checkpoints and marker), so the daemon's next start needs no recovery; delayed file
 deletions run before it exits. An inspection (``explain``, ``retention --dry-run``) writes nothing: it loads
-a read-only shadow of the log dirs (``read_only.py``), so it also works while a daemon holds them. No
+the log dirs read-only (``read_only.py``), so it also works while a daemon holds them. No
 offline command creates a missing log dir, and an offline log dir is an error (exit 2), never "nothing".
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -30,7 +29,7 @@ from service.errors import InvalidInputError, LogCleanerError, NotFoundError
 from service.log_manager import LogManager
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.tasks import DeferredTasks
-from service.tools.read_only import require_log_dirs, shadow_log_dirs
+from service.tools.read_only import ScratchCopies, require_log_dirs, scratch_copies
 
 __all__ = [
     "config_options",
@@ -38,6 +37,7 @@ __all__ = [
     "json_option",
     "load_config",
     "offline_log_manager",
+    "read_only_log_manager",
     "retention_command",
     "topic_config_command",
 ]
@@ -69,51 +69,56 @@ def load_config(config_file: Path | None, overrides: tuple[str, ...]) -> BrokerC
 
 
 @contextmanager
-def offline_log_manager(broker: BrokerConfig, *, read_only: bool = False) -> Iterator[LogManager]:
-    """The LogManager of an offline command; ``read_only`` loads a shadow of the log dirs (writes nothing).
+def offline_log_manager(broker: BrokerConfig) -> Iterator[LogManager]:
+    """The LogManager of an offline command that changes the logs (it locks the dirs, and closes them as a
+    clean shutdown would).
 
     A missing log dir is an error (only ``serve`` creates one), and so is a log dir that went offline while
     loading: the command cannot answer for it.
     """
-    log_dirs = [Path(d) for d in broker.log_dirs]
-    if not read_only:
-        require_log_dirs(log_dirs)
-        with _loaded(broker, {path: path for path in log_dirs}) as manager:
-            yield manager
-        return
-    with shadow_log_dirs(log_dirs) as shadows:
-        shadow_broker = dataclasses.replace(broker, log_dirs=tuple(str(path) for path in shadows))
+    require_log_dirs([Path(d) for d in broker.log_dirs])
+    with _loaded(broker) as manager:
+        yield manager
+
+
+@contextmanager
+def read_only_log_manager(broker: BrokerConfig) -> Iterator[tuple[LogManager, ScratchCopies]]:
+    """The LogManager of an inspection: it writes nothing into the log dirs (``read_only.py``). Errors and
+    documents name the user's files, not the scratch copies of partitions that a load would write to."""
+    require_log_dirs([Path(d) for d in broker.log_dirs])
+    with scratch_copies() as copies:
         try:
-            with _loaded(shadow_broker, shadows) as manager:
-                yield manager
-        except (LogCleanerError, OSError) as exc:  # name the user's files, not the shadows
-            message = str(exc)
-            for shadow, original in shadows.items():
-                message = message.replace(str(shadow), str(original))
-            exc.args = (message,)
+            with _loaded(broker, read_only=copies) as manager:
+                yield manager, copies
+        except (LogCleanerError, OSError) as exc:
+            exc.args = (copies.originals_named(str(exc)),)
             raise
 
 
 @contextmanager
-def _loaded(broker: BrokerConfig, originals: dict[Path, Path]) -> Iterator[LogManager]:
+def _loaded(broker: BrokerConfig, *, read_only: ScratchCopies | None = None) -> Iterator[LogManager]:
     store = TopicConfigStore([Path(d) for d in broker.log_dirs])
     tasks = DeferredTasks()
-    manager = build_log_manager(broker, store, clock=SystemClock(), scheduler=tasks)
+    manager = build_log_manager(broker, store, clock=SystemClock(), scheduler=tasks, read_only=read_only)
     manager.startup()
     try:
         for path, reason in manager.offline_dirs.items():
-            raise InvalidInputError(f"log dir {originals.get(path, path)} is offline: {reason}")
+            raise InvalidInputError(f"log dir {path} is offline: {reason}")
         yield manager
-        tasks.run_all()
+        if read_only is None:  # a read-only load schedules nothing it may run
+            tasks.run_all()
     finally:
         manager.shutdown()
 
 
-def _original_log_dirs(docs: list[dict[str, object]], broker: BrokerConfig) -> None:
-    """Explain documents name the configured log dirs, not the read-only shadows (<scratch>/<i>/<name>)."""
-    for doc in docs:
-        index = Path(str(doc["log_dir"])).parent.name
-        doc["log_dir"] = str(Path(broker.log_dirs[int(index)]).resolve())
+@contextmanager
+def _retention_manager(broker: BrokerConfig, *, dry_run: bool) -> Iterator[LogManager]:
+    if dry_run:
+        with read_only_log_manager(broker) as (manager, _copies):
+            yield manager
+    else:
+        with offline_log_manager(broker) as manager:
+            yield manager
 
 
 @click.command("retention")
@@ -129,7 +134,7 @@ def retention_command(
     log.cleaner.enable is true (Kafka's cleaner threads run theirs). Deleted files are removed before exit.
     """
     broker = load_config(config_file, overrides)
-    with offline_log_manager(broker, read_only=dry_run) as manager:
+    with _retention_manager(broker, dry_run=dry_run) as manager:
         logs = sorted(manager.logs.values(), key=lambda log: log.topic_partition)
         deleted = []
         for log in logs:
@@ -163,7 +168,7 @@ def explain_command(
     if partition is not None and topic is None:
         raise click.UsageError("--partition needs --topic")
     broker = load_config(config_file, overrides)
-    with offline_log_manager(broker, read_only=True) as manager:
+    with read_only_log_manager(broker) as (manager, copies):
         docs = explain_partitions(
             manager,
             cleaner_enabled=broker.log_cleaner_enable,
@@ -171,7 +176,8 @@ def explain_command(
             partition=partition,
             engine_choice=EngineChoice.of(broker),
         )
-    _original_log_dirs(docs, broker)
+    for doc in docs:
+        doc["log_dir"] = str(copies.original_log_dir(Path(str(doc["log_dir"]))))
     if as_json:
         click.echo(json.dumps({"partitions": docs}, indent=2))
         return

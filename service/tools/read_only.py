@@ -1,17 +1,18 @@
-"""Read-only views of log dirs for the inspection commands (``explain``, ``retention --dry-run``).
+"""Read-only loads of log dirs for the inspection commands (``explain``, ``retention --dry-run``).
 
 An inspection must write nothing into a log dir a broker or a daemon owns: no lock, no clean-shutdown
 marker, no checkpoint, no index, no truncated segment, and no created dir. Yet loading a log runs Kafka's
 start-up steps (recovery after an unclean stop, completing swaps, rebuilding indexes), which write.
 
-So the LogManager loads a *shadow* of each log dir in a temporary folder: the same names, where every
-small file (checkpoints, indexes, markers, configs) is a copy, a ``.log`` file that loading may rewrite is
-a copy, and every other ``.log`` file is a symbolic link to the original, which loading only reads. The
-shadow takes its own lock, gets its own marker and checkpoints, and is removed afterwards. After an unclean
-stop (no marker) every ``.log`` is copied, because recovery may truncate any of them; after a clean stop
-only the active segment and a segment whose indexes are missing or malformed are (Kafka's check rebuilds
-those), except in a partition the recovery-point checkpoint does not list, which loading recovers whole.
-What the command reports is what the real start-up would find, since it ran those same steps.
+So the LogManager loads read-only (``LogManager(read_only=...)``): after a clean stop a healthy partition
+is read in place, since no start-up step writes to it then; a partition whose load would write (recovery,
+a swap or cleaning left over, an index to rebuild) is loaded from a scratch copy of its dir instead, which
+:class:`ScratchCopies` makes. In a copy every small file (indexes, snapshots, checkpoints) is copied, a
+``.log`` file that loading may rewrite is copied, and every other ``.log`` is a symbolic link to the
+original, which loading only reads. After an unclean stop every ``.log`` is copied, because recovery may
+truncate any; otherwise only the active segment and a segment whose indexes are missing or malformed are
+(Kafka's check rebuilds those). What the command reports is what the real start-up would find, since it
+ran those same steps.
 """
 
 from __future__ import annotations
@@ -24,19 +25,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from service.errors import CorruptDataError, NotFoundError
-from service.storage.checkpoints import OffsetCheckpointFile
-from service.storage.log_files import (
-    CLEAN_SHUTDOWN_FILE,
-    INDEX_SUFFIX,
-    LOCK_FILE,
-    LOG_SUFFIX,
-    RECOVERY_POINT_CHECKPOINT,
-    TIME_INDEX_SUFFIX,
-    partition_dir_name,
-)
+from service.errors import NotFoundError
+from service.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 
-__all__ = ["require_log_dirs", "shadow_log_dirs"]
+__all__ = ["ScratchCopies", "require_log_dirs", "scratch_copies"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,56 +44,61 @@ def require_log_dirs(log_dirs: list[Path]) -> None:
             )
 
 
+class ScratchCopies:
+    """Copies of the partition dirs a read-only load would write into, under one scratch folder.
+
+    Each copy sits in its own folder (``<scratch>/<n>/<partition dir name>``), so that partitions of the
+    same name in two log dirs do not meet; :meth:`original_log_dir` maps a copy's parent back.
+    """
+
+    def __init__(self, scratch: Path) -> None:
+        self._scratch = scratch
+        self._originals: dict[Path, Path] = {}  # copy's parent → the original's log dir
+
+    @property
+    def copied(self) -> int:
+        """How many partition dirs were copied."""
+        return len(self._originals)
+
+    def copy(self, directory: Path, *, every_log: bool) -> Path:
+        parent = self._scratch / str(len(self._originals))
+        parent.mkdir()
+        self._originals[parent] = directory.parent
+        target = parent / directory.name
+        _copy_partition_dir(directory, target, every_log=every_log)
+        return target
+
+    def original_log_dir(self, log_dir: Path) -> Path:
+        """The log dir a loaded partition belongs to (``log_dir`` itself unless it is a copy's parent)."""
+        return self._originals.get(log_dir, log_dir)
+
+    def originals_named(self, message: str) -> str:
+        """``message`` with each copy's folder replaced by the original log dir."""
+        for parent, original in self._originals.items():
+            message = message.replace(str(parent), str(original))
+        return message
+
+
 @contextmanager
-def shadow_log_dirs(log_dirs: list[Path]) -> Iterator[dict[Path, Path]]:
-    """Yield {shadow dir: original dir} for ``log_dirs``; the shadows are removed on exit."""
-    require_log_dirs(log_dirs)
+def scratch_copies() -> Iterator[ScratchCopies]:
+    """A :class:`ScratchCopies` whose folder is removed on exit."""
     with tempfile.TemporaryDirectory(prefix="logcleaner-read-only-") as scratch:
-        shadows: dict[Path, Path] = {}
-        for i, original in enumerate(log_dirs):
-            shadow = Path(scratch) / str(i) / original.name
-            _shadow_log_dir(original.resolve(), shadow)
-            shadows[shadow] = original
-        yield shadows
+        yield ScratchCopies(Path(scratch))
 
 
-def _shadow_log_dir(original: Path, shadow: Path) -> None:
-    shadow.mkdir(parents=True)
-    clean = (original / CLEAN_SHUTDOWN_FILE).is_file()
-    checkpointed = _checkpointed_partition_dirs(original) if clean else set()
-    for entry in _entries(original):
-        if entry.name == LOCK_FILE:
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            copy_every_log = entry.name not in checkpointed  # unclean, or recovered whole at load
-            _shadow_partition_dir(Path(entry.path), shadow / entry.name, copy_every_log=copy_every_log)
-        elif entry.is_file(follow_symlinks=False):
-            _copy(Path(entry.path), shadow / entry.name)
-
-
-def _checkpointed_partition_dirs(original: Path) -> set[str]:
-    """The partition dir names the recovery-point checkpoint lists (none if it cannot be read, as loading
-    then treats every partition as unclean)."""
-    try:
-        checkpoint = OffsetCheckpointFile(original / RECOVERY_POINT_CHECKPOINT).read()
-    except (OSError, ValueError, CorruptDataError):
-        return set()
-    return {partition_dir_name(tp.topic, tp.partition) for tp in checkpoint}
-
-
-def _shadow_partition_dir(original: Path, shadow: Path, *, copy_every_log: bool) -> None:
-    shadow.mkdir()
+def _copy_partition_dir(original: Path, target: Path, *, every_log: bool) -> None:
+    target.mkdir()
     names = {entry.name for entry in _entries(original) if entry.is_file(follow_symlinks=False)}
     logs = sorted(name for name in names if name.endswith(LOG_SUFFIX))
     active = logs[-1] if logs else None
     for name in names:
-        source, target = original / name, shadow / name
+        source, copy = original / name, target / name
         if name.endswith(LOG_SUFFIX) and not (
-            copy_every_log or name == active or not _indexes_pass_kafka_check(original, name, names)
+            every_log or name == active or not _indexes_pass_kafka_check(original, name, names)
         ):
-            target.symlink_to(source)  # read only: loading neither truncates nor rewrites this one
+            copy.symlink_to(source)  # read only: loading neither truncates nor rewrites this one
         else:  # small files, swaps and cleaned files (loading completes or removes them), logs it may rewrite
-            _copy(source, target)
+            _copy(source, copy)
 
 
 def _indexes_pass_kafka_check(directory: Path, log_name: str, names: set[str]) -> bool:

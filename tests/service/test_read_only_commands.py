@@ -22,6 +22,7 @@ from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
+from service.tools.log_commands import load_config, read_only_log_manager
 
 DAY_MS = 86_400_000
 READ_ONLY_COMMANDS = [["explain", "--json"], ["retention", "--dry-run", "--json"]]
@@ -115,11 +116,11 @@ def test_inspection_after_an_unclean_stop_reports_what_recovery_would_do(
     assert offsets[0] == offsets[1]  # the torn tail is not counted: recovery would cut it
 
 
-def test_a_partition_missing_from_the_checkpoint_is_recovered_in_the_shadow_only(
+def test_a_partition_missing_from_the_checkpoint_is_recovered_in_a_copy_only(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """After a clean stop a partition the recovery-point checkpoint does not list (it failed to load last
-    time) is recovered whole at load: its sealed segments, torn here, are copies in the shadow too."""
+    time) is recovered whole at load: its sealed segments, torn here, are copied too."""
     log_dir = tmp_path / "logs"
     make_old_logs(log_dir)
     checkpoint = log_dir / "recovery-point-offset-checkpoint"
@@ -134,6 +135,39 @@ def test_a_partition_missing_from_the_checkpoint_is_recovered_in_the_shadow_only
     assert snapshot(log_dir) == before
     [t0] = [p for p in json.loads(out)["partitions"] if p["partition"] == 0]
     assert t0["log_end_offset"] < 30
+
+
+def test_after_a_clean_stop_only_a_partition_whose_load_would_write_is_copied(tmp_path: Path) -> None:
+    """A healthy partition is read in place; one holding an unfinished cleaning (which loading removes) is
+    read from a scratch copy. A stray producer snapshot and a missing leader-epoch checkpoint, which a
+    load would delete and create, are left alone in place."""
+    log_dir = tmp_path / "logs"
+    make_old_logs(log_dir, partitions=3)
+    first_log = sorted((log_dir / "t-1").glob("*.log"))[0]
+    (log_dir / "t-1" / (first_log.name + ".cleaned")).write_bytes(first_log.read_bytes())
+    (log_dir / "t-2" / "00000000000000000005.snapshot").write_bytes(
+        next((log_dir / "t-2").glob("*.snapshot")).read_bytes()
+    )
+    (log_dir / "t-2" / "leader-epoch-checkpoint").unlink()
+    before = snapshot(log_dir)
+    broker = load_config(None, (f"log.dirs={log_dir}",))
+    with read_only_log_manager(broker) as (manager, copies):
+        assert copies.copied == 1
+        logs = manager.logs
+        assert [tp.partition for tp in logs] == [0, 1, 2]
+        assert copies.original_log_dir(logs[TopicPartition("t", 1)].directory.parent) == log_dir.resolve()
+        assert logs[TopicPartition("t", 0)].directory == log_dir.resolve() / "t-0"  # in place
+        assert {log.log_end_offset for log in logs.values()} == {30}
+    assert snapshot(log_dir) == before
+
+
+def test_a_clean_dir_is_read_in_place(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    make_old_logs(log_dir, partitions=3)
+    broker = load_config(None, (f"log.dirs={log_dir}",))
+    with read_only_log_manager(broker) as (manager, copies):
+        assert len(manager.logs) == 3
+        assert copies.copied == 0
 
 
 @pytest.mark.parametrize(
