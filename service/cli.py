@@ -14,7 +14,6 @@ from pathlib import Path
 
 import click
 
-from service.daemon import Daemon
 from service.errors import ConflictError, InvalidInputError, LogCleanerError, NotFoundError
 from service.tools.clean_command import clean_command
 from service.tools.dump import dump_command
@@ -59,6 +58,8 @@ def serve(config_file: Path | None, overrides: tuple[str, ...], quiet: bool) -> 
     exit 1 without the marker. A failed start exits 1 having changed nothing. Prints a start-up and a
     shutdown line unless -q.
     """
+    from service.daemon import Daemon  # the API, scheduler and cleaner: imported for serve alone
+
     if not quiet:  # the daemon's own lines at INFO even without -v
         logging.getLogger("service.daemon").setLevel(min(logging.getLogger().level, logging.INFO))
     daemon = Daemon(load_config(config_file, overrides))

@@ -38,17 +38,15 @@ from scheduler.log_scheduler import LogScheduler
 from service.clock import Clock, SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.listen_policy import check_listen_policy
-from service.config.topic_config import effective_log_config
 from service.config.topic_store import TopicConfigStore
 from service.errors import ConflictError, LogCleanerError
-from service.log_manager import LogManager, LogManagerSettings
-from service.ports import CleanerView, TaskScheduler
+from service.log_manager_setup import build_log_manager
+from service.ports import CleanerView
 from service.sd_notify import sd_notify
-from service.storage.log_config import LogConfig
-from service.storage.log_dir import LoadInterruptedError, PartitionCopier
+from service.storage.log_dir import LoadInterruptedError
 from service.storage.topic_partition import TopicPartition
 
-__all__ = ["TOPIC_CONFIG_REFRESH_MS", "Daemon", "StartupError", "build_log_manager"]
+__all__ = ["TOPIC_CONFIG_REFRESH_MS", "Daemon", "StartupError"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,34 +56,6 @@ TOPIC_CONFIG_REFRESH_MS = 500
 
 class StartupError(LogCleanerError):
     """Start-up could not complete (the port is taken, a log dir is locked): ``serve`` exits 1."""
-
-
-def build_log_manager(
-    broker: BrokerConfig,
-    store: TopicConfigStore,
-    *,
-    clock: Clock,
-    scheduler: TaskScheduler,
-    read_only: PartitionCopier | None = None,
-) -> LogManager:
-    """The LogManager with effective per-topic configs: topic override, else broker value, else default;
-    ``read_only`` for an inspection's (``LogManager``)."""
-
-    def config_for(topic: str) -> LogConfig:
-        return effective_log_config(broker, store.get(topic))
-
-    return LogManager(
-        [Path(d) for d in broker.log_dirs],
-        config_for,
-        clock=clock,
-        scheduler=scheduler,
-        settings=LogManagerSettings(
-            recovery_threads_per_dir=broker.num_recovery_threads_per_data_dir,
-            cleaner_enabled=broker.log_cleaner_enable,
-            log_segment_delete_delay_ms=broker.log_segment_delete_delay_ms,
-        ),
-        read_only=read_only,
-    )
 
 
 class Daemon:

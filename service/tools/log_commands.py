@@ -23,10 +23,10 @@ from service.clock import SystemClock
 from service.config.broker_config import BrokerConfig, load_broker_config
 from service.config.topic_config import describe_topic_config
 from service.config.topic_store import TopicConfigStore
-from service.daemon import build_log_manager
 from service.engine_choice import EngineChoice
 from service.errors import InvalidInputError, LogCleanerError, NotFoundError
 from service.log_manager import LogManager
+from service.log_manager_setup import build_log_manager
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.tasks import DeferredTasks
 from service.tools.read_only import ScratchCopies, require_log_dirs, scratch_copies

@@ -18,9 +18,9 @@ from cleaner.worker import RoundOutcome
 from service.clock import SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
-from service.daemon import build_log_manager
 from service.errors import ConflictError, NotFoundError
 from service.log_manager import LogManager
+from service.log_manager_setup import build_log_manager
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.records import Record

@@ -19,9 +19,9 @@ from service.cleanable import log_to_clean
 from service.clock import ManualClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
-from service.daemon import build_log_manager
 from service.engine_choice import EngineChoice
 from service.log_manager import LogManager
+from service.log_manager_setup import build_log_manager
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.records import Record
