@@ -584,7 +584,7 @@ class LogManager:
             logger.info(
                 "Deleting segment %d of %s-%d: %s retention", d.base_offset, d.topic, d.partition, d.reason
             )
-        self.scheduler.schedule_once("delete-file", log.config.file_delete_delay_ms, _deleter(doomed))
+        self.scheduler.schedule_once("delete-file", log.config.file_delete_delay_ms, _deleter(log, doomed))
         return deleted
 
     def remove_expired_producers(self, expiration_ms: int) -> int:
@@ -631,10 +631,14 @@ class LogManager:
                 self._mark_offline(state, exc)
 
 
-def _deleter(segments: list[LogSegment]) -> Callable[[], None]:
+def _deleter(log: PartitionLog, segments: list[LogSegment]) -> Callable[[], None]:
+    """Retention's delayed work for one log: its deleted segments' files go, and the leader-epoch
+    checkpoint that retention's truncation left unwritten is written."""
+
     def delete() -> None:
         for segment in segments:
             segment.delete_files()
             delete_marked_snapshot(segment.log_path.parent, segment.base_offset)
+        log.flush_leader_epochs()
 
     return delete

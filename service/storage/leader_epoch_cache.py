@@ -7,7 +7,10 @@ the checkpoint file when the entries changed:
   entry already has that epoch at or below ``start``; otherwise entries with an epoch ≥ ``epoch`` or a start
   ≥ ``start`` go (they are not monotonic with the new one) and the new entry is appended;
 - ``truncate_from_start(offset)``: the log start offset moved to ``offset``. Entries starting at or below it
-  go, and the last of them comes back starting at ``offset`` (epochs 0@0, 1@90 and offset 100 → 1@100);
+  go, and the last of them comes back starting at ``offset`` (epochs 0@0, 1@90 and offset 100 → 1@100).
+  With ``flush=False`` (retention, as Kafka's ``truncateFromStartAsyncFlush`` since KAFKA-15046/16541) the
+  file is written later, by ``flush``: a crash before that leaves the older entries, which the next load
+  cuts again from the log start offset, so nothing is lost, and a retention pass pays no fsync per log;
 - ``truncate_from_end(offset)``: the log was cut at ``offset``; entries starting at or above it go;
 - ``clear()``: every entry goes (the log was deleted whole).
 
@@ -37,6 +40,7 @@ class LeaderEpochCache:
         self._directory = directory
         self._entries: list[EpochEntry] = list(entries)
         self._persist = persist
+        self._unflushed = False  # a truncation not written yet (``truncate_from_start(flush=False)``)
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -61,13 +65,25 @@ class LeaderEpochCache:
         self._write()
         return True
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, flush: bool = True) -> None:
         removed = [e for e in self._entries if e.start_offset <= start_offset]
         if not removed or (len(removed) == 1 and removed[0].start_offset == start_offset):
             return
         kept = [e for e in self._entries if e.start_offset > start_offset]
         self._entries = [EpochEntry(removed[-1].epoch, start_offset), *kept]
-        self._write()
+        if flush:
+            self._write()
+        else:
+            self._unflushed = True
+
+    @property
+    def has_unflushed_change(self) -> bool:
+        return self._unflushed
+
+    def flush(self) -> None:
+        """Write the checkpoint if a truncation left it behind the entries in memory."""
+        if self._unflushed:
+            self._write()
 
     def truncate_from_end(self, end_offset: int) -> None:
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
@@ -97,6 +113,7 @@ class LeaderEpochCache:
     def _write(self) -> None:
         if self._persist:
             write_leader_epoch_checkpoint(self._directory, self._entries)
+        self._unflushed = False
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self._directory}, {self._entries})"

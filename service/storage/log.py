@@ -439,7 +439,9 @@ class PartitionLog:
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             self._recovery_point = max(self._recovery_point, self._log_start_offset)
             self._publish()
-            self.leader_epochs.truncate_from_start(self._log_start_offset)
+            self.leader_epochs.truncate_from_start(
+                self._log_start_offset, flush=False
+            )  # see flush_leader_epochs
             for segment in doomed:
                 segment.close_file()
                 segment.change_file_suffixes("", DELETED_SUFFIX)
@@ -500,6 +502,14 @@ class PartitionLog:
             self._recovery_point = max(self._recovery_point, target)
             self.last_flush_ms = self.clock.now_ms()
 
+    def flush_leader_epochs(self) -> None:
+        """Write the leader-epoch checkpoint that retention's truncation left for later (the delete-file
+        task calls it after the pass, off the pass's thread; ``close`` does too). A closed log has nothing
+        to write: its close wrote it, or its files were deleted."""
+        with self._lock, self._io_failure_takes_offline():
+            if self._closed_reason is None and self._offline_reason is None:
+                self.leader_epochs.flush()
+
     def close(self, *, deleted: bool = False) -> None:
         """Flush and close every segment cleanly (final time-index entries, trimmed indexes); from then on
         every read and write is refused (``deleted``: saying the topic was deleted). Closing twice is a
@@ -515,6 +525,7 @@ class PartitionLog:
                 for segment in self._segments:
                     segment.close()
                 take_snapshot(self.directory, self._log_end_offset, self._txns)
+                self.leader_epochs.flush()
             self._closed_reason = "was deleted" if deleted else "is closed"
 
     def __repr__(self) -> str:

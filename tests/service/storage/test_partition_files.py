@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -298,7 +299,10 @@ def test_appends_carry_the_current_epoch_and_the_first_one_adds_its_entry(
 
 
 def test_a9_retention_truncates_the_epoch_cache_from_the_start(directory: Path, clock: ManualClock) -> None:
-    manager, _ = retention(clock)
+    """The cache at once; the file with the pass's delayed file deletion (Kafka's async flush), so that a
+    retention pass pays no fsync per log. A crash before that write loses nothing: the next load cuts the
+    older entries from the log start offset again."""
+    manager, scheduler = retention(clock)
     log = open_log(directory, clock, segment_bytes=360, segment_index_bytes=1000, retention_ms=999)
     for _ in range(100):
         log.append_records([Record(0, START_MS - 1000, None, b"test")])
@@ -306,6 +310,25 @@ def test_a9_retention_truncates_the_epoch_cache_from_the_start(directory: Path, 
     manager.delete_old_segments(log)
     assert len(log.segments) == 1 and log.log_start_offset == 100
     assert log.leader_epochs.entries == [EpochEntry(1, 100)]
+    assert read_leader_epoch_checkpoint(directory) == [EpochEntry(0, 0), EpochEntry(1, 90)]  # not yet
+    killed = directory.parent / "killed" / directory.name
+    shutil.copytree(directory, killed)  # a kill now: the segments renamed, the checkpoint not yet written
+    scheduler.advance(LogConfig().file_delete_delay_ms)
+    assert read_leader_epoch_checkpoint(directory) == [EpochEntry(1, 100)]
+    after_kill = load_partition_log(killed, log.config, clock=clock, recovery_point=100).log
+    assert after_kill.log_start_offset == 100
+    assert after_kill.leader_epochs.entries == [EpochEntry(1, 100)]
+    assert read_leader_epoch_checkpoint(killed) == [EpochEntry(1, 100)]
+
+
+def test_a_close_writes_the_epoch_truncation_retention_left(directory: Path, clock: ManualClock) -> None:
+    manager, _ = retention(clock)
+    log = open_log(directory, clock, segment_bytes=360, segment_index_bytes=1000, retention_ms=999)
+    for _ in range(100):
+        log.append_records([Record(0, START_MS - 1000, None, b"test")])
+    log.leader_epochs.assign(1, 90)
+    manager.delete_old_segments(log)
+    log.close()  # before the delayed deletion ran
     assert read_leader_epoch_checkpoint(directory) == [EpochEntry(1, 100)]
 
 
