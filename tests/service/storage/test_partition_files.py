@@ -298,15 +298,21 @@ def test_appends_carry_the_current_epoch_and_the_first_one_adds_its_entry(
     assert log.leader_epochs.entries == [EpochEntry(0, 0), EpochEntry(3, 2)]
 
 
+def log_past_retention(directory: Path, clock: ManualClock) -> PartitionLog:
+    """A9's log: 100 one-record batches in 360-byte segments, all past retention; epochs 0@0 and 1@90."""
+    log = open_log(directory, clock, segment_bytes=360, segment_index_bytes=1000, retention_ms=999)
+    for _ in range(100):
+        log.append_records([Record(0, START_MS - 1000, None, b"test")])
+    log.leader_epochs.assign(1, 90)
+    return log
+
+
 def test_a9_retention_truncates_the_epoch_cache_from_the_start(directory: Path, clock: ManualClock) -> None:
     """The cache at once; the file with the pass's delayed file deletion (Kafka's async flush), so that a
     retention pass pays no fsync per log. A crash before that write loses nothing: the next load cuts the
     older entries from the log start offset again."""
     manager, scheduler = retention(clock)
-    log = open_log(directory, clock, segment_bytes=360, segment_index_bytes=1000, retention_ms=999)
-    for _ in range(100):
-        log.append_records([Record(0, START_MS - 1000, None, b"test")])
-    log.leader_epochs.assign(1, 90)
+    log = log_past_retention(directory, clock)
     manager.delete_old_segments(log)
     assert len(log.segments) == 1 and log.log_start_offset == 100
     assert log.leader_epochs.entries == [EpochEntry(1, 100)]
@@ -323,10 +329,7 @@ def test_a9_retention_truncates_the_epoch_cache_from_the_start(directory: Path, 
 
 def test_a_close_writes_the_epoch_truncation_retention_left(directory: Path, clock: ManualClock) -> None:
     manager, _ = retention(clock)
-    log = open_log(directory, clock, segment_bytes=360, segment_index_bytes=1000, retention_ms=999)
-    for _ in range(100):
-        log.append_records([Record(0, START_MS - 1000, None, b"test")])
-    log.leader_epochs.assign(1, 90)
+    log = log_past_retention(directory, clock)
     manager.delete_old_segments(log)
     log.close()  # before the delayed deletion ran
     assert read_leader_epoch_checkpoint(directory) == [EpochEntry(1, 100)]
