@@ -337,7 +337,10 @@ class LogManager:
         for log in self._logs.values():
             if log.directory.parent in counts:
                 counts[log.directory.parent] += 1
-        topic_ids = {log.topic_partition.topic: log.topic_id for log in self._logs.values() if log.topic_id}
+        topic_ids: dict[str, str | None] = {}
+        for topic in {tp.topic for tp in partitions}:  # only these topics' partition.metadata is read
+            existing = (log for tp, log in self._logs.items() if tp.topic == topic)
+            topic_ids[topic] = next((i for log in existing if (i := log.topic_id)), None)
         configs = {tp.topic: self.config_for(tp.topic) for tp in partitions}
         plan = []
         for tp in partitions:

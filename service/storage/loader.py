@@ -132,6 +132,7 @@ def load_partition_log(
         log_end_offset=log_end_offset,
         recovery_point=recovery,
         names=names,
+        clean_shutdown=clean_shutdown,
     )
     log = PartitionLog(
         directory,
@@ -145,6 +146,7 @@ def load_partition_log(
         txn_tracker=files.producer_state,
         leader_epochs=files.leader_epochs,
         topic_id=files.topic_id,
+        deferred=files.deferred,
     )
     return LoadResult(log, recovered, truncated)
 

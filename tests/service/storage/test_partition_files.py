@@ -161,6 +161,8 @@ def test_a_corrupt_snapshot_is_reported_and_the_state_rebuilt_from_the_segments(
     path.write_bytes(bytes(data))
     with caplog.at_level(logging.ERROR):
         log = load_partition_log(directory, LogConfig(), clock=clock, clean_shutdown=True).log
+        assert caplog.text == ""  # a clean load reads the snapshot at the log end offset on first use
+        assert log.producer_state.producer_ids == [1, 2, 3]
     assert f"{path}, position 2: producer snapshot CRC mismatch" in caplog.text
     assert log.producer_state.producer_ids == [1, 2, 3]  # snapshot 1 (producer 1) + replay from 1
     assert log.last_stable_offset == 2
@@ -180,6 +182,7 @@ def test_a_snapshot_of_an_unknown_version_is_reported_and_the_state_rebuilt(
     path.write_bytes(bytes(data))
     with caplog.at_level(logging.ERROR):
         log = load_partition_log(directory, LogConfig(), clock=clock, clean_shutdown=True).log
+        assert log.producer_state.producer_ids == [1, 2]
     assert f"{path}, position 0: producer snapshot version 7 is not supported" in caplog.text
     assert log.producer_state.producer_ids == [1, 2]  # replayed from the segment
     assert log.last_stable_offset == 1  # the open transaction is back
@@ -329,6 +332,8 @@ def test_a_corrupt_epoch_checkpoint_is_rebuilt_from_the_batches(
     (directory / "leader-epoch-checkpoint").write_bytes(b"0\n5\n")
     with caplog.at_level(logging.ERROR):
         log = open_log(directory, clock, clean=True)
+        assert caplog.text == ""  # a clean load reads the checkpoint on first use
+        assert log.leader_epochs.entries == [EpochEntry(0, 0), EpochEntry(4, 1)]
     assert "leader-epoch-checkpoint" in caplog.text and "rebuilding" in caplog.text
     assert log.leader_epochs.entries == [EpochEntry(0, 0), EpochEntry(4, 1)]
     assert read_leader_epoch_checkpoint(directory) == [EpochEntry(0, 0), EpochEntry(4, 1)]
