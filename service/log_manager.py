@@ -10,12 +10,14 @@ metrics).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import shutil
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +135,11 @@ class LogManager:
                 raise
             except OSError as exc:
                 self._mark_offline(state, exc)
+        with _collector_paused():
+            self._load_dirs(stop)
+        self.is_loaded = True
+
+    def _load_dirs(self, stop: threading.Event | None) -> None:
         for state in self.online_dirs():
             try:
                 loaded = load_log_dir(
@@ -147,7 +154,6 @@ class LogManager:
                 self._mark_offline(state, exc)
                 continue
             self._adopt(state, loaded)
-        self.is_loaded = True
 
     def _adopt(self, state: _LogDirState, loaded: LoadedLogDir) -> None:
         state.had_clean_shutdown = loaded.had_clean_shutdown
@@ -621,6 +627,20 @@ class LogManager:
                     write(state.path, self.logs_in(state.path))
             except OSError as exc:
                 self._mark_offline(state, exc)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while the logs load: loading only adds live objects (a dozen a
+    partition), and each full collection would walk all of those loaded so far again (at 10,000
+    partitions, a tenth of the start-up time). Collection resumes after, if it was enabled."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _deleter(segments: list[LogSegment]) -> Callable[[], None]:

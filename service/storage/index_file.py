@@ -276,6 +276,10 @@ class AbstractIndex(IndexFile):
         self._file_length = rounded
         return True
 
+    def load(self) -> None:
+        """Read the entries into memory now (as the first lookup would); a missing file is created."""
+        self._load()
+
     def check_file_length(self, *, must_exist: bool) -> None:
         """``check_index_file_length`` on this index's file (see there)."""
         check_index_file_length(self._file, type(self), must_exist=must_exist)

@@ -281,10 +281,12 @@ def _load_segments(
     for base in log_bases:
         segment = LogSegment(directory, base, config=config, created_ms=now_ms)
         try:
-            if clean_shutdown and base != last:
-                segment.check_index_files(has_txn_index=base in txn_bases)
-            else:
+            if not clean_shutdown:
                 segment.sanity_check()
+            elif base != last:
+                segment.check_index_files(has_txn_index=base in txn_bases)
+            else:  # read whole at once: its end offset is found through it next
+                segment.sanity_check(has_txn_index=base in txn_bases, load_offset_index=True)
         except (FileNotFoundError, CorruptDataError) as exc:
             logger.warning("Rebuilding the indexes of %s: %s", segment.log_path, exc)
             rebuilt[base] = segment.recover(tracker.on_batch)
