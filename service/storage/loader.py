@@ -176,6 +176,7 @@ def _check_clean_active_segment(active: LogSegment) -> tuple[str | None, int | N
     if active.time_index.entries > 0 and offset_of_max >= next_offset:
         reason = f"the time index names offset {offset_of_max}, at or past the log end offset {next_offset}"
         return reason, None
+    active.mark_index_files_clean()  # an idle log's close then rewrites nothing
     return None, next_offset
 
 

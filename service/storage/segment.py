@@ -470,6 +470,13 @@ class LogSegment:
             self.txn_index.sanity_check()
         self._indexes_checked = True
 
+    def mark_index_files_clean(self) -> None:
+        """The loader found this active segment's index files as a clean close leaves them (the full
+        ``sanity_check`` and its checks against the log passed): ``close`` then rewrites none of them
+        unless something changes the segment first (the final time-index entry it would append is the
+        file's last one already)."""
+        self._indexes_checked = True
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def on_become_inactive(self) -> None:
