@@ -183,7 +183,8 @@ def test_clean_load_reads_only_the_active_segment_and_an_idle_close_reads_nothin
     try:
         log = open_log(segment_bytes=SEGMENT_BYTES, index_interval_bytes=1, clean_shutdown=True).log
         loading = _RECORDED_OPENS[-1]
-        _RECORDED_OPENS[-1] = closing = []
+        closing: list[str] = []
+        _RECORDED_OPENS[-1] = closing
         log.close()
     finally:
         _RECORDED_OPENS.pop()
