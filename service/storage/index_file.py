@@ -417,6 +417,9 @@ class AbstractIndex(IndexFile):
             count = length // self.entry_size
             if count == 0:
                 return _Edges(length, None, None)
+            if count == 1:  # one entry (an idle active segment's, often): first and last in one read
+                first = self._pread(fd, 0)
+                return _Edges(length, first, first)
             return _Edges(length, self._pread(fd, 0), self._pread(fd, (count - 1) * self.entry_size))
         finally:
             os.close(fd)

@@ -76,7 +76,7 @@ def load_partition_log(
     parsed = parse_partition_dir_name(directory.name)
     topic_partition = TopicPartition(parsed.topic, parsed.partition)
     names = os.listdir(directory)
-    if any(name.endswith(_TEMP_SUFFIXES) for name in names):  # never after a clean shutdown
+    if _has_temp_files(names):  # never after a clean shutdown
         names = _remove_temp_files(directory, names)
         names = _complete_swaps(directory, names, config, clock)
     tracker = ProducerStateManager()  # enough to rebuild .txnindex files; the log's state is loaded below
@@ -180,6 +180,13 @@ def _check_clean_active_segment(active: LogSegment) -> tuple[str | None, int | N
     return None, next_offset
 
 
+def _has_temp_files(names: list[str]) -> bool:
+    """Whether a name ends in a temporary suffix: three substring searches over the joined listing (a
+    name holds no NUL), not one ``endswith`` per file."""
+    joined = "\0".join(names) + "\0"
+    return any(suffix + "\0" in joined for suffix in _TEMP_SUFFIXES)
+
+
 def _base_offset(directory: Path, name: str) -> int:
     """A segment file's base offset; a name that does not start with one fails the partition's load."""
     try:
@@ -260,13 +267,19 @@ def _load_segments(
     indexes are read whole anyway and get the full ``sanity_check``; after an unclean shutdown every
     segment gets the full check.
     """
-    log_names = {n[: -len(LOG_SUFFIX)]: n for n in names if n.endswith(LOG_SUFFIX) and n[:1].isdigit()}
+    log_names: dict[str, str] = {}
+    index_names = []
+    for name in names:  # one pass: a listing holds a dozen names per segment
+        if not name[:1].isdigit():
+            continue
+        if name.endswith(LOG_SUFFIX):
+            log_names[name[: -len(LOG_SUFFIX)]] = name
+        elif name.endswith(_INDEX_SUFFIXES):
+            index_names.append(name)
     log_bases = sorted(_base_offset(directory, n) for n in log_names.values())
     bases = set(log_bases)
     txn_bases = set()
-    for name in names:
-        if not name.endswith(_INDEX_SUFFIXES) or not name[:1].isdigit():
-            continue
+    for name in index_names:
         stem = name.partition(".")[0]
         # Same name as a .log: no need to parse the offset (the common case, by far).
         base = -1 if stem in log_names else _base_offset(directory, name)
