@@ -135,10 +135,17 @@ class PartitionLog:
     def topic_id(self) -> str | None:
         """The topic id of ``partition.metadata`` (None when the dir has none), read on first use."""
         if self._topic_id_unread:
+            if not self._may_read_deferred():
+                return None
             # No lock: a read of an unchanging file, harmless if two threads both make it.
             self._topic_id = load_topic_id(self.directory)
             self._topic_id_unread = False
         return self._topic_id
+
+    def _may_read_deferred(self) -> bool:
+        """A file a clean load deferred is not read once the log is closed (its dir may be renamed for
+        deletion) or offline (its disk failed): the caller answers as for a dir without that file."""
+        return self._closed_reason is None and self._offline_reason is None
 
     @property
     def leader_epochs(self) -> LeaderEpochCache:
@@ -146,6 +153,8 @@ class PartitionLog:
         offsets as they are then) here, on first use."""
         cache = self._leader_epochs
         if cache is None:
+            if not self._may_read_deferred():
+                return LeaderEpochCache(self.directory, persist=False)
             with self._lock:
                 if self._leader_epochs is None:
                     self._leader_epochs = load_leader_epoch_cache(
@@ -259,6 +268,8 @@ class PartitionLog:
         first use (no append comes first: each starts here)."""
         state = self._txns
         if state is None:
+            if not self._may_read_deferred():
+                return ProducerStateManager()
             with self._lock:
                 if self._txns is None:
                     self._txns = read_deferred_producer_state(
