@@ -7,7 +7,8 @@ Run on demand, over a cleanly shut down log dir (``--build N`` first makes ``N``
 
 Each round walks the dir (``os.scandir`` + ``stat``, median of 3, warm), then starts a ``LogManager`` over
 it and shuts it down (which leaves the dir cleanly shut down again for the next round), and prints both
-times and their ratios to that round's walk. ``--profile`` writes cProfile stats of the last round's
+times and their ratios to that round's walk, in wall time and in CPU time (this process's; steadier than
+wall time on a machine others load). ``--profile`` writes cProfile stats of the last round's
 start-up and stop (``out.startup``, ``out.shutdown``). It imports only ``service``, so the same file times
 an older tree: ``PYTHONPATH=<old tree> python3 <this file> ...``.
 """
@@ -43,16 +44,19 @@ def walk(path: Path) -> int:
     return count
 
 
-def timed_walk(path: Path) -> float:
-    times = []
+def timed_walk(path: Path) -> tuple[float, float]:
+    """Median wall and CPU seconds of 3 walks."""
+    times, cpu_times = [], []
     for _ in range(3):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         walk(path)
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        cpu_times.append(time.process_time() - cpu_start)
+    return statistics.median(times), statistics.median(cpu_times)
 
 
-def one_round(log_dir: Path, threads: int, profile: str | None) -> tuple[float, float, int]:
+def one_round(log_dir: Path, threads: int, profile: str | None) -> tuple[float, float, float, float, int]:
+    """Wall and CPU seconds of start-up, then of stop, and the logs loaded."""
     config = LogConfig()
     manager = LogManager(
         [log_dir],
@@ -62,22 +66,23 @@ def one_round(log_dir: Path, threads: int, profile: str | None) -> tuple[float, 
         settings=LogManagerSettings(recovery_threads_per_dir=threads),
     )
     profiler = cProfile.Profile() if profile else None
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     if profiler is not None:
         profiler.runcall(manager.startup)
         profiler.dump_stats(f"{profile}.startup")
     else:
         manager.startup()
-    startup_s = time.perf_counter() - start
+    startup_s, startup_cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
     logs = len(manager.logs)
     profiler = cProfile.Profile() if profile else None
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     if profiler is not None:
         profiler.runcall(manager.shutdown)
         profiler.dump_stats(f"{profile}.shutdown")
     else:
         manager.shutdown()
-    return startup_s, time.perf_counter() - start, logs
+    stop_s, stop_cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+    return startup_s, startup_cpu_s, stop_s, stop_cpu_s, logs
 
 
 def main() -> None:
@@ -97,14 +102,15 @@ def main() -> None:
             (args.log_dir.parent / "logs").rename(args.log_dir)
     walk(args.log_dir)  # warm the caches
     for n in range(args.rounds):
-        walk_s = timed_walk(args.log_dir)
+        walk_s, walk_cpu_s = timed_walk(args.log_dir)
         gc.collect()
         profile = args.profile if n == args.rounds - 1 else None
-        startup_s, stop_s, logs = one_round(args.log_dir, args.threads, profile)
+        startup_s, startup_cpu_s, stop_s, stop_cpu_s, logs = one_round(args.log_dir, args.threads, profile)
         print(
             f"round {n + 1}: {logs} logs; walk {walk_s:.3f} s; start-up {startup_s:.3f} s "
-            f"({startup_s / walk_s:.2f}x); stop {stop_s:.3f} s ({stop_s / walk_s:.2f}x)"
-            f"{' (profiled)' if profile else ''}",
+            f"({startup_s / walk_s:.2f}x); stop {stop_s:.3f} s ({stop_s / walk_s:.2f}x); CPU ratios "
+            f"(less sensitive to other load): start-up {startup_cpu_s / walk_cpu_s:.2f}x, stop "
+            f"{stop_cpu_s / walk_cpu_s:.2f}x{' (profiled)' if profile else ''}",
             flush=True,
         )
 
