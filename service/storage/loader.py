@@ -65,16 +65,19 @@ def load_partition_log(
     log_start_offset: int = 0,
     recovery_point: int = 0,
     clean_shutdown: bool = False,
+    topic_partition: TopicPartition | None = None,
 ) -> LoadResult:
     """Load one partition dir (steps in the module docstring).
 
     The dir is listed once and the listing passed down; it is listed again only after a step renamed or
     deleted files, which a clean shutdown never leaves to do. After a clean shutdown each segment costs
     three ``os.stat`` calls (the ``.log`` for its size, the two indexes for ``check_index_files``) and
-    no descriptor stays open: at 100,000 segments, start-up is bound by those stats.
+    no descriptor stays open: at 100,000 segments, start-up is bound by those stats. ``topic_partition``
+    is the dir name's, if the caller parsed it already.
     """
-    parsed = parse_partition_dir_name(directory.name)
-    topic_partition = TopicPartition(parsed.topic, parsed.partition)
+    if topic_partition is None:
+        parsed = parse_partition_dir_name(directory.name)
+        topic_partition = TopicPartition(parsed.topic, parsed.partition)
     names = os.listdir(directory)
     if _has_temp_files(names):  # never after a clean shutdown
         names = _remove_temp_files(directory, names)

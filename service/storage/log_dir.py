@@ -145,6 +145,7 @@ def load_log_dir(
                 recovery_point=recovery_points.get(tp, 0),
                 # A partition the checkpoint does not know (it failed to load last time) is recovered.
                 clean_shutdown=clean and tp in recovery_points,
+                topic_partition=tp,
             )
         except OSError:
             raise  # the disk failing: the whole dir goes offline (the caller)
