@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from service.cli import exit_process, main
 
-from service.cli import main
-
-sys.exit(main())
+exit_process(main())

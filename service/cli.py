@@ -8,9 +8,11 @@ is for ``--json``).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -26,10 +28,19 @@ from service.tools.log_commands import (
     topic_config_command,
 )
 
-__all__ = ["cli", "main", "run"]
+__all__ = ["cli", "exit_process", "main", "run"]
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
+
+
+class _ProcessExit:
+    """Set by ``serve`` once it stopped cleanly; read by ``exit_process`` (the entry points)."""
+
+    skip_teardown = False
+
+
+_process_exit = _ProcessExit()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -69,6 +80,7 @@ def serve(config_file: Path | None, overrides: tuple[str, ...], quiet: bool) -> 
         daemon.run_until_stopped()
     finally:
         daemon.shutdown()
+    _process_exit.skip_teardown = True  # every log closed, the marker written: nothing left to free
 
 
 for command in (
@@ -108,4 +120,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    exit_process(main())
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process with ``code`` (the entry points call this with what ``main`` returned).
+
+    After ``serve`` stopped cleanly the interpreter's teardown is skipped (stdio and logging flushed,
+    then ``os._exit``), as a JVM's ``System.exit`` does not free the heap: freeing a broker's worth of
+    log objects one by one took as long as closing the logs (0.6 s at 10,000 partitions) and held the
+    stop past the point where everything is on disk. Every other command exits normally.
+    """
+    if not _process_exit.skip_teardown:
+        sys.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)

@@ -276,6 +276,10 @@ class AbstractIndex(IndexFile):
         self._file_length = rounded
         return True
 
+    def load(self) -> None:
+        """Read the entries into memory now (as the first lookup would); a missing file is created."""
+        self._load()
+
     def check_file_length(self, *, must_exist: bool) -> None:
         """``check_index_file_length`` on this index's file (see there)."""
         check_index_file_length(self._file, type(self), must_exist=must_exist)
@@ -413,6 +417,9 @@ class AbstractIndex(IndexFile):
             count = length // self.entry_size
             if count == 0:
                 return _Edges(length, None, None)
+            if count == 1:  # one entry (an idle active segment's, often): first and last in one read
+                first = self._pread(fd, 0)
+                return _Edges(length, first, first)
             return _Edges(length, self._pread(fd, 0), self._pread(fd, (count - 1) * self.entry_size))
         finally:
             os.close(fd)

@@ -71,6 +71,7 @@ def load_partition_log(
     recovery_point: int = 0,
     clean_shutdown: bool = False,
     read_only: bool = False,
+    topic_partition: TopicPartition | None = None,
 ) -> LoadResult:
     """Load one partition dir (steps in the module docstring); ``read_only``: write nothing, or raise
     ``WouldWriteError``.
@@ -78,14 +79,16 @@ def load_partition_log(
     The dir is listed once and the listing passed down; it is listed again only after a step renamed or
     deleted files, which a clean shutdown never leaves to do. After a clean shutdown each segment costs
     three ``os.stat`` calls (the ``.log`` for its size, the two indexes for ``check_index_files``) and
-    no descriptor stays open: at 100,000 segments, start-up is bound by those stats.
+    no descriptor stays open: at 100,000 segments, start-up is bound by those stats. ``topic_partition``
+    is the dir name's, if the caller parsed it already.
     """
-    parsed = parse_partition_dir_name(directory.name)
-    topic_partition = TopicPartition(parsed.topic, parsed.partition)
+    if topic_partition is None:
+        parsed = parse_partition_dir_name(directory.name)
+        topic_partition = TopicPartition(parsed.topic, parsed.partition)
     names = os.listdir(directory)
     if read_only and not clean_shutdown:
         raise WouldWriteError(f"{directory}: loading it recovers it (no clean shutdown recorded for it)")
-    if any(name.endswith(_TEMP_SUFFIXES) for name in names):  # never after a clean shutdown
+    if _has_temp_files(names):  # never after a clean shutdown
         if read_only:
             raise WouldWriteError(f"{directory}: loading it removes or completes a swap or a cleaning")
         names = _remove_temp_files(directory, names)
@@ -151,6 +154,7 @@ def load_partition_log(
         log_end_offset=log_end_offset,
         recovery_point=recovery,
         names=names,
+        clean_shutdown=clean_shutdown,
         read_only=read_only,
     )
     log = PartitionLog(
@@ -165,6 +169,7 @@ def load_partition_log(
         txn_tracker=files.producer_state,
         leader_epochs=files.leader_epochs,
         topic_id=files.topic_id,
+        deferred=files.deferred,
     )
     return LoadResult(log, recovered, truncated)
 
@@ -194,7 +199,15 @@ def _check_clean_active_segment(active: LogSegment) -> tuple[str | None, int | N
     if active.time_index.entries > 0 and offset_of_max >= next_offset:
         reason = f"the time index names offset {offset_of_max}, at or past the log end offset {next_offset}"
         return reason, None
+    active.mark_index_files_clean()  # an idle log's close then rewrites nothing
     return None, next_offset
+
+
+def _has_temp_files(names: list[str]) -> bool:
+    """Whether a name ends in a temporary suffix: three substring searches over the joined listing (a
+    name holds no NUL), not one ``endswith`` per file."""
+    joined = "\0".join(names) + "\0"
+    return any(suffix + "\0" in joined for suffix in _TEMP_SUFFIXES)
 
 
 def _base_offset(directory: Path, name: str) -> int:
@@ -278,13 +291,19 @@ def _load_segments(
     indexes are read whole anyway and get the full ``sanity_check``; after an unclean shutdown every
     segment gets the full check.
     """
-    log_names = {n[: -len(LOG_SUFFIX)]: n for n in names if n.endswith(LOG_SUFFIX) and n[:1].isdigit()}
+    log_names: dict[str, str] = {}
+    index_names = []
+    for name in names:  # one pass: a listing holds a dozen names per segment
+        if not name[:1].isdigit():
+            continue
+        if name.endswith(LOG_SUFFIX):
+            log_names[name[: -len(LOG_SUFFIX)]] = name
+        elif name.endswith(_INDEX_SUFFIXES):
+            index_names.append(name)
     log_bases = sorted(_base_offset(directory, n) for n in log_names.values())
     bases = set(log_bases)
     txn_bases = set()
-    for name in names:
-        if not name.endswith(_INDEX_SUFFIXES) or not name[:1].isdigit():
-            continue
+    for name in index_names:
         stem = name.partition(".")[0]
         # Same name as a .log: no need to parse the offset (the common case, by far).
         base = -1 if stem in log_names else _base_offset(directory, name)
@@ -302,10 +321,12 @@ def _load_segments(
     for base in log_bases:
         segment = LogSegment(directory, base, config=config, created_ms=now_ms)
         try:
-            if clean_shutdown and base != last:
-                segment.check_index_files(has_txn_index=base in txn_bases)
-            else:
+            if not clean_shutdown:
                 segment.sanity_check()
+            elif base != last:
+                segment.check_index_files(has_txn_index=base in txn_bases)
+            else:  # read whole at once: its end offset is found through it next
+                segment.sanity_check(has_txn_index=base in txn_bases, load_offset_index=True)
         except (FileNotFoundError, CorruptDataError) as exc:
             if read_only:
                 raise WouldWriteError(

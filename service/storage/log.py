@@ -29,7 +29,16 @@ from service.storage.compression import CompressionType
 from service.storage.leader_epoch_cache import LeaderEpochCache
 from service.storage.log_config import LogConfig
 from service.storage.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
-from service.storage.partition_files import mark_snapshot_deleted, take_snapshot
+from service.storage.partition_files import (
+    NOTHING_DEFERRED,
+    DeferredFiles,
+    load_leader_epoch_cache,
+    load_topic_id,
+    mark_snapshot_deleted,
+    read_deferred_producer_state,
+    take_snapshot,
+)
+from service.storage.producer_snapshot import snapshot_path
 from service.storage.producer_state import ProducerStateManager
 from service.storage.records import (
     NO_PRODUCER_EPOCH,
@@ -86,7 +95,10 @@ class PartitionLog:
         txn_tracker: ProducerStateManager | None = None,
         leader_epochs: LeaderEpochCache | None = None,
         topic_id: str | None = None,
+        deferred: DeferredFiles = NOTHING_DEFERRED,
     ) -> None:
+        """``deferred`` names the files a clean load left unread: each is read at its first use (under
+        ``_lock`` for the producer state and the leader epochs; see ``partition_files``)."""
         if not segments:
             raise ValueError("a log always has at least one segment")
         self.directory = directory
@@ -104,15 +116,55 @@ class PartitionLog:
         self._log_end_offset = log_end_offset
         self._snapshot = LogSnapshot((), 0, 0, 0)
         self._publish()
-        self._txns = txn_tracker or ProducerStateManager()
+        self._txns: ProducerStateManager | None = None
+        if not deferred.producer_snapshot:
+            self._txns = txn_tracker or ProducerStateManager()
         # Kafka's epoch cache (``leader-epoch-checkpoint``); in memory only unless the loader gave one.
-        self.leader_epochs = leader_epochs or LeaderEpochCache(directory, persist=False)
-        self.topic_id = topic_id  # of partition.metadata; None when the dir has none
+        self._leader_epochs: LeaderEpochCache | None = None
+        if not deferred.leader_epoch_checkpoint:
+            self._leader_epochs = leader_epochs or LeaderEpochCache(directory, persist=False)
+        self._topic_id = topic_id  # of partition.metadata; None when the dir has none
+        self._topic_id_unread = deferred.partition_metadata
         self.last_flush_ms = clock.now_ms()
         self._closed_reason: str | None = None
         self._offline_reason: str | None = None
         # Told of the OSError that took this log offline (the LogManager then takes its dir offline).
         self.on_io_error: Callable[[PartitionLog, OSError], None] | None = None
+
+    @property
+    def topic_id(self) -> str | None:
+        """The topic id of ``partition.metadata`` (None when the dir has none), read on first use."""
+        if self._topic_id_unread:
+            if not self._may_read_deferred():
+                return None
+            # No lock: a read of an unchanging file, harmless if two threads both make it.
+            self._topic_id = load_topic_id(self.directory)
+            self._topic_id_unread = False
+        return self._topic_id
+
+    def _may_read_deferred(self) -> bool:
+        """A file a clean load deferred is not read once the log is closed (its dir may be renamed for
+        deletion) or offline (its disk failed): the caller answers as for a dir without that file."""
+        return self._closed_reason is None and self._offline_reason is None
+
+    @property
+    def leader_epochs(self) -> LeaderEpochCache:
+        """Kafka's epoch cache; a clean load leaves the checkpoint to be read (and cut to the log's
+        offsets as they are then) here, on first use."""
+        cache = self._leader_epochs
+        if cache is None:
+            if not self._may_read_deferred():
+                return LeaderEpochCache(self.directory, persist=False)
+            with self._lock:
+                if self._leader_epochs is None:
+                    self._leader_epochs = load_leader_epoch_cache(
+                        self.directory,
+                        self._segments,
+                        log_start_offset=self._log_start_offset,
+                        log_end_offset=self._log_end_offset,
+                    )
+                cache = self._leader_epochs
+        return cache
 
     @property
     def snapshot(self) -> LogSnapshot:
@@ -205,19 +257,31 @@ class PartitionLog:
         ``updateFirstUnstableOffset``): once retention or DeleteRecords passes an open transaction's start,
         it is reported as the log start offset (scenario A23).
         """
-        first_open = self._txns.first_unstable_offset()
+        first_open = self.producer_state.first_unstable_offset()
         if first_open is None:
             return self.high_watermark
         return min(max(first_open, self._log_start_offset), self.high_watermark)
 
     @property
     def producer_state(self) -> ProducerStateManager:
-        return self._txns
+        """The producer state; a clean load leaves the snapshot at the log end offset to be read here, on
+        first use (no append comes first: each starts here)."""
+        state = self._txns
+        if state is None:
+            if not self._may_read_deferred():
+                return ProducerStateManager()
+            with self._lock:
+                if self._txns is None:
+                    self._txns = read_deferred_producer_state(
+                        self.directory, self._segments, self._log_end_offset
+                    )
+                state = self._txns
+        return state
 
     def remove_expired_producers(self, expiration_ms: int) -> list[int]:
         """Producer ids idle for ``producer.id.expiration.ms`` with no open transaction are forgotten."""
         with self._lock:
-            return self._txns.remove_expired_producers(self.clock.now_ms(), expiration_ms)
+            return self.producer_state.remove_expired_producers(self.clock.now_ms(), expiration_ms)
 
     @property
     def recovery_point(self) -> int:
@@ -273,7 +337,7 @@ class PartitionLog:
                 offset_of_max_timestamp=holder.last_offset,
             )
             for v in validated:
-                for aborted in self._txns.on_batch(v.batch, high_watermark=v.batch.next_offset):
+                for aborted in self.producer_state.on_batch(v.batch, high_watermark=v.batch.next_offset):
                     segment.append_aborted_txn(aborted)
             self._log_end_offset = last.next_offset
             self.leader_epochs.assign(epoch, validated[0].batch.base_offset)  # first append of the epoch
@@ -346,7 +410,8 @@ class PartitionLog:
             self._bases.append(new_base)
             self._sealed_size_bytes += active.size_bytes
             self._publish()
-            take_snapshot(self.directory, new_base, self._txns)  # named by the new segment's base offset
+            # Named by the new segment's base offset.
+            take_snapshot(self.directory, new_base, self.producer_state)
             # Kafka flushes the old segments asynchronously after a roll; we do it now, in the roll.
             self.flush(new_base)
             active.release()  # a sealed segment holds no descriptor until a read opens one
@@ -507,8 +572,9 @@ class PartitionLog:
         task calls it after the pass, off the pass's thread; ``close`` does too). A closed log has nothing
         to write: its close wrote it, or its files were deleted."""
         with self._lock, self._io_failure_takes_offline():
-            if self._closed_reason is None and self._offline_reason is None:
-                self.leader_epochs.flush()
+            cache = self._leader_epochs  # never read yet: retention has not cut it
+            if cache is not None and self._closed_reason is None and self._offline_reason is None:
+                cache.flush()
 
     def close(self, *, deleted: bool = False) -> None:
         """Flush and close every segment cleanly (final time-index entries, trimmed indexes); from then on
@@ -524,8 +590,11 @@ class PartitionLog:
                 self.flush()
                 for segment in self._segments:
                     segment.close()
-                take_snapshot(self.directory, self._log_end_offset, self._txns)
-                self.leader_epochs.flush()
+                # A producer state never read is the snapshot at the log end offset: nothing to write.
+                if self._txns is not None or not snapshot_path(self.directory, self._log_end_offset).exists():
+                    take_snapshot(self.directory, self._log_end_offset, self.producer_state)
+                if self._leader_epochs is not None:  # a truncation retention left to write
+                    self._leader_epochs.flush()
             self._closed_reason = "was deleted" if deleted else "is closed"
 
     def __repr__(self) -> str:

@@ -165,6 +165,7 @@ def load_log_dir(
                 recovery_point=recovery_points.get(tp, 0),
                 clean_shutdown=clean_shutdown,
                 read_only=in_place and read_only is not None,
+                topic_partition=tp,
             )
 
         try:

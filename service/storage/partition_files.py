@@ -15,8 +15,17 @@ Loading (after the segments are loaded and recovered, so the log end offset is k
 - ``partition.metadata`` is read and kept as it is; a malformed one is logged and the partition loads
   without a topic id.
 
-A read-only load (``read_only``) deletes no snapshot and writes no checkpoint: strays and unreadable
-snapshots are passed over, and the epoch cache is kept in memory only, truncated as a load would.
+After a clean shutdown three of those reads wait for their first use, as Kafka's lazy files do, so that
+start-up costs a listing and the active segment's checks per partition (``DeferredFiles``): the topic id
+(``partition.metadata``), the leader-epoch checkpoint when it exists (read, and cut to the log's offsets
+as they are then: ``load_leader_epoch_cache``), and the producer snapshot at the log end offset when the
+listing has it (stray snapshots are still deleted at load, from the listing; ``read_deferred_producer_state``
+falls back to ``load_producer_state`` if the snapshot turns out unreadable). After an unclean shutdown
+everything is read at load, as before.
+
+A read-only load (``read_only``) defers nothing and deletes no snapshot and writes no checkpoint: strays
+and unreadable snapshots are passed over, and the epoch cache is kept in memory only, truncated as a load
+would.
 
 While the log runs: a snapshot at each roll (named by the new segment's base offset) and on close (at the
 log end offset); the snapshot named by a segment retention deletes is renamed ``.snapshot.deleted`` with
@@ -34,9 +43,10 @@ from pathlib import Path
 
 from service.errors import CorruptDataError
 from service.storage.leader_epoch_cache import LeaderEpochCache
-from service.storage.leader_epoch_checkpoint import read_leader_epoch_checkpoint
+from service.storage.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
 from service.storage.log_files import DELETED_SUFFIX
 from service.storage.partition_metadata import (
+    PARTITION_METADATA_FILE,
     new_topic_id,
     read_partition_metadata,
     write_partition_metadata,
@@ -51,6 +61,8 @@ from service.storage.producer_state import ProducerStateManager
 from service.storage.segment import LogSegment
 
 __all__ = [
+    "NOTHING_DEFERRED",
+    "DeferredFiles",
     "LoadedPartitionFiles",
     "create_partition_metadata",
     "delete_marked_snapshot",
@@ -59,6 +71,7 @@ __all__ = [
     "load_producer_state",
     "load_topic_id",
     "mark_snapshot_deleted",
+    "read_deferred_producer_state",
     "take_snapshot",
 ]
 
@@ -66,10 +79,32 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
+class DeferredFiles:
+    """Which files a clean load left for the log to read on first use (see the module docstring)."""
+
+    producer_snapshot: bool = False  # the snapshot at the log end offset
+    leader_epoch_checkpoint: bool = False
+    partition_metadata: bool = False
+
+
+NOTHING_DEFERRED = DeferredFiles()
+# One shared instance per combination: no object per partition.
+_DEFERRED = {
+    (snapshot, epochs, metadata): DeferredFiles(snapshot, epochs, metadata)
+    for snapshot in (False, True)
+    for epochs in (False, True)
+    for metadata in (False, True)
+}
+
+
+@dataclass(frozen=True, slots=True)
 class LoadedPartitionFiles:
-    producer_state: ProducerStateManager
-    leader_epochs: LeaderEpochCache
+    """What was read at load; a file ``deferred`` names was not read (its field holds an empty value)."""
+
+    producer_state: ProducerStateManager | None
+    leader_epochs: LeaderEpochCache | None
     topic_id: str | None
+    deferred: DeferredFiles = NOTHING_DEFERRED
 
 
 def load_partition_files(
@@ -80,27 +115,50 @@ def load_partition_files(
     log_end_offset: int,
     recovery_point: int,
     names: Iterable[str] | None = None,
+    clean_shutdown: bool = False,
     read_only: bool = False,
 ) -> LoadedPartitionFiles:
     """What the loader hands the log besides its segments (steps in the module docstring); ``names`` is
-    the dir's listing if the caller has one (its snapshot names current), so it is not listed again."""
+    the dir's listing if the caller has one (its snapshot names current), so it is not listed again.
+    After a ``clean_shutdown`` the reads the module docstring lists are deferred (``names`` needed),
+    unless ``read_only``: a deferred read could write (the epoch cache cut to the log's offsets)."""
+    if not clean_shutdown or names is None or read_only:
+        return LoadedPartitionFiles(
+            load_producer_state(
+                directory,
+                segments,
+                log_end_offset=log_end_offset,
+                recovery_point=recovery_point,
+                names=names,
+                read_only=read_only,
+            ),
+            load_leader_epoch_cache(
+                directory,
+                segments,
+                log_start_offset=log_start_offset,
+                log_end_offset=log_end_offset,
+                read_only=read_only,
+            ),
+            load_topic_id(directory),
+        )
+    names = names if isinstance(names, (list, set, frozenset)) else list(names)
+    offsets = _remove_stray_snapshots(directory, segments, log_end_offset, names, read_only=False)
+    defer_snapshot = bool(offsets) and offsets[-1] == log_end_offset == recovery_point
+    producer_state = None
+    if not defer_snapshot:
+        producer_state = _restore_producer_state(directory, segments, offsets, log_end_offset, recovery_point)
+    defer_epochs = LEADER_EPOCH_CHECKPOINT in names
+    leader_epochs = None
+    if not defer_epochs:
+        leader_epochs = load_leader_epoch_cache(
+            directory, segments, log_start_offset=log_start_offset, log_end_offset=log_end_offset
+        )
+    defer_metadata = PARTITION_METADATA_FILE in names
     return LoadedPartitionFiles(
-        load_producer_state(
-            directory,
-            segments,
-            log_end_offset=log_end_offset,
-            recovery_point=recovery_point,
-            names=names,
-            read_only=read_only,
-        ),
-        load_leader_epoch_cache(
-            directory,
-            segments,
-            log_start_offset=log_start_offset,
-            log_end_offset=log_end_offset,
-            read_only=read_only,
-        ),
-        load_topic_id(directory),
+        producer_state,
+        leader_epochs,
+        None,
+        _DEFERRED[defer_snapshot, defer_epochs, defer_metadata],
     )
 
 
@@ -119,6 +177,43 @@ def load_producer_state(
     """The producer state at the log end offset: the newest good snapshot ≤ the recovery point, then the
     batches after it (none to read when that snapshot is at the log end offset, as a clean close leaves)."""
     offsets = _remove_stray_snapshots(directory, segments, log_end_offset, names, read_only=read_only)
+    return _restore_producer_state(
+        directory, segments, offsets, log_end_offset, recovery_point, read_only=read_only
+    )
+
+
+def read_deferred_producer_state(
+    directory: Path, segments: Sequence[LogSegment], log_end_offset: int
+) -> ProducerStateManager:
+    """The producer state of a clean load that deferred it: the snapshot at the log end offset, read now.
+
+    If it cannot be read any more (corrupt, or gone), ``load_producer_state`` runs as the load would have:
+    the next older snapshot, or a replay of the segments (those the log holds now).
+    """
+    path = snapshot_path(directory, log_end_offset)
+    state = ProducerStateManager()
+    try:
+        state.load_entries(read_snapshot(path))
+    except (CorruptDataError, FileNotFoundError) as exc:
+        logger.error("%s; rebuilding the producer state from the segments instead", exc)
+        if isinstance(exc, CorruptDataError):
+            path.unlink(missing_ok=True)
+        return load_producer_state(
+            directory, segments, log_end_offset=log_end_offset, recovery_point=log_end_offset
+        )
+    return state
+
+
+def _restore_producer_state(
+    directory: Path,
+    segments: Sequence[LogSegment],
+    offsets: list[int],
+    log_end_offset: int,
+    recovery_point: int,
+    *,
+    read_only: bool = False,
+) -> ProducerStateManager:
+    """``load_producer_state`` once the stray snapshots are gone (``offsets``: the snapshots left)."""
     state = ProducerStateManager()
     start = None
     for offset in reversed([o for o in offsets if o <= min(recovery_point, log_end_offset)]):

@@ -154,9 +154,10 @@ def list_snapshot_offsets(directory: Path, names: Iterable[str] | None = None) -
     has one), ascending (temporary names are skipped)."""
     offsets = []
     for name in os.listdir(directory) if names is None else names:
-        stem = name[: -len(SNAPSHOT_SUFFIX)]
-        if name.endswith(SNAPSHOT_SUFFIX) and stem.isascii() and stem.isdigit():
-            offsets.append(int(stem))
+        if name.endswith(SNAPSHOT_SUFFIX):
+            stem = name[: -len(SNAPSHOT_SUFFIX)]
+            if stem.isascii() and stem.isdigit():
+                offsets.append(int(stem))
     return sorted(offsets)
 
 

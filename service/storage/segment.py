@@ -436,16 +436,22 @@ class LogSegment:
             if now_ms is not None:
                 self.created_ms = now_ms
 
-    def sanity_check(self) -> None:
+    def sanity_check(self, *, has_txn_index: bool = True, load_offset_index: bool = False) -> None:
         """Raise if an index file is missing or corrupt (the loader then rebuilds the segment).
 
         The full check, reading each index's first and last entries: the loader runs it after an unclean
-        shutdown; after a clean one it runs ``check_index_files``.
+        shutdown, and on the active segment after a clean one (``check_index_files`` on the others). With
+        ``load_offset_index`` the offset index is read whole first and checked in memory (for the active
+        segment, whose end offset is found through it next); a ``.txnindex`` is checked if
+        ``has_txn_index`` (the caller's directory listing says whether the file exists).
         """
         self.offset_index.check_file_length(must_exist=True)
+        if load_offset_index:
+            self.offset_index.load()
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
-        self.txn_index.sanity_check()
+        if has_txn_index:
+            self.txn_index.sanity_check()
 
     def check_index_files(self, *, has_txn_index: bool = True) -> None:
         """Kafka 3.x's ``LogSegment.sanityCheck`` at load: raise if the indexes cannot be used as they are.
@@ -462,6 +468,13 @@ class LogSegment:
         check_index_file_length(self._stem + TIME_INDEX_SUFFIX + self.suffix, TimeIndex, must_exist=False)
         if has_txn_index:
             self.txn_index.sanity_check()
+        self._indexes_checked = True
+
+    def mark_index_files_clean(self) -> None:
+        """The loader found this active segment's index files as a clean close leaves them (the full
+        ``sanity_check`` and its checks against the log passed): ``close`` then rewrites none of them
+        unless something changes the segment first (the final time-index entry it would append is the
+        file's last one already)."""
         self._indexes_checked = True
 
     # -- lifecycle ---------------------------------------------------------------------------------

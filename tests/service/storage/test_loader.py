@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from service.storage.loader import LoadResult
@@ -157,6 +158,40 @@ def test_clean_shutdown_skips_recovery(make_log: MakeLog, open_log: OpenLog) -> 
     assert recovered == records
     assert result.recovered_segments == 0
     assert result.log.recovery_point == len(records)
+
+
+_RECORDED_OPENS: list[list[str]] = []
+
+
+def _record_open(event: str, args: tuple[object, ...]) -> None:
+    if event == "open" and _RECORDED_OPENS and isinstance(args[0], (str, bytes, os.PathLike)):
+        _RECORDED_OPENS[-1].append(os.fsdecode(args[0]))
+
+
+sys.addaudithook(_record_open)  # process-wide and permanent: it records only while a list is pushed
+
+
+def test_clean_load_reads_only_the_active_segment_and_an_idle_close_reads_nothing(
+    make_log: MakeLog, open_log: OpenLog, log_dir: Path
+) -> None:
+    """After a clean shutdown a load opens only the active segment's files (partition.metadata, the
+    leader-epoch checkpoint and the producer snapshot wait for their first use), and the close of a log
+    nothing used opens no file but to check its snapshot is there."""
+    fill(make_log, count=37)
+    active_base = max(int(p.stem) for p in log_dir.glob("*.log"))
+    _RECORDED_OPENS.append([])
+    try:
+        log = open_log(segment_bytes=SEGMENT_BYTES, index_interval_bytes=1, clean_shutdown=True).log
+        loading = _RECORDED_OPENS[-1]
+        closing: list[str] = []
+        _RECORDED_OPENS[-1] = closing
+        log.close()
+    finally:
+        _RECORDED_OPENS.pop()
+    assert sorted(Path(p).name for p in loading) == sorted(
+        seg(log_dir, active_base, suffix).name for suffix in (".index", ".timeindex", ".log")
+    )
+    assert closing == []
 
 
 def test_clean_load_and_close_of_an_idle_log_write_no_index(

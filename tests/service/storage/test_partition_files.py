@@ -162,6 +162,8 @@ def test_a_corrupt_snapshot_is_reported_and_the_state_rebuilt_from_the_segments(
     path.write_bytes(bytes(data))
     with caplog.at_level(logging.ERROR):
         log = load_partition_log(directory, LogConfig(), clock=clock, clean_shutdown=True).log
+        assert caplog.text == ""  # a clean load reads the snapshot at the log end offset on first use
+        assert log.producer_state.producer_ids == [1, 2, 3]
     assert f"{path}, position 2: producer snapshot CRC mismatch" in caplog.text
     assert log.producer_state.producer_ids == [1, 2, 3]  # snapshot 1 (producer 1) + replay from 1
     assert log.last_stable_offset == 2
@@ -181,6 +183,7 @@ def test_a_snapshot_of_an_unknown_version_is_reported_and_the_state_rebuilt(
     path.write_bytes(bytes(data))
     with caplog.at_level(logging.ERROR):
         log = load_partition_log(directory, LogConfig(), clock=clock, clean_shutdown=True).log
+        assert log.producer_state.producer_ids == [1, 2]
     assert f"{path}, position 0: producer snapshot version 7 is not supported" in caplog.text
     assert log.producer_state.producer_ids == [1, 2]  # replayed from the segment
     assert log.last_stable_offset == 1  # the open transaction is back
@@ -355,6 +358,8 @@ def test_a_corrupt_epoch_checkpoint_is_rebuilt_from_the_batches(
     (directory / "leader-epoch-checkpoint").write_bytes(b"0\n5\n")
     with caplog.at_level(logging.ERROR):
         log = open_log(directory, clock, clean=True)
+        assert caplog.text == ""  # a clean load reads the checkpoint on first use
+        assert log.leader_epochs.entries == [EpochEntry(0, 0), EpochEntry(4, 1)]
     assert "leader-epoch-checkpoint" in caplog.text and "rebuilding" in caplog.text
     assert log.leader_epochs.entries == [EpochEntry(0, 0), EpochEntry(4, 1)]
     assert read_leader_epoch_checkpoint(directory) == [EpochEntry(0, 0), EpochEntry(4, 1)]
@@ -394,3 +399,43 @@ def test_partition_metadata_is_kept_and_a_malformed_one_only_logged(
     assert log.topic_id is None
     assert f"{directory / 'partition.metadata'}, position 11" in caplog.text
     assert (directory / "partition.metadata").read_bytes() == b"version: 0\ntopic_id: ???"
+
+
+# -- reads deferred by a clean load ------------------------------------------------------------------
+
+
+def test_a_clean_load_reads_the_deferred_files_on_first_use_only(directory: Path, clock: ManualClock) -> None:
+    write_partition_metadata(directory, "AAAAAAAAAAEAAAAAAAAAAg")
+    log = open_log(directory, clock)
+    idem(log, 1, 0, b"a")
+    idem(log, 2, 0, b"t", txn=True)  # an open transaction: the last stable offset is 1
+    log.leader_epochs.assign(3, log.log_end_offset)
+    idem(log, 1, 1, b"b")
+    log.close()
+    log = open_log(directory, clock, clean=True)
+    # Changed after the load: what the log reports is what it reads at first use, not at load.
+    write_partition_metadata(directory, "AAAAAAAAAAEAAAAAAAAAAw")
+    assert log.topic_id == "AAAAAAAAAAEAAAAAAAAAAw"
+    assert log.leader_epochs.entries == [EpochEntry(0, 0), EpochEntry(3, 2)]
+    assert log.last_stable_offset == 1
+    assert log.producer_state.producer_ids == [1, 2]
+
+
+def test_a_closed_or_offline_log_reads_no_deferred_file(directory: Path, clock: ManualClock) -> None:
+    """Its dir may be renamed for deletion or on a failed disk: it answers as a dir without the files."""
+    write_partition_metadata(directory, "AAAAAAAAAAEAAAAAAAAAAg")
+    log = open_log(directory, clock)
+    idem(log, 2, 0, b"t", txn=True)
+    log.close()
+    offline = open_log(directory, clock, clean=True)
+    offline.take_offline("an I/O error")
+    assert offline.topic_id is None
+    assert offline.last_stable_offset == offline.high_watermark
+    offline.abandon()
+    log = open_log(directory, clock, clean=True)
+    log.close(deleted=True)
+    renamed = directory.rename(directory.with_name(directory.name + ".x-delete"))
+    assert log.topic_id is None
+    assert log.last_stable_offset == log.high_watermark
+    assert log.leader_epochs.entries == []
+    assert (renamed / "partition.metadata").exists()
