@@ -6,18 +6,25 @@
  * `start` of one decompressed records area. filter_records(...) applies the record rules of
  * cleaner.rules.filter_batch to one records area and re-encodes the survivors (attributes 0, timestamp
  * delta against the new base timestamp, every other field copied), exactly as the Python encoder writes
- * them. Both release the GIL for their loops.
+ * them. KeyMap.map_batches and filter_batches do the same for a run of plain batches (header and CRC-32C
+ * included); the map built by such scans in offset order also answers "is this record superseded?" from a
+ * bitmap, without a second lookup. scan_producer_headers reads a segment's batch headers. All release the
+ * GIL for their loops.
  *
  * On ANY anomaly (truncation, bad lengths, a varint not in its shortest form, invalid UTF-8 in a header
  * key, overflow) they raise Fallback, and the caller runs the Python rules, which stay the specification
  * and the source of every error message. So this file holds no format rules beyond the byte layout.
  */
+#define _GNU_SOURCE /* sync_file_range */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <errno.h>
+#include <unistd.h>
 
 static PyObject *fallback_error = NULL;
 
@@ -25,7 +32,7 @@ static PyObject *fallback_error = NULL;
 
 /* A zig-zag varint in its shortest form (what the Python encoder writes); -1 otherwise. */
 static int
-read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
+read_long_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
 {
     uint64_t result = 0;
     Py_ssize_t p = *pos;
@@ -48,6 +55,26 @@ read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *
         }
     }
     return -1;
+}
+
+/* read_long_varint, with the one-byte case (most lengths and deltas) inline. */
+static inline int
+read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
+{
+    Py_ssize_t p = *pos;
+    if (p < end && buf[p] < 0x80) {
+        uint64_t b = buf[p];
+        *pos = p + 1;
+        *out = (int64_t)((b >> 1) ^ (0 - (b & 1)));
+        return 0;
+    }
+    if (p + 1 < end && buf[p + 1] < 0x80 && buf[p + 1] != 0) { /* two bytes, the second not a zero group */
+        uint64_t b = (uint64_t)(buf[p] & 0x7F) | (uint64_t)buf[p + 1] << 7;
+        *pos = p + 2;
+        *out = (int64_t)((b >> 1) ^ (0 - (b & 1)));
+        return 0;
+    }
+    return read_long_varint(buf, end, pos, out);
 }
 
 static Py_ssize_t
@@ -120,9 +147,10 @@ typedef struct {
     Py_ssize_t key;         /* position of the key bytes, -1 if null */
     Py_ssize_t key_length;
     int has_value;
+    int superseded; /* the filter's: from the key map's bitmap (0, 1), or -1: look the key up */
 } RecordView;
 
-static int
+static inline int
 read_nullable(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, Py_ssize_t *at, Py_ssize_t *length)
 {
     int64_t n;
@@ -144,7 +172,7 @@ read_nullable(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, Py_ssiz
 }
 
 /* Parse the record at *pos (validating it as the Python decoder does); -1 on any anomaly. */
-static int
+static inline int
 read_record(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, RecordView *r)
 {
     int64_t length, count;
@@ -236,6 +264,17 @@ slot_key(const unsigned char *arena, const Slot *s)
     return arena + at;
 }
 
+/*
+ * The superseded bitmap: while every put comes from a scan of the log in offset order (map_batches,
+ * map_records), bit (o - base) is set when the key of the record at offset o is put again at a later
+ * offset. For a record at offset o in [base, last put] that the scan put (keyed, not in an aborted or
+ * control batch), "o < latest offset of its key" is then that bit: the filter of plain batches reads it
+ * instead of hashing and looking up the key (a random access into the table) a second time. A put from
+ * Python (any order: Spark's aggregation, the Python rules) or out of order turns it off for the round.
+ */
+enum { BITS_EMPTY = 0, BITS_VALID = 1, BITS_OFF = 2 };
+#define MAX_BITMAP_BITS ((int64_t)1 << 29) /* 64 MiB: a wider range of offsets falls back to lookups */
+
 typedef struct {
     PyObject_HEAD
     Slot *slots;
@@ -244,6 +283,11 @@ typedef struct {
     unsigned char *arena;
     Py_ssize_t arena_used;
     Py_ssize_t arena_capacity;
+    uint64_t *bits;
+    int64_t bits_base;   /* the offset of bit 0: the first put's */
+    int64_t bits_last;   /* the last put's offset */
+    int64_t bits_words;  /* allocated 64-bit words */
+    int bits_state;
 } KeyMap;
 
 static uint64_t
@@ -330,6 +374,10 @@ keymap_find(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash)
     }
 }
 
+/* How many keys ahead a loop over a batch's keys asks for their slots: enough to overlap the misses,
+ * few enough that the CPU keeps every request (it tracks only so many). */
+#define PREFETCH_DISTANCE 12
+
 /* Hint the CPU to fetch the key's slot now: a batch's lookups then overlap their cache misses. */
 static inline void
 keymap_prefetch(const KeyMap *m, uint64_t hash)
@@ -337,8 +385,10 @@ keymap_prefetch(const KeyMap *m, uint64_t hash)
     __builtin_prefetch(&m->slots[hash & (uint64_t)(m->capacity - 1)]);
 }
 
+/* Map the key to offset; *previous (if given) gets the offset it replaced, or -1. */
 static int
-keymap_put_hashed(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset)
+keymap_put_hashed(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset,
+                  int64_t *previous)
 {
     if ((m->size + 1) * 4 > m->capacity * 3 && keymap_grow(m) < 0) {
         return -1;
@@ -371,16 +421,100 @@ keymap_put_hashed(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t ha
         }
         s->hash = hash;
         s->key_length = (int32_t)n;
+        s->offset = -1;
         m->size++;
+    }
+    if (previous != NULL) {
+        *previous = s->offset;
     }
     s->offset = offset;
     return 0;
 }
 
+static void
+bits_off(KeyMap *m)
+{
+    free(m->bits);
+    m->bits = NULL;
+    m->bits_words = 0;
+    m->bits_state = BITS_OFF;
+}
+
+/* Make room for bit (offset - base), or turn the bitmap off (too wide a range, no memory). */
+static void
+bits_reserve(KeyMap *m, int64_t offset)
+{
+    int64_t bit = offset - m->bits_base;
+    if (bit >= MAX_BITMAP_BITS) {
+        bits_off(m);
+        return;
+    }
+    int64_t words = bit / 64 + 1;
+    if (words <= m->bits_words) {
+        return;
+    }
+    int64_t capacity = m->bits_words ? m->bits_words : 1024;
+    while (capacity < words) {
+        capacity *= 2;
+    }
+    uint64_t *grown = realloc(m->bits, (size_t)capacity * sizeof(uint64_t));
+    if (grown == NULL) {
+        bits_off(m);
+        return;
+    }
+    memset(grown + m->bits_words, 0, (size_t)(capacity - m->bits_words) * sizeof(uint64_t));
+    m->bits = grown;
+    m->bits_words = capacity;
+}
+
+/* keymap_put_hashed for a put of the log scan, in offset order: keeps the superseded bitmap. */
+static int
+keymap_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset)
+{
+    if (m->bits_state == BITS_EMPTY) {
+        m->bits_state = BITS_VALID;
+        m->bits_base = offset;
+        m->bits_last = offset - 1;
+    }
+    if (m->bits_state == BITS_VALID) {
+        if (offset <= m->bits_last) {
+            bits_off(m);
+        }
+        else {
+            bits_reserve(m, offset);
+        }
+    }
+    if (m->bits_state != BITS_VALID) {
+        return keymap_put_hashed(m, key, n, hash, offset, NULL);
+    }
+    int64_t previous;
+    if (keymap_put_hashed(m, key, n, hash, offset, &previous) < 0) {
+        return -1;
+    }
+    int64_t bit = previous - m->bits_base;
+    if (previous >= 0 && bit >= 0) {
+        m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
+    }
+    m->bits_last = offset;
+    return 0;
+}
+
+/* 1: the record at `offset` is superseded, 0: it is its key's latest, -1: the bitmap cannot tell. */
+static inline int
+keymap_superseded(const KeyMap *m, int64_t offset)
+{
+    if (m->bits_state != BITS_VALID || offset < m->bits_base || offset > m->bits_last) {
+        return -1;
+    }
+    int64_t bit = offset - m->bits_base;
+    return (int)((m->bits[bit / 64] >> (bit % 64)) & 1);
+}
+
 static int
 keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
 {
-    return keymap_put_hashed(m, key, n, hash_bytes(key, n), offset);
+    bits_off(m);
+    return keymap_put_hashed(m, key, n, hash_bytes(key, n), offset, NULL);
 }
 
 static int64_t
@@ -404,6 +538,7 @@ keymap_dealloc(KeyMap *m)
 {
     free(m->slots);
     free(m->arena);
+    free(m->bits);
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
 
@@ -420,6 +555,78 @@ keymap_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 /* -- CRC-32C (Castagnoli), as Kafka's batch CRC ------------------------------------------------------ */
 
+/*
+ * The CPU's crc32 instruction takes 3 cycles but can start one every cycle: three streams over three
+ * blocks run at once, and their CRCs are combined by "shifting" a CRC over a block of zeros, a linear map
+ * over GF(2) applied through four byte tables (Mark Adler's crc32c.c, zlib licence).
+ */
+#define CRC_LONG 8192
+#define CRC_SHORT 256
+static uint32_t crc32c_long[4][256];
+static uint32_t crc32c_short[4][256];
+
+static uint32_t
+gf2_matrix_times(const uint32_t *mat, uint32_t vec)
+{
+    uint32_t sum = 0;
+    for (; vec; vec >>= 1, mat++) {
+        if (vec & 1) {
+            sum ^= *mat;
+        }
+    }
+    return sum;
+}
+
+static void
+gf2_matrix_square(uint32_t *square, const uint32_t *mat)
+{
+    for (int n = 0; n < 32; n++) {
+        square[n] = gf2_matrix_times(mat, mat[n]);
+    }
+}
+
+/* The operator appending `len` zero bytes (a power of two) to a CRC's input. */
+static void
+crc32c_zeros_op(uint32_t *even, size_t len)
+{
+    uint32_t odd[32];
+    odd[0] = 0x82F63B78u; /* one zero bit */
+    for (int n = 1; n < 32; n++) {
+        odd[n] = (uint32_t)1 << (n - 1);
+    }
+    gf2_matrix_square(even, odd); /* two zero bits */
+    gf2_matrix_square(odd, even); /* four */
+    do {
+        gf2_matrix_square(even, odd); /* first pass: one zero byte */
+        len >>= 1;
+        if (len == 0) {
+            return;
+        }
+        gf2_matrix_square(odd, even);
+        len >>= 1;
+    } while (len);
+    memcpy(even, odd, sizeof odd);
+}
+
+static void
+crc32c_zeros(uint32_t zeros[4][256], size_t len)
+{
+    uint32_t op[32];
+    crc32c_zeros_op(op, len);
+    for (uint32_t n = 0; n < 256; n++) {
+        zeros[0][n] = gf2_matrix_times(op, n);
+        zeros[1][n] = gf2_matrix_times(op, n << 8);
+        zeros[2][n] = gf2_matrix_times(op, n << 16);
+        zeros[3][n] = gf2_matrix_times(op, n << 24);
+    }
+}
+
+static inline uint32_t
+crc32c_shift(uint32_t zeros[4][256], uint32_t crc)
+{
+    return zeros[0][crc & 0xFF] ^ zeros[1][(crc >> 8) & 0xFF] ^ zeros[2][(crc >> 16) & 0xFF] ^ zeros[3][crc >> 24];
+}
+
 static uint32_t crc32c_table[256];
 static int has_sse42 = 0;
 
@@ -433,6 +640,8 @@ crc32c_init(void)
         }
         crc32c_table[i] = c;
     }
+    crc32c_zeros(crc32c_long, CRC_LONG);
+    crc32c_zeros(crc32c_short, CRC_SHORT);
 #if defined(__x86_64__)
     __builtin_cpu_init();
     has_sse42 = __builtin_cpu_supports("sse4.2");
@@ -440,14 +649,44 @@ crc32c_init(void)
 }
 
 #if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static inline uint64_t
+crc32c_word(uint64_t c, const unsigned char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return __builtin_ia32_crc32di(c, w);
+}
+
+/* Three streams of `block` bytes at a time while 3 blocks remain; returns the bytes consumed. */
+__attribute__((target("sse4.2"))) static size_t
+crc32c_sse42_blocks(uint32_t *c, const unsigned char *p, size_t n, size_t block, uint32_t zeros[4][256])
+{
+    size_t done = 0;
+    while (n - done >= 3 * block) {
+        const unsigned char *q = p + done, *end = q + block;
+        uint64_t c0 = *c, c1 = 0, c2 = 0;
+        for (; q < end; q += 8) {
+            c0 = crc32c_word(c0, q);
+            c1 = crc32c_word(c1, q + block);
+            c2 = crc32c_word(c2, q + 2 * block);
+        }
+        *c = crc32c_shift(zeros, (uint32_t)c0) ^ (uint32_t)c1;
+        *c = crc32c_shift(zeros, *c) ^ (uint32_t)c2;
+        done += 3 * block;
+    }
+    return done;
+}
+
 __attribute__((target("sse4.2"))) static uint32_t
 crc32c_sse42(uint32_t c, const unsigned char *p, size_t n)
 {
+    size_t done = crc32c_sse42_blocks(&c, p, n, CRC_LONG, crc32c_long);
+    done += crc32c_sse42_blocks(&c, p + done, n - done, CRC_SHORT, crc32c_short);
+    p += done;
+    n -= done;
     uint64_t c64 = c;
     for (; n >= 8; n -= 8, p += 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        c64 = __builtin_ia32_crc32di(c64, w);
+        c64 = crc32c_word(c64, p);
     }
     c = (uint32_t)c64;
     for (; n; n--, p++) {
@@ -572,7 +811,9 @@ map_area(KeyMap *m, Scratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ss
         }
         if (r->key >= 0 && offset >= start) {
             sc->hashes[mapped] = hash_bytes(buf + r->key, r->key_length);
-            keymap_prefetch(m, sc->hashes[mapped]);
+            if (mapped < PREFETCH_DISTANCE) {
+                keymap_prefetch(m, sc->hashes[mapped]);
+            }
             sc->offsets[mapped++] = offset;
         }
     }
@@ -581,7 +822,10 @@ map_area(KeyMap *m, Scratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ss
     }
     for (Py_ssize_t i = 0; i < mapped; i++) {
         RecordView *r = &sc->views[i];
-        if (keymap_put_hashed(m, buf + r->key, r->key_length, sc->hashes[i], sc->offsets[i]) < 0) {
+        if (i + PREFETCH_DISTANCE < mapped) {
+            keymap_prefetch(m, sc->hashes[i + PREFETCH_DISTANCE]);
+        }
+        if (keymap_put_scanned(m, buf + r->key, r->key_length, sc->hashes[i], sc->offsets[i]) < 0) {
             return 2;
         }
         *last_put = sc->offsets[i];
@@ -736,6 +980,10 @@ keymap_clear(KeyMap *m, PyObject *unused)
     }
     m->size = 0;
     m->arena_used = 0;
+    free(m->bits);
+    m->bits = NULL;
+    m->bits_words = 0;
+    m->bits_state = BITS_EMPTY;
     Py_RETURN_NONE;
 }
 
@@ -819,6 +1067,7 @@ typedef struct {
     /* inputs */
     int64_t base_offset, base_timestamp, log_append_time, horizon, map_latest_offset, now_ms, new_horizon;
     int has_log_append_time, has_horizon, discard_all, is_control, can_discard;
+    int use_bitmap; /* a plain batch: the key map's superseded bitmap may answer for it */
     KeyMap *key_map;
     /* outputs */
     Py_ssize_t read, kept, invalid, out_length; /* out_length 0: nothing kept, or the batch unchanged */
@@ -855,9 +1104,16 @@ filter_area(FilterScratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ssiz
         if (read_record(buf, end, &pos, r) < 0) {
             return 1;
         }
+        r->superseded = -1;
         if (!c->discard_all && !c->is_control && r->key >= 0 && key_map != NULL) {
-            sc->hashes[c->read] = hash_bytes(buf + r->key, r->key_length);
-            keymap_prefetch(key_map, sc->hashes[c->read]);
+            int64_t offset;
+            if (c->use_bitmap && !__builtin_add_overflow(c->base_offset, r->offset_delta, &offset)) {
+                r->superseded = keymap_superseded(key_map, offset);
+            }
+            if (r->superseded < 0) {
+                sc->hashes[c->read] = hash_bytes(buf + r->key, r->key_length);
+                keymap_prefetch(key_map, sc->hashes[c->read]);
+            }
         }
     }
     if (pos != end) {
@@ -875,9 +1131,13 @@ filter_area(FilterScratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ssiz
                 c->invalid++;
                 continue;
             }
-            int64_t latest =
-                key_map == NULL ? -1 : keymap_get_hashed(key_map, buf + r->key, r->key_length, sc->hashes[i]);
-            if (offset < latest || (!r->has_value && !retains_deletes)) {
+            int superseded = r->superseded;
+            if (superseded < 0) {
+                int64_t latest = key_map == NULL ? -1
+                                 : keymap_get_hashed(key_map, buf + r->key, r->key_length, sc->hashes[i]);
+                superseded = offset < latest;
+            }
+            if (superseded || (!r->has_value && !retains_deletes)) {
                 continue;
             }
         }
@@ -1092,6 +1352,7 @@ filter_batches(PyObject *self, PyObject *args)
         c.has_horizon = (attributes & 0x40) != 0;
         c.horizon = base_ts;
         c.key_map = (KeyMap *)key_map_obj;
+        c.use_bitmap = 1;
         c.map_latest_offset = map_latest_offset;
         c.now_ms = now_ms;
         c.new_horizon = new_horizon;
@@ -1179,7 +1440,125 @@ filter_batches(PyObject *self, PyObject *args)
     return result;
 }
 
+#define HEADER_READ_BYTES 8192
+
+/*
+ * scan_producer_headers(fd, position, end) -> (position reached, rows)
+ *
+ * rules._iter_headers over the batches of a .log from `position`, reading only around each batch header
+ * (8 KiB at a time: the headers of small batches come in one read, a large batch costs one read),
+ * with the GIL released. Per batch with a producer id (>= 0), four int64 in native order: attributes (as
+ * the signed int16 of the header), last offset, producer id, producer epoch. Stops before a header that
+ * does not fit before `end`, or a batch whose size is below the header's or that ends past `end` (a
+ * partial tail).
+ */
+static PyObject *
+scan_producer_headers(PyObject *self, PyObject *args)
+{
+    int fd;
+    long long position, end;
+    if (!PyArg_ParseTuple(args, "iLL", &fd, &position, &end)) {
+        return NULL;
+    }
+    unsigned char *buf = malloc(HEADER_READ_BYTES);
+    size_t rows_capacity = 64, rows_used = 0;
+    int64_t *rows = malloc(rows_capacity * 4 * sizeof(int64_t));
+    if (buf == NULL || rows == NULL) {
+        free(buf);
+        free(rows);
+        return PyErr_NoMemory();
+    }
+    int error = 0, no_memory = 0;
+    long long buf_start = position;
+    Py_ssize_t buf_len = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (position + BATCH_OVERHEAD <= end) {
+        if (position + BATCH_OVERHEAD > buf_start + buf_len) {
+            long long want = end - position < HEADER_READ_BYTES ? end - position : HEADER_READ_BYTES;
+            ssize_t got = pread(fd, buf, (size_t)want, (off_t)position);
+            if (got < 0) {
+                if (errno == EINTR) {
+                    continue;
+                }
+                error = errno;
+                break;
+            }
+            buf_start = position;
+            buf_len = got;
+            if (got < BATCH_OVERHEAD) {
+                break;
+            }
+        }
+        const unsigned char *b = buf + (position - buf_start);
+        int64_t size = (int64_t)(int32_t)be32(b + 8) + 12;
+        if (size < BATCH_OVERHEAD || position + size > end) {
+            break;
+        }
+        int64_t producer_id = be64(b + 43);
+        if (producer_id >= 0) {
+            if (rows_used == rows_capacity) {
+                int64_t *grown = realloc(rows, rows_capacity * 2 * 4 * sizeof(int64_t));
+                if (grown == NULL) {
+                    no_memory = 1;
+                    break;
+                }
+                rows = grown;
+                rows_capacity *= 2;
+            }
+            int64_t *row = rows + rows_used * 4;
+            row[0] = (int16_t)((unsigned)b[21] << 8 | b[22]);
+            row[1] = (int64_t)((uint64_t)be64(b) + (uint64_t)(int64_t)(int32_t)be32(b + 23)); /* wraps, never UB */
+            row[2] = producer_id;
+            row[3] = (int16_t)((unsigned)b[51] << 8 | b[52]);
+            rows_used++;
+        }
+        position += size;
+    }
+    Py_END_ALLOW_THREADS
+    free(buf);
+    PyObject *result = NULL;
+    if (error) {
+        errno = error;
+        PyErr_SetFromErrno(PyExc_OSError);
+    }
+    else if (no_memory) {
+        PyErr_NoMemory();
+    }
+    else {
+        result = Py_BuildValue("Ly#", position, (const char *)rows, (Py_ssize_t)(rows_used * 4 * sizeof(int64_t)));
+    }
+    free(rows);
+    return result;
+}
+
+/*
+ * start_writeback(fd, offset, nbytes) -> bool
+ *
+ * Asks the kernel to start writing the file's dirty pages in the range to disk now, without waiting
+ * (Linux sync_file_range, SYNC_FILE_RANGE_WRITE): the fsync that seals the file then has less left to
+ * wait for. A hint only: False where the call is not available or fails; nothing depends on it.
+ */
+static PyObject *
+start_writeback(PyObject *self, PyObject *args)
+{
+    int fd;
+    long long offset, nbytes;
+    if (!PyArg_ParseTuple(args, "iLL", &fd, &offset, &nbytes)) {
+        return NULL;
+    }
+    int rc = -1;
+#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
+    Py_BEGIN_ALLOW_THREADS
+    rc = sync_file_range(fd, (off_t)offset, (off_t)nbytes, SYNC_FILE_RANGE_WRITE);
+    Py_END_ALLOW_THREADS
+#endif
+    return PyBool_FromLong(rc == 0);
+}
+
 static PyMethodDef methods[] = {
+    {"start_writeback", start_writeback, METH_VARARGS, "Start writing a file range's dirty pages (a hint)."},
+    {"scan_producer_headers", scan_producer_headers, METH_VARARGS,
+     "The producer batches' headers of a .log from a position, read around each header."},
     {"filter_records", filter_records, METH_VARARGS, "Filter and re-encode one records area."},
     {"filter_batches", filter_batches, METH_VARARGS,
      "Filter the plain batches of a buffer from a position; stop at the first other one."},

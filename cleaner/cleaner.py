@@ -27,8 +27,8 @@ from functools import partial
 from pathlib import Path
 
 from cleaner.grouping import group_segments_by_size
-from cleaner.native import NativeKeyMap, filter_batches, native_key_map
-from cleaner.offset_map import CHUNK_BYTES, OffsetMap, ReadPacer, build_offset_map, segments_overlapping
+from cleaner.native import NativeKeyMap, Writeback, filter_batches, native_key_map
+from cleaner.offset_map import OffsetMap, ReadPacer, build_offset_map, segments_overlapping
 from cleaner.rules import (
     BatchOutcome,
     CleaningContext,
@@ -37,7 +37,7 @@ from cleaner.rules import (
     delete_horizon_for,
     filter_batch,
 )
-from cleaner.segment_chunks import SegmentChunks
+from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from service.clock import Clock
@@ -339,7 +339,7 @@ def _clean_segment_native(
             reached, out, meta = filter_batches(
                 buf,
                 at,
-                at + CHUNK_BYTES,
+                at + RUN_BYTES,
                 key_map,
                 ctx.map_latest_offset,
                 ctx.now_ms,
@@ -352,22 +352,17 @@ def _clean_segment_native(
                 chunks.position += batch.size_bytes
                 continue
             rows = memoryview(meta).cast("q")
-            last_offset = -1
-            for i in range(0, len(rows), _META_FIELDS):
-                outcome, batch_at, size, out_at, out_length, last_offset, max_ts, read, kept, invalid = rows[
-                    i : i + _META_FIELDS
-                ]
-                pacer.read(size)
-                stats.bytes_read += size
-                stats.records_read += read
-                stats.records_retained += kept
-                stats.invalid_records += invalid
-                data = out[out_at : out_at + out_length] if out_length else None
-                end_position = chunks.buffer_start + batch_at + size
-                writer.add_raw(end_position, data, outcome == _UNCHANGED, last_offset, max_ts)
-                if data is not None:
-                    stats.bytes_written += out_length
-                    pacer.written(out_length)
+            read_bytes, written_bytes = sum(rows[2::_META_FIELDS]), len(out)
+            pacer.read(read_bytes)
+            stats.bytes_read += read_bytes
+            stats.records_read += sum(rows[7::_META_FIELDS])
+            stats.records_retained += sum(rows[8::_META_FIELDS])
+            stats.invalid_records += sum(rows[9::_META_FIELDS])
+            stats.bytes_written += written_bytes
+            writer.add_run(chunks.buffer_start, out, rows)
+            if written_bytes:
+                pacer.written(written_bytes)
+            last_offset = rows[-_META_FIELDS + 5]
             txn_state.on_plain_batch_read(last_offset)  # none of them is transactional: none aborted
             chunks.position = chunks.buffer_start + reached
 
@@ -400,6 +395,7 @@ class _CleanedWriter:
         self._now_ms = now_ms
         self._unchanged_end = 0
         self._cleaned: LogSegment | None = None
+        self._writeback: Writeback | None = None
         if self._source is None:
             self._open()
 
@@ -423,6 +419,31 @@ class _CleanedWriter:
         if data is not None:
             _append(cleaned, data, last_offset, max_timestamp)
 
+    def add_run(self, buffer_start: int, out: bytes, rows: memoryview) -> None:
+        """The outcomes of a run of batches from ``filter_batches`` (``rows``: its metadata as int64, a
+        buffer's worth read from file position ``buffer_start``; ``out``: the bytes of every batch it kept,
+        end to end): once the cleaned file exists, one write."""
+        first = 0
+        if self._cleaned is None:
+            outcomes = rows[0::_META_FIELDS]
+            while first < len(outcomes) and outcomes[first] == _UNCHANGED:
+                first += 1
+            if first:
+                at = (first - 1) * _META_FIELDS
+                self._unchanged_end = buffer_start + rows[at + 1] + rows[at + 2]
+            if first == len(outcomes):
+                return
+        cleaned = self._cleaned or self._open()
+        rest = rows[first * _META_FIELDS :]
+        cleaned.append_batches(
+            memoryview(out)[rest[3] :],
+            rest[4::_META_FIELDS],
+            rest[5::_META_FIELDS],
+            rest[6::_META_FIELDS],
+        )
+        if self._writeback is not None:
+            self._writeback.written(cleaned.size_bytes)
+
     def finish(self, retained: list[AbortedTxn], mtime_ms: int) -> LogSegment | None:
         cleaned = self._cleaned
         if cleaned is None:  # a one-segment group whose batches all came out unchanged
@@ -430,6 +451,7 @@ class _CleanedWriter:
             if source is not None and retained == source.txn_index.all_aborted():
                 return None
             cleaned = self._open()
+        self._stop_writeback()
         for txn in retained:
             cleaned.append_aborted_txn(txn)
         cleaned.on_become_inactive()
@@ -439,9 +461,15 @@ class _CleanedWriter:
         return cleaned
 
     def discard(self) -> None:
+        self._stop_writeback()
         if self._cleaned is not None:
             self._cleaned.delete_files()
             self._cleaned = None
+
+    def _stop_writeback(self) -> None:
+        if self._writeback is not None:
+            self._writeback.close()
+            self._writeback = None
 
     def _open(self) -> LogSegment:
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
@@ -450,6 +478,7 @@ class _CleanedWriter:
             self._directory, self._base, config=self._config, now_ms=self._now_ms, suffix=CLEANED_SUFFIX
         )
         self._cleaned = cleaned
+        self._writeback = Writeback.open(cleaned.log_path)
         if self._source is not None and self._unchanged_end:
             for batch in self._source.batches():
                 if batch.position >= self._unchanged_end:

@@ -4,7 +4,10 @@
 batch's records area and ``filter_records`` applies the record rules of ``rules.filter_batch`` to one
 batch and re-encodes the survivors; ``KeyMap.map_batches`` and ``filter_batches`` do the same for a whole
 run of plain batches (no codec, transaction, control or producer id) in a read chunk, batch headers and
-CRC-32C included, so such a run costs one call and no Python object. All release the GIL. Codec work
+CRC-32C included, so such a run costs one call and no Python object (for the records the map build put,
+the filter reads "superseded" from the map's bitmap rather than looking the key up again);
+``scan_producer_headers`` reads only the batch headers of a segment for ``rules.ProducerScan``. All release
+the GIL. Codec work
 stays in Python (``records_bytes`` decompresses, ``compress`` compresses the survivors). Anything the C
 code does not handle exactly (an odd encoding, a key map that is not native, an empty batch) comes back
 as None or ``Fallback``, or is left to the caller, who runs the Python rules, which stay the oracle.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Protocol
 
@@ -34,11 +38,14 @@ __all__ = [
     "FALLBACK",
     "Fallback",
     "NativeKeyMap",
+    "Writeback",
     "filter_batches",
     "filter_records",
+    "has_native",
     "encode_rebuilt_batch",
     "native_key_map",
     "new_native_key_map",
+    "scan_producer_headers",
 ]
 
 _TRANSACTIONAL_BIT = 0x10
@@ -82,6 +89,11 @@ class Fallback(Exception):
 
 
 FALLBACK: type[Exception] = Fallback if _native is None else _native.Fallback
+
+
+def has_native() -> bool:
+    """True when the C module is in use (built, and ``LOGCLEANER_PURE_PYTHON`` not set)."""
+    return _native is not None
 
 
 def new_native_key_map() -> NativeKeyMap | None:
@@ -153,6 +165,47 @@ def filter_batches(
         buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon_ms, upper_bound
     )
     return result  # type: ignore[no-any-return]
+
+
+def scan_producer_headers(fd: int, position: int, end: int) -> tuple[int, list[int]] | None:
+    """The C header scan of ``rules._iter_headers`` (see ``_native.scan_producer_headers``): the position
+    reached and, per batch with a producer id, attributes, last offset, producer id, epoch (flat); None
+    when the module is not in use."""
+    if _native is None:
+        return None
+    reached, rows = _native.scan_producer_headers(fd, position, end)
+    return reached, memoryview(rows).cast("q").tolist()
+
+
+WRITEBACK_BYTES = 8 << 20
+
+
+class Writeback:
+    """Has the kernel start writing a growing file to disk every ``WRITEBACK_BYTES`` appended
+    (``_native.start_writeback``), so that the fsync sealing it waits only for the last stretch. A hint: the
+    fsync still makes the file durable, with or without it."""
+
+    __slots__ = ("_fd", "_started")
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._started = 0
+
+    @classmethod
+    def open(cls, path: Path) -> Writeback | None:
+        """None without the C module (then the fsync does all the writing)."""
+        if _native is None:
+            return None
+        return cls(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+
+    def written(self, size_bytes: int) -> None:
+        """The file is ``size_bytes`` long now."""
+        if _native is not None and size_bytes - self._started >= WRITEBACK_BYTES:
+            _native.start_writeback(self._fd, self._started, size_bytes - self._started)
+            self._started = size_bytes
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 def encode_rebuilt_batch(

@@ -5,6 +5,9 @@ round maps at most ``slots × load factor`` keys. Here the map holds the exact k
 ``cleaner._native`` when it is built, else a dict): no collision can merge two keys and a round maps the
 whole dirty section. With the C table, a run of plain batches (header, CRC, records) is mapped in one C call
 per read chunk (``_map_segment_native``), and any other data batch's keys in one call (``_map_native``).
+While every key comes from such a scan in offset order, the C map also keeps a bit per offset of the dirty
+section, set when the key of the record at that offset is put again later: the filter of plain batches then
+reads "superseded" from it instead of looking each key up a second time (a put from Python turns it off).
 ``kafka_utilization_percent`` still reports what Kafka's buffer would have held, for the
 ``max-buffer-utilization-percent`` gauge.
 ``build_offset_map`` takes an optional ``max_entries`` to reproduce Kafka's partial rounds (a full map
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from cleaner.native import FALLBACK, NativeKeyMap, new_native_key_map
-from cleaner.segment_chunks import SegmentChunks
+from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from service.storage.records import RecordBatch
@@ -260,7 +263,7 @@ def _map_segment_native(
         while chunks.has_more:
             buf, at = chunks.chunk()
             reached, batches, records, size_bytes, last_offset, latest = native.map_batches(
-                buf, at, at + CHUNK_BYTES, start
+                buf, at, at + RUN_BYTES, start
             )
             if batches:
                 pacer.read(size_bytes)

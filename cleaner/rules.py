@@ -22,7 +22,14 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from cleaner.native import NativeKeyMap, encode_rebuilt_batch, filter_records, native_key_map
+from cleaner.native import (
+    NativeKeyMap,
+    encode_rebuilt_batch,
+    filter_records,
+    has_native,
+    native_key_map,
+    scan_producer_headers,
+)
 from service.storage.compression import CompressionType
 from service.storage.log import PartitionLog
 from service.storage.log_config import LONG_MAX
@@ -312,10 +319,18 @@ class ProducerScan:
 
 def _scan_headers(segment: LogSegment, position: int, last: dict[int, LastRecord]) -> int:
     """Update ``last`` from the batch headers from ``position`` on; returns the position reached."""
-    for attributes, last_offset, producer_id, epoch, next_position in _iter_headers(segment, position):
-        position = next_position
-        if producer_id < 0:
-            continue
+    scanned = _scan_headers_native(segment, position)
+    if scanned is None:
+        rows: list[int] = []
+        for attributes, last_offset, producer_id, epoch, reached in _iter_headers(segment, position):
+            if producer_id >= 0:
+                rows += (attributes, last_offset, producer_id, epoch)
+            position = reached
+    else:
+        position, rows = scanned
+    for attributes, last_offset, producer_id, epoch in zip(
+        rows[0::4], rows[1::4], rows[2::4], rows[3::4], strict=True
+    ):
         if not attributes & _CONTROL_BIT:
             last[producer_id] = LastRecord(last_offset, epoch)
         else:
@@ -323,6 +338,21 @@ def _scan_headers(segment: LogSegment, position: int, last: dict[int, LastRecord
             if previous is None or previous.producer_epoch != epoch:
                 last[producer_id] = LastRecord(None, epoch)
     return position
+
+
+def _scan_headers_native(segment: LogSegment, position: int) -> tuple[int, list[int]] | None:
+    """``_iter_headers`` in C: the position reached and flat rows of the producers' batches (none if the
+    segment is gone), or None without the C module."""
+    if not has_native():
+        return None
+    try:
+        fd = os.open(segment.log_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return position, []  # retention removed the segment meanwhile
+    try:
+        return scan_producer_headers(fd, position, segment.size_bytes)
+    finally:
+        os.close(fd)
 
 
 def _iter_headers(segment: LogSegment, position: int) -> Iterator[tuple[int, int, int, int, int]]:

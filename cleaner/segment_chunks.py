@@ -16,7 +16,11 @@ from service.storage.file_records import CHUNK_BYTES
 from service.storage.records import LOG_OVERHEAD, RecordBatch, decode_batch, peek_batch_size
 from service.storage.segment import LogSegment
 
-__all__ = ["SegmentChunks"]
+__all__ = ["RUN_BYTES", "SegmentChunks"]
+
+RUN_BYTES = 1 << 20
+"""How far one C call (``map_batches``, ``filter_batches``) goes into the buffer: Python runs between calls
+(the abort check, the throttle, the writes), so larger runs hold the GIL a smaller share of the time."""
 
 
 class SegmentChunks:

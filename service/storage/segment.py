@@ -24,7 +24,7 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from service.errors import CorruptDataError, LogClosedError, UnsupportedFormatError
@@ -315,6 +315,49 @@ class LogSegment:
             self.time_index.append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += len(data)
+
+    def append_batches(
+        self,
+        data: bytes | memoryview,
+        sizes: Sequence[int],
+        last_offsets: Sequence[int],
+        max_timestamps: Sequence[int],
+    ) -> None:
+        """``append`` of several whole batches laid end to end in ``data`` (batch i: ``sizes[i]`` bytes,
+        its last offset, its max timestamp, also the offset of that timestamp): one write, and the index
+        entries each ``append`` would have made. Zero sizes are skipped."""
+        if not len(data):
+            return
+        if sum(sizes) != len(data):
+            raise ValueError(f"batch sizes add up to {sum(sizes)}, not the {len(data)} bytes given")
+        for last in (last_offsets[0], max(last_offsets)):
+            if last - self.base_offset > _INT32_MAX or last < self.base_offset:
+                raise ValueError(f"offset {last} does not fit segment {self.base_offset}")
+        position = self._size
+        self._indexes_checked = False
+        written = os.pwrite(self._file(), data, position)
+        if written != len(data):
+            raise OSError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
+        self._is_dirty = True
+        self._mtime_ms = None
+        if position == 0:
+            self._rolling_based_timestamp = next(t for s, t in zip(sizes, max_timestamps, strict=True) if s)
+        max_timestamp, offset_of_max = self.max_timestamp_so_far, self.offset_of_max_timestamp
+        since_entry, interval = self._bytes_since_last_index_entry, self.index_interval_bytes
+        for size, last_offset, timestamp in zip(sizes, last_offsets, max_timestamps, strict=True):
+            if not size:
+                continue
+            if timestamp > max_timestamp:
+                max_timestamp, offset_of_max = timestamp, last_offset
+            if since_entry > interval:
+                self.offset_index.append(last_offset, position)
+                self.time_index.append(max_timestamp, offset_of_max)
+                since_entry = 0
+            since_entry += size
+            position += size
+        self._size = position
+        self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._bytes_since_last_index_entry = since_entry
 
     def preallocate_indexes(self) -> None:
         """Give a full index room again (``segment.index.bytes``), before an append to the active segment.

@@ -3,6 +3,7 @@
 Run on demand (not part of CI's pass/fail):
 
     python tests/benchmarks/bench_spark_cleaner.py [--records 10000000] [--big-records 40000000]
+        [--skip-spark]
 
 Under a temporary folder (removed at the end; ``--work-dir`` to choose where) it generates with
 ``logcleaner gen``'s library one compacted partition: ``--records`` records of 100-byte values over
@@ -14,7 +15,9 @@ cleanable. On copies of those same files, in the same run, it measures:
   round on a small log, so the session, its JVM and its Python workers are warm;
 - the same round with the in-process engine (``InProcessEngine``, its C core unless
   ``LOGCLEANER_PURE_PYTHON=1``), fully (``--oracle-records`` runs it on a smaller partition and extrapolates
-  linearly, say so); Spark ÷ in-process at a size is what ``log.cleaner.spark.min.bytes`` is chosen by;
+  linearly, say so; the replaced segments are deleted after the timing, as the daemon deletes them later);
+  Spark ÷ in-process at a size is what ``log.cleaner.spark.min.bytes`` is chosen by (``--skip-spark``: only
+  ``cp`` and the in-process round);
 - ``local-cluster[2,1,1024]`` (two executor JVMs, one core each) against ``local[1]``;
 - the driver's peak RSS (Python driver process, sampled with psutil every 50 ms; the driver JVM reported
   apart) at ``--records`` and at ``--big-records`` (default 4× as many: about 4 GiB).
@@ -34,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +93,10 @@ def noop(*_args: object) -> None:
 
 
 def run_oracle(directory: Path) -> float:
+    """One in-process round; the replaced segments are deleted after the clock stops, as the daemon deletes
+    them ``file.delete.delay.ms`` later on the scheduler's thread, not in the round."""
     log = load_partition_log(directory, config(), clock=SystemClock()).log
+    deletes: list[Callable[[], None]] = []
     started = time.perf_counter()
     InProcessEngine(SystemClock()).clean(
         log,
@@ -97,9 +104,11 @@ def run_oracle(directory: Path) -> float:
         log.log_end_offset,
         check_aborted=noop,
         throttle=noop,
-        schedule_delete=lambda _delay, delete: delete(),
+        schedule_delete=lambda _delay, delete: deletes.append(delete),
     )
     elapsed = time.perf_counter() - started
+    for delete in deletes:
+        delete()
     log.close()
     return elapsed
 
@@ -204,6 +213,7 @@ def main() -> None:
     parser.add_argument("--tombstones", type=float, default=0.05)
     parser.add_argument("--oracle-records", type=int, help="run the oracle on this many records, extrapolate")
     parser.add_argument("--skip-cluster", action="store_true", help="no local-cluster / local[1] comparison")
+    parser.add_argument("--skip-spark", action="store_true", help="only cp and the in-process engine")
     parser.add_argument("--work-dir", type=Path, help="where the data goes [a temporary dir]")
     parser.add_argument("--spark-round", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -227,7 +237,9 @@ def run(root: Path, args: argparse.Namespace) -> None:
         flush=True,
     )
     source = generate_partition(root / "source", args.records, keys, args.tombstones)
-    warm = generate_partition(root / "warm", 200_000, 20_000, args.tombstones)
+    warm = root / "warm"
+    if not args.skip_spark:
+        warm = generate_partition(warm, 200_000, 20_000, args.tombstones)
     size = dir_bytes(source)
     print(f"partition: {size / MiB:,.0f} MiB of .log in {len(list(source.glob('*.log')))} segments")
 
@@ -238,11 +250,13 @@ def run(root: Path, args: argparse.Namespace) -> None:
     shutil.rmtree(root / "cp-warm", ignore_errors=True)
     report("cp -r", cp_s, size)
 
-    spark = spark_round_process("local[*]", fresh_copy(source, root / "spark" / "gen-0-0"), warm)
-    report("spark local[*]", spark["seconds"], size, extra=f"map phase {spark['map_s']:.1f} s")
-    print(f"  vs cp: {cp_s / spark['seconds']:.3f} of cp's throughput (target >= 0.40)")
-    print_rss(spark)
-    shutil.rmtree(root / "spark", ignore_errors=True)
+    spark = None
+    if not args.skip_spark:
+        spark = spark_round_process("local[*]", fresh_copy(source, root / "spark" / "gen-0-0"), warm)
+        report("spark local[*]", spark["seconds"], size, extra=f"map phase {spark['map_s']:.1f} s")
+        print(f"  vs cp: {cp_s / spark['seconds']:.3f} of cp's throughput (target >= 0.40)")
+        print_rss(spark)
+        shutil.rmtree(root / "spark", ignore_errors=True)
 
     if args.oracle_records:
         small = generate_partition(root / "oracle-source", args.oracle_records, keys, args.tombstones)
@@ -253,6 +267,8 @@ def run(root: Path, args: argparse.Namespace) -> None:
     shutil.rmtree(root / "oracle", ignore_errors=True)
     report("in-process (C core unless LOGCLEANER_PURE_PYTHON=1)", oracle_s, size)
     print(f"  vs cp: {cp_s / oracle_s:.3f} of cp's throughput (target >= 0.33)")
+    if spark is None:
+        return
     print(
         f"  spark / in-process: {oracle_s / spark['seconds']:.2f}x "
         "(log.cleaner.spark.min.bytes: auto must not send rounds of this size to Spark unless > 1)"

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import cleaner.cleaner
 import cleaner.native
+import cleaner.rules
 from cleaner.offset_map import OffsetMap, build_offset_map
 from cleaner.oracle import clean_in_process
 from cleaner.stats import CleanerStats
@@ -297,3 +298,90 @@ def test_plain_batches_are_filtered_by_the_c_loop_and_match_the_python_rules(tmp
             seen.append(clean_three_times(directory))
     assert seen[0] == seen[1]
     assert sum(calls) >= 39 and max(calls) > 10, "the first round: whole runs of batches per call"
+
+
+@settings(max_examples=60, deadline=None)
+@given(size=st.integers(0, 80_000), skew=st.integers(0, 7), seed=st.binary(min_size=1, max_size=16))
+def test_crc32c_over_three_streams_matches_the_crc32c_package(size: int, skew: int, seed: bytes) -> None:
+    """Long inputs take the three-stream path (blocks of 8 KiB and 256 bytes), at any alignment."""
+    native = cleaner.native._native
+    assert native is not None
+    data = (seed * (size // len(seed) + 1))[:size]
+    view = memoryview(bytes(skew) + data)[skew:]
+    assert native.crc32c(view) == crc32c.crc32c(data) == native.crc32c_by_table(data)
+
+
+def plain_segment_bytes(tmp_path: Path) -> bytes:
+    """Six plain batches, keys k0 k1 k2 k0 k1 k2 at offsets 0-5 (``plain_log``), as one buffer."""
+    segments = plain_log(tmp_path / "topic-0")
+    return segments[0].log_path.read_bytes()
+
+
+def kept_offsets(data: bytes, key_map: object) -> list[int]:
+    native = cleaner.native._native
+    assert native is not None
+    reached, _out, meta = native.filter_batches(data, 0, len(data), key_map, 1_000, START, START, -1)
+    assert reached == len(data)
+    rows = memoryview(meta).cast("q")
+    return [rows[i + 5] for i in range(0, len(rows), 10) if rows[i + 8]]  # last offsets of batches kept
+
+
+def test_the_superseded_bitmap_answers_for_records_the_scan_put(tmp_path: Path) -> None:
+    native = cleaner.native._native
+    assert native is not None
+    data = plain_segment_bytes(tmp_path)
+    key_map = native.KeyMap()
+    assert key_map.map_batches(data, 0, len(data), 0)[1] == 6
+    assert kept_offsets(data, key_map) == [3, 4, 5]  # each key's last
+
+
+def test_a_put_from_python_turns_the_bitmap_off(tmp_path: Path) -> None:
+    """After a put in any order (Spark's aggregation, the Python rules), the filter looks every key up."""
+    native = cleaner.native._native
+    assert native is not None
+    data = plain_segment_bytes(tmp_path)
+    key_map = native.KeyMap()
+    key_map.map_batches(data, 0, len(data), 0)
+    key_map.put(b"k0", 900)  # k0 at offset 3 is superseded now, which the bitmap does not know
+    assert kept_offsets(data, key_map) == [4, 5]
+    key_map.clear()  # a new round: the scan's bitmap again
+    key_map.map_batches(data, 0, len(data), 0)
+    assert kept_offsets(data, key_map) == [3, 4, 5]
+
+
+def test_a_scan_out_of_offset_order_turns_the_bitmap_off(tmp_path: Path) -> None:
+    native = cleaner.native._native
+    assert native is not None
+    data = plain_segment_bytes(tmp_path)
+    key_map = native.KeyMap()
+    key_map.map_batches(data, 0, len(data), 0)
+    key_map.map_batches(data, 0, len(data), 0)  # the same offsets again: not after the last put
+    assert kept_offsets(data, key_map) == [3, 4, 5]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    ops=operations,
+    codec=st.sampled_from([CompressionType.NONE, CompressionType.GZIP]),
+    cut=st.integers(0, 60),
+)
+def test_the_c_header_scan_equals_the_python_one(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[Op], codec: CompressionType, cut: int
+) -> None:
+    """The producers' batches and the position reached, also with a partial batch at the end."""
+    log = build(tmp_path_factory.mktemp("scan") / "topic-0", ops, codec, TimestampType.CREATE_TIME)
+    for segment in log.segments:
+        with segment.log_path.open("ab") as tail:
+            tail.write(bytes(range(cut)))  # a torn write: no batch header, or one whose batch is cut
+        sized = LogSegment(
+            segment.log_path.parent,
+            segment.base_offset,
+            config=log.config,
+            created_ms=START,
+            size_bytes=segment.log_path.stat().st_size,
+        )
+        in_c = cleaner.rules._scan_headers_native(sized, 0)
+        headers = list(cleaner.rules._iter_headers(sized, 0))
+        python = [v for h in headers if h[2] >= 0 for v in h[:4]]
+        reached = headers[-1][4] if headers else 0
+        assert in_c == (reached, python)

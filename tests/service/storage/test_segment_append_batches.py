@@ -1,0 +1,75 @@
+"""``LogSegment.append_batches`` (one write for a run of batches, as the cleaner's C filter hands them over)
+against one ``append`` per batch, the index rule's definition: the same file, index entries and largest
+timestamp."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from service.storage.log_config import LogConfig
+from service.storage.segment import LogSegment
+
+BASE = 1_000
+batches = st.lists(
+    st.tuples(st.integers(0, 300), st.integers(1, 5), st.integers(-1, 50)),  # size (0: dropped), offsets, ts
+    min_size=1,
+    max_size=40,
+)
+
+
+def state(segment: LogSegment) -> tuple[object, ...]:
+    offsets = [segment.offset_index.entry(i) for i in range(segment.offset_index.entries)]
+    times = [segment.time_index.entry(i) for i in range(segment.time_index.entries)]
+    return (
+        segment.log_path.read_bytes(),
+        segment.size_bytes,
+        offsets,
+        times,
+        segment.max_timestamp_so_far,
+        segment.offset_of_max_timestamp,
+    )
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=batches, cuts=st.lists(st.integers(0, 40), max_size=5), interval=st.sampled_from([1, 100, 4096]))
+def test_append_batches_equals_one_append_per_batch(
+    tmp_path_factory: pytest.TempPathFactory, spec: list[tuple[int, int, int]], cuts: list[int], interval: int
+) -> None:
+    config = LogConfig(index_interval_bytes=interval)
+    sizes, last_offsets, timestamps, data = [], [], [], []
+    offset = BASE
+    for i, (size, records, timestamp) in enumerate(spec):
+        offset += records
+        sizes.append(size)
+        last_offsets.append(offset)
+        timestamps.append(timestamp)
+        data.append(bytes([i % 256]) * size)
+
+    one_by_one = LogSegment.create(tmp_path_factory.mktemp("one"), BASE, config=config, now_ms=0)
+    for size, last, timestamp, chunk in zip(sizes, last_offsets, timestamps, data, strict=True):
+        if size:
+            one_by_one.append(
+                chunk, largest_offset=last, max_timestamp=timestamp, offset_of_max_timestamp=last
+            )
+
+    in_runs = LogSegment.create(tmp_path_factory.mktemp("runs"), BASE, config=config, now_ms=0)
+    bounds = sorted({0, len(spec), *(min(c, len(spec)) for c in cuts)})
+    for start, stop in pairwise(bounds):
+        in_runs.append_batches(
+            b"".join(data[start:stop]), sizes[start:stop], last_offsets[start:stop], timestamps[start:stop]
+        )
+    assert state(in_runs) == state(one_by_one)
+
+
+def test_sizes_that_do_not_add_up_are_refused(tmp_path: Path) -> None:
+    segment = LogSegment.create(tmp_path, BASE, config=LogConfig(), now_ms=0)
+    with pytest.raises(ValueError, match="add up to 3"):
+        segment.append_batches(b"abcd", [1, 2], [BASE + 1, BASE + 2], [0, 0])
+    with pytest.raises(ValueError, match="does not fit"):
+        segment.append_batches(b"ab", [1, 1], [BASE - 1, BASE + 2], [0, 0])
+    assert segment.size_bytes == 0
