@@ -475,7 +475,12 @@ class _CleanedWriter:
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             segment_path(self._directory, self._base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
         cleaned = LogSegment.create(
-            self._directory, self._base, config=self._config, now_ms=self._now_ms, suffix=CLEANED_SUFFIX
+            self._directory,
+            self._base,
+            config=self._config,
+            now_ms=self._now_ms,
+            suffix=CLEANED_SUFFIX,
+            indexes_grow=True,
         )
         self._cleaned = cleaned
         self._writeback = Writeback.open(cleaned.log_path)

@@ -62,6 +62,7 @@ class LogSegment:
         "_fd",
         "_index_bytes",
         "_indexes_checked",
+        "_indexes_grow",
         "_is_dirty",
         "_log_file",
         "_log_path",
@@ -106,6 +107,7 @@ class LogSegment:
         self._log_file = self._stem + LOG_SUFFIX + suffix
         self._log_path: Path | None = None
         self._index_bytes = config.segment_index_bytes
+        self._indexes_grow = False  # a cleaned segment's: see ``create``
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._txn_index: TransactionIndex | None = None
@@ -126,13 +128,25 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, *, config: LogConfig, now_ms: int, suffix: str = ""
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        config: LogConfig,
+        now_ms: int,
+        suffix: str = "",
+        indexes_grow: bool = False,
     ) -> LogSegment:
-        """A new empty segment; its ``.log`` file exists at once (indexes stay lazy)."""
+        """A new empty segment; its ``.log`` file exists at once (indexes stay lazy).
+
+        ``indexes_grow``: a full index grows instead of refusing the entry (a cleaned segment, which cannot
+        roll: its group's indexes fit ``segment.index.bytes``, Kafka's rule, but its shorter batches can
+        still need more entries than theirs; the trim at its end leaves the file as long as its entries).
+        """
         path = segment_path(directory, base_offset, LOG_SUFFIX + suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         os.close(fd)
-        return cls(
+        segment = cls(
             directory,
             base_offset,
             config=config,
@@ -141,6 +155,8 @@ class LogSegment:
             size_bytes=0,
             rolling_jitter_ms=roll_jitter_ms(config),
         )
+        segment._indexes_grow = indexes_grow
+        return segment
 
     # -- sizes, offsets and timestamps -------------------------------------------------------------
 
@@ -311,8 +327,9 @@ class LogSegment:
             self._max_timestamp = max_timestamp
             self._offset_of_max_timestamp = offset_of_max_timestamp
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            self.time_index.append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+            self._append_index_entries(
+                largest_offset, position, self.max_timestamp_so_far, self.offset_of_max_timestamp
+            )
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += len(data)
 
@@ -350,14 +367,23 @@ class LogSegment:
             if timestamp > max_timestamp:
                 max_timestamp, offset_of_max = timestamp, last_offset
             if since_entry > interval:
-                self.offset_index.append(last_offset, position)
-                self.time_index.append(max_timestamp, offset_of_max)
+                self._append_index_entries(last_offset, position, max_timestamp, offset_of_max)
                 since_entry = 0
             since_entry += size
             position += size
         self._size = position
         self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
         self._bytes_since_last_index_entry = since_entry
+
+    def _append_index_entries(
+        self, offset: int, position: int, max_timestamp: int, offset_of_max: int
+    ) -> None:
+        if self._indexes_grow:
+            for index in (self.offset_index, self.time_index):
+                if index.is_full():
+                    index.resize(max(2 * index.max_entries, 8) * index.entry_size)
+        self.offset_index.append(offset, position)
+        self.time_index.append(max_timestamp, offset_of_max)
 
     def preallocate_indexes(self) -> None:
         """Give a full index room again (``segment.index.bytes``), before an append to the active segment.

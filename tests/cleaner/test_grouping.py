@@ -6,9 +6,10 @@ from pathlib import Path
 
 from cleaner.grouping import group_segments_by_size
 from service.clock import ManualClock
+from service.storage.loader import load_partition_log
 from service.storage.records import Record
 from service.storage.segment import LogSegment
-from tests.cleaner.helpers import clean, follower_log, keyed, new_log
+from tests.cleaner.helpers import clean, follower_log, keyed, keys, new_log
 
 INT_MAX = 2**31 - 1
 UNLIMITED = 2**62
@@ -90,3 +91,26 @@ def test_c13_grouping_uses_base_offsets_not_stale_indexes(log_dir: Path, clock: 
     assert bases(groups) == [[0], [half]]
     for group in groups:
         assert group[-1].read_next_offset() - 1 - group[0].base_offset <= INT_MAX
+
+
+def test_a_cleaned_segment_may_need_more_index_entries_than_its_group_had(
+    log_dir: Path, clock: ManualClock
+) -> None:
+    """Kafka's grouping counts the old indexes' entries, but compaction shrinks batches, and a batch is
+    indexed only when the bytes since the last entry pass ``index.interval.bytes``: segments of one large
+    batch each have no entry at all, while their shrunken batches side by side need one each. The cleaned
+    segment's index grows past ``segment.index.bytes`` (2 entries here) instead of failing the round."""
+    log = new_log(log_dir, clock, segment_bytes=4096, segment_index_bytes=16, index_interval_bytes=100)
+    for i in range(8):  # 8 segments of one 30-record batch: keys 0..28 superseded by the next batch's
+        log.append_records([keyed(k, i) for k in range(29)] + [keyed(100 + i)])
+        log.roll()
+    log.append_records([keyed(k, 99) for k in range(29)])
+    assert all(s.offset_index.entries == 0 for s in log.segments)
+    clean(log, clock)
+    [cleaned, _active] = log.segments
+    assert cleaned.offset_index.entries > 2  # more than segment.index.bytes holds
+    assert keys(log) == [*range(100, 107), *range(29), 107, *range(29)]  # the active segment not cleaned
+    entries = cleaned.offset_index.entries
+    log.close()
+    reopened = load_partition_log(log_dir, log.config, clock=clock, clean_shutdown=True).log
+    assert reopened.segments[0].offset_index.entries == entries  # the whole index reads back
