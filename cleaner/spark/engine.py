@@ -1,52 +1,61 @@
-"""``log.cleaner.engine=spark``: a cleaning round's heavy work as one Spark job, swapped in by the driver.
+"""``log.cleaner.engine=spark``: a cleaning round's heavy work as two Spark jobs, swapped in by the driver.
 
 A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
 
 1. driver: ``plan_round`` (upper bound, groups, each group's aborted txns and starting transaction state,
-   active producers; one pass over batch headers);
-2. one Spark action: scan the segments below the end (``kafka-log`` source), the key map as a hash
-   aggregation over the exact key bytes (``key_map``), then one task per group runs ``clean_group`` with
-   that group's lookup and writes ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns;
-3. driver: in offset order, ``check_aborted`` then ``log.replace_segments`` (Kafka's .cleaned → .swap →
+   active producers, the dirty section's aborted data batches; one pass over batch headers);
+2. the map job: one task per split of the dirty segments (``segment_splits``) maps it in C into a partial
+   key map and returns it as one blob (``partial_maps``); no shuffle, no Python object per record;
+3. the rewrite job: the blobs go out as one broadcast per log; one task per group puts the blobs of the
+   splits at or after its group into a C key map and runs ``clean_group`` with it, writing
+   ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns;
+4. driver: in offset order, ``check_aborted`` then ``log.replace_segments`` (Kafka's .cleaned → .swap →
    .deleted protocol, crash-safe as in ``cleaner.cleaner``) and ``schedule_delete`` of the replaced files.
 
 An abort or an error before a group is swapped deletes that group's ``.cleaned`` files and every later
 one's, then re-raises; groups already swapped stay (each is a complete cleaning). Throttling is coarse:
-``throttle`` hears the tasks' bytes read and written once the job is done (and the map pass's bytes, which
-the driver replays), so the round's average rate obeys ``log.cleaner.io.max.bytes.per.second`` while the
-job itself runs unthrottled. Timings: map build = from the round's start to the first rewrite task's
-start (tasks report wall-clock times), rewrite = the rest.
+``throttle`` hears the tasks' bytes read and written once the jobs are done (and the map pass's bytes,
+which the driver replays), so the round's average rate obeys ``log.cleaner.io.max.bytes.per.second`` while
+the jobs themselves run unthrottled. Timings: map build = from the round's start to the map job's end,
+rewrite = the rest.
 
-Several logs in one job (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
-together): each log is planned on its own, its keys aggregated apart, and every log's groups become tasks of
-the same job (distinct slots); after the job each log is swapped in and reported (``on_done``) on its own.
-An abort of one log (seen by the job's poll) cancels the job and runs it again without that log; a job that
-fails is run again as one job per log, so a log whose data breaks its tasks fails alone.
+Several logs at once (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
+together): each log is planned on its own; every log's splits are tasks of one map job and every log's
+groups tasks of one rewrite job; after them each log is swapped in and reported (``on_done``) on its own.
+An abort of one log (seen by the jobs' poll) cancels the running job and runs the round again without that
+log; a job that fails is run again as one round per log, so a log whose data breaks its tasks fails alone.
+The driver holds the partial maps between the two jobs (their blobs, not parsed: about 12 bytes plus the
+key per distinct key of each split).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial, reduce
+from functools import partial
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from cleaner.cleaner import CleaningResult, ScheduleDelete, delete_segments
 from cleaner.engine import LogRound
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark.jobs import run_action
-from cleaner.spark.key_map import superseded_rows, unpartitioned_superseded_rows
-from cleaner.spark.rewrite import GroupResult, GroupTask, RoundTask, rewrite_udtf
+from cleaner.spark.partial_maps import map_tasks, run_map_task
+from cleaner.spark.rewrite import (
+    GroupResult,
+    GroupTask,
+    RewriteItem,
+    RoundTask,
+    SplitBlobs,
+    rewrite_partition,
+)
 from cleaner.spark.round_plan import GroupPlan, RoundPlan, plan_round
-from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES
+from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES, plan_splits
 from cleaner.spark.session import SparkSessionHolder, pool_name
-from cleaner.spark.slots import slots_for
 from cleaner.stats import CleanerStats
 from service.clock import Clock
 from service.storage.log import PartitionLog
@@ -122,7 +131,7 @@ class SparkEngine:
         results: list[GroupResult] = []
         map_size = 0
         if round_.plan.groups:
-            results, map_size = self._rewrite(log, round_.plan, check_aborted, thread_id)
+            results, map_size = self._rewrite(round_, thread_id)
         return self._complete(round_, results, map_size, throttle, schedule_delete, thread_id)
 
     def clean_many(
@@ -174,9 +183,7 @@ class SparkEngine:
         for round_ in pending:  # one log left, or the shared job failed
             one = owner[id(round_)]
             try:
-                results, map_size = self._rewrite(
-                    round_.log, round_.plan_or_fail(), one.check_aborted, thread_id
-                )
+                results, map_size = self._rewrite(round_, thread_id)
             except Exception as exc:
                 one.on_done(exc)
                 continue
@@ -212,7 +219,8 @@ class SparkEngine:
         """After the job: stats, throttle, the swap of every rewritten group, the round's log line."""
         log, plan, stats = round_.log, round_.plan_or_fail(), round_.stats
         stats.map_size = map_size
-        _record_phases(stats, self.clock, round_.start_wall_ms, results)
+        if stats.map_done_monotonic_ms < 0:  # no job ran (no group to rewrite)
+            stats.map_done(self.clock)
         for result in results:
             stats.merge(result.stats)
         if total_bytes := stats.map_bytes_read + stats.bytes_read + stats.bytes_written:
@@ -235,27 +243,21 @@ class SparkEngine:
             logger.warning("\tFound %d invalid messages during compaction.", stats.invalid_records)
         return CleaningResult(plan.end_offset, stats, self.name)
 
-    def _rewrite(
-        self, log: PartitionLog, plan: RoundPlan, check_aborted: Callable[[], None], thread_id: int
-    ) -> tuple[list[GroupResult], int]:
-        """The Spark job: every group's ``.cleaned`` files written; their metadata, in offset order."""
-        spark = self._started_session(check_aborted)
-        slots = slots_for(len(plan.groups))
-        rows = superseded_rows(spark, plan, log.directory, slots, max_split_bytes=self.max_split_bytes)
-        rewrite = rewrite_udtf([_round_task(log, plan, slots)])
-        tp = log.topic_partition
-        by_slot = self._run_job(
-            spark,
-            rewrite(rows.asTable()),
+    def _rewrite(self, round_: _Round, thread_id: int) -> tuple[list[GroupResult], int]:
+        """One log's map job and rewrite job: its groups' ``.cleaned`` files written; their metadata, in
+        offset order, and the map's size."""
+        plan = round_.plan_or_fail()
+        tp = round_.log.topic_partition
+        return self._run_jobs(
+            [round_],
             thread_id=thread_id,
-            description=f"logcleaner: clean {tp} [{plan.first_dirty_offset}, {plan.end_offset})",
-            check_aborted=check_aborted,
-            on_failure=lambda: _delete_cleaned(log.directory, plan.groups),
-        )
-        return _results_of(log, plan, slots, by_slot)
+            check_aborted=round_.check_aborted,
+            name=f"{tp} [{plan.first_dirty_offset}, {plan.end_offset})",
+        )[0]
 
     def _rewrite_many(self, rounds: list[_Round], thread_id: int) -> list[tuple[list[GroupResult], int]]:
-        """One Spark job for every log of ``rounds``: per log, its groups' metadata and its map size."""
+        """One map job and one rewrite job for every log of ``rounds``: per log, its groups' metadata and
+        its map size."""
 
         def check_aborted() -> None:
             aborted: list[tuple[_Round, BaseException]] = []
@@ -267,74 +269,90 @@ class SparkEngine:
             if aborted:
                 raise _LogsAborted(aborted)
 
-        spark = self._started_session(check_aborted)
-        all_slots = slots_for(sum(len(r.plan_or_fail().groups) for r in rounds))
-        slots_of: list[list[int]] = []
-        frames: list[DataFrame] = []
-        used = 0
-        for round_ in rounds:
-            plan = round_.plan_or_fail()
-            slots = all_slots[used : used + len(plan.groups)]
-            used += len(slots)
-            slots_of.append(slots)
-            frames.append(
-                unpartitioned_superseded_rows(
-                    spark, plan, round_.log.directory, slots, max_split_bytes=self.max_split_bytes
-                )
-            )
-        rows = reduce(DataFrame.unionByName, frames).repartition(len(all_slots), "slot")
-        rewrite = rewrite_udtf(
-            [_round_task(r.log, r.plan_or_fail(), slots) for r, slots in zip(rounds, slots_of, strict=True)]
+        names = ", ".join(str(r.log.topic_partition) for r in rounds)
+        return self._run_jobs(
+            rounds, thread_id=thread_id, check_aborted=check_aborted, name=f"{len(rounds)} logs ({names})"
         )
+
+    def _run_jobs(
+        self, rounds: Sequence[_Round], *, thread_id: int, check_aborted: Callable[[], None], name: str
+    ) -> list[tuple[list[GroupResult], int]]:
+        """The map job (every log's dirty splits, one task each: partial maps), then the rewrite job (every
+        log's groups, one task each, in their own partitions); per log, its results and map size."""
+        spark = self._started_session(check_aborted)
+        context = spark.sparkContext
+        plans = [r.plan_or_fail() for r in rounds]
+        tasks = [
+            task
+            for i, (round_, plan) in enumerate(zip(rounds, plans, strict=True))
+            if plan.has_dirty_segments
+            for task in map_tasks(
+                i,
+                plan_splits(
+                    round_.log.directory,
+                    from_offset=plan.first_dirty_offset,
+                    until_offset=plan.end_offset,
+                    max_split_bytes=self.max_split_bytes,
+                ),
+                plan.first_dirty_offset,
+                plan.map_scan.aborted_batches,
+            )
+        ]
+        blobs: list[SplitBlobs] = [[] for _ in rounds]
+        if tasks:
+            partials = run_action(
+                spark,
+                context.parallelize(tasks, len(tasks)).map(run_map_task).collect,
+                pool=pool_name(thread_id),
+                description=f"logcleaner: key map of {name}",
+                check_aborted=check_aborted,
+                on_job=self.on_job,
+                poll_interval_s=self.poll_interval_s,
+            )
+            for log_index, _split, base, blob in sorted(partials, key=lambda p: (p[0], p[1])):
+                blobs[log_index].append((base, blob))
+        for round_ in rounds:
+            round_.stats.map_done(self.clock)
+        round_tasks: list[RoundTask] = []
+        items: list[RewriteItem] = []
+        for i, (round_, plan) in enumerate(zip(rounds, plans, strict=True)):
+            slots = range(len(items), len(items) + len(plan.groups))
+            round_tasks.append(_round_task(round_.log, plan, list(slots)))
+            items.extend(RewriteItem(i, slot) for slot in slots)
+        shipped = [context.broadcast(log_blobs) for log_blobs in blobs]
+        del blobs  # the broadcasts hold them now
 
         def delete_every_cleaned() -> None:
-            for round_ in rounds:
-                _delete_cleaned(round_.log.directory, round_.plan_or_fail().groups)
+            for round_, plan in zip(rounds, plans, strict=True):
+                _delete_cleaned(round_.log.directory, plan.groups)
 
-        names = ", ".join(str(r.log.topic_partition) for r in rounds)
-        by_slot = self._run_job(
-            spark,
-            rewrite(rows.asTable()),
-            thread_id=thread_id,
-            description=f"logcleaner: clean {len(rounds)} logs ({names})",
-            check_aborted=check_aborted,
-            on_failure=delete_every_cleaned,
-        )
-        outcomes = []
-        for round_, slots in zip(rounds, slots_of, strict=True):
-            try:
-                outcomes.append(_results_of(round_.log, round_.plan_or_fail(), slots, by_slot))
-            except BaseException:
-                delete_every_cleaned()
-                raise
-        return outcomes
-
-    def _run_job(
-        self,
-        spark: SparkSession,
-        rewritten: DataFrame,
-        *,
-        thread_id: int,
-        description: str,
-        check_aborted: Callable[[], None],
-        on_failure: Callable[[], None],
-    ) -> dict[int, GroupResult]:
-        """Run the rewrite job (its ``.cleaned`` files written by the tasks); each group's metadata by slot.
-        ``on_failure`` removes what the job wrote when it fails or is aborted."""
         try:
-            collected = run_action(
+            rows = run_action(
                 spark,
-                rewritten.collect,
+                context.parallelize(items, len(items))
+                .mapPartitionsWithIndex(rewrite_partition(round_tasks, shipped))
+                .collect,
                 pool=pool_name(thread_id),
-                description=description,
+                description=f"logcleaner: clean {name}",
                 check_aborted=check_aborted,
                 on_job=self.on_job,
                 poll_interval_s=self.poll_interval_s,
             )
         except BaseException:
-            on_failure()
+            delete_every_cleaned()
             raise
-        return {r.slot: r for r in (GroupResult.from_row(row.asDict()) for row in collected)}
+        finally:
+            for broadcast in shipped:
+                broadcast.destroy()
+        by_slot = {r.slot: r for r in map(GroupResult.from_row, rows)}
+        outcomes = []
+        for round_, plan, task in zip(rounds, plans, round_tasks, strict=True):
+            try:
+                outcomes.append(_results_of(round_.log, plan, list(task.groups), by_slot))
+            except BaseException:
+                delete_every_cleaned()
+                raise
+        return outcomes
 
     def _started_session(self, check_aborted: Callable[[], None]) -> SparkSession:
         """The session; a start (tens of seconds on a busy machine) runs on its own thread while the round
@@ -412,7 +430,6 @@ class _Round:
     log: PartitionLog
     plan: RoundPlan | None
     stats: CleanerStats
-    start_wall_ms: int
     check_aborted: Callable[[], None]
     first_dirty_offset: int
 
@@ -426,13 +443,12 @@ class _Round:
         check_aborted: Callable[[], None],
     ) -> _Round:
         stats = CleanerStats.start(clock)
-        start_wall_ms = time.time_ns() // 1_000_000
         check_aborted()
         plan = plan_round(log, first_dirty_offset, upper_bound_offset, clock.now_ms())
         if plan is not None:
             stats.map_bytes_read = plan.map_scan.bytes_read
             stats.map_records_read = plan.map_scan.records_read
-        return cls(log, plan, stats, start_wall_ms, check_aborted, first_dirty_offset)
+        return cls(log, plan, stats, check_aborted, first_dirty_offset)
 
     def plan_or_fail(self) -> RoundPlan:
         if self.plan is None:
@@ -456,7 +472,7 @@ def _results_of(
             f"{log.topic_partition}: the Spark job reported no result for groups based at {missing}"
         )
     results = [by_slot[s] for s in slots]
-    return results, sum(r.mapped_keys for r in results)
+    return results, max((r.lookup_keys for r in results), default=0)  # the first group's: the whole map
 
 
 def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int]) -> RoundTask:
@@ -480,15 +496,6 @@ def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int]) -> RoundTa
             )
         },
     )
-
-
-def _record_phases(stats: CleanerStats, clock: Clock, start_wall_ms: int, results: list[GroupResult]) -> None:
-    """Map build ends when the first rewrite task starts (the only boundary a fused job shows)."""
-    first_task_ms = min((r.started_ms for r in results), default=None)
-    if first_task_ms is None:
-        stats.map_done(clock)
-        return
-    stats.map_done_monotonic_ms = stats.start_monotonic_ms + max(first_task_ms - start_wall_ms, 0)
 
 
 def _delete_cleaned(directory: Path, groups: tuple[GroupPlan, ...]) -> None:

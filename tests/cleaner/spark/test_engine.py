@@ -15,7 +15,6 @@ from cleaner.cleaner import CleaningResult, ScheduleDelete
 from cleaner.engine import CompactionEngine, InProcessEngine
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
-from cleaner.spark import key_map
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.rewrite import GroupResult
 from cleaner.spark.round_plan import plan_round
@@ -172,7 +171,7 @@ def test_hooks_hear_the_bytes_the_job_and_the_delayed_deletions(
     )
     result = clean_round(engine, spark.log, throttle=throttled.append, schedule_delete=schedule_delete)
     stats = result.stats
-    assert len(jobs) == 1 and jobs[0] > 0
+    assert len(jobs) == 2 and min(jobs) > 0, "the map job, then the rewrite job"
     assert throttled == [stats.map_bytes_read + stats.bytes_read + stats.bytes_written]
     assert stats.buffer_utilization == kafka_utilization_percent(stats.map_size, 1 << 20) / 100 > 0
     assert [p for p in spark.log.directory.iterdir() if p.name.endswith(".deleted")], "deletion waits"
@@ -211,17 +210,18 @@ def test_two_workers_clean_two_logs_at_once(tmp_path: Path, spark_holder: SparkS
         assert files(spark.log.directory) == files(oracle.log.directory)
 
 
-@pytest.mark.parametrize("max_bit_words", [0, 4])
-def test_group_sets_and_aborted_batches_match_the_oracle(
-    tmp_path: Path, spark_holder: SparkSessionHolder, monkeypatch: pytest.MonkeyPatch, max_bit_words: int
+@pytest.mark.parametrize("max_split_bytes", [64 << 20, 200])
+def test_splits_and_aborted_batches_match_the_oracle(
+    tmp_path: Path, spark_holder: SparkSessionHolder, max_split_bytes: int
 ) -> None:
-    """``collect_set`` (many groups) or bit sets, over a log whose dirty section holds aborted data."""
-    monkeypatch.setattr(key_map, "MAX_BIT_WORDS", max_bit_words)
+    """Partial maps of whole segments or of byte ranges of them (a split per index entry), over a log
+    whose dirty section holds aborted data."""
     oracle, spark = twins(tmp_path)
     upper = spark.log.active_segment.base_offset
     plan = plan_round(spark.log, 0, upper, spark.clock.now_ms())
     assert plan is not None and plan.map_scan.aborted_batches
-    result = clean_round(SparkEngine(clock=spark.clock, session=spark_holder), spark.log, 0, upper)
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, max_split_bytes=max_split_bytes)
+    result = clean_round(engine, spark.log, 0, upper)
     expected = clean_round(InProcessEngine(oracle.clock), oracle.log, 0, upper)
     assert (result.end_offset, result.stats.map_size) == (expected.end_offset, expected.stats.map_size)
     assert files(spark.log.directory) == files(oracle.log.directory)
