@@ -1,37 +1,37 @@
-"""``log.cleaner.engine=spark``: a cleaning round's heavy work as two Spark jobs, swapped in by the driver.
+"""``log.cleaner.engine=spark``: a cleaning round's heavy work as one Spark job, swapped in by the driver.
 
 A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
 
 1. driver: ``plan_round`` (upper bound, groups, each group's aborted txns and starting transaction state,
    active producers, the dirty section's aborted data batches; one pass over batch headers);
-2. the map job: one task per split of the dirty segments (``segment_splits``) maps it in C into a partial
-   key map and returns it as one blob (``partial_maps``); no shuffle, no Python object per record;
-3. the rewrite job: the blobs go out as one broadcast per log; one task per group puts the blobs of the
-   splits at or after its group into a C key map and runs ``clean_group`` with it, writing
-   ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns;
-4. driver: in offset order, ``check_aborted`` then ``log.replace_segments`` (Kafka's .cleaned → .swap →
+2. one Spark action, two stages: one map task per split of the dirty segments (``segment_splits``) maps it
+   in C into a partial key map and emits it as one blob (``partial_maps``), to each group at or before its
+   segment; the exchange brings each group's blobs to its own partition (no aggregation by key, no Python
+   object per record); there one task per group puts them into a C key map in split order and runs
+   ``clean_group`` with it, writing ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns;
+3. driver: in offset order, ``check_aborted`` then ``log.replace_segments`` (Kafka's .cleaned → .swap →
    .deleted protocol, crash-safe as in ``cleaner.cleaner``) and ``schedule_delete`` of the replaced files.
 
 An abort or an error before a group is swapped deletes that group's ``.cleaned`` files and every later
 one's, then re-raises; groups already swapped stay (each is a complete cleaning). Throttling is coarse:
-``throttle`` hears the tasks' bytes read and written once the jobs are done (and the map pass's bytes,
-which the driver replays), so the round's average rate obeys ``log.cleaner.io.max.bytes.per.second`` while
-the jobs themselves run unthrottled. Timings: map build = from the round's start to the map job's end,
-rewrite = the rest.
+``throttle`` hears the tasks' bytes read and written once the job is done (and the map pass's bytes, which
+the driver replays), so the round's average rate obeys ``log.cleaner.io.max.bytes.per.second`` while the
+job itself runs unthrottled. Timings: map build = from the round's start to the first rewrite task's
+start (tasks report wall-clock times), rewrite = the rest. The driver never holds the key map.
 
-Several logs at once (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
-together): each log is planned on its own; every log's splits are tasks of one map job and every log's
-groups tasks of one rewrite job; after them each log is swapped in and reported (``on_done``) on its own.
-An abort of one log (seen by the jobs' poll) cancels the running job and runs the round again without that
-log; a job that fails is run again as one round per log, so a log whose data breaks its tasks fails alone.
-The driver holds the partial maps between the two jobs (their blobs, not parsed: about 12 bytes plus the
-key per distinct key of each split).
+Several logs in one job (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
+together): each log is planned on its own; every log's splits are map tasks of the one map stage and every
+log's groups tasks of the one rewrite stage (a log's blobs go only to its own groups); after the job each
+log is swapped in and reported (``on_done``) on its own. An abort of one log (seen by the job's poll)
+cancels the job and runs it again without that log; a job that fails is run again as one job per log, so a
+log whose data breaks its tasks fails alone.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -44,15 +44,8 @@ from cleaner.engine import LogRound
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark.jobs import run_action
-from cleaner.spark.partial_maps import map_tasks, run_map_task
-from cleaner.spark.rewrite import (
-    GroupResult,
-    GroupTask,
-    RewriteItem,
-    RoundTask,
-    SplitBlobs,
-    rewrite_partition,
-)
+from cleaner.spark.partial_maps import MapSplit, map_tasks, run_map_task
+from cleaner.spark.rewrite import GroupResult, GroupTask, RewriteItem, RoundTask, rewrite_partition
 from cleaner.spark.round_plan import GroupPlan, RoundPlan, plan_round
 from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES, plan_splits
 from cleaner.spark.session import SparkSessionHolder, pool_name
@@ -219,8 +212,7 @@ class SparkEngine:
         """After the job: stats, throttle, the swap of every rewritten group, the round's log line."""
         log, plan, stats = round_.log, round_.plan_or_fail(), round_.stats
         stats.map_size = map_size
-        if stats.map_done_monotonic_ms < 0:  # no job ran (no group to rewrite)
-            stats.map_done(self.clock)
+        _record_phases(stats, self.clock, round_.start_wall_ms, results)
         for result in results:
             stats.merge(result.stats)
         if total_bytes := stats.map_bytes_read + stats.bytes_read + stats.bytes_written:
@@ -244,8 +236,8 @@ class SparkEngine:
         return CleaningResult(plan.end_offset, stats, self.name)
 
     def _rewrite(self, round_: _Round, thread_id: int) -> tuple[list[GroupResult], int]:
-        """One log's map job and rewrite job: its groups' ``.cleaned`` files written; their metadata, in
-        offset order, and the map's size."""
+        """One log's Spark job: its groups' ``.cleaned`` files written; their metadata, in offset order,
+        and the map's size."""
         plan = round_.plan_or_fail()
         tp = round_.log.topic_partition
         return self._run_jobs(
@@ -256,8 +248,7 @@ class SparkEngine:
         )[0]
 
     def _rewrite_many(self, rounds: list[_Round], thread_id: int) -> list[tuple[list[GroupResult], int]]:
-        """One map job and one rewrite job for every log of ``rounds``: per log, its groups' metadata and
-        its map size."""
+        """One Spark job for every log of ``rounds``: per log, its groups' metadata and its map size."""
 
         def check_aborted() -> None:
             aborted: list[tuple[_Round, BaseException]] = []
@@ -277,50 +268,36 @@ class SparkEngine:
     def _run_jobs(
         self, rounds: Sequence[_Round], *, thread_id: int, check_aborted: Callable[[], None], name: str
     ) -> list[tuple[list[GroupResult], int]]:
-        """The map job (every log's dirty splits, one task each: partial maps), then the rewrite job (every
-        log's groups, one task each, in their own partitions); per log, its results and map size."""
+        """The Spark job: a map stage (every log's dirty splits, one task each: partial maps), an exchange
+        of their blobs by group, a rewrite stage (every log's groups, one task and partition each); per
+        log, its results and map size."""
         spark = self._started_session(check_aborted)
         context = spark.sparkContext
         plans = [r.plan_or_fail() for r in rounds]
-        tasks = [
-            task
-            for i, (round_, plan) in enumerate(zip(rounds, plans, strict=True))
-            if plan.has_dirty_segments
-            for task in map_tasks(
-                i,
-                plan_splits(
-                    round_.log.directory,
-                    from_offset=plan.first_dirty_offset,
-                    until_offset=plan.end_offset,
-                    max_split_bytes=self.max_split_bytes,
-                ),
-                plan.first_dirty_offset,
-                plan.map_scan.aborted_batches,
-            )
-        ]
-        blobs: list[SplitBlobs] = [[] for _ in rounds]
-        if tasks:
-            partials = run_action(
-                spark,
-                context.parallelize(tasks, len(tasks)).map(run_map_task).collect,
-                pool=pool_name(thread_id),
-                description=f"logcleaner: key map of {name}",
-                check_aborted=check_aborted,
-                on_job=self.on_job,
-                poll_interval_s=self.poll_interval_s,
-            )
-            for log_index, _split, base, blob in sorted(partials, key=lambda p: (p[0], p[1])):
-                blobs[log_index].append((base, blob))
-        for round_ in rounds:
-            round_.stats.map_done(self.clock)
         round_tasks: list[RoundTask] = []
-        items: list[RewriteItem] = []
+        items: list[RewriteItem] = []  # rewrite partition p cleans items[p]
+        tasks: list[MapSplit] = []
         for i, (round_, plan) in enumerate(zip(rounds, plans, strict=True)):
-            slots = range(len(items), len(items) + len(plan.groups))
-            round_tasks.append(_round_task(round_.log, plan, list(slots)))
+            slots = list(range(len(items), len(items) + len(plan.groups)))
+            round_tasks.append(_round_task(round_.log, plan, slots))
             items.extend(RewriteItem(i, slot) for slot in slots)
-        shipped = [context.broadcast(log_blobs) for log_blobs in blobs]
-        del blobs  # the broadcasts hold them now
+            if not plan.has_dirty_segments:
+                continue
+            splits = plan_splits(
+                round_.log.directory,
+                from_offset=plan.first_dirty_offset,
+                until_offset=plan.end_offset,
+                max_split_bytes=self.max_split_bytes,
+            )
+            groups = [(g.base_offset, slot) for g, slot in zip(plan.groups, slots, strict=True)]
+            tasks.extend(map_tasks(i, splits, plan.first_dirty_offset, plan.map_scan.aborted_batches, groups))
+        partitions = len(items)
+        rewritten = (
+            context.parallelize(tasks, max(len(tasks), 1))
+            .flatMap(run_map_task)
+            .partitionBy(partitions, _own_partition)
+            .mapPartitionsWithIndex(rewrite_partition(round_tasks, items))
+        )
 
         def delete_every_cleaned() -> None:
             for round_, plan in zip(rounds, plans, strict=True):
@@ -329,9 +306,7 @@ class SparkEngine:
         try:
             rows = run_action(
                 spark,
-                context.parallelize(items, len(items))
-                .mapPartitionsWithIndex(rewrite_partition(round_tasks, shipped))
-                .collect,
+                rewritten.collect,
                 pool=pool_name(thread_id),
                 description=f"logcleaner: clean {name}",
                 check_aborted=check_aborted,
@@ -341,9 +316,6 @@ class SparkEngine:
         except BaseException:
             delete_every_cleaned()
             raise
-        finally:
-            for broadcast in shipped:
-                broadcast.destroy()
         by_slot = {r.slot: r for r in map(GroupResult.from_row, rows)}
         outcomes = []
         for round_, plan, task in zip(rounds, plans, round_tasks, strict=True):
@@ -430,6 +402,7 @@ class _Round:
     log: PartitionLog
     plan: RoundPlan | None
     stats: CleanerStats
+    start_wall_ms: int
     check_aborted: Callable[[], None]
     first_dirty_offset: int
 
@@ -443,12 +416,13 @@ class _Round:
         check_aborted: Callable[[], None],
     ) -> _Round:
         stats = CleanerStats.start(clock)
+        start_wall_ms = time.time_ns() // 1_000_000
         check_aborted()
         plan = plan_round(log, first_dirty_offset, upper_bound_offset, clock.now_ms())
         if plan is not None:
             stats.map_bytes_read = plan.map_scan.bytes_read
             stats.map_records_read = plan.map_scan.records_read
-        return cls(log, plan, stats, check_aborted, first_dirty_offset)
+        return cls(log, plan, stats, start_wall_ms, check_aborted, first_dirty_offset)
 
     def plan_or_fail(self) -> RoundPlan:
         if self.plan is None:
@@ -496,6 +470,20 @@ def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int]) -> RoundTa
             )
         },
     )
+
+
+def _own_partition(partition: int) -> int:
+    """The exchange's partitioner: a blob keyed by its rewrite partition goes there."""
+    return partition
+
+
+def _record_phases(stats: CleanerStats, clock: Clock, start_wall_ms: int, results: list[GroupResult]) -> None:
+    """Map build ends when the first rewrite task starts (the stage boundary the job's tasks show)."""
+    first_task_ms = min((r.started_ms for r in results), default=None)
+    if first_task_ms is None:
+        stats.map_done(clock)
+        return
+    stats.map_done_monotonic_ms = stats.start_monotonic_ms + max(first_task_ms - start_wall_ms, 0)
 
 
 def _delete_cleaned(directory: Path, groups: tuple[GroupPlan, ...]) -> None:

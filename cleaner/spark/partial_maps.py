@@ -1,22 +1,23 @@
-"""The round's key map without a shuffle: partial maps built in C by map tasks, merged by the rewrite tasks.
+"""The round's key map without an aggregation: partial maps built in C by map tasks, merged by rewrite tasks.
 
-A map task takes one split of a dirty segment (``segment_splits``: a segment, or a byte range of one cut at
-a batch start) and maps it as ``build_offset_map`` maps the dirty section. Mappable records are the data
-records (not control) at or above the first dirty offset outside aborted transactions; which data batches
-are aborted the driver already knows from its header replay (``MapScan.aborted_batches``), so a split needs
-no transaction state of its own. Runs of plain batches go through ``KeyMap.map_batches`` (header, CRC,
-records in one C call per read chunk), any other batch through ``map_data_batch`` (its records area in C
-when it can, else the Python rules, which stay the oracle). The task returns its partial map as one blob
-(``dump_key_map``: per entry the key's length, its offset, the key bytes): no Python object per record or
-key, and no shuffle.
+Map tasks and rewrite tasks are the two stages of one Spark job. A map task takes one split of a dirty
+segment (``segment_splits``: a segment, or a byte range of one cut at a batch start) and maps it as
+``build_offset_map`` maps the dirty section. Mappable records are the data records (not control) at or
+above the first dirty offset outside aborted transactions; which data batches are aborted the driver
+already knows from its header replay (``MapScan.aborted_batches``), so a split needs no transaction state
+of its own. Runs of plain batches go through ``KeyMap.map_batches`` (header, CRC, records in one C call per
+read chunk), any other batch through ``map_data_batch`` (its records area in C when it can, else the Python
+rules, which stay the oracle). The task's partial map leaves it as one blob (``dump_key_map``: per entry
+the key's length, its offset, the key bytes): no Python object per record or key. The job's one exchange
+moves whole blobs, keyed by the partition of each group that needs them; nothing is aggregated by key.
 
 One log's splits come in offset order (segment, then position), and every offset of a split lies above
 every offset of an earlier one, so putting the blobs into one map in split order (a later put wins) gives
-each key its latest offset: the map ``build_offset_map`` builds. A group's task loads only the splits at or
-after its first segment: a key whose latest record lies before the group cannot supersede a record of the
-group (the rules drop a record only when its offset is below the key's latest; the map is used for nothing
-else), so leaving those splits out changes no verdict. The log's first group loads every split: its map
-size is the round's ``map_size``.
+each key its latest offset: the map ``build_offset_map`` builds. A group's task gets and loads only the
+splits at or after its first segment: a key whose latest record lies before the group cannot supersede a
+record of the group (the rules drop a record only when its offset is below the key's latest; the map is
+used for nothing else), so leaving those splits out changes no verdict. The log's first group loads every
+split: its map size is the round's ``map_size``.
 
 Without the C module (``LOGCLEANER_PURE_PYTHON=1``) the same blobs are written and read by ``struct``.
 """
@@ -42,13 +43,15 @@ _ENTRY = struct.Struct("<Iq")  # key length, offset; then the key bytes (cleaner
 @dataclass(frozen=True, slots=True)
 class MapSplit:
     """One map task: a byte range of a dirty segment, the first dirty offset, the aborted data batches in
-    it (base offsets); ``log`` and ``index`` say whose split it is and where it goes in its log's order."""
+    it (base offsets); ``log`` and ``index`` say whose split it is and where it goes in its log's order,
+    ``destinations`` which rewrite tasks get its blob."""
 
     log: int
     index: int
     split: SegmentSplit
     start_offset: int
     aborted_batches: frozenset[int]
+    destinations: tuple[int, ...] = ()  # the rewrite partitions (groups) that need this split's map
 
 
 def build_partial_map(task: MapSplit) -> bytes:
@@ -110,15 +113,22 @@ def _entries_of(blob: bytes) -> dict[bytes, int]:
     return entries
 
 
-def run_map_task(task: MapSplit) -> tuple[int, int, int, bytes]:
-    """A map task's output: (log, split index, segment base, blob), sortable into each log's split order."""
-    return task.log, task.index, task.split.segment_base_offset, build_partial_map(task)
+def run_map_task(task: MapSplit) -> list[tuple[int, tuple[int, bytes]]]:
+    """A map task's output: its blob for each destination, as (partition, (split index, blob))."""
+    blob = build_partial_map(task)
+    return [(partition, (task.index, blob)) for partition in task.destinations]
 
 
 def map_tasks(
-    log: int, splits: Sequence[SegmentSplit], start_offset: int, aborted: Sequence[int]
+    log: int,
+    splits: Sequence[SegmentSplit],
+    start_offset: int,
+    aborted: Sequence[int],
+    groups: Sequence[tuple[int, int]],
 ) -> list[MapSplit]:
-    """One log's map tasks, in split order; each split's aborted batches are those of its segment range."""
+    """One log's map tasks, in split order; each split's aborted batches are those of its segment range,
+    its destinations the partitions of ``groups`` ((base offset, partition) of each of the log's groups)
+    based at or below its segment."""
     ordered = sorted(aborted)
     bases = sorted({s.segment_base_offset for s in splits})
     tasks = []
@@ -127,5 +137,6 @@ def map_tasks(
         at = bisect.bisect_right(bases, base)
         end = bases[at] if at < len(bases) else split.until_offset
         lo, hi = bisect.bisect_left(ordered, base), bisect.bisect_left(ordered, end)
-        tasks.append(MapSplit(log, index, split, start_offset, frozenset(ordered[lo:hi])))
+        destinations = tuple(partition for group_base, partition in groups if group_base <= base)
+        tasks.append(MapSplit(log, index, split, start_offset, frozenset(ordered[lo:hi]), destinations))
     return tasks

@@ -1,7 +1,7 @@
 """The rewrite of segment groups inside Spark tasks: the same ``clean_group`` the in-process cleaner runs.
 
-Each task gets its group's key lookup from the partial maps of the round's map tasks (``partial_maps``):
-the blobs of the splits at or after the group, shipped to executors as one broadcast per log, put into a C
+Each task gets its group's key lookup from the partial maps of the job's map stage (``partial_maps``):
+the blobs of the splits at or after the group, which the exchange brings to its partition, put into a C
 key map in split order. Everything else a group needs was decided on the driver (``round_plan``) and
 travels with the task as a ``RoundTask``. The task reads its group's segment files itself and writes
 ``<base>.log.cleaned`` and its indexes next to them (executors must see the log dirs: local modes share the
@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cleaner.cleaner import clean_group
 from cleaner.rules import LastRecord
@@ -25,9 +24,6 @@ from cleaner.txn_metadata import CleanedTransactionMetadata
 from service.storage.log_config import LogConfig
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn
-
-if TYPE_CHECKING:
-    from pyspark import Broadcast
 
 __all__ = [
     "GroupResult",
@@ -49,8 +45,6 @@ _COUNTERS = (
     "groups_rewritten",
     "groups_skipped",
 )
-
-SplitBlobs = list[tuple[int, bytes]]  # one log's partial maps in split order: (segment base, blob)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,17 +164,19 @@ def _release(segment: LogSegment) -> None:
 
 
 def rewrite_partition(
-    tasks: Sequence[RoundTask], blobs: Sequence[Broadcast[SplitBlobs]]
-) -> Callable[[int, Iterable[RewriteItem]], Iterator[dict[str, object]]]:
-    """The function a rewrite task runs over its partition (``mapPartitionsWithIndex``): each group of it
-    cleaned with the lookup of its log's splits at or after the group. ``tasks[i]``, ``blobs[i]``: the
-    job's i-th log."""
+    tasks: Sequence[RoundTask], items: Sequence[RewriteItem]
+) -> Callable[[int, Iterable[tuple[int, tuple[int, bytes]]]], Iterator[dict[str, object]]]:
+    """The function a rewrite task runs (``mapPartitionsWithIndex`` after the exchange): partition ``p``
+    cleans the group ``items[p]`` of the job's ``items[p].log``-th log (``tasks``) with the lookup of the
+    blobs it received, (p, (split index, blob)) each, put in split order."""
 
-    def run(partition: int, items: Iterable[RewriteItem]) -> Iterator[dict[str, object]]:
-        for item in items:
-            task = tasks[item.log]
-            base = task.groups[item.slot].base_offsets[0]
-            lookup, size = merged_lookup([blob for at, blob in blobs[item.log].value if at >= base])
-            yield {**rewrite_group(task, item.slot, lookup, size), "task_partition": partition}
+    def run(partition: int, received: Iterable[tuple[int, tuple[int, bytes]]]) -> Iterator[dict[str, object]]:
+        started_ms = time.time_ns() // 1_000_000
+        item = items[partition]
+        blobs = [blob for _index, blob in sorted((pair for _p, pair in received), key=lambda p: p[0])]
+        lookup, size = merged_lookup(blobs)
+        del blobs
+        row = rewrite_group(tasks[item.log], item.slot, lookup, size)
+        yield {**row, "started_ms": started_ms, "task_partition": partition}
 
     return run

@@ -33,7 +33,7 @@ def partial_then_merged(writer: Writer, first_dirty: int, split_bytes: int) -> t
         splits = plan_splits(
             log.directory, from_offset=first_dirty, until_offset=plan.end_offset, max_split_bytes=split_bytes
         )
-        tasks = map_tasks(0, splits, first_dirty, plan.map_scan.aborted_batches)
+        tasks = map_tasks(0, splits, first_dirty, plan.map_scan.aborted_batches, [])
         blobs = [build_partial_map(task) for task in tasks]
     lookup, size = merged_lookup(blobs)
     return {key: lookup(key) for key in KEYS}, size
