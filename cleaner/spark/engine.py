@@ -44,10 +44,10 @@ from cleaner.engine import LogRound
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark.jobs import run_action
-from cleaner.spark.partial_maps import MapSplit, map_tasks, run_map_task
+from cleaner.spark.partial_maps import map_tasks, run_map_task
 from cleaner.spark.rewrite import GroupResult, GroupTask, RewriteItem, RoundTask, rewrite_partition
 from cleaner.spark.round_plan import GroupPlan, RoundPlan, plan_round
-from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES, plan_splits
+from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_splits
 from cleaner.spark.session import SparkSessionHolder, pool_name
 from cleaner.stats import CleanerStats
 from service.clock import Clock
@@ -63,6 +63,8 @@ from service.storage.log_files import (
 from service.storage.segment import LogSegment
 
 __all__ = ["SparkEngine"]
+
+_MAP_TASKS_PER_CORE = 2  # small splits are packed into about this many map tasks per core, at least
 
 logger = logging.getLogger(__name__)
 
@@ -276,21 +278,36 @@ class SparkEngine:
         plans = [r.plan_or_fail() for r in rounds]
         round_tasks: list[RoundTask] = []
         items: list[RewriteItem] = []  # rewrite partition p cleans items[p]
-        tasks: list[MapSplit] = []
+        dirty: list[tuple[int, list[SegmentSplit], list[tuple[int, int]]]] = []
         for i, (round_, plan) in enumerate(zip(rounds, plans, strict=True)):
             slots = list(range(len(items), len(items) + len(plan.groups)))
             round_tasks.append(_round_task(round_.log, plan, slots))
             items.extend(RewriteItem(i, slot) for slot in slots)
-            if not plan.has_dirty_segments:
-                continue
-            splits = plan_splits(
-                round_.log.directory,
-                from_offset=plan.first_dirty_offset,
-                until_offset=plan.end_offset,
-                max_split_bytes=self.max_split_bytes,
+            if plan.has_dirty_segments:
+                splits = plan_splits(
+                    round_.log.directory,
+                    from_offset=plan.first_dirty_offset,
+                    until_offset=plan.end_offset,
+                    max_split_bytes=self.max_split_bytes,
+                )
+                groups = [(g.base_offset, slot) for g, slot in zip(plan.groups, slots, strict=True)]
+                dirty.append((i, splits, groups))
+        total = sum(s.end_position - s.start_position for _i, splits, _g in dirty for s in splits)
+        task_bytes = max(
+            self.max_split_bytes, -(-total // (_MAP_TASKS_PER_CORE * context.defaultParallelism))
+        )
+        tasks = [
+            task
+            for i, splits, groups in dirty
+            for task in map_tasks(
+                i,
+                splits,
+                plans[i].first_dirty_offset,
+                plans[i].map_scan.aborted_batches,
+                groups,
+                task_bytes,
             )
-            groups = [(g.base_offset, slot) for g, slot in zip(plan.groups, slots, strict=True)]
-            tasks.extend(map_tasks(i, splits, plan.first_dirty_offset, plan.map_scan.aborted_batches, groups))
+        ]
         partitions = len(items)
         rewritten = (
             context.parallelize(tasks, max(len(tasks), 1))

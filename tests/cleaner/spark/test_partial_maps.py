@@ -24,7 +24,9 @@ from service.storage.log_config import LogConfig
 from tests.cleaner.spark.random_logs import KEYS, START_MS, Op, Writer, configs, operations
 
 
-def partial_then_merged(writer: Writer, first_dirty: int, split_bytes: int) -> tuple[dict[bytes, int], int]:
+def partial_then_merged(
+    writer: Writer, first_dirty: int, split_bytes: int, task_bytes: int
+) -> tuple[dict[bytes, int], int]:
     log = writer.log
     plan = plan_round(log, first_dirty, log.active_segment.base_offset, writer.clock.now_ms())
     assert plan is not None
@@ -33,7 +35,7 @@ def partial_then_merged(writer: Writer, first_dirty: int, split_bytes: int) -> t
         splits = plan_splits(
             log.directory, from_offset=first_dirty, until_offset=plan.end_offset, max_split_bytes=split_bytes
         )
-        tasks = map_tasks(0, splits, first_dirty, plan.map_scan.aborted_batches, [])
+        tasks = map_tasks(0, splits, first_dirty, plan.map_scan.aborted_batches, [], task_bytes)
         blobs = [build_partial_map(task) for task in tasks]
     lookup, size = merged_lookup(blobs)
     return {key: lookup(key) for key in KEYS}, size
@@ -64,6 +66,7 @@ def written_log(root: Path, config: LogConfig, ops: list[Op]) -> Writer:
     ops=operations,
     dirty_fraction=st.floats(0, 1),
     split_bytes=st.sampled_from([1, 200, 1 << 20]),
+    task_bytes=st.sampled_from([1, 500, 1 << 20]),
 )
 def test_merged_partial_maps_equal_the_in_process_map(
     monkeypatch: pytest.MonkeyPatch,
@@ -72,13 +75,16 @@ def test_merged_partial_maps_equal_the_in_process_map(
     ops: list[Op],
     dirty_fraction: float,
     split_bytes: int,
+    task_bytes: int,
 ) -> None:
     if pure_python:
         monkeypatch.setattr(cleaner.native, "_native", None)
     with tempfile.TemporaryDirectory() as tmp:
         writer = written_log(Path(tmp) / "t-0", config, ops)
         first_dirty = int(writer.log.active_segment.base_offset * dirty_fraction)
-        assert partial_then_merged(writer, first_dirty, split_bytes) == in_process_map(writer, first_dirty)
+        assert partial_then_merged(writer, first_dirty, split_bytes, task_bytes) == in_process_map(
+            writer, first_dirty
+        )
         writer.log.close()
 
 
