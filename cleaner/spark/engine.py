@@ -64,7 +64,7 @@ from service.storage.segment import LogSegment
 
 __all__ = ["SparkEngine"]
 
-_MAP_TASKS_PER_CORE = 2  # small splits are packed into about this many map tasks per core, at least
+_TASKS_PER_CORE = 2  # small splits and groups are packed into about this many tasks per core, at least
 
 logger = logging.getLogger(__name__)
 
@@ -270,19 +270,28 @@ class SparkEngine:
     def _run_jobs(
         self, rounds: Sequence[_Round], *, thread_id: int, check_aborted: Callable[[], None], name: str
     ) -> list[tuple[list[GroupResult], int]]:
-        """The Spark job: a map stage (every log's dirty splits, one task each: partial maps), an exchange
-        of their blobs by group, a rewrite stage (every log's groups, one task and partition each); per
-        log, its results and map size."""
+        """The Spark job: a map stage (every log's dirty splits, packed into map tasks: partial maps), an
+        exchange of their blobs by rewrite task, a rewrite stage (every log's groups, consecutive small ones
+        packed into one task and partition); per log, its results and map size."""
         spark = self._started_session(check_aborted)
         context = spark.sparkContext
+        wanted_tasks = _TASKS_PER_CORE * context.defaultParallelism
         plans = [r.plan_or_fail() for r in rounds]
         round_tasks: list[RoundTask] = []
-        items: list[RewriteItem] = []  # rewrite partition p cleans items[p]
-        dirty: list[tuple[int, list[SegmentSplit], list[tuple[int, int]]]] = []
-        for i, (round_, plan) in enumerate(zip(rounds, plans, strict=True)):
-            slots = list(range(len(items), len(items) + len(plan.groups)))
+        used = 0
+        for round_, plan in zip(rounds, plans, strict=True):
+            slots = list(range(used, used + len(plan.groups)))
+            used += len(slots)
             round_tasks.append(_round_task(round_.log, plan, slots))
-            items.extend(RewriteItem(i, slot) for slot in slots)
+        group_bytes = sum(s.size_bytes for plan in plans for g in plan.groups for s in g.segments)
+        rewrite_bytes = max(self.max_split_bytes, -(-group_bytes // wanted_tasks))
+        items: list[RewriteItem] = []  # rewrite partition p cleans the groups of items[p]
+        dirty: list[tuple[int, list[SegmentSplit], list[tuple[int, int]]]] = []
+        for i, (round_, plan, task) in enumerate(zip(rounds, plans, round_tasks, strict=True)):
+            first = len(items)
+            items.extend(
+                RewriteItem(i, run) for run in _packed_groups(plan, list(task.groups), rewrite_bytes)
+            )
             if plan.has_dirty_segments:
                 splits = plan_splits(
                     round_.log.directory,
@@ -290,12 +299,10 @@ class SparkEngine:
                     until_offset=plan.end_offset,
                     max_split_bytes=self.max_split_bytes,
                 )
-                groups = [(g.base_offset, slot) for g, slot in zip(plan.groups, slots, strict=True)]
-                dirty.append((i, splits, groups))
+                bases = [task.groups[item.slots[0]].base_offsets[0] for item in items[first:]]
+                dirty.append((i, splits, list(zip(bases, range(first, len(items)), strict=True))))
         total = sum(s.end_position - s.start_position for _i, splits, _g in dirty for s in splits)
-        task_bytes = max(
-            self.max_split_bytes, -(-total // (_MAP_TASKS_PER_CORE * context.defaultParallelism))
-        )
+        task_bytes = max(self.max_split_bytes, -(-total // wanted_tasks))
         tasks = [
             task
             for i, splits, groups in dirty
@@ -487,6 +494,20 @@ def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int]) -> RoundTa
             )
         },
     )
+
+
+def _packed_groups(plan: RoundPlan, slots: list[int], rewrite_bytes: int) -> list[tuple[int, ...]]:
+    """The log's group slots, consecutive groups packed up to ``rewrite_bytes`` a rewrite task."""
+    runs: list[list[int]] = []
+    size = 0
+    for group, slot in zip(plan.groups, slots, strict=True):
+        length = sum(s.size_bytes for s in group.segments)
+        if not runs or size + length > rewrite_bytes:
+            runs.append([])
+            size = 0
+        runs[-1].append(slot)
+        size += length
+    return [tuple(run) for run in runs]
 
 
 def _own_partition(partition: int) -> int:

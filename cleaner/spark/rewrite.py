@@ -107,10 +107,10 @@ class GroupResult:
 
 @dataclass(frozen=True, slots=True)
 class RewriteItem:
-    """One rewrite task's input: the group of ``slot`` in the job's ``log``-th round."""
+    """One rewrite task's input: consecutive groups (``slots``) of the job's ``log``-th round."""
 
     log: int
-    slot: int
+    slots: tuple[int, ...]
 
 
 def rewrite_group(
@@ -167,8 +167,10 @@ def rewrite_partition(
     tasks: Sequence[RoundTask], items: Sequence[RewriteItem]
 ) -> Callable[[int, Iterable[tuple[int, tuple[int, bytes]]]], Iterator[dict[str, object]]]:
     """The function a rewrite task runs (``mapPartitionsWithIndex`` after the exchange): partition ``p``
-    cleans the group ``items[p]`` of the job's ``items[p].log``-th log (``tasks``) with the lookup of the
-    blobs it received, (p, (split index, blob)) each, put in split order."""
+    cleans the groups ``items[p].slots`` of the job's ``items[p].log``-th log (``tasks``), one after the
+    other, with the lookup of the blobs it received, (p, (map task index, blob)) each, put in order. The
+    blobs are those its first group needs, so a superset of what each later group needs: harmless
+    (``partial_maps``)."""
 
     def run(partition: int, received: Iterable[tuple[int, tuple[int, bytes]]]) -> Iterator[dict[str, object]]:
         started_ms = time.time_ns() // 1_000_000
@@ -176,7 +178,9 @@ def rewrite_partition(
         blobs = [blob for _index, blob in sorted((pair for _p, pair in received), key=lambda p: p[0])]
         lookup, size = merged_lookup(blobs)
         del blobs
-        row = rewrite_group(tasks[item.log], item.slot, lookup, size)
-        yield {**row, "started_ms": started_ms, "task_partition": partition}
+        for slot in item.slots:
+            row = rewrite_group(tasks[item.log], slot, lookup, size)
+            yield {**row, "started_ms": started_ms, "task_partition": partition}
+            started_ms = time.time_ns() // 1_000_000
 
     return run

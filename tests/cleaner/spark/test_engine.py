@@ -137,21 +137,29 @@ def test_a_corrupt_batch_fails_the_round_and_changes_nothing(
     assert files(spark.log.directory) == before
 
 
-def test_each_group_is_rewritten_by_its_own_task(tmp_path: Path, spark_holder: SparkSessionHolder) -> None:
-    _oracle, spark = twins(tmp_path)
-    engine = SparkEngine(clock=spark.clock, session=spark_holder)
+def test_consecutive_groups_share_a_task_and_the_tasks_spread_over_the_cores(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    """Groups are packed in offset order into about two rewrite tasks per core (``local[2]``: a few, when no
+    size floor applies, as with ``max_split_bytes=1``); each group is rewritten once."""
+    oracle, spark = build_twins(tmp_path, CONFIG, mixed_ops(60))
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, max_split_bytes=1)
     seen: list[list[int]] = []
     rewrite = engine._rewrite
 
     def spy(*args: Any, **kwargs: Any) -> tuple[list[GroupResult], int]:
         results, map_size = rewrite(*args, **kwargs)
-        seen.append(sorted(r.task_partition for r in results))
+        seen.append([r.task_partition for r in results])
         return results, map_size
 
     engine._rewrite = spy  # type: ignore[method-assign]
     clean_round(engine, spark.log)
-    assert len(seen[0]) > 5
-    assert seen[0] == list(range(len(seen[0]))), "partition i rewrote group i, and only it"
+    partitions = seen[0]
+    assert len(partitions) > 5 and partitions == sorted(partitions)
+    tasks = len(set(partitions))
+    assert sorted(set(partitions)) == list(range(tasks)) and 1 < tasks < len(partitions)
+    clean_round(InProcessEngine(oracle.clock), oracle.log)
+    assert files(spark.log.directory) == files(oracle.log.directory)
 
 
 def test_hooks_hear_the_bytes_the_job_and_the_delayed_deletions(
