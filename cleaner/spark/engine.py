@@ -4,11 +4,13 @@ A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
 
 1. driver: ``plan_round`` (upper bound, groups, each group's aborted txns and starting transaction state,
    active producers, the dirty section's aborted data batches; one pass over batch headers);
-2. one Spark action, two stages: one map task per split of the dirty segments (``segment_splits``) maps it
-   in C into a partial key map and emits it as one blob (``partial_maps``), to each group at or before its
-   segment; the exchange brings each group's blobs to its own partition (no aggregation by key, no Python
-   object per record); there one task per group puts them into a C key map in split order and runs
-   ``clean_group`` with it, writing ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns;
+2. one Spark action, two stages: each map task maps one or more consecutive splits of the dirty segments
+   (``segment_splits``) in C into a partial key map and emits it as one blob (``partial_maps``), to each
+   rewrite task whose first group starts at or before its last segment; the exchange brings each rewrite
+   task its blobs (no aggregation by key, no Python object per record); there they go into a C key map in
+   order, and ``clean_group`` rewrites the task's groups (one, or several consecutive small ones) with it,
+   writing ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. Small splits and groups
+   are packed into about ``_TASKS_PER_CORE`` tasks per core, so many small logs do not make many tiny tasks;
 3. driver: in offset order, ``check_aborted`` then ``log.replace_segments`` (Kafka's .cleaned → .swap →
    .deleted protocol, crash-safe as in ``cleaner.cleaner``) and ``schedule_delete`` of the replaced files.
 
@@ -20,8 +22,8 @@ job itself runs unthrottled. Timings: map build = from the round's start to the 
 start (tasks report wall-clock times), rewrite = the rest. The driver never holds the key map.
 
 Several logs in one job (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
-together): each log is planned on its own; every log's splits are map tasks of the one map stage and every
-log's groups tasks of the one rewrite stage (a log's blobs go only to its own groups); after the job each
+together): each log is planned on its own; the map tasks of every log make the one map stage, their
+rewrite tasks the one rewrite stage (a log's blobs go only to its own rewrite tasks); after the job each
 log is swapped in and reported (``on_done``) on its own. An abort of one log (seen by the job's poll)
 cancels the job and runs it again without that log; a job that fails is run again as one job per log, so a
 log whose data breaks its tasks fails alone.
@@ -242,7 +244,7 @@ class SparkEngine:
         and the map's size."""
         plan = round_.plan_or_fail()
         tp = round_.log.topic_partition
-        return self._run_jobs(
+        return self._run_job(
             [round_],
             thread_id=thread_id,
             check_aborted=round_.check_aborted,
@@ -263,11 +265,11 @@ class SparkEngine:
                 raise _LogsAborted(aborted)
 
         names = ", ".join(str(r.log.topic_partition) for r in rounds)
-        return self._run_jobs(
+        return self._run_job(
             rounds, thread_id=thread_id, check_aborted=check_aborted, name=f"{len(rounds)} logs ({names})"
         )
 
-    def _run_jobs(
+    def _run_job(
         self, rounds: Sequence[_Round], *, thread_id: int, check_aborted: Callable[[], None], name: str
     ) -> list[tuple[list[GroupResult], int]]:
         """The Spark job: a map stage (every log's dirty splits, packed into map tasks: partial maps), an
