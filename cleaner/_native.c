@@ -1569,6 +1569,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};
 
+static int add_key_map_blob_functions(PyObject *m); /* at the end of the file */
+
 PyMODINIT_FUNC
 PyInit__native(void)
 {
@@ -1582,9 +1584,123 @@ PyInit__native(void)
     }
     fallback_error = PyErr_NewException("cleaner._native.Fallback", PyExc_ValueError, NULL);
     if (fallback_error == NULL || PyModule_AddObjectRef(m, "Fallback", fallback_error) < 0 ||
-        PyModule_AddObjectRef(m, "KeyMap", (PyObject *)&KeyMapType) < 0) {
+        PyModule_AddObjectRef(m, "KeyMap", (PyObject *)&KeyMapType) < 0 || add_key_map_blob_functions(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }
     return m;
+}
+
+/* -- a key map as one blob (the Spark engine's partial maps) -------------------------------------- */
+
+/* Blob entry: key length (uint32, little-endian), offset (int64, little-endian), the key bytes. */
+#define BLOB_ENTRY_HEADER 12
+
+static void
+put_le(unsigned char *p, uint64_t value, int bytes)
+{
+    for (int i = 0; i < bytes; i++) {
+        p[i] = (unsigned char)(value >> (8 * i));
+    }
+}
+
+static uint64_t
+get_le(const unsigned char *p, int bytes)
+{
+    uint64_t value = 0;
+    for (int i = 0; i < bytes; i++) {
+        value |= (uint64_t)p[i] << (8 * i);
+    }
+    return value;
+}
+
+/* dump_key_map(key_map) -> bytes: every (key, offset) entry, in table order. */
+static PyObject *
+dump_key_map(PyObject *self, PyObject *arg)
+{
+    if (!PyObject_TypeCheck(arg, &KeyMapType)) {
+        PyErr_SetString(PyExc_TypeError, "dump_key_map needs a KeyMap");
+        return NULL;
+    }
+    KeyMap *m = (KeyMap *)arg;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < m->capacity; i++) {
+        if (m->slots[i].key_length >= 0) {
+            total += BLOB_ENTRY_HEADER + m->slots[i].key_length;
+        }
+    }
+    PyObject *blob = PyBytes_FromStringAndSize(NULL, total);
+    if (blob == NULL) {
+        return NULL;
+    }
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(blob);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < m->capacity; i++) {
+        const Slot *s = &m->slots[i];
+        if (s->key_length < 0) {
+            continue;
+        }
+        put_le(out, (uint64_t)(uint32_t)s->key_length, 4);
+        put_le(out + 4, (uint64_t)s->offset, 8);
+        memcpy(out + BLOB_ENTRY_HEADER, slot_key(m->arena, s), (size_t)s->key_length);
+        out += BLOB_ENTRY_HEADER + s->key_length;
+    }
+    Py_END_ALLOW_THREADS
+    return blob;
+}
+
+/* load_key_map(key_map, blob) -> None: put every entry of a dump_key_map blob (a later put wins). */
+static PyObject *
+load_key_map(PyObject *self, PyObject *args)
+{
+    PyObject *target;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "O!y*", &KeyMapType, &target, &view)) {
+        return NULL;
+    }
+    KeyMap *m = (KeyMap *)target;
+    const unsigned char *p = view.buf;
+    Py_ssize_t left = view.len;
+    int status = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (left > 0) {
+        if (left < BLOB_ENTRY_HEADER) {
+            status = 1;
+            break;
+        }
+        uint64_t n = get_le(p, 4);
+        int64_t offset = (int64_t)get_le(p + 4, 8);
+        if (n > (uint64_t)(left - BLOB_ENTRY_HEADER) || n > INT32_MAX) {
+            status = 1;
+            break;
+        }
+        if (keymap_put(m, p + BLOB_ENTRY_HEADER, (Py_ssize_t)n, offset) < 0) {
+            status = 2;
+            break;
+        }
+        p += BLOB_ENTRY_HEADER + (Py_ssize_t)n;
+        left -= BLOB_ENTRY_HEADER + (Py_ssize_t)n;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (status == 1) {
+        PyErr_SetString(PyExc_ValueError, "not a key map blob: an entry runs past its end");
+        return NULL;
+    }
+    if (status == 2) {
+        return PyErr_NoMemory();
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef key_map_blob_methods[] = {
+    {"dump_key_map", dump_key_map, METH_O, "A KeyMap's entries as one blob."},
+    {"load_key_map", load_key_map, METH_VARARGS, "Put a blob's entries into a KeyMap."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+add_key_map_blob_functions(PyObject *m)
+{
+    return PyModule_AddFunctions(m, key_map_blob_methods);
 }

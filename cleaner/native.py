@@ -39,10 +39,12 @@ __all__ = [
     "Fallback",
     "NativeKeyMap",
     "Writeback",
+    "dump_key_map",
+    "encode_rebuilt_batch",
     "filter_batches",
     "filter_records",
     "has_native",
-    "encode_rebuilt_batch",
+    "load_key_map",
     "native_key_map",
     "new_native_key_map",
     "scan_producer_headers",
@@ -108,6 +110,23 @@ def native_key_map(lookup: Callable[[bytes], int]) -> NativeKeyMap | None:
         return None
     owner = getattr(lookup, "__self__", None)
     return owner if isinstance(owner, _native.KeyMap) else None
+
+
+def dump_key_map(key_map: NativeKeyMap) -> bytes:
+    """Every (key, offset) entry of a C key map as one blob: per entry the key's length (uint32) and the
+    offset (int64), little-endian, then the key bytes (``cleaner.spark.partial_maps`` writes the same form
+    without C)."""
+    if _native is None:
+        raise RuntimeError("dump_key_map needs cleaner._native")
+    return _native.dump_key_map(key_map)  # type: ignore[no-any-return]
+
+
+def load_key_map(key_map: NativeKeyMap, blob: bytes | memoryview) -> None:
+    """Put every entry of a ``dump_key_map`` blob into ``key_map`` (a key already there takes the blob's
+    offset); ``ValueError`` if the blob is cut short."""
+    if _native is None:
+        raise RuntimeError("load_key_map needs cleaner._native")
+    _native.load_key_map(key_map, blob)
 
 
 def filter_records(

@@ -16,7 +16,7 @@ stops the round early; the next round starts where it stopped), which Kafka's ow
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from cleaner.native import FALLBACK, NativeKeyMap, new_native_key_map
 from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
@@ -32,6 +32,7 @@ __all__ = [
     "ReadPacer",
     "build_offset_map",
     "kafka_utilization_percent",
+    "map_data_batch",
     "segments_overlapping",
 ]
 
@@ -109,6 +110,12 @@ class OffsetMap:
     @property
     def native(self) -> NativeKeyMap | None:
         return self._native
+
+    def entries(self) -> Mapping[bytes, int]:
+        """Every key and its offset, for a pure-Python map (a C map lists none: ``dump_key_map`` it)."""
+        if self._native is not None:
+            raise RuntimeError("a C key map has no dict of entries")
+        return self._entries
 
     def update_latest_offset(self, offset: int) -> None:
         self._latest_offset = offset
@@ -232,8 +239,8 @@ def _map_batch(
         stats.map_records_read += 1
     elif txns.on_batch_read(batch):
         stats.map_records_read += batch.records_count
-    elif max_entries is None and _map_native(batch, start, offset_map, stats):
-        pass
+    elif max_entries is None:
+        map_data_batch(batch, start, offset_map, stats)
     else:
         for record in batch.records():
             if record.key is not None and record.offset >= start:
@@ -245,6 +252,17 @@ def _map_batch(
         offset_map.update_latest_offset(batch.last_offset)
     stats.map_bytes_read += batch.size_bytes
     return False
+
+
+def map_data_batch(batch: RecordBatch, start: int, offset_map: OffsetMap, stats: CleanerStats) -> None:
+    """The keyed records at or above ``start`` of one data batch outside any aborted transaction, into the
+    map (no cap): in C when it can, else by the Python loop."""
+    if _map_native(batch, start, offset_map, stats):
+        return
+    for record in batch.records():
+        if record.key is not None and record.offset >= start:
+            offset_map.put(record.key, record.offset)
+        stats.map_records_read += 1
 
 
 def _map_segment_native(

@@ -28,8 +28,18 @@ class SegmentChunks:
     refilled so that the batch at ``position`` is whole in it when it fits before the segment's end."""
 
     def __init__(self, segment: LogSegment, position: int) -> None:
-        self.path = str(segment.log_path)
-        self.end = segment.size_bytes
+        self._open(str(segment.log_path), position, segment.size_bytes)
+
+    @classmethod
+    def of_range(cls, path: str, position: int, end: int) -> SegmentChunks:
+        """The bytes [position, end) of the ``.log`` at ``path``, ``end`` a batch boundary (a split)."""
+        chunks = cls.__new__(cls)
+        chunks._open(path, position, end)
+        return chunks
+
+    def _open(self, path: str, position: int, end: int) -> None:
+        self.path = path
+        self.end = end
         self.position = position
         self._space = bytearray(CHUNK_BYTES)
         self._buf = memoryview(self._space)[:0]

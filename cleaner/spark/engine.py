@@ -3,10 +3,14 @@
 A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
 
 1. driver: ``plan_round`` (upper bound, groups, each group's aborted txns and starting transaction state,
-   active producers; one pass over batch headers);
-2. one Spark action: scan the segments below the end (``kafka-log`` source), the key map as a hash
-   aggregation over the exact key bytes (``key_map``), then one task per group runs ``clean_group`` with
-   that group's lookup and writes ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns;
+   active producers, the dirty section's aborted data batches; one pass over batch headers);
+2. one Spark action, two stages: each map task maps one or more consecutive splits of the dirty segments
+   (``segment_splits``) in C into a partial key map and emits it as one blob (``partial_maps``), to each
+   rewrite task whose first group starts at or before its last segment; the exchange brings each rewrite
+   task its blobs (no aggregation by key, no Python object per record); there they go into a C key map in
+   order, and ``clean_group`` rewrites the task's groups (one, or several consecutive small ones) with it,
+   writing ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. Small splits and groups
+   are packed into about ``_TASKS_PER_CORE`` tasks per core, so many small logs do not make many tiny tasks;
 3. driver: in offset order, ``check_aborted`` then ``log.replace_segments`` (Kafka's .cleaned → .swap →
    .deleted protocol, crash-safe as in ``cleaner.cleaner``) and ``schedule_delete`` of the replaced files.
 
@@ -15,13 +19,14 @@ one's, then re-raises; groups already swapped stay (each is a complete cleaning)
 ``throttle`` hears the tasks' bytes read and written once the job is done (and the map pass's bytes, which
 the driver replays), so the round's average rate obeys ``log.cleaner.io.max.bytes.per.second`` while the
 job itself runs unthrottled. Timings: map build = from the round's start to the first rewrite task's
-start (tasks report wall-clock times), rewrite = the rest.
+start (tasks report wall-clock times), rewrite = the rest. The driver never holds the key map.
 
 Several logs in one job (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
-together): each log is planned on its own, its keys aggregated apart, and every log's groups become tasks of
-the same job (distinct slots); after the job each log is swapped in and reported (``on_done``) on its own.
-An abort of one log (seen by the job's poll) cancels the job and runs it again without that log; a job that
-fails is run again as one job per log, so a log whose data breaks its tasks fails alone.
+together): each log is planned on its own; the map tasks of every log make the one map stage, their
+rewrite tasks the one rewrite stage (a log's blobs go only to its own rewrite tasks); after the job each
+log is swapped in and reported (``on_done``) on its own. An abort of one log (seen by the job's poll)
+cancels the job and runs it again without that log; a job that fails is run again as one job per log, so a
+log whose data breaks its tasks fails alone.
 """
 
 from __future__ import annotations
@@ -31,22 +36,21 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial, reduce
+from functools import partial
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from cleaner.cleaner import CleaningResult, ScheduleDelete, delete_segments
 from cleaner.engine import LogRound
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark.jobs import run_action
-from cleaner.spark.key_map import superseded_rows, unpartitioned_superseded_rows
-from cleaner.spark.rewrite import GroupResult, GroupTask, RoundTask, rewrite_udtf
+from cleaner.spark.partial_maps import map_tasks, run_map_task
+from cleaner.spark.rewrite import GroupResult, GroupTask, RewriteItem, RoundTask, rewrite_partition
 from cleaner.spark.round_plan import GroupPlan, RoundPlan, plan_round
-from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES
+from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_splits
 from cleaner.spark.session import SparkSessionHolder, pool_name
-from cleaner.spark.slots import slots_for
 from cleaner.stats import CleanerStats
 from service.clock import Clock
 from service.storage.log import PartitionLog
@@ -61,6 +65,8 @@ from service.storage.log_files import (
 from service.storage.segment import LogSegment
 
 __all__ = ["SparkEngine"]
+
+_TASKS_PER_CORE = 2  # small splits and groups are packed into about this many tasks per core, at least
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +128,7 @@ class SparkEngine:
         results: list[GroupResult] = []
         map_size = 0
         if round_.plan.groups:
-            results, map_size = self._rewrite(log, round_.plan, check_aborted, thread_id)
+            results, map_size = self._rewrite(round_, thread_id)
         return self._complete(round_, results, map_size, throttle, schedule_delete, thread_id)
 
     def clean_many(
@@ -174,9 +180,7 @@ class SparkEngine:
         for round_ in pending:  # one log left, or the shared job failed
             one = owner[id(round_)]
             try:
-                results, map_size = self._rewrite(
-                    round_.log, round_.plan_or_fail(), one.check_aborted, thread_id
-                )
+                results, map_size = self._rewrite(round_, thread_id)
             except Exception as exc:
                 one.on_done(exc)
                 continue
@@ -235,24 +239,17 @@ class SparkEngine:
             logger.warning("\tFound %d invalid messages during compaction.", stats.invalid_records)
         return CleaningResult(plan.end_offset, stats, self.name)
 
-    def _rewrite(
-        self, log: PartitionLog, plan: RoundPlan, check_aborted: Callable[[], None], thread_id: int
-    ) -> tuple[list[GroupResult], int]:
-        """The Spark job: every group's ``.cleaned`` files written; their metadata, in offset order."""
-        spark = self._started_session(check_aborted)
-        slots = slots_for(len(plan.groups))
-        rows = superseded_rows(spark, plan, log.directory, slots, max_split_bytes=self.max_split_bytes)
-        rewrite = rewrite_udtf([_round_task(log, plan, slots)])
-        tp = log.topic_partition
-        by_slot = self._run_job(
-            spark,
-            rewrite(rows.asTable()),
+    def _rewrite(self, round_: _Round, thread_id: int) -> tuple[list[GroupResult], int]:
+        """One log's Spark job: its groups' ``.cleaned`` files written; their metadata, in offset order,
+        and the map's size."""
+        plan = round_.plan_or_fail()
+        tp = round_.log.topic_partition
+        return self._run_job(
+            [round_],
             thread_id=thread_id,
-            description=f"logcleaner: clean {tp} [{plan.first_dirty_offset}, {plan.end_offset})",
-            check_aborted=check_aborted,
-            on_failure=lambda: _delete_cleaned(log.directory, plan.groups),
-        )
-        return _results_of(log, plan, slots, by_slot)
+            check_aborted=round_.check_aborted,
+            name=f"{tp} [{plan.first_dirty_offset}, {plan.end_offset})",
+        )[0]
 
     def _rewrite_many(self, rounds: list[_Round], thread_id: int) -> list[tuple[list[GroupResult], int]]:
         """One Spark job for every log of ``rounds``: per log, its groups' metadata and its map size."""
@@ -267,74 +264,93 @@ class SparkEngine:
             if aborted:
                 raise _LogsAborted(aborted)
 
+        names = ", ".join(str(r.log.topic_partition) for r in rounds)
+        return self._run_job(
+            rounds, thread_id=thread_id, check_aborted=check_aborted, name=f"{len(rounds)} logs ({names})"
+        )
+
+    def _run_job(
+        self, rounds: Sequence[_Round], *, thread_id: int, check_aborted: Callable[[], None], name: str
+    ) -> list[tuple[list[GroupResult], int]]:
+        """The Spark job: a map stage (every log's dirty splits, packed into map tasks: partial maps), an
+        exchange of their blobs by rewrite task, a rewrite stage (every log's groups, consecutive small ones
+        packed into one task and partition); per log, its results and map size."""
         spark = self._started_session(check_aborted)
-        all_slots = slots_for(sum(len(r.plan_or_fail().groups) for r in rounds))
-        slots_of: list[list[int]] = []
-        frames: list[DataFrame] = []
+        context = spark.sparkContext
+        wanted_tasks = _TASKS_PER_CORE * context.defaultParallelism
+        plans = [r.plan_or_fail() for r in rounds]
+        round_tasks: list[RoundTask] = []
         used = 0
-        for round_ in rounds:
-            plan = round_.plan_or_fail()
-            slots = all_slots[used : used + len(plan.groups)]
+        for round_, plan in zip(rounds, plans, strict=True):
+            slots = list(range(used, used + len(plan.groups)))
             used += len(slots)
-            slots_of.append(slots)
-            frames.append(
-                unpartitioned_superseded_rows(
-                    spark, plan, round_.log.directory, slots, max_split_bytes=self.max_split_bytes
-                )
+            round_tasks.append(_round_task(round_.log, plan, slots))
+        group_bytes = sum(s.size_bytes for plan in plans for g in plan.groups for s in g.segments)
+        rewrite_bytes = max(self.max_split_bytes, -(-group_bytes // wanted_tasks))
+        items: list[RewriteItem] = []  # rewrite partition p cleans the groups of items[p]
+        dirty: list[tuple[int, list[SegmentSplit], list[tuple[int, int]]]] = []
+        for i, (round_, plan, task) in enumerate(zip(rounds, plans, round_tasks, strict=True)):
+            first = len(items)
+            items.extend(
+                RewriteItem(i, run) for run in _packed_groups(plan, list(task.groups), rewrite_bytes)
             )
-        rows = reduce(DataFrame.unionByName, frames).repartition(len(all_slots), "slot")
-        rewrite = rewrite_udtf(
-            [_round_task(r.log, r.plan_or_fail(), slots) for r, slots in zip(rounds, slots_of, strict=True)]
+            if plan.has_dirty_segments:
+                splits = plan_splits(
+                    round_.log.directory,
+                    from_offset=plan.first_dirty_offset,
+                    until_offset=plan.end_offset,
+                    max_split_bytes=self.max_split_bytes,
+                )
+                bases = [task.groups[item.slots[0]].base_offsets[0] for item in items[first:]]
+                dirty.append((i, splits, list(zip(bases, range(first, len(items)), strict=True))))
+        total = sum(s.end_position - s.start_position for _i, splits, _g in dirty for s in splits)
+        task_bytes = max(self.max_split_bytes, -(-total // wanted_tasks))
+        tasks = [
+            task
+            for i, splits, groups in dirty
+            for task in map_tasks(
+                i,
+                splits,
+                plans[i].first_dirty_offset,
+                plans[i].map_scan.aborted_batches,
+                groups,
+                task_bytes,
+            )
+        ]
+        partitions = len(items)
+        rewritten = (
+            context.parallelize(tasks, max(len(tasks), 1))
+            .flatMap(run_map_task)
+            .partitionBy(partitions, _own_partition)
+            .mapPartitionsWithIndex(rewrite_partition(round_tasks, items))
         )
 
         def delete_every_cleaned() -> None:
-            for round_ in rounds:
-                _delete_cleaned(round_.log.directory, round_.plan_or_fail().groups)
+            for round_, plan in zip(rounds, plans, strict=True):
+                _delete_cleaned(round_.log.directory, plan.groups)
 
-        names = ", ".join(str(r.log.topic_partition) for r in rounds)
-        by_slot = self._run_job(
-            spark,
-            rewrite(rows.asTable()),
-            thread_id=thread_id,
-            description=f"logcleaner: clean {len(rounds)} logs ({names})",
-            check_aborted=check_aborted,
-            on_failure=delete_every_cleaned,
-        )
-        outcomes = []
-        for round_, slots in zip(rounds, slots_of, strict=True):
-            try:
-                outcomes.append(_results_of(round_.log, round_.plan_or_fail(), slots, by_slot))
-            except BaseException:
-                delete_every_cleaned()
-                raise
-        return outcomes
-
-    def _run_job(
-        self,
-        spark: SparkSession,
-        rewritten: DataFrame,
-        *,
-        thread_id: int,
-        description: str,
-        check_aborted: Callable[[], None],
-        on_failure: Callable[[], None],
-    ) -> dict[int, GroupResult]:
-        """Run the rewrite job (its ``.cleaned`` files written by the tasks); each group's metadata by slot.
-        ``on_failure`` removes what the job wrote when it fails or is aborted."""
         try:
-            collected = run_action(
+            rows = run_action(
                 spark,
                 rewritten.collect,
                 pool=pool_name(thread_id),
-                description=description,
+                description=f"logcleaner: clean {name}",
                 check_aborted=check_aborted,
                 on_job=self.on_job,
                 poll_interval_s=self.poll_interval_s,
             )
         except BaseException:
-            on_failure()
+            delete_every_cleaned()
             raise
-        return {r.slot: r for r in (GroupResult.from_row(row.asDict()) for row in collected)}
+        by_slot = {r.slot: r for r in map(GroupResult.from_row, rows)}
+        outcomes = []
+        for round_, plan, task in zip(rounds, plans, round_tasks, strict=True):
+            try:
+                outcomes.append(_results_of(round_.log, plan, list(task.groups), by_slot))
+            except BaseException:
+                delete_every_cleaned()
+                raise
+        return outcomes
 
     def _started_session(self, check_aborted: Callable[[], None]) -> SparkSession:
         """The session; a start (tens of seconds on a busy machine) runs on its own thread while the round
@@ -456,7 +472,7 @@ def _results_of(
             f"{log.topic_partition}: the Spark job reported no result for groups based at {missing}"
         )
     results = [by_slot[s] for s in slots]
-    return results, sum(r.mapped_keys for r in results)
+    return results, max((r.lookup_keys for r in results), default=0)  # the first group's: the whole map
 
 
 def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int]) -> RoundTask:
@@ -482,8 +498,27 @@ def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int]) -> RoundTa
     )
 
 
+def _packed_groups(plan: RoundPlan, slots: list[int], rewrite_bytes: int) -> list[tuple[int, ...]]:
+    """The log's group slots, consecutive groups packed up to ``rewrite_bytes`` a rewrite task."""
+    runs: list[list[int]] = []
+    size = 0
+    for group, slot in zip(plan.groups, slots, strict=True):
+        length = sum(s.size_bytes for s in group.segments)
+        if not runs or size + length > rewrite_bytes:
+            runs.append([])
+            size = 0
+        runs[-1].append(slot)
+        size += length
+    return [tuple(run) for run in runs]
+
+
+def _own_partition(partition: int) -> int:
+    """The exchange's partitioner: a blob keyed by its rewrite partition goes there."""
+    return partition
+
+
 def _record_phases(stats: CleanerStats, clock: Clock, start_wall_ms: int, results: list[GroupResult]) -> None:
-    """Map build ends when the first rewrite task starts (the only boundary a fused job shows)."""
+    """Map build ends when the first rewrite task starts (the stage boundary the job's tasks show)."""
     first_task_ms = min((r.started_ms for r in results), default=None)
     if first_task_ms is None:
         stats.map_done(clock)

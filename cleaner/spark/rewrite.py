@@ -1,48 +1,39 @@
 """The rewrite of segment groups inside Spark tasks: the same ``clean_group`` the in-process cleaner runs.
 
-Each task gets, through Spark, the (key, latest offset) pairs of every mapped key its group holds
-(``key_map``) and builds the group's ``lookup`` from them: a key absent from it is not in the map, so
-"-1" (keep) is the right answer for it, as in the in-process map. Everything else a group needs
-was decided on the driver (``round_plan``) and travels with the task as a ``RoundTask``. The task reads its
-group's segment files itself and writes ``<base>.log.cleaned`` and its indexes next to them (executors
-must see the log dirs: local modes share the disk; a real cluster needs them on shared storage), then
-returns one metadata row per group. The driver swaps the files in; a task never touches the live segments.
+Each task gets its group's key lookup from the partial maps of the job's map stage (``partial_maps``):
+the blobs of the splits at or after the group, which the exchange brings to its partition, put into a C
+key map in split order. Everything else a group needs was decided on the driver (``round_plan``) and
+travels with the task as a ``RoundTask``. The task reads its group's segment files itself and writes
+``<base>.log.cleaned`` and its indexes next to them (executors must see the log dirs: local modes share the
+disk; a real cluster needs them on shared storage), then returns one metadata row per group. The driver
+swaps the files in; a task never touches the live segments.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
-
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from cleaner.cleaner import clean_group
-from cleaner.native import new_native_key_map
 from cleaner.rules import LastRecord
+from cleaner.spark.partial_maps import merged_lookup
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata
 from service.storage.log_config import LogConfig
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn
 
-if TYPE_CHECKING:
-    from pyspark.sql.udtf import UserDefinedTableFunction
-
 __all__ = [
-    "INPUT_DDL",
-    "RESULT_DDL",
     "GroupResult",
     "GroupTask",
+    "RewriteItem",
     "RoundTask",
     "rewrite_group",
-    "rewrite_udtf",
+    "rewrite_partition",
 ]
 
-INPUT_DDL = "slot int, key binary, latest bigint"  # key null: the group's marker row
 _COUNTERS = (
     "bytes_read",
     "bytes_written",
@@ -54,20 +45,6 @@ _COUNTERS = (
     "groups_rewritten",
     "groups_skipped",
 )
-_RESULT_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
-    ("slot", pa.int32()),
-    ("base_offset", pa.int64()),
-    ("is_rewritten", pa.bool_()),
-    ("lookup_keys", pa.int64()),
-    ("mapped_keys", pa.int64()),
-    *((name, pa.int64()) for name in _COUNTERS),
-    ("task_partition", pa.int32()),
-    ("started_ms", pa.int64()),
-    ("ended_ms", pa.int64()),
-)
-_RESULT_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in _RESULT_FIELDS])
-_DDL_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.bool_(): "boolean"}
-RESULT_DDL = ", ".join(f"{name} {_DDL_TYPES[kind]}" for name, kind in _RESULT_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +78,7 @@ class GroupResult:
     slot: int
     base_offset: int
     is_rewritten: bool
-    lookup_keys: int
-    mapped_keys: int  # keys whose latest offset is in this group's range: its share of the map
+    lookup_keys: int  # keys in the group's lookup (the log's first group: the whole map)
     stats: CleanerStats
     task_partition: int  # the Spark partition that rewrote it (one group per partition, normally)
     started_ms: int
@@ -122,7 +98,6 @@ class GroupResult:
             base_offset=number("base_offset"),
             is_rewritten=bool(row["is_rewritten"]),
             lookup_keys=number("lookup_keys"),
-            mapped_keys=number("mapped_keys"),
             stats=stats,
             task_partition=number("task_partition"),
             started_ms=number("started_ms"),
@@ -130,7 +105,17 @@ class GroupResult:
         )
 
 
-def rewrite_group(task: RoundTask, slot: int, latest: Mapping[bytes, int]) -> dict[str, object]:
+@dataclass(frozen=True, slots=True)
+class RewriteItem:
+    """One rewrite task's input: consecutive groups (``slots``) of the job's ``log``-th round."""
+
+    log: int
+    slots: tuple[int, ...]
+
+
+def rewrite_group(
+    task: RoundTask, slot: int, lookup: Callable[[bytes], int], lookup_keys: int
+) -> dict[str, object]:
     """Clean one group into its ``.cleaned`` segment (or leave it, as ``clean_group`` decides)."""
     started_ms = time.time_ns() // 1_000_000
     group = task.groups[slot]
@@ -140,8 +125,6 @@ def rewrite_group(task: RoundTask, slot: int, latest: Mapping[bytes, int]) -> di
         for base, size in zip(group.base_offsets, group.sizes_bytes, strict=True)
     ]
     stats = CleanerStats()
-
-    lookup = _lookup_of(latest)
     cleaned = None
     try:
         cleaned = clean_group(
@@ -165,26 +148,12 @@ def rewrite_group(task: RoundTask, slot: int, latest: Mapping[bytes, int]) -> di
         "slot": slot,
         "base_offset": group.base_offsets[0],
         "is_rewritten": cleaned is not None,
-        "lookup_keys": len(latest),
-        "mapped_keys": sum(
-            1 for offset in latest.values() if group.base_offsets[0] <= offset < group.end_offset
-        ),
+        "lookup_keys": lookup_keys,
         "started_ms": started_ms,
         "ended_ms": time.time_ns() // 1_000_000,
     }
     row.update({name: getattr(stats, name) for name in _COUNTERS})
     return row
-
-
-def _lookup_of(latest: Mapping[bytes, int]) -> Callable[[bytes], int]:
-    """The group's key lookup: in the C map when it is built (``clean_group``'s record loop then runs in
-    C, ``cleaner.native``), else over the dict."""
-    key_map = new_native_key_map()
-    if key_map is None:
-        return lambda key: latest.get(key, -1)
-    for key, offset in latest.items():
-        key_map.put(key, offset)
-    return key_map.get
 
 
 def _release(segment: LogSegment) -> None:
@@ -194,54 +163,24 @@ def _release(segment: LogSegment) -> None:
         index.close()
 
 
-def collect_latest(rows: pa.RecordBatch, latest_by_slot: dict[int, dict[bytes, int]]) -> None:
-    """Add one input batch's (slot, key, latest) rows to the per-group lookups (marker rows: no key)."""
-    if rows.num_rows == 0:
-        return
-    slots = rows.column(0)
-    keys = rows.column(1).to_pylist()
-    latest = rows.column(2).to_pylist()
-    bounds = pc.min_max(slots).as_py()
-    if bounds["min"] == bounds["max"]:
-        target = latest_by_slot.setdefault(int(bounds["min"]), {})
-        target.update(zip(keys, latest, strict=True))
-        target.pop(None, None)  # type: ignore[call-overload]  # marker rows carry a null key
-        return
-    for slot, key, offset in zip(slots.to_pylist(), keys, latest, strict=True):
-        target = latest_by_slot.setdefault(slot, {})
-        if key is not None:
-            target[key] = offset
+def rewrite_partition(
+    tasks: Sequence[RoundTask], items: Sequence[RewriteItem]
+) -> Callable[[int, Iterable[tuple[int, tuple[int, bytes]]]], Iterator[dict[str, object]]]:
+    """The function a rewrite task runs (``mapPartitionsWithIndex`` after the exchange): partition ``p``
+    cleans the groups ``items[p].slots`` of the job's ``items[p].log``-th log (``tasks``), one after the
+    other, with the lookup of the blobs it received, (p, (map task index, blob)) each, put in order. The
+    blobs are those its first group needs, so a superset of what each later group needs: harmless
+    (``partial_maps``)."""
 
+    def run(partition: int, received: Iterable[tuple[int, tuple[int, bytes]]]) -> Iterator[dict[str, object]]:
+        started_ms = time.time_ns() // 1_000_000
+        item = items[partition]
+        blobs = [blob for _index, blob in sorted((pair for _p, pair in received), key=lambda p: p[0])]
+        lookup, size = merged_lookup(blobs)
+        del blobs
+        for slot in item.slots:
+            row = rewrite_group(tasks[item.log], slot, lookup, size)
+            yield {**row, "started_ms": started_ms, "task_partition": partition}
+            started_ms = time.time_ns() // 1_000_000
 
-def rewrite_udtf(tasks: Sequence[RoundTask]) -> UserDefinedTableFunction:
-    """The Arrow UDTF (pandas-free) that rewrites the groups of the partition it is given, at its end.
-
-    ``tasks``: one per log the job cleans; their slots are distinct, so a slot names its log and group.
-    """
-    from pyspark.sql.functions import arrow_udtf
-
-    task_of = {slot: task for task in tasks for slot in task.groups}
-
-    class RewriteGroups:
-        def __init__(self) -> None:
-            self._latest: dict[int, dict[bytes, int]] = {}
-
-        def eval(self, rows: pa.RecordBatch) -> Iterator[pa.Table]:
-            collect_latest(rows, self._latest)
-            return iter(())
-
-        def terminate(self) -> Iterator[pa.Table]:
-            from pyspark import TaskContext
-
-            context = TaskContext.get()
-            partition = context.partitionId() if context is not None else -1
-            results = [
-                {**rewrite_group(task_of[slot], slot, latest), "task_partition": partition}
-                for slot, latest in sorted(self._latest.items())
-            ]
-            if results:
-                yield pa.Table.from_pylist(results, schema=_RESULT_SCHEMA)
-
-    udtf = arrow_udtf(RewriteGroups, returnType=RESULT_DDL)
-    # arrow_udtf(cls, ...) returns the UDTF; its annotation also covers the decorator form (cls=None).
-    return cast("UserDefinedTableFunction", udtf)
+    return run

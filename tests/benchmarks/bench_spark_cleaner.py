@@ -22,6 +22,10 @@ cleanable. On copies of those same files, in the same run, it measures:
 - the driver's peak RSS (Python driver process, sampled with psutil every 50 ms; the driver JVM reported
   apart) at ``--records`` and at ``--big-records`` (default 4× as many: about 4 GiB).
 
+``--baseline-tree DIR`` (another checkout of the project, its C extensions built) also runs the Spark round
+with that tree's code, alternating with this tree's on fresh copies of the same files, ``--repeats`` times
+each: a before/after comparison from one run on a shared machine.
+
 Each Spark round runs in its own process (one SparkSession per process, each master its own), which
 prints one JSON line; this process only orchestrates, copies and times ``cp`` and the oracle.
 """
@@ -146,9 +150,11 @@ def spark_round(master: str, directory: Path, warm_dir: Path) -> dict[str, Any]:
     from cleaner.spark.session import SparkSessionHolder
 
     holder = SparkSessionHolder({"spark.master": master})
-    engine = SparkEngine(clock=SystemClock(), session=holder)
+    jobs: list[float] = []
+    engine = SparkEngine(clock=SystemClock(), session=holder, on_job=jobs.append)
     try:
         for target, timed in ((warm_dir, False), (directory, True)):
+            jobs.clear()
             log = load_partition_log(target, config(), clock=SystemClock()).log
             with PeakRss() as rss:
                 started = time.perf_counter()
@@ -167,6 +173,7 @@ def spark_round(master: str, directory: Path, warm_dir: Path) -> dict[str, Any]:
                 return {
                     "seconds": elapsed,
                     "map_s": stats.map_build_ms / 1000,
+                    "jobs_s": list(jobs),
                     "bytes_read": stats.bytes_read,
                     "bytes_written": stats.bytes_written,
                     "map_size": stats.map_size,
@@ -178,14 +185,16 @@ def spark_round(master: str, directory: Path, warm_dir: Path) -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
-def spark_round_process(master: str, directory: Path, warm_source: Path) -> dict[str, Any]:
-    """A fresh process: warm-up round on a copy of ``warm_source``, then the timed round on ``directory``."""
+def spark_round_process(master: str, directory: Path, warm_source: Path, tree: Path = REPO) -> dict[str, Any]:
+    """A fresh process: warm-up round on a copy of ``warm_source``, then the timed round on ``directory``;
+    ``tree``: whose code runs it."""
     warm_dir = fresh_copy(warm_source, directory.parent.parent / f"warm-{directory.parent.name}" / "gen-0-0")
-    command = [sys.executable, __file__, "--spark-round", master, str(directory), str(warm_dir)]
+    script = tree / "tests" / "benchmarks" / Path(__file__).name
+    command = [sys.executable, str(script), "--spark-round", master, str(directory), str(warm_dir)]
     done = subprocess.run(
         command,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
         capture_output=True,
         text=True,
         check=False,
@@ -215,6 +224,8 @@ def main() -> None:
     parser.add_argument("--skip-cluster", action="store_true", help="no local-cluster / local[1] comparison")
     parser.add_argument("--skip-spark", action="store_true", help="only cp and the in-process engine")
     parser.add_argument("--work-dir", type=Path, help="where the data goes [a temporary dir]")
+    parser.add_argument("--baseline-tree", type=Path, help="also time the Spark round with this checkout")
+    parser.add_argument("--repeats", type=int, default=1, help="Spark rounds per tree, alternating [1]")
     parser.add_argument("--spark-round", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.spark_round:
@@ -252,11 +263,29 @@ def run(root: Path, args: argparse.Namespace) -> None:
 
     spark = None
     if not args.skip_spark:
-        spark = spark_round_process("local[*]", fresh_copy(source, root / "spark" / "gen-0-0"), warm)
-        report("spark local[*]", spark["seconds"], size, extra=f"map phase {spark['map_s']:.1f} s")
-        print(f"  vs cp: {cp_s / spark['seconds']:.3f} of cp's throughput (target >= 0.40)")
+        trees = [("this tree", REPO)]
+        if args.baseline_tree is not None:
+            trees.append(("baseline", args.baseline_tree.resolve()))
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _tree in trees}
+        for i in range(args.repeats):
+            for name, tree in trees if i % 2 == 0 else trees[::-1]:
+                target = fresh_copy(source, root / "spark" / "gen-0-0")
+                result = spark_round_process("local[*]", target, warm, tree)
+                runs[name].append(result)
+                jobs = ", ".join(f"{s:.1f}" for s in result.get("jobs_s", []))
+                report(
+                    f"spark local[*] ({name})",
+                    result["seconds"],
+                    size,
+                    extra=f"map phase {result['map_s']:.1f} s, Spark jobs [{jobs}] s",
+                )
+                shutil.rmtree(root / "spark", ignore_errors=True)
+        spark = sorted(runs["this tree"], key=lambda r: float(r["seconds"]))[(args.repeats - 1) // 2]
+        print(f"  vs cp: {cp_s / spark['seconds']:.3f} of cp's throughput (median run; target >= 0.40)")
         print_rss(spark)
-        shutil.rmtree(root / "spark", ignore_errors=True)
+        if args.baseline_tree is not None:
+            base = sorted(runs["baseline"], key=lambda r: float(r["seconds"]))[(args.repeats - 1) // 2]
+            print(f"  this tree / baseline (medians): {spark['seconds'] / base['seconds']:.3f} of the time")
 
     if args.oracle_records:
         small = generate_partition(root / "oracle-source", args.oracle_records, keys, args.tombstones)

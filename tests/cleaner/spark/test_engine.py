@@ -15,7 +15,6 @@ from cleaner.cleaner import CleaningResult, ScheduleDelete
 from cleaner.engine import CompactionEngine, InProcessEngine
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
-from cleaner.spark import key_map
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.rewrite import GroupResult
 from cleaner.spark.round_plan import plan_round
@@ -138,21 +137,29 @@ def test_a_corrupt_batch_fails_the_round_and_changes_nothing(
     assert files(spark.log.directory) == before
 
 
-def test_each_group_is_rewritten_by_its_own_task(tmp_path: Path, spark_holder: SparkSessionHolder) -> None:
-    _oracle, spark = twins(tmp_path)
-    engine = SparkEngine(clock=spark.clock, session=spark_holder)
+def test_consecutive_groups_share_a_task_and_the_tasks_spread_over_the_cores(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    """Groups are packed in offset order into about two rewrite tasks per core (``local[2]``: a few, when no
+    size floor applies, as with ``max_split_bytes=1``); each group is rewritten once."""
+    oracle, spark = build_twins(tmp_path, CONFIG, mixed_ops(60))
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, max_split_bytes=1)
     seen: list[list[int]] = []
     rewrite = engine._rewrite
 
     def spy(*args: Any, **kwargs: Any) -> tuple[list[GroupResult], int]:
         results, map_size = rewrite(*args, **kwargs)
-        seen.append(sorted(r.task_partition for r in results))
+        seen.append([r.task_partition for r in results])
         return results, map_size
 
     engine._rewrite = spy  # type: ignore[method-assign]
     clean_round(engine, spark.log)
-    assert len(seen[0]) > 5
-    assert seen[0] == list(range(len(seen[0]))), "partition i rewrote group i, and only it"
+    partitions = seen[0]
+    assert len(partitions) > 5 and partitions == sorted(partitions)
+    tasks = len(set(partitions))
+    assert sorted(set(partitions)) == list(range(tasks)) and 1 < tasks < len(partitions)
+    clean_round(InProcessEngine(oracle.clock), oracle.log)
+    assert files(spark.log.directory) == files(oracle.log.directory)
 
 
 def test_hooks_hear_the_bytes_the_job_and_the_delayed_deletions(
@@ -211,17 +218,18 @@ def test_two_workers_clean_two_logs_at_once(tmp_path: Path, spark_holder: SparkS
         assert files(spark.log.directory) == files(oracle.log.directory)
 
 
-@pytest.mark.parametrize("max_bit_words", [0, 4])
-def test_group_sets_and_aborted_batches_match_the_oracle(
-    tmp_path: Path, spark_holder: SparkSessionHolder, monkeypatch: pytest.MonkeyPatch, max_bit_words: int
+@pytest.mark.parametrize("max_split_bytes", [64 << 20, 200])
+def test_splits_and_aborted_batches_match_the_oracle(
+    tmp_path: Path, spark_holder: SparkSessionHolder, max_split_bytes: int
 ) -> None:
-    """``collect_set`` (many groups) or bit sets, over a log whose dirty section holds aborted data."""
-    monkeypatch.setattr(key_map, "MAX_BIT_WORDS", max_bit_words)
+    """Partial maps of whole segments or of byte ranges of them (a split per index entry), over a log
+    whose dirty section holds aborted data."""
     oracle, spark = twins(tmp_path)
     upper = spark.log.active_segment.base_offset
     plan = plan_round(spark.log, 0, upper, spark.clock.now_ms())
     assert plan is not None and plan.map_scan.aborted_batches
-    result = clean_round(SparkEngine(clock=spark.clock, session=spark_holder), spark.log, 0, upper)
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, max_split_bytes=max_split_bytes)
+    result = clean_round(engine, spark.log, 0, upper)
     expected = clean_round(InProcessEngine(oracle.clock), oracle.log, 0, upper)
     assert (result.end_offset, result.stats.map_size) == (expected.end_offset, expected.stats.map_size)
     assert files(spark.log.directory) == files(oracle.log.directory)
