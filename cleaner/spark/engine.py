@@ -46,7 +46,7 @@ from cleaner.engine import LogRound
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark.jobs import run_action
-from cleaner.spark.partial_maps import map_tasks, run_map_task
+from cleaner.spark.partial_maps import map_tasks, pack_consecutive, run_map_task
 from cleaner.spark.rewrite import GroupResult, GroupTask, RewriteItem, RoundTask, rewrite_partition
 from cleaner.spark.round_plan import GroupPlan, RoundPlan, plan_round
 from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_splits
@@ -500,16 +500,10 @@ def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int]) -> RoundTa
 
 def _packed_groups(plan: RoundPlan, slots: list[int], rewrite_bytes: int) -> list[tuple[int, ...]]:
     """The log's group slots, consecutive groups packed up to ``rewrite_bytes`` a rewrite task."""
-    runs: list[list[int]] = []
-    size = 0
-    for group, slot in zip(plan.groups, slots, strict=True):
-        length = sum(s.size_bytes for s in group.segments)
-        if not runs or size + length > rewrite_bytes:
-            runs.append([])
-            size = 0
-        runs[-1].append(slot)
-        size += length
-    return [tuple(run) for run in runs]
+    size_of = {
+        slot: sum(s.size_bytes for s in g.segments) for g, slot in zip(plan.groups, slots, strict=True)
+    }
+    return pack_consecutive(slots, size_of.__getitem__, rewrite_bytes)
 
 
 def _own_partition(partition: int) -> int:

@@ -29,6 +29,7 @@ import bisect
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from cleaner.native import dump_key_map, load_key_map, new_native_key_map
 from cleaner.offset_map import CHUNK_BYTES, OffsetMap, map_data_batch
@@ -36,7 +37,9 @@ from cleaner.segment_chunks import SegmentChunks
 from cleaner.spark.segment_splits import SegmentSplit
 from cleaner.stats import CleanerStats
 
-__all__ = ["MapSplit", "build_partial_map", "map_tasks", "merged_lookup", "run_map_task"]
+__all__ = ["MapSplit", "build_partial_map", "map_tasks", "merged_lookup", "pack_consecutive", "run_map_task"]
+
+T = TypeVar("T")
 
 _ENTRY = struct.Struct("<Iq")  # key length, offset; then the key bytes (cleaner/_native.c's blob form)
 
@@ -137,7 +140,7 @@ def map_tasks(
     ordered = sorted(aborted)
     bases = sorted({s.segment_base_offset for s in splits})
     tasks = []
-    for index, run in enumerate(_packed(splits, task_bytes)):
+    for index, run in enumerate(pack_consecutive(splits, _split_bytes, task_bytes)):
         first, last = run[0].segment_base_offset, run[-1].segment_base_offset
         at = bisect.bisect_right(bases, last)
         end = bases[at] if at < len(bases) else run[-1].until_offset
@@ -147,14 +150,20 @@ def map_tasks(
     return tasks
 
 
-def _packed(splits: Sequence[SegmentSplit], task_bytes: int) -> list[tuple[SegmentSplit, ...]]:
-    runs: list[list[SegmentSplit]] = []
+def pack_consecutive(items: Sequence[T], size_of: Callable[[T], int], task_bytes: int) -> list[tuple[T, ...]]:
+    """``items`` in order, cut into runs of up to ``task_bytes`` (an item larger than that alone): what one
+    task takes, so that many small splits or groups do not become many tiny tasks."""
+    runs: list[list[T]] = []
     size = 0
-    for split in splits:
-        length = split.end_position - split.start_position
+    for item in items:
+        length = size_of(item)
         if not runs or size + length > task_bytes:
             runs.append([])
             size = 0
-        runs[-1].append(split)
+        runs[-1].append(item)
         size += length
     return [tuple(run) for run in runs]
+
+
+def _split_bytes(split: SegmentSplit) -> int:
+    return split.end_position - split.start_position

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import service
@@ -75,24 +76,22 @@ def one_round(log_dir: Path, threads: int, profile: str | None) -> tuple[float, 
         scheduler=DeferredTasks(),
         settings=LogManagerSettings(recovery_threads_per_dir=threads),
     )
-    profiler = cProfile.Profile() if profile else None
-    start, cpu_start = time.perf_counter(), time.process_time()
-    if profiler is not None:
-        profiler.runcall(manager.startup)
-        profiler.dump_stats(f"{profile}.startup")
-    else:
-        manager.startup()
-    startup_s, startup_cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+    startup_s, startup_cpu_s = timed_call(manager.startup, profile and f"{profile}.startup")
     logs = len(manager.logs)
-    profiler = cProfile.Profile() if profile else None
-    start, cpu_start = time.perf_counter(), time.process_time()
-    if profiler is not None:
-        profiler.runcall(manager.shutdown)
-        profiler.dump_stats(f"{profile}.shutdown")
-    else:
-        manager.shutdown()
-    stop_s, stop_cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+    stop_s, stop_cpu_s = timed_call(manager.shutdown, profile and f"{profile}.shutdown")
     return startup_s, startup_cpu_s, stop_s, stop_cpu_s, logs
+
+
+def timed_call(call: Callable[[], object], profile_path: str | None) -> tuple[float, float]:
+    """Wall and CPU seconds of ``call``; with ``profile_path``, under cProfile, its stats written there."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    if profile_path:
+        profiler = cProfile.Profile()
+        profiler.runcall(call)
+        profiler.dump_stats(profile_path)
+    else:
+        call()
+    return time.perf_counter() - start, time.process_time() - cpu_start
 
 
 def free_port() -> int:
