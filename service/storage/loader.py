@@ -88,11 +88,12 @@ def load_partition_log(
     names = os.listdir(directory)
     if read_only and not clean_shutdown:
         raise WouldWriteError(f"{directory}: loading it recovers it (no clean shutdown recorded for it)")
-    if _has_temp_files(names):  # never after a clean shutdown
+    if _has_temp_files(names):  # after a clean shutdown, at most deletions still pending
         if read_only:
-            raise WouldWriteError(f"{directory}: loading it removes or completes a swap or a cleaning")
-        names = _remove_temp_files(directory, names)
-        names = _complete_swaps(directory, names, config, clock)
+            names = _names_a_load_keeps(directory, names)
+        else:
+            names = _remove_temp_files(directory, names)
+            names = _complete_swaps(directory, names, config, clock)
     tracker = ProducerStateManager()  # enough to rebuild .txnindex files; the log's state is loaded below
     segments, rebuilt = _load_segments(
         directory, names, config, clock, tracker, clean_shutdown=clean_shutdown, read_only=read_only
@@ -201,6 +202,15 @@ def _check_clean_active_segment(active: LogSegment) -> tuple[str | None, int | N
         return reason, None
     active.mark_index_files_clean()  # an idle log's close then rewrites nothing
     return None, next_offset
+
+
+def _names_a_load_keeps(directory: Path, names: list[str]) -> list[str]:
+    """A read-only load's steps 1 and 2: without a ``.swap`` file, they only delete files (``.deleted``
+    ones, left by retention and cleaning, and unfinished ``.cleaned`` ones), so the listing without them is
+    what the load continues with; a swap to complete or discard would write."""
+    if any(name.endswith(SWAP_SUFFIX) for name in names):
+        raise WouldWriteError(f"{directory}: loading it completes or removes an interrupted swap")
+    return [name for name in names if not name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX))]
 
 
 def _has_temp_files(names: list[str]) -> bool:

@@ -138,13 +138,15 @@ def test_a_partition_missing_from_the_checkpoint_is_recovered_in_a_copy_only(
 
 
 def test_after_a_clean_stop_only_a_partition_whose_load_would_write_is_copied(tmp_path: Path) -> None:
-    """A healthy partition is read in place; one holding an unfinished cleaning (which loading removes) is
-    read from a scratch copy. A stray producer snapshot and a missing leader-epoch checkpoint, which a
-    load would delete and create, are left alone in place."""
+    """A partition holding an interrupted swap (which loading completes) is read from a scratch copy; the
+    others in place, with what a load would only delete passed over: files of deleted segments and an
+    unfinished cleaning, a stray producer snapshot; and a missing leader-epoch checkpoint not created."""
     log_dir = tmp_path / "logs"
     make_old_logs(log_dir, partitions=3)
     first_log = sorted((log_dir / "t-1").glob("*.log"))[0]
-    (log_dir / "t-1" / (first_log.name + ".cleaned")).write_bytes(first_log.read_bytes())
+    (log_dir / "t-1" / (first_log.name + ".swap")).write_bytes(first_log.read_bytes())
+    for leftover in (".cleaned", ".deleted"):
+        (log_dir / "t-0" / ("00000000000000000099.log" + leftover)).write_bytes(first_log.read_bytes())
     (log_dir / "t-2" / "00000000000000000005.snapshot").write_bytes(
         next((log_dir / "t-2").glob("*.snapshot")).read_bytes()
     )
