@@ -8,9 +8,10 @@ the checkpoint file when the entries changed:
   ≥ ``start`` go (they are not monotonic with the new one) and the new entry is appended;
 - ``truncate_from_start(offset)``: the log start offset moved to ``offset``. Entries starting at or below it
   go, and the last of them comes back starting at ``offset`` (epochs 0@0, 1@90 and offset 100 → 1@100).
-  With ``flush=False`` (retention, as Kafka's ``truncateFromStartAsyncFlush`` since KAFKA-15046/16541) the
-  file is written later, by ``flush``: a crash before that leaves the older entries, which the next load
-  cuts again from the log start offset, so nothing is lost, and a retention pass pays no fsync per log;
+  With ``flush=False`` (retention, as Kafka's ``truncateFromStartAsyncFlush`` since KAFKA-15046/16541; also
+  taken by ``truncate_from_end``) the file is written later, by ``flush``: a crash before that leaves the
+  older entries, which the next load cuts again, so nothing is lost, and a retention pass pays no fsync per
+  log;
 - ``truncate_from_end(offset)``: the log was cut at ``offset``; entries starting at or above it go;
 - ``clear()``: every entry goes (the log was deleted whole).
 
@@ -71,6 +72,9 @@ class LeaderEpochCache:
             return
         kept = [e for e in self._entries if e.start_offset > start_offset]
         self._entries = [EpochEntry(removed[-1].epoch, start_offset), *kept]
+        self._write_or_defer(flush)
+
+    def _write_or_defer(self, flush: bool) -> None:
         if flush:
             self._write()
         else:
@@ -85,11 +89,11 @@ class LeaderEpochCache:
         if self._unflushed:
             self._write()
 
-    def truncate_from_end(self, end_offset: int) -> None:
+    def truncate_from_end(self, end_offset: int, *, flush: bool = True) -> None:
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
             return
         self._entries = [e for e in self._entries if e.start_offset < end_offset]
-        self._write()
+        self._write_or_defer(flush)
 
     def clear(self) -> None:
         if self._entries:

@@ -162,6 +162,7 @@ class PartitionLog:
                         self._segments,
                         log_start_offset=self._log_start_offset,
                         log_end_offset=self._log_end_offset,
+                        flush_truncation=False,  # retention's first use: written by flush_leader_epochs
                     )
                 cache = self._leader_epochs
         return cache

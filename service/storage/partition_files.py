@@ -306,7 +306,11 @@ def load_leader_epoch_cache(
     log_start_offset: int,
     log_end_offset: int,
     read_only: bool = False,
+    flush_truncation: bool = True,
 ) -> LeaderEpochCache:
+    """``flush_truncation`` False: cutting the entries to the log's offsets leaves the file to the log's next
+    flush of its epochs (a first use after a clean load: the file's older entries are cut again at any
+    later load, so a crash before that loses nothing)."""
     persist = not read_only
     try:
         entries = read_leader_epoch_checkpoint(directory)
@@ -322,8 +326,8 @@ def load_leader_epoch_cache(
         cache = LeaderEpochCache(directory, entries or (), persist=persist)
         if entries is None:
             cache.create_file()
-    cache.truncate_from_end(log_end_offset)
-    cache.truncate_from_start(log_start_offset)
+    cache.truncate_from_end(log_end_offset, flush=flush_truncation)
+    cache.truncate_from_start(log_start_offset, flush=flush_truncation)
     return cache
 
 

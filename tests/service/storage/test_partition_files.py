@@ -330,6 +330,19 @@ def test_a9_retention_truncates_the_epoch_cache_from_the_start(directory: Path, 
     assert read_leader_epoch_checkpoint(killed) == [EpochEntry(1, 100)]
 
 
+def test_retention_after_a_clean_load_leaves_the_epoch_file_to_the_delayed_task_too(
+    directory: Path, clock: ManualClock
+) -> None:
+    """After a clean load the checkpoint is read at first use, here retention's: cut in memory only."""
+    manager, scheduler = retention(clock)
+    log = reopen(log_past_retention(directory, clock), clock)  # the epoch checkpoint left unread
+    manager.delete_old_segments(log)
+    assert log.leader_epochs.entries == [EpochEntry(1, 100)]
+    assert read_leader_epoch_checkpoint(directory) == [EpochEntry(0, 0), EpochEntry(1, 90)]
+    scheduler.advance(LogConfig().file_delete_delay_ms)
+    assert read_leader_epoch_checkpoint(directory) == [EpochEntry(1, 100)]
+
+
 def test_a_close_writes_the_epoch_truncation_retention_left(directory: Path, clock: ManualClock) -> None:
     manager, _ = retention(clock)
     log = log_past_retention(directory, clock)
