@@ -60,7 +60,7 @@ __all__ = ["DeletedSegment", "LogManager", "LogManagerSettings"]
 logger = logging.getLogger(__name__)
 
 _MAX_DIR_NAME = 255
-_CREATE_PARTITION_THREADS = 16  # concurrent fsyncs the file system can batch
+_CREATE_PARTITION_THREADS = 16  # concurrent fsyncs the file system can batch (creation, epoch flushes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +188,7 @@ class LogManager:
             for log in [*self.logs.values(), *self.offline_logs.values()]:
                 log.abandon()  # releases its files, writes nothing
             return
+        self._flush_leader_epochs_left_by_retention()
         for state in self.online_dirs():
             logs = self.logs_in(state.path)
             try:
@@ -204,6 +205,20 @@ class LogManager:
             log.abandon()
         self.release_locks()
         logger.info("Log manager shut down cleanly")
+
+    def _flush_leader_epochs_left_by_retention(self) -> None:
+        """Write the epoch checkpoints whose retention task has not run yet, many at once (each is two
+        fsyncs, which a file system batches), so that the closes after it write none: after a pass over
+        10,000 logs, one at a time they took 5 s of the stop."""
+        pending = [log for log in self.logs.values() if log.has_unflushed_leader_epochs]
+        if not pending:
+            return
+        with ThreadPoolExecutor(
+            min(_CREATE_PARTITION_THREADS, len(pending)), thread_name_prefix="logcleaner-epoch-flush"
+        ) as pool:
+            for log, outcome in zip(pending, pool.map(_flush_epochs_of, pending), strict=True):
+                if outcome is not None:  # its close tries again, and takes its dir offline if it fails
+                    logger.warning("Could not write the leader-epoch checkpoint of %s: %s", log, outcome)
 
     def begin_stop(self) -> None:
         """A retention pass in flight ends after the log it is on (the rest waits for the next start), so
@@ -652,6 +667,14 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _flush_epochs_of(log: PartitionLog) -> OSError | None:
+    try:
+        log.flush_leader_epochs()
+    except OSError as exc:
+        return exc
+    return None
 
 
 def _deleter(log: PartitionLog, segments: list[LogSegment]) -> Callable[[], None]:

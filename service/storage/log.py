@@ -568,6 +568,12 @@ class PartitionLog:
             self._recovery_point = max(self._recovery_point, target)
             self.last_flush_ms = self.clock.now_ms()
 
+    @property
+    def has_unflushed_leader_epochs(self) -> bool:
+        """Whether retention left the leader-epoch checkpoint behind the cache (see flush_leader_epochs)."""
+        cache = self._leader_epochs
+        return cache is not None and cache.has_unflushed_change
+
     def flush_leader_epochs(self) -> None:
         """Write the leader-epoch checkpoint that retention's truncation left for later (the delete-file
         task calls it after the pass, off the pass's thread; ``close`` does too). A closed log has nothing

@@ -343,6 +343,20 @@ def test_retention_after_a_clean_load_leaves_the_epoch_file_to_the_delayed_task_
     assert read_leader_epoch_checkpoint(directory) == [EpochEntry(1, 100)]
 
 
+def test_a_shutdown_writes_the_epoch_truncations_retention_left(directory: Path, clock: ManualClock) -> None:
+    log_past_retention(directory, clock).close()
+    config = LogConfig(segment_bytes=360, segment_index_bytes=1000, retention_ms=999)
+    manager = LogManager(
+        [directory.parent], lambda _t: config, clock=clock, scheduler=ManualTaskScheduler(clock)
+    )
+    manager.startup()
+    [log] = manager.logs.values()
+    manager.delete_old_segments(log)
+    assert log.has_unflushed_leader_epochs
+    manager.shutdown()  # before the delayed deletion ran
+    assert read_leader_epoch_checkpoint(directory) == [EpochEntry(1, 100)]
+
+
 def test_a_close_writes_the_epoch_truncation_retention_left(directory: Path, clock: ManualClock) -> None:
     manager, _ = retention(clock)
     log = log_past_retention(directory, clock)
