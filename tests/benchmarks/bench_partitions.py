@@ -53,7 +53,8 @@ RECORDS = 30  # 3 segments of 10 records
 PARTITIONS_PER_TOPIC = 100
 SCRAPES = 5
 FD_LIMIT = 4096
-PHASES = ("listed in", "flushed and closed", " stopped in ", "Shut down cleanly")  # serve's INFO phase lines
+# serve's INFO phase lines
+PHASES = ("listed in", "left by retention", "flushed and closed", " stopped in ", "Shut down cleanly")
 TARGETS = {
     "start-up to /readyz": 3.0,
     "SIGTERM stop": 2.0,
