@@ -345,23 +345,29 @@ def _scan_headers_native(segment: LogSegment, position: int) -> tuple[int, list[
     segment is gone), or None without the C module."""
     if not has_native():
         return None
-    try:
-        fd = os.open(segment.log_path, os.O_RDONLY)
-    except FileNotFoundError:
-        return position, []  # retention removed the segment meanwhile
+    fd = _open_log(segment)
+    if fd is None:
+        return position, []
     try:
         return scan_producer_headers(fd, position, segment.size_bytes)
     finally:
         os.close(fd)
 
 
+def _open_log(segment: LogSegment) -> int | None:
+    """A read-only descriptor of the segment's ``.log``, or None if retention removed it meanwhile."""
+    try:
+        return os.open(segment.log_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+
+
 def _iter_headers(segment: LogSegment, position: int) -> Iterator[tuple[int, int, int, int, int]]:
     """(attributes, last offset, producer id, epoch, next position) per batch, reading 4 MiB at a time."""
     end = segment.size_bytes
-    try:
-        fd = os.open(segment.log_path, os.O_RDONLY)
-    except FileNotFoundError:
-        return  # retention removed the segment meanwhile
+    fd = _open_log(segment)
+    if fd is None:
+        return
     try:
         buf, buf_start = b"", position
         while position + BATCH_HEADER.size <= end:

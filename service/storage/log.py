@@ -162,7 +162,7 @@ class PartitionLog:
                         self._segments,
                         log_start_offset=self._log_start_offset,
                         log_end_offset=self._log_end_offset,
-                        flush_truncation=False,  # retention's first use: written by flush_leader_epochs
+                        flush_truncation=False,  # a cut is written by flush_leader_epochs or close
                     )
                 cache = self._leader_epochs
         return cache
@@ -505,9 +505,8 @@ class PartitionLog:
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             self._recovery_point = max(self._recovery_point, self._log_start_offset)
             self._publish()
-            self.leader_epochs.truncate_from_start(
-                self._log_start_offset, flush=False
-            )  # see flush_leader_epochs
+            # The checkpoint file is written later: see flush_leader_epochs.
+            self.leader_epochs.truncate_from_start(self._log_start_offset, flush=False)
             for segment in doomed:
                 segment.close_file()
                 segment.change_file_suffixes("", DELETED_SUFFIX)

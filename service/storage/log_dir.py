@@ -40,9 +40,9 @@ from service.storage.topic_partition import TopicPartition
 
 __all__ = [
     "FailedPartition",
-    "PartitionCopier",
     "LoadInterruptedError",
     "LoadedLogDir",
+    "PartitionCopier",
     "close_log_dir",
     "load_log_dir",
     "write_log_start_offset_checkpoint",
