@@ -311,18 +311,11 @@ class LogSegment:
         self, data: bytes, *, largest_offset: int, max_timestamp: int, offset_of_max_timestamp: int
     ) -> None:
         """Append whole batches; index them by Kafka's interval rule."""
-        if largest_offset - self.base_offset > _INT32_MAX or largest_offset < self.base_offset:
-            raise ValueError(f"offset {largest_offset} does not fit segment {self.base_offset}")
-        position = self._size
-        self._indexes_checked = False
+        self._check_fits(largest_offset)
+        position = self._write_at_end(data)
         if position == 0:
             self._rolling_based_timestamp = max_timestamp
-        written = os.pwrite(self._file(), data, position)
-        if written != len(data):
-            raise OSError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
         self._size += len(data)
-        self._is_dirty = True
-        self._mtime_ms = None
         if max_timestamp > self.max_timestamp_so_far:
             self._max_timestamp = max_timestamp
             self._offset_of_max_timestamp = offset_of_max_timestamp
@@ -348,15 +341,8 @@ class LogSegment:
         if sum(sizes) != len(data):
             raise ValueError(f"batch sizes add up to {sum(sizes)}, not the {len(data)} bytes given")
         for last in (last_offsets[0], max(last_offsets)):
-            if last - self.base_offset > _INT32_MAX or last < self.base_offset:
-                raise ValueError(f"offset {last} does not fit segment {self.base_offset}")
-        position = self._size
-        self._indexes_checked = False
-        written = os.pwrite(self._file(), data, position)
-        if written != len(data):
-            raise OSError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
-        self._is_dirty = True
-        self._mtime_ms = None
+            self._check_fits(last)
+        position = self._write_at_end(data)
         if position == 0:
             self._rolling_based_timestamp = next(t for s, t in zip(sizes, max_timestamps, strict=True) if s)
         max_timestamp, offset_of_max = self.max_timestamp_so_far, self.offset_of_max_timestamp
@@ -374,6 +360,21 @@ class LogSegment:
         self._size = position
         self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
         self._bytes_since_last_index_entry = since_entry
+
+    def _check_fits(self, offset: int) -> None:
+        if offset - self.base_offset > _INT32_MAX or offset < self.base_offset:
+            raise ValueError(f"offset {offset} does not fit segment {self.base_offset}")
+
+    def _write_at_end(self, data: bytes | memoryview) -> int:
+        """Write ``data`` after the last byte (the size is the caller's to move); returns where it went."""
+        position = self._size
+        self._indexes_checked = False
+        written = os.pwrite(self._file(), data, position)
+        if written != len(data):
+            raise OSError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
+        self._is_dirty = True
+        self._mtime_ms = None
+        return position
 
     def _append_index_entries(
         self, offset: int, position: int, max_timestamp: int, offset_of_max: int
