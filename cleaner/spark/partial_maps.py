@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from cleaner.native import dump_key_map, load_key_map, new_native_key_map
-from cleaner.offset_map import CHUNK_BYTES, OffsetMap, map_data_batch
-from cleaner.segment_chunks import SegmentChunks
+from cleaner.offset_map import OffsetMap, map_data_batch
+from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
 from cleaner.spark.segment_splits import SegmentSplit
 from cleaner.stats import CleanerStats
 
@@ -69,7 +69,7 @@ def build_partial_map(task: MapSplit) -> bytes:
             while chunks.has_more:
                 buf, at = chunks.chunk()
                 if native is not None:
-                    reached, batches, *_counts = native.map_batches(buf, at, at + CHUNK_BYTES, start)
+                    reached, batches, *_counts = native.map_batches(buf, at, at + RUN_BYTES, start)
                     if batches:
                         chunks.position = chunks.buffer_start + reached
                         continue
