@@ -33,15 +33,16 @@ BIG = TopicPartition("big", 0)
 
 
 def big_compacted_log(log_dir: Path) -> None:
-    """~4.5 MB in 64 KiB segments (keys drawn from 40,000), cleaned in 1 MiB groups: every group is
-    rewritten (it merges)."""
+    """~40 MB in 64 KiB segments (keys drawn from 40,000), cleaned in 1 MiB groups: every group is
+    rewritten (it merges). Large enough that even the C engine's round outlasts the throttler's first
+    0.3 s check interval (Kafka's ``Throttler`` never slows a round shorter than that)."""
     generate(
         GenOptions(
             log_dir=log_dir,
             topics=(BIG.topic,),
             records=40_000,
-            batch_size=200,
-            value_size=100,
+            batch_size=50,
+            value_size=1000,
             segment_bytes=65_536,
             cleanup_policy=frozenset({"compact"}),
         )
@@ -61,7 +62,7 @@ def test_sigterm_aborts_the_round_in_flight_names_it_and_leaves_no_cleaned_file(
     serve = Serve(
         log_dir,
         f"log.cleaner.engine={engine}",
-        "log.cleaner.io.max.bytes.per.second=1000000",  # a round of about 10 s (Spark: its pause after)
+        "log.cleaner.io.max.bytes.per.second=10000000",  # a round of about 10 s (Spark: its pause after)
         "scheduler.initial.delay.ms=3600000",
         "spark.master=local[2]",
     )
