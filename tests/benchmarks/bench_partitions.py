@@ -3,6 +3,7 @@
 Run on demand (not part of CI's pass/fail), from the repository root:
 
     PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions [--partitions 10000] [--start-stop-only]
+    PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions --offline-only [--rounds 3]
 
 It builds, under a temporary folder removed at the end, one log dir as a clean shutdown leaves it:
 ``--partitions`` copies (topics ``bench-<i // 100>``, partitions ``<i % 100>``) of one partition written by
@@ -16,6 +17,10 @@ in one run, each figure and its ratio to a Python ``os.scandir`` + ``stat`` walk
 - ``GET /v1/retention/explain`` over the whole dir, and the daemon's descriptors before and after it;
 - SIGTERM to the exit of the process (flush, close, checkpoints, marker);
 - offline ``explain --json`` under ``ulimit -n 4096`` and offline ``retention --dry-run``.
+
+``--offline-only`` times only the two offline commands (``--rounds`` times each, walk and commands
+interleaved), on the dir as the full run leaves it for them: ``serve`` is started, one retention pass
+deleting a segment of every partition runs, and SIGTERM stops it, all untimed.
 
 Targets (ratios to the walk): start-up ≤ 3, stop ≤ 2, ``/metrics`` ≤ 0.4 (≤ 0.6 while a task runs),
 explain and dry-run ≤ 3.
@@ -231,6 +236,22 @@ def print_phases(stderr_path: Path) -> None:
             print("  serve:", line.split(" INFO ", 1)[-1])
 
 
+def offline_only(log_dir: Path, root: Path, rounds: int) -> None:
+    """The offline commands alone, on the dir as a full run leaves it (see the module docstring)."""
+    serve = Serve(log_dir, root / "serve.stderr")
+    serve.wait_ready()
+    get(serve.url + "/v1/retention/run", timeout_s=600, method="POST")
+    serve.stop()
+    for n in range(rounds):
+        walk_s = statistics.median(timed(lambda: walk(log_dir)) for _ in range(3))
+        figures = {
+            "explain --json (ulimit -n 4096)": offline(log_dir, "explain", "--json", fd_limit=True),
+            "retention --dry-run": offline(log_dir, "retention", "--dry-run"),
+        }
+        print(f"round {n + 1} of {rounds}, load average {os.getloadavg()[0]:.1f}")
+        report(figures, walk_s)
+
+
 def report(figures: dict[str, float], walk_s: float) -> None:
     print(f"{'walk (os.scandir + stat)':36} {walk_s:8.2f} s")
     for name, seconds in figures.items():
@@ -250,6 +271,12 @@ def main() -> None:
         help="only start-up and SIGTERM stop (and one /metrics median): skip the retention pass, the "
         "explain calls and the offline commands, which take minutes at 10,000 partitions",
     )
+    parser.add_argument(
+        "--offline-only",
+        action="store_true",
+        help="only offline explain --json and retention --dry-run, after an untimed retention pass",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="with --offline-only: rounds to time")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="logcleaner-bench-partitions-") as tmp:
         root = args.keep or Path(tmp)
@@ -258,6 +285,9 @@ def main() -> None:
         log_dir = root / "logs"
         print(f"built {args.partitions} partitions in {built:.1f} s under {log_dir}")
         walk(log_dir)  # warm the page and dentry caches once, as every later step finds them
+        if args.offline_only:
+            offline_only(log_dir, root, args.rounds)
+            return
         walk_s = statistics.median(timed(lambda: walk(log_dir)) for _ in range(3))
         figures: dict[str, float] = {}
         serve = Serve(log_dir, root / "serve.stderr")
