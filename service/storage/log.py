@@ -125,6 +125,7 @@ class PartitionLog:
             self._leader_epochs = leader_epochs or LeaderEpochCache(directory, persist=False)
         self._topic_id = topic_id  # of partition.metadata; None when the dir has none
         self._topic_id_unread = deferred.partition_metadata
+        self._deferred_read_only = deferred.read_only  # a read-only load's: its deferred reads write nothing
         self.last_flush_ms = clock.now_ms()
         self._closed_reason: str | None = None
         self._offline_reason: str | None = None
@@ -162,6 +163,7 @@ class PartitionLog:
                         self._segments,
                         log_start_offset=self._log_start_offset,
                         log_end_offset=self._log_end_offset,
+                        read_only=self._deferred_read_only,
                         flush_truncation=False,  # a cut is written by flush_leader_epochs or close
                     )
                 cache = self._leader_epochs
@@ -274,7 +276,10 @@ class PartitionLog:
             with self._lock:
                 if self._txns is None:
                     self._txns = read_deferred_producer_state(
-                        self.directory, self._segments, self._log_end_offset
+                        self.directory,
+                        self._segments,
+                        self._log_end_offset,
+                        read_only=self._deferred_read_only,
                     )
                 state = self._txns
         return state

@@ -23,9 +23,11 @@ listing has it (stray snapshots are still deleted at load, from the listing; ``r
 falls back to ``load_producer_state`` if the snapshot turns out unreadable). After an unclean shutdown
 everything is read at load, as before.
 
-A read-only load (``read_only``) defers nothing and deletes no snapshot and writes no checkpoint: strays
-and unreadable snapshots are passed over, and the epoch cache is kept in memory only, truncated as a load
-would.
+A read-only load (``read_only``, the inspections) defers the same reads after a clean shutdown, and
+neither it nor those reads at first use write: no snapshot is deleted (strays and unreadable snapshots are
+passed over) and no checkpoint written (the epoch cache is kept in memory only, truncated as a load
+would). ``explain`` reads the topic id and the producer state (its ``last_stable_offset``), never the
+epochs; ``retention --dry-run`` reads none of the three.
 
 While the log runs: a snapshot at each roll (named by the new segment's base offset) and on close (at the
 log end offset); the snapshot named by a segment retention deletes is renamed ``.snapshot.deleted`` with
@@ -85,15 +87,17 @@ class DeferredFiles:
     producer_snapshot: bool = False  # the snapshot at the log end offset
     leader_epoch_checkpoint: bool = False
     partition_metadata: bool = False
+    read_only: bool = False  # a read-only load's: reading them at first use writes nothing either
 
 
 NOTHING_DEFERRED = DeferredFiles()
 # One shared instance per combination: no object per partition.
 _DEFERRED = {
-    (snapshot, epochs, metadata): DeferredFiles(snapshot, epochs, metadata)
+    (snapshot, epochs, metadata, read_only): DeferredFiles(snapshot, epochs, metadata, read_only)
     for snapshot in (False, True)
     for epochs in (False, True)
     for metadata in (False, True)
+    for read_only in (False, True)
 }
 
 
@@ -120,9 +124,9 @@ def load_partition_files(
 ) -> LoadedPartitionFiles:
     """What the loader hands the log besides its segments (steps in the module docstring); ``names`` is
     the dir's listing if the caller has one (its snapshot names current), so it is not listed again.
-    After a ``clean_shutdown`` the reads the module docstring lists are deferred (``names`` needed),
-    unless ``read_only``: a deferred read could write (the epoch cache cut to the log's offsets)."""
-    if not clean_shutdown or names is None or read_only:
+    After a ``clean_shutdown`` the reads the module docstring lists are deferred (``names`` needed); a
+    ``read_only`` load's deferred reads write nothing at first use either (``DeferredFiles.read_only``)."""
+    if not clean_shutdown or names is None:
         return LoadedPartitionFiles(
             load_producer_state(
                 directory,
@@ -142,23 +146,29 @@ def load_partition_files(
             load_topic_id(directory),
         )
     names = names if isinstance(names, (list, set, frozenset)) else list(names)
-    offsets = _remove_stray_snapshots(directory, segments, log_end_offset, names, read_only=False)
+    offsets = _remove_stray_snapshots(directory, segments, log_end_offset, names, read_only=read_only)
     defer_snapshot = bool(offsets) and offsets[-1] == log_end_offset == recovery_point
     producer_state = None
     if not defer_snapshot:
-        producer_state = _restore_producer_state(directory, segments, offsets, log_end_offset, recovery_point)
+        producer_state = _restore_producer_state(
+            directory, segments, offsets, log_end_offset, recovery_point, read_only=read_only
+        )
     defer_epochs = LEADER_EPOCH_CHECKPOINT in names
     leader_epochs = None
     if not defer_epochs:
         leader_epochs = load_leader_epoch_cache(
-            directory, segments, log_start_offset=log_start_offset, log_end_offset=log_end_offset
+            directory,
+            segments,
+            log_start_offset=log_start_offset,
+            log_end_offset=log_end_offset,
+            read_only=read_only,
         )
     defer_metadata = PARTITION_METADATA_FILE in names
     return LoadedPartitionFiles(
         producer_state,
         leader_epochs,
         None,
-        _DEFERRED[defer_snapshot, defer_epochs, defer_metadata],
+        _DEFERRED[defer_snapshot, defer_epochs, defer_metadata, read_only],
     )
 
 
@@ -183,12 +193,13 @@ def load_producer_state(
 
 
 def read_deferred_producer_state(
-    directory: Path, segments: Sequence[LogSegment], log_end_offset: int
+    directory: Path, segments: Sequence[LogSegment], log_end_offset: int, *, read_only: bool = False
 ) -> ProducerStateManager:
     """The producer state of a clean load that deferred it: the snapshot at the log end offset, read now.
 
     If it cannot be read any more (corrupt, or gone), ``load_producer_state`` runs as the load would have:
-    the next older snapshot, or a replay of the segments (those the log holds now).
+    the next older snapshot, or a replay of the segments (those the log holds now); ``read_only``: the
+    corrupt snapshot and any stray stay where they are.
     """
     path = snapshot_path(directory, log_end_offset)
     state = ProducerStateManager()
@@ -196,10 +207,14 @@ def read_deferred_producer_state(
         state.load_entries(read_snapshot(path))
     except (CorruptDataError, FileNotFoundError) as exc:
         logger.error("%s; rebuilding the producer state from the segments instead", exc)
-        if isinstance(exc, CorruptDataError):
+        if isinstance(exc, CorruptDataError) and not read_only:
             path.unlink(missing_ok=True)
         return load_producer_state(
-            directory, segments, log_end_offset=log_end_offset, recovery_point=log_end_offset
+            directory,
+            segments,
+            log_end_offset=log_end_offset,
+            recovery_point=log_end_offset,
+            read_only=read_only,
         )
     return state
 

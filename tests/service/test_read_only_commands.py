@@ -18,8 +18,14 @@ import pytest
 from service.cli import main
 from service.clock import SystemClock
 from service.storage.dir_lock import LogDirLock
+from service.storage.leader_epoch_checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    EpochEntry,
+    write_leader_epoch_checkpoint,
+)
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
+from service.storage.partition_metadata import PARTITION_METADATA_FILE, write_partition_metadata
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
 from service.tools.log_commands import load_config, read_only_log_manager
@@ -161,6 +167,38 @@ def test_after_a_clean_stop_only_a_partition_whose_load_would_write_is_copied(tm
         assert logs[TopicPartition("t", 0)].directory == log_dir.resolve() / "t-0"  # in place
         assert {log.log_end_offset for log in logs.values()} == {30}
     assert snapshot(log_dir) == before
+
+
+def test_a_read_only_load_defers_the_files_the_daemon_defers_and_their_reads_write_nothing(
+    tmp_path: Path,
+) -> None:
+    """As at the daemon's clean start, ``partition.metadata``, the leader-epoch checkpoint and the producer
+    snapshot at the log end offset are read at their first use, not at load (``retention --dry-run`` needs
+    none of them); reading them then writes nothing either: a corrupt snapshot stays (the state is rebuilt
+    from the segments), and epochs past the log end are cut in memory only."""
+    log_dir = tmp_path / "logs"
+    make_old_logs(log_dir, partitions=2)
+    t0, t1 = log_dir / "t-0", log_dir / "t-1"
+    write_leader_epoch_checkpoint(t0, [EpochEntry(0, 0), EpochEntry(7, 500)])  # 500: past the end (30)
+    assert (t1 / "00000000000000000030.snapshot").exists()  # the clean close's, at the log end offset
+    (t1 / "00000000000000000030.snapshot").write_bytes(b"not a snapshot")
+    write_partition_metadata(t0, "BBBBBBBBBBBBBBBBBBBBBB")
+    broker = load_config(None, (f"log.dirs={log_dir}",))
+    with read_only_log_manager(broker) as (manager, copies):
+        assert copies.copied == 0
+        logs = [manager.logs[TopicPartition("t", p)] for p in (0, 1)]
+        # Read at first use: what the files hold now, not at load.
+        topic_id = write_partition_metadata(t0, "AAAAAAAAAAAAAAAAAAAAAA").topic_id
+        before = snapshot(log_dir)
+        assert logs[0].topic_id == topic_id
+        assert logs[1].topic_id is None
+        assert not (t1 / PARTITION_METADATA_FILE).exists()
+        assert logs[0].leader_epochs.entries == [EpochEntry(0, 0)]
+        assert logs[1].producer_state.snapshot_entries() == []  # rebuilt from the segments
+        assert logs[1].last_stable_offset == 30
+        assert snapshot(log_dir) == before
+    assert snapshot(log_dir) == before
+    assert (t0 / LEADER_EPOCH_CHECKPOINT).read_bytes().count(b"\n") == 4  # both entries kept on disk
 
 
 def test_a_clean_dir_is_read_in_place(tmp_path: Path) -> None:
