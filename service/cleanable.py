@@ -99,6 +99,9 @@ def log_to_clean(log: PartitionLog, checkpoint: int | None, now_ms: int) -> LogT
 
 def _max_compaction_delay(log: PartitionLog, first_dirty: int, now_ms: int) -> int:
     max_lag = log.config.max_compaction_lag_ms
+    clean_until = now_ms - max(max_lag, 0)
+    if clean_until <= 1:  # no first-batch timestamp (≥ 1: 0 and none are passed over) lies before it
+        return 0  # (max.compaction.lag.ms at its default, Long.MAX_VALUE): no segment need be read
     earliest = min(
         (
             t
@@ -109,7 +112,6 @@ def _max_compaction_delay(log: PartitionLog, first_dirty: int, now_ms: int) -> i
     )
     if earliest is None:
         return 0
-    clean_until = now_ms - max(max_lag, 0)
     return clean_until - earliest if earliest < clean_until else 0
 
 

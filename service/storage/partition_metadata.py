@@ -22,6 +22,7 @@ from pathlib import Path
 
 from service.errors import CorruptDataError
 from service.storage.atomic import write_atomically
+from service.storage.index_file import read_whole_file
 
 __all__ = [
     "PARTITION_METADATA_FILE",
@@ -139,12 +140,12 @@ def _second_line_position(data: bytes) -> int:
 
 def read_partition_metadata(directory: Path) -> PartitionMetadata | None:
     """The metadata of a partition dir, or None when it has no ``partition.metadata`` file."""
-    path = directory / PARTITION_METADATA_FILE
+    path = os.path.join(directory, PARTITION_METADATA_FILE)
     try:
-        data = path.read_bytes()
+        data = read_whole_file(path)  # a bare descriptor: read for every partition by explain
     except FileNotFoundError:
         return None
-    return decode_partition_metadata(data, path=str(path))
+    return decode_partition_metadata(data, path=path)
 
 
 def write_partition_metadata(directory: Path, topic_id: str) -> PartitionMetadata:

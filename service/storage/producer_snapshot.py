@@ -31,6 +31,7 @@ import crc32c
 
 from service.errors import CorruptDataError
 from service.storage.atomic import write_atomically
+from service.storage.index_file import read_whole_file
 from service.storage.log_files import SNAPSHOT_SUFFIX, segment_path
 
 __all__ = [
@@ -162,7 +163,8 @@ def list_snapshot_offsets(directory: Path, names: Iterable[str] | None = None) -
 
 
 def read_snapshot(path: Path) -> list[ProducerSnapshotEntry]:
-    return decode_snapshot(path.read_bytes(), path=str(path))
+    file = str(path)
+    return decode_snapshot(read_whole_file(file), path=file)  # a bare descriptor: no buffered file object
 
 
 def write_snapshot(directory: Path, offset: int, entries: Iterable[ProducerSnapshotEntry]) -> Path:
