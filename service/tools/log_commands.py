@@ -29,6 +29,7 @@ from service.log_manager import LogManager
 from service.log_manager_setup import build_log_manager
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.tasks import DeferredTasks
+from service.tools.json_text import dumps_indented
 from service.tools.read_only import ScratchCopies, require_log_dirs, scratch_copies
 
 __all__ = [
@@ -142,7 +143,7 @@ def retention_command(
                 continue
             deleted.extend(manager.delete_old_segments(log, dry_run=dry_run))
     if as_json:
-        click.echo(json.dumps(retention_document(deleted, dry_run=dry_run), indent=2))
+        click.echo(dumps_indented(retention_document(deleted, dry_run=dry_run)))
         return
     verb = "would delete" if dry_run else "deleted"
     for d in deleted:
@@ -179,7 +180,7 @@ def explain_command(
     for doc in docs:
         doc["log_dir"] = str(copies.original_log_dir(Path(str(doc["log_dir"]))))
     if as_json:
-        click.echo(json.dumps({"partitions": docs}, indent=2))
+        click.echo(dumps_indented({"partitions": docs}))
         return
     for doc in docs:
         _print_explanation(doc)
