@@ -67,6 +67,11 @@ class PartitionCopier(Protocol):
         """A copy of ``directory`` (same name); ``every_log``: copy every ``.log`` (recovery may cut any)."""
         ...
 
+    def selects(self, name: str) -> bool:
+        """Whether the inspection reads the partition dir ``name`` (one split over processes reads only its
+        share of the dirs)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class FailedPartition:
@@ -135,7 +140,8 @@ def load_log_dir(
         if parsed.kind == "delete":
             pending_deletion.append(child)
         elif parsed.kind == "":
-            to_load.append((child, TopicPartition(parsed.topic, parsed.partition)))
+            if read_only is None or read_only.selects(name):
+                to_load.append((child, TopicPartition(parsed.topic, parsed.partition)))
         else:
             logger.info("Skipping %s: a %s replica is not managed here", child, parsed.kind)
     if progress is not None:

@@ -48,12 +48,17 @@ class ScratchCopies:
     """Copies of the partition dirs a read-only load would write into, under one scratch folder.
 
     Each copy sits in its own folder (``<scratch>/<n>/<partition dir name>``), so that partitions of the
-    same name in two log dirs do not meet; :meth:`original_log_dir` maps a copy's parent back.
+    same name in two log dirs do not meet; :meth:`original_log_dir` maps a copy's parent back. ``share``:
+    the partition dir names the inspection reads (None: every one), for an inspection split over processes.
     """
 
-    def __init__(self, scratch: Path) -> None:
+    def __init__(self, scratch: Path, share: frozenset[str] | None = None) -> None:
         self._scratch = scratch
+        self._share = share
         self._originals: dict[Path, Path] = {}  # copy's parent → the original's log dir
+
+    def selects(self, name: str) -> bool:
+        return self._share is None or name in self._share
 
     @property
     def copied(self) -> int:
@@ -80,10 +85,10 @@ class ScratchCopies:
 
 
 @contextmanager
-def scratch_copies() -> Iterator[ScratchCopies]:
+def scratch_copies(share: frozenset[str] | None = None) -> Iterator[ScratchCopies]:
     """A :class:`ScratchCopies` whose folder is removed on exit."""
     with tempfile.TemporaryDirectory(prefix="logcleaner-read-only-") as scratch:
-        yield ScratchCopies(Path(scratch))
+        yield ScratchCopies(Path(scratch), share)
 
 
 def _copy_partition_dir(original: Path, target: Path, *, every_log: bool) -> None:
