@@ -16,6 +16,7 @@ from service.errors import NotFoundError
 from service.explain import explain_partition
 from service.log_manager import DeletedSegment, LogManager
 from service.storage.checkpoints import OffsetCheckpointFile
+from service.storage.log import PartitionLog
 from service.storage.log_files import CLEANER_OFFSET_CHECKPOINT
 from service.storage.topic_partition import TopicPartition
 
@@ -87,7 +88,7 @@ def explain_partitions(
     """
     logs = [
         log
-        for tp, log in sorted(manager.logs.items())
+        for tp, log in sorted(manager.logs.items(), key=_by_topic_partition)
         if (topic is None or tp.topic == topic) and (partition is None or tp.partition == partition)
     ]
     if topic is not None and not logs:
@@ -106,6 +107,11 @@ def explain_partitions(
         )
         for log in logs
     ]
+
+
+def _by_topic_partition(item: tuple[TopicPartition, PartitionLog]) -> tuple[str, int]:
+    """TopicPartition's own order, compared as a tuple in C rather than by the dataclass's ``__lt__``."""
+    return item[0].topic, item[0].partition
 
 
 def topic_config_document(topic: str, entries: Mapping[str, ConfigEntry]) -> JsonDoc:

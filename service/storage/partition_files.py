@@ -46,7 +46,7 @@ from pathlib import Path
 from service.errors import CorruptDataError
 from service.storage.leader_epoch_cache import LeaderEpochCache
 from service.storage.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
-from service.storage.log_files import DELETED_SUFFIX
+from service.storage.log_files import DELETED_SUFFIX, SNAPSHOT_SUFFIX, file_name
 from service.storage.partition_metadata import (
     PARTITION_METADATA_FILE,
     new_topic_id,
@@ -201,14 +201,15 @@ def read_deferred_producer_state(
     the next older snapshot, or a replay of the segments (those the log holds now); ``read_only``: the
     corrupt snapshot and any stray stay where they are.
     """
-    path = snapshot_path(directory, log_end_offset)
+    path = os.path.join(directory, file_name(log_end_offset, SNAPSHOT_SUFFIX))  # no Path: read per log
     state = ProducerStateManager()
     try:
         state.load_entries(read_snapshot(path))
     except (CorruptDataError, FileNotFoundError) as exc:
         logger.error("%s; rebuilding the producer state from the segments instead", exc)
         if isinstance(exc, CorruptDataError) and not read_only:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
         return load_producer_state(
             directory,
             segments,

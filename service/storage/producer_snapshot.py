@@ -162,8 +162,8 @@ def list_snapshot_offsets(directory: Path, names: Iterable[str] | None = None) -
     return sorted(offsets)
 
 
-def read_snapshot(path: Path) -> list[ProducerSnapshotEntry]:
-    file = str(path)
+def read_snapshot(path: Path | str) -> list[ProducerSnapshotEntry]:
+    file = os.fspath(path)
     return decode_snapshot(read_whole_file(file), path=file)  # a bare descriptor: no buffered file object
 
 

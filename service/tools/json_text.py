@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 
-__all__ = ["dumps_indented"]
+__all__ = ["dumps_indented", "dumps_indented_items", "indented_array_document"]
 
 _INDENT = "  "
 _SCALARS = frozenset((str, int, float, bool, type(None)))
@@ -36,6 +36,24 @@ def dumps_indented(document: object) -> str:
     except _NotPlain:
         return json.dumps(document, indent=2)
     return "".join(parts)
+
+
+def dumps_indented_items(items: list[object], depth: int) -> str:
+    """The items of an array ``depth`` levels deep, as ``json.dumps(indent=2)`` lays them out between its
+    brackets (one after the other, a comma and a line break between them, no bracket); "" for none. Parts
+    of one array written apart (by the processes of a split inspection) join with ``",\n"``."""
+    if not items:
+        return ""
+    text = dumps_indented(items)  # "[\n  item,\n  item\n]": no line break inside a string's text
+    indent = _INDENT * depth
+    return indent + text[2:-2].replace("\n", "\n" + indent) if depth else text[2:-2]
+
+
+def indented_array_document(key: str, parts: list[str]) -> str:
+    """``dumps_indented({key: items})`` from the parts ``dumps_indented_items(…, depth=1)`` wrote of them."""
+    items = ",\n".join(part for part in parts if part)
+    array = "[\n" + items + "\n" + _INDENT + "]" if items else "[]"
+    return "{\n" + _INDENT + encode_basestring_ascii(key) + ": " + array + "\n}"
 
 
 def _not_plain(value: object) -> object:

@@ -34,7 +34,7 @@ from service.log_manager_setup import build_log_manager
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.storage.topic_partition import TopicPartition
 from service.tasks import DeferredTasks
-from service.tools.json_text import dumps_indented
+from service.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
 from service.tools.read_only import ScratchCopies, require_log_dirs, scratch_copies
 from service.tools.shares import partition_dir_names, process_count, run_in_shares
 
@@ -156,7 +156,9 @@ def _inspect(
 
 def _retention_pass(manager: LogManager, broker: BrokerConfig, *, dry_run: bool) -> list[DeletedSegment]:
     deleted: list[DeletedSegment] = []
-    for log in sorted(manager.logs.values(), key=lambda log: log.topic_partition):
+    for log in sorted(
+        manager.logs.values(), key=lambda log: (log.topic_partition.topic, log.topic_partition.partition)
+    ):
         if log.config.is_compacted and not broker.log_cleaner_enable:
             continue
         deleted.extend(manager.delete_old_segments(log, dry_run=dry_run))
@@ -214,22 +216,36 @@ def explain_command(
         docs = explain_partitions(
             manager, cleaner_enabled=broker.log_cleaner_enable, engine_choice=EngineChoice.of(broker)
         )
-        for doc in docs:
-            doc["log_dir"] = str(copies.original_log_dir(Path(str(doc["log_dir"]))))
+        if copies.copied:  # name the user's log dir, not the scratch copy's parent
+            for doc in docs:
+                doc["log_dir"] = str(copies.original_log_dir(Path(str(doc["log_dir"]))))
         return docs
+
+    def explain_share_as_json(manager: LogManager, copies: ScratchCopies) -> list[tuple[int, str]]:
+        """The share's partition count and its part of the document's array, written where it was made."""
+        docs: list[object] = list(explain_share(manager, copies))
+        return [(len(docs), dumps_indented_items(docs, depth=1))]
 
     def selects(tp: TopicPartition) -> bool:  # only the named partitions' dirs are read
         return tp.topic == topic and (partition is None or tp.partition == partition)
 
-    docs = _inspect(broker, explain_share, None if topic is None else selects)
-    if topic is not None and not docs:
-        where = f"topic {topic!r}" + (f" partition {partition}" if partition is not None else "")
-        raise NotFoundError(f"no partition matches {where}")
+    selected = None if topic is None else selects
     if as_json:
-        click.echo(dumps_indented({"partitions": docs}))
+        parts = _inspect(broker, explain_share_as_json, selected)
+        _require_some(sum(count for count, _ in parts), topic, partition)
+        click.echo(indented_array_document("partitions", [text for _, text in parts]))
         return
+    docs = _inspect(broker, explain_share, selected)
+    _require_some(len(docs), topic, partition)
     for doc in docs:
         _print_explanation(doc)
+
+
+def _require_some(partitions: int, topic: str | None, partition: int | None) -> None:
+    """``explain --topic`` of no live partition is an error (exit 2), as ``explain_partitions`` says it."""
+    if topic is not None and not partitions:
+        where = f"topic {topic!r}" + (f" partition {partition}" if partition is not None else "")
+        raise NotFoundError(f"no partition matches {where}")
 
 
 def _print_explanation(doc: dict[str, object]) -> None:

@@ -42,7 +42,7 @@ def partition_dir_names(
     log_dirs: Iterable[Path], selects: Callable[[TopicPartition], bool] | None = None
 ) -> list[str]:
     """The partition dir names of ``log_dirs`` (those ``selects`` keeps), in topic-partition order."""
-    found: dict[str, TopicPartition] = {}
+    found: dict[str, tuple[str, int]] = {}  # name → (topic, partition): tuples sort in C
     for log_dir in log_dirs:
         with os.scandir(log_dir) as entries:
             names = [entry.name for entry in entries if entry.is_dir()]
@@ -51,9 +51,10 @@ def partition_dir_names(
                 parsed = parse_partition_dir_name(name)
             except InvalidInputError:
                 continue  # the load logs it
-            tp = TopicPartition(parsed.topic, parsed.partition)
-            if parsed.kind == "" and (selects is None or selects(tp)):
-                found[name] = tp
+            if parsed.kind == "" and (
+                selects is None or selects(TopicPartition(parsed.topic, parsed.partition))
+            ):
+                found[name] = (parsed.topic, parsed.partition)
     return sorted(found, key=found.__getitem__)
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.tools.json_text import dumps_indented
+from service.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
 documents = st.recursive(
@@ -70,3 +70,9 @@ def test_what_json_dumps_refuses_is_refused_the_same_way(document: object) -> No
         json.dumps(document, indent=2)
     with pytest.raises(TypeError, match=str(expected.value)):
         dumps_indented(document)
+
+
+@given(st.lists(documents, max_size=6), st.integers(min_value=0, max_value=6))
+def test_an_array_written_in_parts_is_laid_out_as_json_dumps_indent_2(items: list[object], cut: int) -> None:
+    parts = [dumps_indented_items(items[:cut], 1), dumps_indented_items(items[cut:], 1)]
+    assert indented_array_document("partitions", parts) == json.dumps({"partitions": items}, indent=2)
