@@ -60,7 +60,8 @@ def partition_dir_names(
 
 def process_count(partitions: int) -> int:
     """How many processes inspect ``partitions`` partitions (see the module docstring)."""
-    return max(1, min(len(os.sched_getaffinity(0)), partitions // PARTITIONS_PER_PROCESS))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cpus, partitions // PARTITIONS_PER_PROCESS))
 
 
 def run_in_shares(names: list[str], run_share: Callable[[Share], list[T]], processes: int) -> list[T]:

@@ -3,7 +3,7 @@
 Run on demand (not part of CI's pass/fail), from the repository root:
 
     PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions [--partitions 10000] [--start-stop-only]
-    PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions --offline-only [--rounds 3]
+  PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions --offline-only [--rounds N] [--compare-tree D]
 
 It builds, under a temporary folder removed at the end, one log dir as a clean shutdown leaves it:
 ``--partitions`` copies (topics ``bench-<i // 100>``, partitions ``<i % 100>``) of one partition written by
@@ -20,7 +20,8 @@ in one run, each figure and its ratio to a Python ``os.scandir`` + ``stat`` walk
 
 ``--offline-only`` times only the two offline commands (``--rounds`` times each, walk and commands
 interleaved), on the dir as the full run leaves it for them: ``serve`` is started, one retention pass
-deleting a segment of every partition runs, and SIGTERM stops it, all untimed.
+deleting a segment of every partition runs, and SIGTERM stops it, all untimed. ``--compare-tree`` runs
+each command from another source tree too (the code before a change), in the same rounds.
 
 Targets (ratios to the walk): start-up ≤ 3, stop ≤ 2, ``/metrics`` ≤ 0.4 (≤ 0.6 while a task runs),
 explain and dry-run ≤ 3.
@@ -213,7 +214,10 @@ def limit_fds() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
 
 
-def offline(log_dir: Path, *args: str, fd_limit: bool = False) -> float:
+def offline(log_dir: Path, *args: str, fd_limit: bool = False, tree: Path | None = None) -> float:
+    """One offline command in a fresh process; ``tree``: run that source tree's code (from its root)."""
+    env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
+
     def run() -> None:
         completed = subprocess.run(
             cli(*args, "--override", f"log.dirs={log_dir}", "--override", f"log.retention.ms={2 * DAY_MS}"),
@@ -221,6 +225,8 @@ def offline(log_dir: Path, *args: str, fd_limit: bool = False) -> float:
             stderr=subprocess.PIPE,
             preexec_fn=limit_fds if fd_limit else None,
             check=False,
+            cwd=tree,
+            env=env,
         )
         if completed.returncode != 0:
             raise SystemExit(
@@ -236,29 +242,35 @@ def print_phases(stderr_path: Path) -> None:
             print("  serve:", line.split(" INFO ", 1)[-1])
 
 
-def offline_only(log_dir: Path, root: Path, rounds: int) -> None:
-    """The offline commands alone, on the dir as a full run leaves it (see the module docstring)."""
+def offline_only(log_dir: Path, root: Path, rounds: int, compare_tree: Path | None) -> None:
+    """The offline commands alone, on the dir as a full run leaves it (see the module docstring);
+    ``compare_tree``: each also run from that source tree, interleaved (before/after in one run)."""
     serve = Serve(log_dir, root / "serve.stderr")
     serve.wait_ready()
     get(serve.url + "/v1/retention/run", timeout_s=600, method="POST")
     serve.stop()
+    trees: dict[str, Path | None] = {"": None}
+    if compare_tree is not None:
+        trees = {f" [{compare_tree}]": compare_tree, " [this tree]": None}
     for n in range(rounds):
         walk_s = statistics.median(timed(lambda: walk(log_dir)) for _ in range(3))
-        figures = {
-            "explain --json (ulimit -n 4096)": offline(log_dir, "explain", "--json", fd_limit=True),
-            "retention --dry-run": offline(log_dir, "retention", "--dry-run"),
-        }
+        figures = {}
+        for label, tree in trees.items():
+            figures["explain --json (ulimit -n 4096)" + label] = offline(
+                log_dir, "explain", "--json", fd_limit=True, tree=tree
+            )
+            figures["retention --dry-run" + label] = offline(log_dir, "retention", "--dry-run", tree=tree)
         print(f"round {n + 1} of {rounds}, load average {os.getloadavg()[0]:.1f}")
         report(figures, walk_s)
 
 
 def report(figures: dict[str, float], walk_s: float) -> None:
-    print(f"{'walk (os.scandir + stat)':36} {walk_s:8.2f} s")
+    print(f"{'walk (os.scandir + stat)':56} {walk_s:8.2f} s")
     for name, seconds in figures.items():
-        target = TARGETS.get(name)
+        target = TARGETS.get(name.split(" [")[0])
         ratio = seconds / walk_s
         verdict = "" if target is None else f"  (target ≤ {target}×: {'ok' if ratio <= target else 'MISSED'})"
-        print(f"{name:36} {seconds:8.2f} s  {ratio:6.2f}×{verdict}")
+        print(f"{name:56} {seconds:8.2f} s  {ratio:6.2f}×{verdict}")
 
 
 def main() -> None:
@@ -277,6 +289,12 @@ def main() -> None:
         help="only offline explain --json and retention --dry-run, after an untimed retention pass",
     )
     parser.add_argument("--rounds", type=int, default=1, help="with --offline-only: rounds to time")
+    parser.add_argument(
+        "--compare-tree",
+        type=Path,
+        help="with --offline-only: also run each command from this source tree (e.g. a `git archive` of "
+        "the base commit, with the built extensions copied in), interleaved",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="logcleaner-bench-partitions-") as tmp:
         root = args.keep or Path(tmp)
@@ -286,7 +304,7 @@ def main() -> None:
         print(f"built {args.partitions} partitions in {built:.1f} s under {log_dir}")
         walk(log_dir)  # warm the page and dentry caches once, as every later step finds them
         if args.offline_only:
-            offline_only(log_dir, root, args.rounds)
+            offline_only(log_dir, root, args.rounds, args.compare_tree)
             return
         walk_s = statistics.median(timed(lambda: walk(log_dir)) for _ in range(3))
         figures: dict[str, float] = {}
