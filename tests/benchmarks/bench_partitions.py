@@ -3,7 +3,7 @@
 Run on demand (not part of CI's pass/fail), from the repository root:
 
     PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions [--partitions 10000] [--start-stop-only]
-  PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions --offline-only [--rounds N] [--compare-tree D]
+    PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions --offline-only --rounds 3 [--compare-tree D]
 
 It builds, under a temporary folder removed at the end, one log dir as a clean shutdown leaves it:
 ``--partitions`` copies (topics ``bench-<i // 100>``, partitions ``<i % 100>``) of one partition written by
