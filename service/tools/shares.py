@@ -59,7 +59,10 @@ def partition_dir_names(
 
 
 def process_count(partitions: int) -> int:
-    """How many processes inspect ``partitions`` partitions (see the module docstring)."""
+    """How many processes inspect ``partitions`` partitions (see the module docstring); one where a
+    process cannot fork."""
+    if not hasattr(os, "fork"):
+        return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(cpus, partitions // PARTITIONS_PER_PROCESS))
 
