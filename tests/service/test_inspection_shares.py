@@ -8,6 +8,7 @@ that a handful of partitions go to three processes (the first share in this one,
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import service.tools.log_commands as log_commands
 from service.cli import main
 from service.errors import LogDirOfflineError, NotFoundError
 from service.reports import explain_partitions
+from service.tools.shares import PARTITIONS_PER_PROCESS, process_count
 from tests.service.test_read_only_commands import make_old_logs, snapshot
 
 INSPECTIONS = [
@@ -123,3 +125,16 @@ def test_an_unforeseen_error_in_a_child_s_share_propagates_as_itself(
     monkeypatch.setattr(log_commands, "process_count", lambda _partitions: 3)
     with pytest.raises(RuntimeError, match="partition t-5 is gone"):
         run(capsys, log_dir, "explain", "--json")
+
+
+def test_a_process_per_cpu_and_at_least_a_share_of_partitions_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
+    per = PARTITIONS_PER_PROCESS
+    assert [process_count(n) for n in (0, per - 1, 2 * per - 1, 2 * per, 3 * per, 100 * per)] == [
+        1,
+        1,
+        1,
+        2,
+        3,
+        4,
+    ]
