@@ -239,12 +239,29 @@ typedef struct {
 
 _Static_assert(sizeof(Slot) == 32, "a slot is half a cache line");
 
-/* Short keys compared inline (a libc memcmp call costs more than the compare itself). */
+/* Short keys compared inline (a libc memcmp call costs more than the compare itself): up to 16 bytes as
+ * two words that overlap, each read within the n bytes of both keys. */
 static inline int
 keys_equal(const unsigned char *a, const unsigned char *b, Py_ssize_t n)
 {
     if (n > 16) {
         return memcmp(a, b, (size_t)n) == 0;
+    }
+    if (n >= 8) {
+        uint64_t a0, b0, a1, b1;
+        memcpy(&a0, a, 8);
+        memcpy(&b0, b, 8);
+        memcpy(&a1, a + n - 8, 8);
+        memcpy(&b1, b + n - 8, 8);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    if (n >= 4) {
+        uint32_t a0, b0, a1, b1;
+        memcpy(&a0, a, 4);
+        memcpy(&b0, b, 4);
+        memcpy(&a1, a + n - 4, 4);
+        memcpy(&b1, b + n - 4, 4);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
     }
     unsigned char diff = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -376,7 +393,7 @@ keymap_find(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash)
 
 /* How many keys ahead a loop over a batch's keys asks for their slots: enough to overlap the misses,
  * few enough that the CPU keeps every request (it tracks only so many). */
-#define PREFETCH_DISTANCE 12
+#define PREFETCH_DISTANCE 24
 
 /* Hint the CPU to fetch the key's slot now: a batch's lookups then overlap their cache misses. */
 static inline void
@@ -390,13 +407,16 @@ static int
 keymap_put_hashed(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset,
                   int64_t *previous)
 {
-    if ((m->size + 1) * 4 > m->capacity * 3 && keymap_grow(m) < 0) {
-        return -1;
-    }
     Slot *s = keymap_find(m, key, n, hash);
     if (s->key_length < 0) {
         if (n > INT32_MAX) {
             return -1;
+        }
+        if ((m->size + 1) * 4 > m->capacity * 3) { /* a new key would fill the table past 3/4 */
+            if (keymap_grow(m) < 0) {
+                return -1;
+            }
+            s = keymap_find(m, key, n, hash);
         }
         if (n <= INLINE_KEY_BYTES) {
             memcpy(s->key, key, (size_t)n);
@@ -471,6 +491,19 @@ bits_reserve(KeyMap *m, int64_t offset)
 static int
 keymap_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset)
 {
+    int64_t previous, bit;
+    if (m->bits_state == BITS_VALID && offset > m->bits_last && offset - m->bits_base < m->bits_words * 64) {
+        /* the usual case: the next offset of the scan, its bit already allocated */
+        if (keymap_put_hashed(m, key, n, hash, offset, &previous) < 0) {
+            return -1;
+        }
+        bit = previous - m->bits_base;
+        if (previous >= 0 && bit >= 0) {
+            m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
+        }
+        m->bits_last = offset;
+        return 0;
+    }
     if (m->bits_state == BITS_EMPTY) {
         m->bits_state = BITS_VALID;
         m->bits_base = offset;
@@ -487,11 +520,10 @@ keymap_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t h
     if (m->bits_state != BITS_VALID) {
         return keymap_put_hashed(m, key, n, hash, offset, NULL);
     }
-    int64_t previous;
     if (keymap_put_hashed(m, key, n, hash, offset, &previous) < 0) {
         return -1;
     }
-    int64_t bit = previous - m->bits_base;
+    bit = previous - m->bits_base;
     if (previous >= 0 && bit >= 0) {
         m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
     }
