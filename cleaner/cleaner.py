@@ -8,7 +8,8 @@ offset (the caller checkpoints it).
 
 Crash protocol of a group (§10.2; the loader's recovery is in ``service/storage/loader.py``):
   1. ``clean_group`` writes ``<base>.log.cleaned`` and its ``.index/.timeindex/.txnindex.cleaned``, with the
-     final time-index entry, trimmed indexes, fsync and the last source segment's mtime. A crash now: the
+     final time-index entry, trimmed indexes and the last source segment's mtime, then they are fsynced
+     (in a round, on the group's ``GroupSwap`` thread while the next group is cleaned). A crash now: the
      loader deletes every ``.cleaned`` file; the old segments are intact.
   2. ``PartitionLog.replace_segments`` renames ``.cleaned`` → ``.swap`` (a crash now: the loader completes
      the swap, deleting the old segments in the swap's offset range), renames the old segments
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from cleaner.group_swap import GroupSwap
 from cleaner.grouping import group_segments_by_size
 from cleaner.native import NativeKeyMap, Writeback, filter_batches, native_key_map
 from cleaner.offset_map import OffsetMap, ReadPacer, build_offset_map, segments_overlapping
@@ -152,19 +154,37 @@ class Cleaner:
         groups = group_segments_by_size(
             below_end, log.config.segment_bytes, log.config.segment_index_bytes, upper
         )
-        for group in groups:
-            self.clean_segments(
-                log,
-                group,
-                lookup=offset_map.lookup,
-                map_latest_offset=offset_map.latest_offset,
-                upper_bound=upper,
-                now_ms=now_ms,
-                txn_state=txn_state,
-                active_producers=producers.refresh(log),
-                stats=stats,
-                pacer=pacer,
-            )
+        swap: GroupSwap | None = None  # the previous group's, syncing while this one is cleaned
+        try:
+            for group in groups:
+                cleaned = self._clean_unswapped(
+                    log,
+                    group,
+                    lookup=offset_map.lookup,
+                    map_latest_offset=offset_map.latest_offset,
+                    upper_bound=upper,
+                    now_ms=now_ms,
+                    txn_state=txn_state,
+                    active_producers=producers.refresh(log),
+                    stats=stats,
+                    pacer=pacer,
+                    fsync=False,
+                )
+                if swap is not None:
+                    done, swap = swap, None
+                    self._swapped(log, done.result())
+                if cleaned is not None:
+                    swap = GroupSwap(log, cleaned, group)
+            if swap is not None:
+                done, swap = swap, None
+                self._swapped(log, done.result())
+        except BaseException:
+            if swap is not None:  # the group before the failure is complete: its swap goes on
+                try:
+                    self._swapped(log, swap.result())
+                except Exception:
+                    logger.exception("%s: swap of a cleaned group failed", log.topic_partition)
+            raise
         stats.buffer_utilization = (
             offset_map.kafka_utilization_percent(self.dedupe_buffer_bytes, self.load_factor) / 100
         )
@@ -197,6 +217,40 @@ class Cleaner:
         pacer: ReadPacer | None = None,
     ) -> LogSegment | None:
         """Clean one group and swap the result in (Kafka ``cleanSegments``); None if it was left as is."""
+        cleaned = self._clean_unswapped(
+            log,
+            segments,
+            lookup=lookup,
+            map_latest_offset=map_latest_offset,
+            upper_bound=upper_bound,
+            now_ms=now_ms,
+            txn_state=txn_state,
+            active_producers=active_producers,
+            stats=stats,
+            pacer=pacer,
+            fsync=True,
+        )
+        if cleaned is not None:
+            self._swapped(log, log.replace_segments([cleaned], segments))
+        return cleaned
+
+    def _clean_unswapped(
+        self,
+        log: PartitionLog,
+        segments: Sequence[LogSegment],
+        *,
+        lookup: Callable[[bytes], int],
+        map_latest_offset: int,
+        upper_bound: int,
+        now_ms: int,
+        txn_state: CleanedTransactionMetadata,
+        active_producers: Mapping[int, LastRecord],
+        stats: CleanerStats,
+        pacer: ReadPacer | None,
+        fsync: bool,
+    ) -> LogSegment | None:
+        """``clean_group`` for one group of the log, ready for its swap (``fsync``: durable already; else
+        ``group_swap.sync_and_swap`` syncs it); None if it was left as is."""
         pacer = pacer or ReadPacer(self.check_aborted, self.throttle)
         aborted = group_aborted_txns(log.segments, segments)
         cleaned = clean_group(
@@ -213,6 +267,7 @@ class Cleaner:
             config=log.config,
             stats=stats,
             pacer=pacer,
+            fsync=fsync,
         )
         if cleaned is None:
             logger.debug(
@@ -230,10 +285,12 @@ class Cleaner:
             cleaned.log_path,
             [s.base_offset for s in segments],
         )
-        doomed = log.replace_segments([cleaned], segments)
+        return cleaned
+
+    def _swapped(self, log: PartitionLog, doomed: list[LogSegment]) -> None:
+        """After a group's swap: the segments it replaced (``.deleted``) go after ``file.delete.delay.ms``."""
         if doomed:  # retention may have removed (and will delete) them all meanwhile
             self.schedule_delete(log.config.file_delete_delay_ms, partial(delete_segments, doomed))
-        return cleaned
 
 
 def clean_group(
@@ -251,6 +308,7 @@ def clean_group(
     config: LogConfig,
     stats: CleanerStats,
     pacer: ReadPacer | None = None,
+    fsync: bool = True,
 ) -> LogSegment | None:
     """Clean one group into one finished ``<base>.log.cleaned`` segment, or None if nothing would change.
 
@@ -258,7 +316,8 @@ def clean_group(
     overlapping segment i (``collect_aborted_txns``), added to ``txn_state`` as segment i starts;
     ``txn_state`` is advanced through the group (pass a ``copy`` to keep the original). A one-segment
     group that would come out byte-identical (log and ``.txnindex``) is not written at all: the cleaned
-    file is created only at the first change. On any error the ``.cleaned`` files are deleted.
+    file is created only at the first change. On any error the ``.cleaned`` files are deleted. Without
+    ``fsync`` the files are left for the caller to sync before the swap (``group_swap.sync_and_swap``).
     """
     pacer = pacer or ReadPacer(_never_aborted, _no_throttle)
     ctx = CleaningContext(
@@ -278,7 +337,7 @@ def clean_group(
             for batch in segment.batches(verify_crc=True):
                 _clean_batch(batch, ctx, txn_state, retained, writer, stats, pacer)
         pacer.flush()
-        cleaned = writer.finish(retained, segments[-1].last_modified_ms())
+        cleaned = writer.finish(retained, segments[-1].last_modified_ms(), fsync=fsync)
     except BaseException:
         writer.discard()
         raise
@@ -444,7 +503,7 @@ class _CleanedWriter:
         if self._writeback is not None:
             self._writeback.written(cleaned.size_bytes)
 
-    def finish(self, retained: list[AbortedTxn], mtime_ms: int) -> LogSegment | None:
+    def finish(self, retained: list[AbortedTxn], mtime_ms: int, *, fsync: bool) -> LogSegment | None:
         cleaned = self._cleaned
         if cleaned is None:  # a one-segment group whose batches all came out unchanged
             source = self._source
@@ -455,7 +514,8 @@ class _CleanedWriter:
         for txn in retained:
             cleaned.append_aborted_txn(txn)
         cleaned.on_become_inactive()
-        cleaned.flush()
+        if fsync:
+            cleaned.flush()
         cleaned.close_file()
         cleaned.set_last_modified_ms(mtime_ms)
         return cleaned
