@@ -172,7 +172,12 @@ class Cleaner:
                 )
                 if swap is not None:
                     done, swap = swap, None
-                    self._swapped(log, done.result())
+                    try:
+                        self._swapped(log, done.result())
+                    except BaseException:
+                        if cleaned is not None:  # not handed over: nothing else would delete its files
+                            cleaned.delete_files()
+                        raise
                 if cleaned is not None:
                     swap = GroupSwap(log, cleaned, group)
             if swap is not None:
