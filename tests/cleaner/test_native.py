@@ -4,6 +4,7 @@ must come out byte for byte the same, and ``LOGCLEANER_PURE_PYTHON=1`` must leav
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -189,6 +190,27 @@ def test_the_key_map_keeps_every_key_through_its_growth() -> None:
     assert key_map.get(b"absent") == -1 and key_map.get(b"k1xx") == -1  # k1 has one x
     key_map.clear()
     assert len(key_map) == 0 and key_map.get(keys[0]) == -1
+
+
+def test_the_key_map_keeps_every_key_while_it_grows_in_place() -> None:
+    """From 2 MiB of slots (65,536) the table doubles where it is: 300,000 keys take it through three such
+    doublings (to 524,288 slots), with keys put again and clusters that wrap round the table's end."""
+    native = cleaner.native._native
+    assert native is not None
+    rng = random.Random(10)
+    key_map = native.KeyMap()
+    keys = [rng.randbytes(rng.choice((0, 3, 9, 14, 30))) + b"%d" % i for i in range(300_000)]
+    latest: dict[bytes, int] = {}
+    for offset in range(450_000):
+        key = keys[offset] if offset < len(keys) else keys[rng.randrange(len(keys))]
+        key_map.put(key, offset)
+        latest[key] = offset
+    assert len(key_map) == len(latest)
+    assert all(key_map.get(k) == v for k, v in latest.items())
+    assert all(key_map.get(b"absent-%d" % i) == -1 for i in range(10_000))
+    copy = native.KeyMap()
+    native.load_key_map(copy, native.dump_key_map(key_map))
+    assert len(copy) == len(latest) and all(copy.get(k) == v for k, v in latest.items())
 
 
 # -- the key map build in C: batch iteration, CRC-32C and records, one call per run of plain batches --------
