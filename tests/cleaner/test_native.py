@@ -333,6 +333,18 @@ def test_crc32c_over_three_streams_matches_the_crc32c_package(size: int, skew: i
     assert native.crc32c(view) == crc32c.crc32c(data) == native.crc32c_by_table(data)
 
 
+@settings(max_examples=100, deadline=None)
+@given(data=st.binary(min_size=200, max_size=3_000), skew=st.integers(0, 63))
+def test_crc32c_by_carry_less_multiplication_matches_the_crc32c_package(data: bytes, skew: int) -> None:
+    """From 256 bytes on, a CPU with VPCLMULQDQ folds 256 bytes a step (elsewhere this is the three-stream
+    or the table path again): every length around the steps, at any alignment, random bytes."""
+    native = cleaner.native._native
+    assert native is not None
+    view = memoryview(bytes(skew) + data)[skew:]
+    for end in (len(data), 255, 256, 257, 511, 512, 513, 767):
+        assert native.crc32c(view[:end]) == crc32c.crc32c(data[:end]), end
+
+
 def plain_segment_bytes(tmp_path: Path) -> bytes:
     """Six plain batches, keys k0 k1 k2 k0 k1 k2 at offsets 0-5 (``plain_log``), as one buffer."""
     segments = plain_log(tmp_path / "topic-0")
