@@ -25,7 +25,8 @@
 #include <sys/mman.h>
 #include <errno.h>
 #include <unistd.h>
-#if defined(__x86_64__)
+#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10))
+#define CRC32C_VPCLMUL 1 /* the compiler knows the AVX-512 carry-less multiply: crc32c_vpclmul */
 #include <immintrin.h>
 #endif
 
@@ -781,7 +782,9 @@ crc32c_shift(uint32_t zeros[4][256], uint32_t crc)
 
 static uint32_t crc32c_table[256];
 static int has_sse42 = 0;
+#ifdef CRC32C_VPCLMUL
 static int has_vpclmul = 0; /* VPCLMULQDQ on 512-bit registers: crc32c_vpclmul */
+#endif
 
 static void
 crc32c_init(void)
@@ -798,8 +801,10 @@ crc32c_init(void)
 #if defined(__x86_64__)
     __builtin_cpu_init();
     has_sse42 = __builtin_cpu_supports("sse4.2");
+#ifdef CRC32C_VPCLMUL
     has_vpclmul = has_sse42 && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f") &&
                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("pclmul");
+#endif
 #endif
 }
 
@@ -859,7 +864,7 @@ crc32c_sse42(uint32_t c, const unsigned char *p, size_t n)
  * finishes, and the tail of under 256 bytes by crc32c_sse42. The running value in and out is the raw
  * register (no inversion), as crc32c_sse42's. Needs n >= 256.
  */
-#if defined(__x86_64__)
+#ifdef CRC32C_VPCLMUL
 #define FOLD_KEYS(d_plus, d_minus) _mm512_set_epi64(d_minus, d_plus, d_minus, d_plus, d_minus, d_plus, d_minus, d_plus)
 
 __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2"))) static inline __m512i
@@ -921,9 +926,11 @@ static uint32_t
 crc32c(const unsigned char *p, size_t n)
 {
 #if defined(__x86_64__)
+#ifdef CRC32C_VPCLMUL
     if (has_vpclmul && n >= 256) {
         return ~crc32c_vpclmul(0xFFFFFFFFu, p, n);
     }
+#endif
     if (has_sse42) {
         return ~crc32c_sse42(0xFFFFFFFFu, p, n);
     }
