@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from cleaner.cleaned_writer import META_FIELDS, CleanedWriter
 from cleaner.group_swap import GroupSwap
 from cleaner.grouping import group_segments_by_size
-from cleaner.native import NativeKeyMap, Writeback, filter_batches, native_key_map
+from cleaner.native import NativeKeyMap, filter_batches, native_key_map
 from cleaner.offset_map import OffsetMap, ReadPacer, build_offset_map, segments_overlapping
 from cleaner.rules import (
     BatchOutcome,
@@ -45,14 +46,6 @@ from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txn
 from service.clock import Clock
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
-from service.storage.log_files import (
-    CLEANED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    segment_path,
-)
 from service.storage.partition_files import delete_marked_snapshot
 from service.storage.records import RecordBatch
 from service.storage.segment import LogSegment
@@ -328,7 +321,7 @@ def clean_group(
     ctx = CleaningContext(
         lookup, map_latest_offset, now_ms, delete_retention_ms, upper_bound, active_producers
     )
-    writer = _CleanedWriter(segments, directory, config, now_ms)
+    writer = CleanedWriter(segments, directory, config, now_ms)
     key_map = native_key_map(lookup)
     try:
         retained: list[AbortedTxn] = []
@@ -359,7 +352,7 @@ def _clean_batch(
     ctx: CleaningContext,
     txn_state: CleanedTransactionMetadata,
     retained: list[AbortedTxn],
-    writer: _CleanedWriter,
+    writer: CleanedWriter,
     stats: CleanerStats,
     pacer: ReadPacer,
 ) -> None:
@@ -379,17 +372,13 @@ def _clean_batch(
         pacer.written(len(outcome.data))
 
 
-_META_FIELDS = 10  # per batch of filter_batches: see cleaner/_native.c
-_UNCHANGED = 1
-
-
 def _clean_segment_native(
     segment: LogSegment,
     key_map: NativeKeyMap,
     ctx: CleaningContext,
     txn_state: CleanedTransactionMetadata,
     retained: list[AbortedTxn],
-    writer: _CleanedWriter,
+    writer: CleanedWriter,
     stats: CleanerStats,
     pacer: ReadPacer,
 ) -> None:
@@ -416,17 +405,17 @@ def _clean_segment_native(
                 chunks.position += batch.size_bytes
                 continue
             rows = memoryview(meta).cast("q")
-            read_bytes, written_bytes = sum(rows[2::_META_FIELDS]), len(out)
+            read_bytes, written_bytes = sum(rows[2::META_FIELDS]), len(out)
             pacer.read(read_bytes)
             stats.bytes_read += read_bytes
-            stats.records_read += sum(rows[7::_META_FIELDS])
-            stats.records_retained += sum(rows[8::_META_FIELDS])
-            stats.invalid_records += sum(rows[9::_META_FIELDS])
+            stats.records_read += sum(rows[7::META_FIELDS])
+            stats.records_retained += sum(rows[8::META_FIELDS])
+            stats.invalid_records += sum(rows[9::META_FIELDS])
             stats.bytes_written += written_bytes
             writer.add_run(chunks.buffer_start, out, rows)
             if written_bytes:
                 pacer.written(written_bytes)
-            last_offset = rows[-_META_FIELDS + 5]
+            last_offset = rows[-META_FIELDS + 5]
             txn_state.on_plain_batch_read(last_offset)  # none of them is transactional: none aborted
             chunks.position = chunks.buffer_start + reached
 
@@ -438,130 +427,6 @@ def _count(stats: CleanerStats, batch: RecordBatch, outcome: BatchOutcome) -> No
     stats.invalid_records += outcome.invalid_records
     if outcome.data is not None:
         stats.bytes_written += len(outcome.data)
-
-
-class _CleanedWriter:
-    """The group's ``.cleaned`` segment, created at the first change.
-
-    Multi-segment groups always change (they merge). For a one-segment group, leading batches that come out
-    unchanged are only counted (``_unchanged_end``); the first changed or dropped batch creates the file and
-    copies them from the source first. If the file was never needed, ``finish`` returns None unless the
-    ``.txnindex`` would differ.
-    """
-
-    def __init__(
-        self, segments: Sequence[LogSegment], directory: Path, config: LogConfig, now_ms: int
-    ) -> None:
-        self._source = segments[0] if len(segments) == 1 else None
-        self._base = segments[0].base_offset
-        self._directory = directory
-        self._config = config
-        self._now_ms = now_ms
-        self._unchanged_end = 0
-        self._cleaned: LogSegment | None = None
-        self._writeback: Writeback | None = None
-        if self._source is None:
-            self._open()
-
-    def add(self, batch: RecordBatch, outcome: BatchOutcome) -> None:
-        self.add_raw(
-            batch.position + batch.size_bytes,
-            outcome.data,
-            outcome.is_unchanged,
-            batch.last_offset,
-            outcome.max_timestamp,
-        )
-
-    def add_raw(
-        self, end_position: int, data: bytes | None, is_unchanged: bool, last_offset: int, max_timestamp: int
-    ) -> None:
-        """One source batch's outcome: the file position after it, its bytes to write (None: gone)."""
-        if self._cleaned is None and is_unchanged:
-            self._unchanged_end = end_position
-            return
-        cleaned = self._cleaned or self._open()
-        if data is not None:
-            _append(cleaned, data, last_offset, max_timestamp)
-
-    def add_run(self, buffer_start: int, out: bytes, rows: memoryview) -> None:
-        """The outcomes of a run of batches from ``filter_batches`` (``rows``: its metadata as int64, a
-        buffer's worth read from file position ``buffer_start``; ``out``: the bytes of every batch it kept,
-        end to end): once the cleaned file exists, one write."""
-        first = 0
-        if self._cleaned is None:
-            outcomes = rows[0::_META_FIELDS]
-            while first < len(outcomes) and outcomes[first] == _UNCHANGED:
-                first += 1
-            if first:
-                at = (first - 1) * _META_FIELDS
-                self._unchanged_end = buffer_start + rows[at + 1] + rows[at + 2]
-            if first == len(outcomes):
-                return
-        cleaned = self._cleaned or self._open()
-        rest = rows[first * _META_FIELDS :]
-        cleaned.append_batches(
-            memoryview(out)[rest[3] :],
-            rest[4::_META_FIELDS],
-            rest[5::_META_FIELDS],
-            rest[6::_META_FIELDS],
-        )
-        if self._writeback is not None:
-            self._writeback.written(cleaned.size_bytes)
-
-    def finish(self, retained: list[AbortedTxn], mtime_ms: int, *, fsync: bool) -> LogSegment | None:
-        cleaned = self._cleaned
-        if cleaned is None:  # a one-segment group whose batches all came out unchanged
-            source = self._source
-            if source is not None and retained == source.txn_index.all_aborted():
-                return None
-            cleaned = self._open()
-        self._stop_writeback()
-        for txn in retained:
-            cleaned.append_aborted_txn(txn)
-        cleaned.on_become_inactive()
-        if fsync:
-            cleaned.flush()
-        cleaned.close_file()
-        cleaned.set_last_modified_ms(mtime_ms)
-        return cleaned
-
-    def discard(self) -> None:
-        self._stop_writeback()
-        if self._cleaned is not None:
-            self._cleaned.delete_files()
-            self._cleaned = None
-
-    def _stop_writeback(self) -> None:
-        if self._writeback is not None:
-            self._writeback.close()
-            self._writeback = None
-
-    def _open(self) -> LogSegment:
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            segment_path(self._directory, self._base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
-        cleaned = LogSegment.create(
-            self._directory,
-            self._base,
-            config=self._config,
-            now_ms=self._now_ms,
-            suffix=CLEANED_SUFFIX,
-            indexes_grow=True,
-        )
-        self._cleaned = cleaned
-        self._writeback = Writeback.open(cleaned.log_path)
-        if self._source is not None and self._unchanged_end:
-            for batch in self._source.batches():
-                if batch.position >= self._unchanged_end:
-                    break
-                _append(cleaned, batch.data, batch.last_offset, batch.max_timestamp)
-        return cleaned
-
-
-def _append(segment: LogSegment, data: bytes, last_offset: int, max_timestamp: int) -> None:
-    """One surviving batch, one append: its indexes follow the normal interval rule (§4.1)."""
-    segment.append(
-        data, largest_offset=last_offset, max_timestamp=max_timestamp, offset_of_max_timestamp=last_offset
-    )
 
 
 def group_aborted_txns(
