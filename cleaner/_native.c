@@ -25,6 +25,10 @@
 #include <sys/mman.h>
 #include <errno.h>
 #include <unistd.h>
+#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10))
+#define CRC32C_VPCLMUL 1 /* the compiler knows the AVX-512 carry-less multiply: crc32c_vpclmul */
+#include <immintrin.h>
+#endif
 
 static PyObject *fallback_error = NULL;
 
@@ -239,12 +243,29 @@ typedef struct {
 
 _Static_assert(sizeof(Slot) == 32, "a slot is half a cache line");
 
-/* Short keys compared inline (a libc memcmp call costs more than the compare itself). */
+/* Short keys compared inline (a libc memcmp call costs more than the compare itself): up to 16 bytes as
+ * two words that overlap, each read within the n bytes of both keys. */
 static inline int
 keys_equal(const unsigned char *a, const unsigned char *b, Py_ssize_t n)
 {
     if (n > 16) {
         return memcmp(a, b, (size_t)n) == 0;
+    }
+    if (n >= 8) {
+        uint64_t a0, b0, a1, b1;
+        memcpy(&a0, a, 8);
+        memcpy(&b0, b, 8);
+        memcpy(&a1, a + n - 8, 8);
+        memcpy(&b1, b + n - 8, 8);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    if (n >= 4) {
+        uint32_t a0, b0, a1, b1;
+        memcpy(&a0, a, 4);
+        memcpy(&b0, b, 4);
+        memcpy(&a1, a + n - 4, 4);
+        memcpy(&b1, b + n - 4, 4);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
     }
     unsigned char diff = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -288,6 +309,7 @@ typedef struct {
     int64_t bits_last;   /* the last put's offset */
     int64_t bits_words;  /* allocated 64-bit words */
     int bits_state;
+    unsigned char *reserve; /* the address range the slots grow in (see keymap_grow), or NULL: malloc'd */
 } KeyMap;
 
 static uint64_t
@@ -312,49 +334,165 @@ hash_bytes(const unsigned char *s, Py_ssize_t n)
 
 #define HUGE_PAGE_BYTES (2u << 20)
 
-/* A large table on huge pages where the kernel allows it: a lookup is a random access, and with 4 KiB
- * pages most of them would also miss the TLB. */
-static Slot *
-alloc_slots(Py_ssize_t capacity)
+/*
+ * A table of HUGE_PAGE_BYTES or more lives at the start of an address range reserved for the map
+ * (SLOT_RESERVE_BYTES, no memory until used) and grows in place: the pages of the smaller table are reused,
+ * and only the new half is fresh. Fresh pages cost the kernel's zeroing (a 64 MiB table grown by copying
+ * zeroed 128 MiB: a tenth of a 1.1 GiB round on this project's machine). On huge pages where the kernel
+ * allows it: a lookup is a random access, and with 4 KiB pages most of them would also miss the TLB.
+ */
+#define SLOT_RESERVE_BYTES ((size_t)1 << 36) /* 64 GiB of addresses: 2^31 slots */
+
+/* Make [used, bytes) of the reserved range usable; 0, or -1 (the range is as it was). */
+static int
+commit_slots(unsigned char *reserve, size_t used, size_t bytes)
 {
-    size_t bytes = (size_t)capacity * sizeof(Slot);
-    if (bytes < HUGE_PAGE_BYTES) {
-        return malloc(bytes);
+    if (bytes > SLOT_RESERVE_BYTES) {
+        return -1;
     }
-    void *p = NULL;
-    if (posix_memalign(&p, HUGE_PAGE_BYTES, bytes) != 0) {
-        return NULL;
+    if (mprotect(reserve + used, bytes - used, PROT_READ | PROT_WRITE) != 0) {
+        return -1;
     }
 #ifdef MADV_HUGEPAGE
-    (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without it the table works the same */
+    (void)madvise(reserve + used, bytes - used, MADV_HUGEPAGE); /* a hint: without it the table works the same */
 #endif
-    return p;
+    return 0;
+}
+
+/* Reserve the map's address range, aligned for huge pages; NULL if the system refuses. */
+static unsigned char *
+reserve_slots(void)
+{
+    size_t span = SLOT_RESERVE_BYTES + HUGE_PAGE_BYTES;
+    unsigned char *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        return NULL;
+    }
+    size_t lead = (HUGE_PAGE_BYTES - (uintptr_t)p % HUGE_PAGE_BYTES) % HUGE_PAGE_BYTES;
+    if (lead) {
+        munmap(p, lead);
+    }
+    munmap(p + lead + SLOT_RESERVE_BYTES, HUGE_PAGE_BYTES - lead);
+    return p + lead;
+}
+
+static void
+free_slots(KeyMap *m)
+{
+    if (m->reserve != NULL) {
+        munmap(m->reserve, SLOT_RESERVE_BYTES);
+        m->reserve = NULL;
+    }
+    else {
+        free(m->slots);
+    }
+    m->slots = NULL;
+}
+
+/* Insert slot s (its key absent) by linear probing from its hash's home in a table of `capacity`. */
+static void
+place_slot(Slot *slots, Py_ssize_t capacity, const Slot *s)
+{
+    Py_ssize_t j = (Py_ssize_t)(s->hash & (uint64_t)(capacity - 1));
+    while (slots[j].key_length >= 0) {
+        j = (j + 1) & (capacity - 1);
+    }
+    slots[j] = *s;
+}
+
+/*
+ * Double the table where it is (slots [0, old) hold it, [old, 2 old) are usable). Each slot's new home is
+ * its old home or old home + old. The old slots are taken out and put back one by one, in probe order: from
+ * just after an empty slot, so that each cluster is visited from its first slot on. A slot put back probes
+ * from its new home only over slots already visited (put back or emptied), never over one still to visit,
+ * so taking out a later slot cannot cut the probe path of an earlier one; except a probe that would wrap
+ * from the top of the table to its bottom, where unvisited slots are: such slots wait in `deferred` and
+ * go in last. 0, or -1 (no memory for the deferred: the table is unchanged but for [old, 2 old)).
+ */
+static int
+grow_in_place(Slot *slots, Py_ssize_t old)
+{
+    Py_ssize_t capacity = old * 2, empty = 0, deferred_count = 0, deferred_capacity = 0;
+    Slot *deferred = NULL;
+    for (Py_ssize_t i = old; i < capacity; i++) {
+        slots[i].key_length = -1;
+    }
+    while (slots[empty].key_length >= 0) { /* the load factor keeps one */
+        empty++;
+    }
+    for (Py_ssize_t k = 1; k <= old; k++) {
+        Py_ssize_t i = (empty + k) & (old - 1);
+        if (slots[i].key_length < 0) {
+            continue;
+        }
+        Slot s = slots[i];
+        slots[i].key_length = -1;
+        Py_ssize_t j = (Py_ssize_t)(s.hash & (uint64_t)(capacity - 1));
+        while (j < capacity && slots[j].key_length >= 0) {
+            j++;
+        }
+        if (j < capacity) {
+            slots[j] = s;
+            continue;
+        }
+        if (deferred_count == deferred_capacity) {
+            Py_ssize_t grown = deferred_capacity ? deferred_capacity * 2 : 64;
+            Slot *more = realloc(deferred, (size_t)grown * sizeof(Slot));
+            if (more == NULL) { /* cannot happen in practice; put it back where it was */
+                slots[i] = s;
+                free(deferred);
+                return -1;
+            }
+            deferred = more;
+            deferred_capacity = grown;
+        }
+        deferred[deferred_count++] = s;
+    }
+    for (Py_ssize_t i = 0; i < deferred_count; i++) {
+        place_slot(slots, capacity, &deferred[i]);
+    }
+    free(deferred);
+    return 0;
 }
 
 static int
 keymap_grow(KeyMap *m)
 {
     Py_ssize_t capacity = m->capacity ? m->capacity * 2 : 1024;
-    Slot *slots = alloc_slots(capacity);
-    if (slots == NULL) {
+    size_t bytes = (size_t)capacity * sizeof(Slot);
+    if (m->reserve != NULL) {
+        if (commit_slots(m->reserve, (size_t)m->capacity * sizeof(Slot), bytes) < 0) {
+            return -1;
+        }
+        if (grow_in_place(m->slots, m->capacity) < 0) {
+            return -1;
+        }
+        m->capacity = capacity;
+        return 0;
+    }
+    unsigned char *reserve = NULL;
+    Slot *slots;
+    if (bytes >= HUGE_PAGE_BYTES && (reserve = reserve_slots()) != NULL) {
+        if (commit_slots(reserve, 0, bytes) < 0) {
+            munmap(reserve, SLOT_RESERVE_BYTES);
+            return -1;
+        }
+        slots = (Slot *)reserve;
+    }
+    else if ((slots = malloc(bytes)) == NULL) {
         return -1;
     }
     for (Py_ssize_t i = 0; i < capacity; i++) {
         slots[i].key_length = -1;
     }
     for (Py_ssize_t i = 0; i < m->capacity; i++) {
-        Slot *s = &m->slots[i];
-        if (s->key_length < 0) {
-            continue;
+        if (m->slots[i].key_length >= 0) {
+            place_slot(slots, capacity, &m->slots[i]);
         }
-        Py_ssize_t j = (Py_ssize_t)(s->hash & (uint64_t)(capacity - 1));
-        while (slots[j].key_length >= 0) {
-            j = (j + 1) & (capacity - 1);
-        }
-        slots[j] = *s;
     }
-    free(m->slots);
+    free_slots(m);
     m->slots = slots;
+    m->reserve = reserve;
     m->capacity = capacity;
     return 0;
 }
@@ -376,7 +514,7 @@ keymap_find(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash)
 
 /* How many keys ahead a loop over a batch's keys asks for their slots: enough to overlap the misses,
  * few enough that the CPU keeps every request (it tracks only so many). */
-#define PREFETCH_DISTANCE 12
+#define PREFETCH_DISTANCE 24
 
 /* Hint the CPU to fetch the key's slot now: a batch's lookups then overlap their cache misses. */
 static inline void
@@ -390,13 +528,16 @@ static int
 keymap_put_hashed(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset,
                   int64_t *previous)
 {
-    if ((m->size + 1) * 4 > m->capacity * 3 && keymap_grow(m) < 0) {
-        return -1;
-    }
     Slot *s = keymap_find(m, key, n, hash);
     if (s->key_length < 0) {
         if (n > INT32_MAX) {
             return -1;
+        }
+        if ((m->size + 1) * 4 > m->capacity * 3) { /* a new key would fill the table past 3/4 */
+            if (keymap_grow(m) < 0) {
+                return -1;
+            }
+            s = keymap_find(m, key, n, hash);
         }
         if (n <= INLINE_KEY_BYTES) {
             memcpy(s->key, key, (size_t)n);
@@ -471,6 +612,19 @@ bits_reserve(KeyMap *m, int64_t offset)
 static int
 keymap_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset)
 {
+    int64_t previous, bit;
+    if (m->bits_state == BITS_VALID && offset > m->bits_last && offset - m->bits_base < m->bits_words * 64) {
+        /* the usual case: the next offset of the scan, its bit already allocated */
+        if (keymap_put_hashed(m, key, n, hash, offset, &previous) < 0) {
+            return -1;
+        }
+        bit = previous - m->bits_base;
+        if (previous >= 0 && bit >= 0) {
+            m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
+        }
+        m->bits_last = offset;
+        return 0;
+    }
     if (m->bits_state == BITS_EMPTY) {
         m->bits_state = BITS_VALID;
         m->bits_base = offset;
@@ -487,11 +641,10 @@ keymap_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t h
     if (m->bits_state != BITS_VALID) {
         return keymap_put_hashed(m, key, n, hash, offset, NULL);
     }
-    int64_t previous;
     if (keymap_put_hashed(m, key, n, hash, offset, &previous) < 0) {
         return -1;
     }
-    int64_t bit = previous - m->bits_base;
+    bit = previous - m->bits_base;
     if (previous >= 0 && bit >= 0) {
         m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
     }
@@ -536,7 +689,7 @@ keymap_get(KeyMap *m, const unsigned char *key, Py_ssize_t n)
 static void
 keymap_dealloc(KeyMap *m)
 {
-    free(m->slots);
+    free_slots(m);
     free(m->arena);
     free(m->bits);
     Py_TYPE(m)->tp_free((PyObject *)m);
@@ -629,6 +782,9 @@ crc32c_shift(uint32_t zeros[4][256], uint32_t crc)
 
 static uint32_t crc32c_table[256];
 static int has_sse42 = 0;
+#ifdef CRC32C_VPCLMUL
+static int has_vpclmul = 0; /* VPCLMULQDQ on 512-bit registers: crc32c_vpclmul */
+#endif
 
 static void
 crc32c_init(void)
@@ -645,6 +801,10 @@ crc32c_init(void)
 #if defined(__x86_64__)
     __builtin_cpu_init();
     has_sse42 = __builtin_cpu_supports("sse4.2");
+#ifdef CRC32C_VPCLMUL
+    has_vpclmul = has_sse42 && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("pclmul");
+#endif
 #endif
 }
 
@@ -696,6 +856,62 @@ crc32c_sse42(uint32_t c, const unsigned char *p, size_t n)
 }
 #endif
 
+/*
+ * CRC-32C by carry-less multiplication on 512-bit registers (VPCLMULQDQ), where the CPU has it: 256 bytes
+ * a step in 16 lanes of 128 bits, each lane folded 2048 bits forward (lane' = lo * K1 ^ hi * K2 ^ next
+ * 16 bytes, the K the reflected x^(d+32), x^(d-32) mod P shifted left by one, as in Intel's "Fast CRC
+ * computation using PCLMULQDQ"); then the lanes folded into one, whose 16 bytes the crc32 instruction
+ * finishes, and the tail of under 256 bytes by crc32c_sse42. The running value in and out is the raw
+ * register (no inversion), as crc32c_sse42's. Needs n >= 256.
+ */
+#ifdef CRC32C_VPCLMUL
+#define FOLD_KEYS(d_plus, d_minus) _mm512_set_epi64(d_minus, d_plus, d_minus, d_plus, d_minus, d_plus, d_minus, d_plus)
+
+__attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2"))) static inline __m512i
+fold512(__m512i x, __m512i keys, __m512i next)
+{
+    __m512i lo = _mm512_clmulepi64_epi128(x, keys, 0x00), hi = _mm512_clmulepi64_epi128(x, keys, 0x11);
+    return _mm512_ternarylogic_epi64(lo, hi, next, 0x96); /* lo ^ hi ^ next */
+}
+
+__attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2"))) static inline __m128i
+fold128(__m128i x, uint64_t k_plus, uint64_t k_minus, __m128i next)
+{
+    __m128i keys = _mm_set_epi64x((long long)k_minus, (long long)k_plus);
+    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, keys, 0x00), _mm_clmulepi64_si128(x, keys, 0x11)),
+                         next);
+}
+
+__attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2"))) static uint32_t
+crc32c_vpclmul(uint32_t c, const unsigned char *p, size_t n)
+{
+    __m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_loadu_si512(p + 64), x2 = _mm512_loadu_si512(p + 128),
+            x3 = _mm512_loadu_si512(p + 192);
+    x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)c)));
+    p += 256;
+    n -= 256;
+    const __m512i k2048 = FOLD_KEYS(0x0dcb17aa4LL, 0x0b9e02b86LL);
+    for (; n >= 256; n -= 256, p += 256) {
+        x0 = fold512(x0, k2048, _mm512_loadu_si512(p));
+        x1 = fold512(x1, k2048, _mm512_loadu_si512(p + 64));
+        x2 = fold512(x2, k2048, _mm512_loadu_si512(p + 128));
+        x3 = fold512(x3, k2048, _mm512_loadu_si512(p + 192));
+    }
+    /* x0..x2 folded 1536, 1024, 512 bits forward onto x3 */
+    x3 = fold512(x0, FOLD_KEYS(0x0a87ab8a8LL, 0x0ab7aff2aLL), x3);
+    x3 = fold512(x1, FOLD_KEYS(0x06992cea2LL, 0x00d3b6092LL), x3);
+    x3 = fold512(x2, FOLD_KEYS(0x0740eef02LL, 0x09e4addf8LL), x3);
+    /* its lanes 0..2 folded 384, 256, 128 bits forward onto lane 3 */
+    __m128i a = _mm512_extracti32x4_epi32(x3, 3);
+    a = fold128(_mm512_extracti32x4_epi32(x3, 0), 0x01c291d04ULL, 0x1d82c63daULL, a);
+    a = fold128(_mm512_extracti32x4_epi32(x3, 1), 0x1384aa63aULL, 0x0ba4fc28eULL, a);
+    a = fold128(_mm512_extracti32x4_epi32(x3, 2), 0x0f20c0dfeULL, 0x14cd00bd6ULL, a);
+    uint64_t r = __builtin_ia32_crc32di(0, (uint64_t)_mm_cvtsi128_si64(a));
+    r = __builtin_ia32_crc32di(r, (uint64_t)_mm_extract_epi64(a, 1));
+    return crc32c_sse42((uint32_t)r, p, n);
+}
+#endif
+
 static uint32_t
 crc32c_by_table(const unsigned char *p, size_t n)
 {
@@ -710,6 +926,11 @@ static uint32_t
 crc32c(const unsigned char *p, size_t n)
 {
 #if defined(__x86_64__)
+#ifdef CRC32C_VPCLMUL
+    if (has_vpclmul && n >= 256) {
+        return ~crc32c_vpclmul(0xFFFFFFFFu, p, n);
+    }
+#endif
     if (has_sse42) {
         return ~crc32c_sse42(0xFFFFFFFFu, p, n);
     }

@@ -8,7 +8,8 @@ offset (the caller checkpoints it).
 
 Crash protocol of a group (§10.2; the loader's recovery is in ``service/storage/loader.py``):
   1. ``clean_group`` writes ``<base>.log.cleaned`` and its ``.index/.timeindex/.txnindex.cleaned``, with the
-     final time-index entry, trimmed indexes, fsync and the last source segment's mtime. A crash now: the
+     final time-index entry, trimmed indexes and the last source segment's mtime, then they are fsynced
+     (in a round, on the group's ``GroupSwap`` thread while the next group is cleaned). A crash now: the
      loader deletes every ``.cleaned`` file; the old segments are intact.
   2. ``PartitionLog.replace_segments`` renames ``.cleaned`` → ``.swap`` (a crash now: the loader completes
      the swap, deleting the old segments in the swap's offset range), renames the old segments
@@ -26,8 +27,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from cleaner.cleaned_writer import META_FIELDS, CleanedWriter
+from cleaner.group_swap import GroupSwap
 from cleaner.grouping import group_segments_by_size
-from cleaner.native import NativeKeyMap, Writeback, filter_batches, native_key_map
+from cleaner.native import NativeKeyMap, filter_batches, native_key_map
 from cleaner.offset_map import OffsetMap, ReadPacer, build_offset_map, segments_overlapping
 from cleaner.rules import (
     BatchOutcome,
@@ -43,14 +46,6 @@ from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txn
 from service.clock import Clock
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
-from service.storage.log_files import (
-    CLEANED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    segment_path,
-)
 from service.storage.partition_files import delete_marked_snapshot
 from service.storage.records import RecordBatch
 from service.storage.segment import LogSegment
@@ -152,19 +147,42 @@ class Cleaner:
         groups = group_segments_by_size(
             below_end, log.config.segment_bytes, log.config.segment_index_bytes, upper
         )
-        for group in groups:
-            self.clean_segments(
-                log,
-                group,
-                lookup=offset_map.lookup,
-                map_latest_offset=offset_map.latest_offset,
-                upper_bound=upper,
-                now_ms=now_ms,
-                txn_state=txn_state,
-                active_producers=producers.refresh(log),
-                stats=stats,
-                pacer=pacer,
-            )
+        swap: GroupSwap | None = None  # the previous group's, syncing while this one is cleaned
+        try:
+            for group in groups:
+                cleaned = self._clean_unswapped(
+                    log,
+                    group,
+                    lookup=offset_map.lookup,
+                    map_latest_offset=offset_map.latest_offset,
+                    upper_bound=upper,
+                    now_ms=now_ms,
+                    txn_state=txn_state,
+                    active_producers=producers.refresh(log),
+                    stats=stats,
+                    pacer=pacer,
+                    fsync=False,
+                )
+                if swap is not None:
+                    done, swap = swap, None
+                    try:
+                        self._swapped(log, done.result())
+                    except BaseException:
+                        if cleaned is not None:  # not handed over: nothing else would delete its files
+                            cleaned.delete_files()
+                        raise
+                if cleaned is not None:
+                    swap = GroupSwap(log, cleaned, group)
+            if swap is not None:
+                done, swap = swap, None
+                self._swapped(log, done.result())
+        except BaseException:
+            if swap is not None:  # the group before the failure is complete: its swap goes on
+                try:
+                    self._swapped(log, swap.result())
+                except Exception:
+                    logger.exception("%s: swap of a cleaned group failed", log.topic_partition)
+            raise
         stats.buffer_utilization = (
             offset_map.kafka_utilization_percent(self.dedupe_buffer_bytes, self.load_factor) / 100
         )
@@ -197,6 +215,40 @@ class Cleaner:
         pacer: ReadPacer | None = None,
     ) -> LogSegment | None:
         """Clean one group and swap the result in (Kafka ``cleanSegments``); None if it was left as is."""
+        cleaned = self._clean_unswapped(
+            log,
+            segments,
+            lookup=lookup,
+            map_latest_offset=map_latest_offset,
+            upper_bound=upper_bound,
+            now_ms=now_ms,
+            txn_state=txn_state,
+            active_producers=active_producers,
+            stats=stats,
+            pacer=pacer,
+            fsync=True,
+        )
+        if cleaned is not None:
+            self._swapped(log, log.replace_segments([cleaned], segments))
+        return cleaned
+
+    def _clean_unswapped(
+        self,
+        log: PartitionLog,
+        segments: Sequence[LogSegment],
+        *,
+        lookup: Callable[[bytes], int],
+        map_latest_offset: int,
+        upper_bound: int,
+        now_ms: int,
+        txn_state: CleanedTransactionMetadata,
+        active_producers: Mapping[int, LastRecord],
+        stats: CleanerStats,
+        pacer: ReadPacer | None,
+        fsync: bool,
+    ) -> LogSegment | None:
+        """``clean_group`` for one group of the log, ready for its swap (``fsync``: durable already; else
+        ``group_swap.sync_and_swap`` syncs it); None if it was left as is."""
         pacer = pacer or ReadPacer(self.check_aborted, self.throttle)
         aborted = group_aborted_txns(log.segments, segments)
         cleaned = clean_group(
@@ -213,6 +265,7 @@ class Cleaner:
             config=log.config,
             stats=stats,
             pacer=pacer,
+            fsync=fsync,
         )
         if cleaned is None:
             logger.debug(
@@ -230,10 +283,12 @@ class Cleaner:
             cleaned.log_path,
             [s.base_offset for s in segments],
         )
-        doomed = log.replace_segments([cleaned], segments)
+        return cleaned
+
+    def _swapped(self, log: PartitionLog, doomed: list[LogSegment]) -> None:
+        """After a group's swap: the segments it replaced (``.deleted``) go after ``file.delete.delay.ms``."""
         if doomed:  # retention may have removed (and will delete) them all meanwhile
             self.schedule_delete(log.config.file_delete_delay_ms, partial(delete_segments, doomed))
-        return cleaned
 
 
 def clean_group(
@@ -251,6 +306,7 @@ def clean_group(
     config: LogConfig,
     stats: CleanerStats,
     pacer: ReadPacer | None = None,
+    fsync: bool = True,
 ) -> LogSegment | None:
     """Clean one group into one finished ``<base>.log.cleaned`` segment, or None if nothing would change.
 
@@ -258,13 +314,14 @@ def clean_group(
     overlapping segment i (``collect_aborted_txns``), added to ``txn_state`` as segment i starts;
     ``txn_state`` is advanced through the group (pass a ``copy`` to keep the original). A one-segment
     group that would come out byte-identical (log and ``.txnindex``) is not written at all: the cleaned
-    file is created only at the first change. On any error the ``.cleaned`` files are deleted.
+    file is created only at the first change. On any error the ``.cleaned`` files are deleted. Without
+    ``fsync`` the files are left for the caller to sync before the swap (``group_swap.sync_and_swap``).
     """
     pacer = pacer or ReadPacer(_never_aborted, _no_throttle)
     ctx = CleaningContext(
         lookup, map_latest_offset, now_ms, delete_retention_ms, upper_bound, active_producers
     )
-    writer = _CleanedWriter(segments, directory, config, now_ms)
+    writer = CleanedWriter(segments, directory, config, now_ms)
     key_map = native_key_map(lookup)
     try:
         retained: list[AbortedTxn] = []
@@ -278,7 +335,7 @@ def clean_group(
             for batch in segment.batches(verify_crc=True):
                 _clean_batch(batch, ctx, txn_state, retained, writer, stats, pacer)
         pacer.flush()
-        cleaned = writer.finish(retained, segments[-1].last_modified_ms())
+        cleaned = writer.finish(retained, segments[-1].last_modified_ms(), fsync=fsync)
     except BaseException:
         writer.discard()
         raise
@@ -295,7 +352,7 @@ def _clean_batch(
     ctx: CleaningContext,
     txn_state: CleanedTransactionMetadata,
     retained: list[AbortedTxn],
-    writer: _CleanedWriter,
+    writer: CleanedWriter,
     stats: CleanerStats,
     pacer: ReadPacer,
 ) -> None:
@@ -315,17 +372,13 @@ def _clean_batch(
         pacer.written(len(outcome.data))
 
 
-_META_FIELDS = 10  # per batch of filter_batches: see cleaner/_native.c
-_UNCHANGED = 1
-
-
 def _clean_segment_native(
     segment: LogSegment,
     key_map: NativeKeyMap,
     ctx: CleaningContext,
     txn_state: CleanedTransactionMetadata,
     retained: list[AbortedTxn],
-    writer: _CleanedWriter,
+    writer: CleanedWriter,
     stats: CleanerStats,
     pacer: ReadPacer,
 ) -> None:
@@ -352,17 +405,17 @@ def _clean_segment_native(
                 chunks.position += batch.size_bytes
                 continue
             rows = memoryview(meta).cast("q")
-            read_bytes, written_bytes = sum(rows[2::_META_FIELDS]), len(out)
+            read_bytes, written_bytes = sum(rows[2::META_FIELDS]), len(out)
             pacer.read(read_bytes)
             stats.bytes_read += read_bytes
-            stats.records_read += sum(rows[7::_META_FIELDS])
-            stats.records_retained += sum(rows[8::_META_FIELDS])
-            stats.invalid_records += sum(rows[9::_META_FIELDS])
+            stats.records_read += sum(rows[7::META_FIELDS])
+            stats.records_retained += sum(rows[8::META_FIELDS])
+            stats.invalid_records += sum(rows[9::META_FIELDS])
             stats.bytes_written += written_bytes
             writer.add_run(chunks.buffer_start, out, rows)
             if written_bytes:
                 pacer.written(written_bytes)
-            last_offset = rows[-_META_FIELDS + 5]
+            last_offset = rows[-META_FIELDS + 5]
             txn_state.on_plain_batch_read(last_offset)  # none of them is transactional: none aborted
             chunks.position = chunks.buffer_start + reached
 
@@ -374,129 +427,6 @@ def _count(stats: CleanerStats, batch: RecordBatch, outcome: BatchOutcome) -> No
     stats.invalid_records += outcome.invalid_records
     if outcome.data is not None:
         stats.bytes_written += len(outcome.data)
-
-
-class _CleanedWriter:
-    """The group's ``.cleaned`` segment, created at the first change.
-
-    Multi-segment groups always change (they merge). For a one-segment group, leading batches that come out
-    unchanged are only counted (``_unchanged_end``); the first changed or dropped batch creates the file and
-    copies them from the source first. If the file was never needed, ``finish`` returns None unless the
-    ``.txnindex`` would differ.
-    """
-
-    def __init__(
-        self, segments: Sequence[LogSegment], directory: Path, config: LogConfig, now_ms: int
-    ) -> None:
-        self._source = segments[0] if len(segments) == 1 else None
-        self._base = segments[0].base_offset
-        self._directory = directory
-        self._config = config
-        self._now_ms = now_ms
-        self._unchanged_end = 0
-        self._cleaned: LogSegment | None = None
-        self._writeback: Writeback | None = None
-        if self._source is None:
-            self._open()
-
-    def add(self, batch: RecordBatch, outcome: BatchOutcome) -> None:
-        self.add_raw(
-            batch.position + batch.size_bytes,
-            outcome.data,
-            outcome.is_unchanged,
-            batch.last_offset,
-            outcome.max_timestamp,
-        )
-
-    def add_raw(
-        self, end_position: int, data: bytes | None, is_unchanged: bool, last_offset: int, max_timestamp: int
-    ) -> None:
-        """One source batch's outcome: the file position after it, its bytes to write (None: gone)."""
-        if self._cleaned is None and is_unchanged:
-            self._unchanged_end = end_position
-            return
-        cleaned = self._cleaned or self._open()
-        if data is not None:
-            _append(cleaned, data, last_offset, max_timestamp)
-
-    def add_run(self, buffer_start: int, out: bytes, rows: memoryview) -> None:
-        """The outcomes of a run of batches from ``filter_batches`` (``rows``: its metadata as int64, a
-        buffer's worth read from file position ``buffer_start``; ``out``: the bytes of every batch it kept,
-        end to end): once the cleaned file exists, one write."""
-        first = 0
-        if self._cleaned is None:
-            outcomes = rows[0::_META_FIELDS]
-            while first < len(outcomes) and outcomes[first] == _UNCHANGED:
-                first += 1
-            if first:
-                at = (first - 1) * _META_FIELDS
-                self._unchanged_end = buffer_start + rows[at + 1] + rows[at + 2]
-            if first == len(outcomes):
-                return
-        cleaned = self._cleaned or self._open()
-        rest = rows[first * _META_FIELDS :]
-        cleaned.append_batches(
-            memoryview(out)[rest[3] :],
-            rest[4::_META_FIELDS],
-            rest[5::_META_FIELDS],
-            rest[6::_META_FIELDS],
-        )
-        if self._writeback is not None:
-            self._writeback.written(cleaned.size_bytes)
-
-    def finish(self, retained: list[AbortedTxn], mtime_ms: int) -> LogSegment | None:
-        cleaned = self._cleaned
-        if cleaned is None:  # a one-segment group whose batches all came out unchanged
-            source = self._source
-            if source is not None and retained == source.txn_index.all_aborted():
-                return None
-            cleaned = self._open()
-        self._stop_writeback()
-        for txn in retained:
-            cleaned.append_aborted_txn(txn)
-        cleaned.on_become_inactive()
-        cleaned.flush()
-        cleaned.close_file()
-        cleaned.set_last_modified_ms(mtime_ms)
-        return cleaned
-
-    def discard(self) -> None:
-        self._stop_writeback()
-        if self._cleaned is not None:
-            self._cleaned.delete_files()
-            self._cleaned = None
-
-    def _stop_writeback(self) -> None:
-        if self._writeback is not None:
-            self._writeback.close()
-            self._writeback = None
-
-    def _open(self) -> LogSegment:
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            segment_path(self._directory, self._base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
-        cleaned = LogSegment.create(
-            self._directory,
-            self._base,
-            config=self._config,
-            now_ms=self._now_ms,
-            suffix=CLEANED_SUFFIX,
-            indexes_grow=True,
-        )
-        self._cleaned = cleaned
-        self._writeback = Writeback.open(cleaned.log_path)
-        if self._source is not None and self._unchanged_end:
-            for batch in self._source.batches():
-                if batch.position >= self._unchanged_end:
-                    break
-                _append(cleaned, batch.data, batch.last_offset, batch.max_timestamp)
-        return cleaned
-
-
-def _append(segment: LogSegment, data: bytes, last_offset: int, max_timestamp: int) -> None:
-    """One surviving batch, one append: its indexes follow the normal interval rule (§4.1)."""
-    segment.append(
-        data, largest_offset=last_offset, max_timestamp=max_timestamp, offset_of_max_timestamp=last_offset
-    )
 
 
 def group_aborted_txns(

@@ -4,6 +4,7 @@ must come out byte for byte the same, and ``LOGCLEANER_PURE_PYTHON=1`` must leav
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -191,6 +192,27 @@ def test_the_key_map_keeps_every_key_through_its_growth() -> None:
     assert len(key_map) == 0 and key_map.get(keys[0]) == -1
 
 
+def test_the_key_map_keeps_every_key_while_it_grows_in_place() -> None:
+    """From 2 MiB of slots (65,536) the table doubles where it is: 300,000 keys take it through three such
+    doublings (to 524,288 slots), with keys put again and clusters that wrap round the table's end."""
+    native = cleaner.native._native
+    assert native is not None
+    rng = random.Random(10)
+    key_map = native.KeyMap()
+    keys = [rng.randbytes(rng.choice((0, 3, 9, 14, 30))) + b"%d" % i for i in range(300_000)]
+    latest: dict[bytes, int] = {}
+    for offset in range(450_000):
+        key = keys[offset] if offset < len(keys) else keys[rng.randrange(len(keys))]
+        key_map.put(key, offset)
+        latest[key] = offset
+    assert len(key_map) == len(latest)
+    assert all(key_map.get(k) == v for k, v in latest.items())
+    assert all(key_map.get(b"absent-%d" % i) == -1 for i in range(10_000))
+    copy = native.KeyMap()
+    native.load_key_map(copy, native.dump_key_map(key_map))
+    assert len(copy) == len(latest) and all(copy.get(k) == v for k, v in latest.items())
+
+
 # -- the key map build in C: batch iteration, CRC-32C and records, one call per run of plain batches --------
 
 
@@ -309,6 +331,18 @@ def test_crc32c_over_three_streams_matches_the_crc32c_package(size: int, skew: i
     data = (seed * (size // len(seed) + 1))[:size]
     view = memoryview(bytes(skew) + data)[skew:]
     assert native.crc32c(view) == crc32c.crc32c(data) == native.crc32c_by_table(data)
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.binary(min_size=200, max_size=3_000), skew=st.integers(0, 63))
+def test_crc32c_by_carry_less_multiplication_matches_the_crc32c_package(data: bytes, skew: int) -> None:
+    """From 256 bytes on, a CPU with VPCLMULQDQ folds 256 bytes a step (elsewhere this is the three-stream
+    or the table path again): every length around the steps, at any alignment, random bytes."""
+    native = cleaner.native._native
+    assert native is not None
+    view = memoryview(bytes(skew) + data)[skew:]
+    for end in (len(data), 255, 256, 257, 511, 512, 513, 767):
+        assert native.crc32c(view[:end]) == crc32c.crc32c(data[:end]), end
 
 
 def plain_segment_bytes(tmp_path: Path) -> bytes:

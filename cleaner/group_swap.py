@@ -1,0 +1,67 @@
+"""A cleaned group's fsync and swap on a thread of its own, while the round cleans the next group.
+
+The swap is a group's commit point (reference §10.2): its ``.cleaned`` files need only be durable before
+``.cleaned`` → ``.swap``, as Kafka's ``cleanSegments`` flushes the cleaned segment and then calls
+``replaceSegments``. ``Cleaner.clean`` writes group N+1 while group N's files are fsynced and swapped in
+here (the fsyncs and the swap's two directory syncs wait on the disk, not the CPU), and waits for N's swap
+before it hands N+1 over: the swaps stay in the groups' order, one at a time, and every one is done
+before the round returns.
+
+A crash at any moment: before N's swap starts, N's and N+1's ``.cleaned`` files are deleted by the
+loader and their source segments are intact; from the ``.swap`` rename on, the loader completes N's
+swap (``PartitionLog.replace_segments``). Group N+1 reads only its own source segments, never N's, and
+its aborted transactions sit in its own segments' ``.txnindex`` (a marker follows its data): its inputs
+are the same whether N is swapped yet or not (the Spark engine cleans every group of a round from the
+same state).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from service.storage.log import PartitionLog
+from service.storage.segment import LogSegment
+
+__all__ = ["GroupSwap", "sync_and_swap"]
+
+
+def sync_and_swap(log: PartitionLog, cleaned: LogSegment, replaced: Sequence[LogSegment]) -> list[LogSegment]:
+    """fsync the finished ``.cleaned`` segment (closed, indexes trimmed, mtime set), then swap it in for
+    ``replaced``; returns the replaced segments the swap renamed ``.deleted``. A failed fsync deletes the
+    ``.cleaned`` files (nothing was published)."""
+    try:
+        cleaned.flush()
+    except BaseException:
+        cleaned.delete_files()
+        raise
+    return log.replace_segments([cleaned], replaced)
+
+
+class GroupSwap:
+    """``sync_and_swap`` of one group, running on its own thread from construction; ``result`` waits for
+    it. Its fields are written by that thread only, and read after ``join``."""
+
+    def __init__(self, log: PartitionLog, cleaned: LogSegment, replaced: Sequence[LogSegment]) -> None:
+        self._log = log
+        self._cleaned = cleaned
+        self._replaced = list(replaced)
+        self._doomed: list[LogSegment] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, name=f"swap-{log.topic_partition}-{cleaned.base_offset}"
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._doomed = sync_and_swap(self._log, self._cleaned, self._replaced)
+        except BaseException as exc:  # handed to the round's thread by result()
+            self._error = exc
+
+    def result(self) -> list[LogSegment]:
+        """Wait for the swap; the replaced segments now ``.deleted``, or the swap's error raised."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._doomed

@@ -1,0 +1,121 @@
+"""One in-process cleaning round in its own process, SIGKILLed at a chosen step of the groups' swaps.
+
+    python -m tests.cleaner.round_process '<json>'
+
+JSON: ``directory``, ``segment_bytes`` (the config the round loads the log with), ``upper``, ``now_ms``,
+and ``kill_at``: ``[step, n]`` = the n-th time (1-based) the step is reached:
+
+- ``handed``: a group's ``.cleaned`` files are written and handed to its swap thread, which syncs and swaps
+  them while the round writes the next group: the kill lands wherever both threads are;
+- ``synced``: a group's files fsynced by its swap thread, not renamed yet;
+- ``swap``, ``deleted``, ``renamed``: as in ``tests/cleaner/spark/round_process.py``.
+
+Prints the round's end offset as JSON when it was not killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import cleaner.cleaner
+import cleaner.group_swap
+from cleaner.cleaner import Cleaner
+from service.clock import ManualClock
+from service.storage.loader import load_partition_log
+from service.storage.log import PartitionLog
+from service.storage.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
+from service.storage.segment import LogSegment
+from tests.cleaner.helpers import compact_config
+
+REPO = Path(__file__).resolve().parents[2]
+_RENAMES = {
+    (CLEANED_SUFFIX, SWAP_SUFFIX): "swap",
+    ("", DELETED_SUFFIX): "deleted",
+    (SWAP_SUFFIX, ""): "renamed",
+}
+
+
+class KillPoint:
+    """Counts each step as it is reached and kills the process (every thread) at the chosen one."""
+
+    def __init__(self, step: str, nth: int) -> None:
+        self.step = step
+        self.nth = nth
+        self.seen: dict[str, int] = {}
+
+    def reached(self, step: str) -> None:
+        self.seen[step] = self.seen.get(step, 0) + 1
+        if step == self.step and self.seen[step] == self.nth:
+            sys.stdout.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def install(kill: KillPoint) -> None:
+    """Wrap the calls the groups' swaps make, so that each step reports itself after it is done."""
+    rename = LogSegment.change_file_suffixes
+
+    def change_file_suffixes(self: LogSegment, old_suffix: str, new_suffix: str) -> None:
+        rename(self, old_suffix, new_suffix)
+        step = _RENAMES.get((old_suffix, new_suffix))
+        if step is not None:
+            kill.reached(step)
+
+    LogSegment.change_file_suffixes = change_file_suffixes  # type: ignore[method-assign]
+    sync_and_swap = cleaner.group_swap.sync_and_swap
+
+    def synced_then_swapped(
+        log: PartitionLog, cleaned: LogSegment, replaced: Sequence[LogSegment]
+    ) -> list[LogSegment]:
+        cleaned.flush()
+        kill.reached("synced")
+        return sync_and_swap(log, cleaned, replaced)
+
+    cleaner.group_swap.sync_and_swap = synced_then_swapped
+
+    class ReportedSwap(cleaner.group_swap.GroupSwap):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            kill.reached("handed")
+
+    setattr(cleaner.cleaner, "GroupSwap", ReportedSwap)  # noqa: B010 (not an export of the module)
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[1])
+    kill_at = spec["kill_at"]
+    install(KillPoint(kill_at[0], int(kill_at[1])))
+    clock = ManualClock(int(spec["now_ms"]))
+    config = compact_config(segment_bytes=int(spec["segment_bytes"]))
+    log = load_partition_log(Path(spec["directory"]), config, clock=clock).log
+
+    def delete_now(_delay_ms: int, delete: Callable[[], None]) -> None:
+        delete()
+
+    result = Cleaner(clock=clock, schedule_delete=delete_now).clean(log, 0, int(spec["upper"]))
+    log.close()
+    sys.stdout.write(json.dumps({"end_offset": result.end_offset}) + "\n")
+    return 0
+
+
+def run_round_process(spec: dict[str, Any], *, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``main`` in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "tests.cleaner.round_process", json.dumps(spec)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
