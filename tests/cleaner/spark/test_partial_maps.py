@@ -35,7 +35,7 @@ def partial_then_merged(
         splits = plan_splits(
             log.directory, from_offset=first_dirty, until_offset=plan.end_offset, max_split_bytes=split_bytes
         )
-        tasks = map_tasks(0, splits, first_dirty, plan.map_scan.aborted_batches, [], task_bytes)
+        tasks = map_tasks(0, splits, first_dirty, plan.map_scan.aborted_batches, task_bytes)
         blobs = [build_partial_map(task) for task in tasks]
     lookup, size = merged_lookup(blobs)
     return {key: lookup(key) for key in KEYS}, size
