@@ -1,16 +1,21 @@
-"""``log.cleaner.engine=spark``: a cleaning round's heavy work as one Spark job, swapped in by the driver.
+"""``log.cleaner.engine=spark``: a cleaning round's heavy work as Spark tasks, swapped in by the driver.
 
 A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
 
 1. driver: ``plan_round`` (upper bound, groups, each group's aborted txns and starting transaction state,
    active producers, the dirty section's aborted data batches; one pass over batch headers);
-2. one Spark action, two stages: each map task maps one or more consecutive splits of the dirty segments
-   (``segment_splits``) in C into a partial key map and emits it as one blob (``partial_maps``), to each
-   rewrite task whose first group starts at or before its last segment; the exchange brings each rewrite
-   task its blobs (no aggregation by key, no Python object per record); there they go into a C key map in
-   order, and ``clean_group`` rewrites the task's groups (one, or several consecutive small ones) with it,
-   writing ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. Small splits and groups
-   are packed into about ``_TASKS_PER_CORE`` tasks per core, so many small logs do not make many tiny tasks;
+2. the log's groups are cut into consecutive ranges of about equal bytes, one rewrite task each
+   (``ranges_per_log``: about one task per core over the job, ranges of at least ``max_split_bytes``; many
+   logs get one each). A log of one range needs one Spark job: its task maps its dirty segments itself in
+   C, in offset order, then ``clean_group`` rewrites its groups with that map, as the in-process round
+   does. A log of several ranges first has a map job: one task per range with dirty segments maps them in C
+   and writes the map (blob and superseded bitmap) to a scratch file in the log's dir (``partial_maps``);
+   then in the rewrite job each range's task loads its own range's file and every later one's (only paths
+   go through Spark; no exchange, no aggregation by key, no Python object per record) and rewrites its
+   groups, writing ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. A round ticket
+   (``job_ticket``) guarantees that no task of a cancelled or failed job writes after the driver removed
+   the tasks' files; the scratch files are removed after the rewrite job, whatever happened, before any
+   swap;
 3. driver: in offset order, ``check_aborted`` then ``log.replace_segments`` (Kafka's .cleaned → .swap →
    .deleted protocol, crash-safe as in ``cleaner.cleaner``) and ``schedule_delete`` of the replaced files.
 
@@ -18,15 +23,15 @@ An abort or an error before a group is swapped deletes that group's ``.cleaned``
 one's, then re-raises; groups already swapped stay (each is a complete cleaning). Throttling is coarse:
 ``throttle`` hears the tasks' bytes read and written once the job is done (and the map pass's bytes, which
 the driver replays), so the round's average rate obeys ``log.cleaner.io.max.bytes.per.second`` while the
-job itself runs unthrottled. Timings: map build = from the round's start to the first rewrite task's
-start (tasks report wall-clock times), rewrite = the rest. The driver never holds the key map.
+jobs themselves run unthrottled. Timings: map build = from the round's start until the first rewrite task
+has its lookup (tasks report wall-clock times), rewrite = the rest. The driver never holds the key map.
 
 Several logs in one job (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
-together): each log is planned on its own; the map tasks of every log make the one map stage, their
-rewrite tasks the one rewrite stage (a log's blobs go only to its own rewrite tasks); after the job each
-log is swapped in and reported (``on_done``) on its own. An abort of one log (seen by the job's poll)
-cancels the job and runs it again without that log; a job that fails is run again as one job per log, so a
-log whose data breaks its tasks fails alone.
+together): each log is planned on its own; the map tasks of every log make the one map job, their rewrite
+tasks the one rewrite job (a log's files go only to its own tasks); after the jobs each log is swapped in
+and reported (``on_done``) on its own. An abort of one log (seen by the jobs' poll) cancels the job and
+runs it again without that log; a job that fails is run again as one job per log, so a log whose data
+breaks its tasks fails alone.
 """
 
 from __future__ import annotations

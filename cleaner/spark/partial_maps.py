@@ -37,7 +37,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from cleaner.native import dump_key_map, load_key_map, new_native_key_map
+from cleaner.native import (
+    dump_key_map,
+    dump_superseded_bits,
+    load_key_map,
+    load_superseded_bits,
+    new_native_key_map,
+    supersede_key_map,
+)
 from cleaner.offset_map import OffsetMap, map_data_batch
 from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
 from cleaner.spark.job_ticket import TaskTicket
@@ -58,6 +65,7 @@ __all__ = [
 T = TypeVar("T")
 
 _ENTRY = struct.Struct("<Iq")  # key length, offset; then the key bytes (cleaner/_native.c's blob form)
+_FILE_HEADER = struct.Struct("<qq")  # a blob file: the blob's length, the bitmap's; then the blob, the bitmap
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +97,15 @@ def write_partial_map(task: MapSplit) -> dict[str, int]:
     """A map task (on an executor): its blob written to ``task.blob_path``; its size and times return."""
     started_ms = time.time_ns() // 1_000_000
     with TaskTicket(task.ticket):
-        blob = build_partial_map(task)
+        offset_map = OffsetMap()
+        _map_into(task, offset_map)
+        native = offset_map.native
+        blob = _dump_entries(offset_map) if native is None else dump_key_map(native)
+        bits = (None if native is None else dump_superseded_bits(native)) or b""
         with open(task.blob_path, "wb") as file:  # scratch: read only after every map task succeeded
+            file.write(_FILE_HEADER.pack(len(blob), len(bits)))
             file.write(blob)
+            file.write(bits)
     return {
         "log": task.log,
         "index": task.index,
@@ -112,18 +126,29 @@ def range_lookup(own: MapSplit | None, blob_paths: Sequence[str]) -> tuple[Calla
     offset_map = OffsetMap()
     if own is not None:
         _map_into(own, offset_map)
-    native = offset_map.native
-    for path in blob_paths:
-        with open(path, "rb") as file:
-            if os.fstat(file.fileno()).st_size == 0:
-                continue  # a task that mapped no key
-            if native is None:
-                for key, offset in _entries_of(file.read()).items():
-                    offset_map.put(key, offset)
-                continue
-            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view, memoryview(view) as data:
-                load_key_map(native, data)
+    for i, path in enumerate(blob_paths):
+        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            _load_blob_file(offset_map, view, first=i == 0 and own is None)
     return offset_map.lookup, offset_map.size
+
+
+def _load_blob_file(offset_map: OffsetMap, view: mmap.mmap, *, first: bool) -> None:
+    """One ``write_partial_map`` file into ``offset_map``: the first into a fresh map with its bitmap (the
+    range's own), any later one superseding (``supersede_key_map``), so the bitmap stays valid."""
+    native = offset_map.native
+    with memoryview(view) as data:
+        blob_bytes, bits_bytes = _FILE_HEADER.unpack_from(data)
+        at = _FILE_HEADER.size
+        with data[at : at + blob_bytes] as blob, data[at + blob_bytes : at + blob_bytes + bits_bytes] as bits:
+            if native is None:
+                for key, offset in _entries_of(bytes(blob)).items():
+                    offset_map.put(key, offset)
+            elif first:
+                load_key_map(native, blob)
+                if bits:
+                    load_superseded_bits(native, bits)
+            else:
+                supersede_key_map(native, blob)
 
 
 def _map_into(task: MapSplit, offset_map: OffsetMap) -> None:
