@@ -76,6 +76,9 @@ from service.storage.segment import LogSegment
 __all__ = ["SparkEngine"]
 
 _NO_PACKING = 1 << 62  # one map task for all of a range's splits
+# A log is cut into ranges only if none holds more than this share of its bytes: a map job and the map
+# files cost more than a range that is only a little shorter than the whole log saves.
+_MAX_RANGE_SHARE = 0.75
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
@@ -320,6 +323,8 @@ class SparkEngine:
         map_splits: list[MapSplit] = []
         for i, (round_, plan, task) in enumerate(zip(rounds, plans, round_tasks, strict=True)):
             ranges = _balanced_ranges(plan, list(task.groups), counts[i])
+            if max(_range_bytes(task, run) for run in ranges) > _MAX_RANGE_SHARE * sizes[i]:
+                ranges = [tuple(task.groups)]  # cutting would not shorten the longest task enough
             splits = self._dirty_splits(round_.log, plan)
             own = _range_maps(i, plan, [task.groups[run[0]].base_offsets[0] for run in ranges], splits)
             if len(ranges) == 1:
@@ -565,6 +570,10 @@ def _range_maps(
         else None
         for index, run in enumerate(per_range)
     ]
+
+
+def _range_bytes(task: RoundTask, run: tuple[int, ...]) -> int:
+    return sum(sum(task.groups[slot].sizes_bytes) for slot in run)
 
 
 def _balanced_ranges(plan: RoundPlan, slots: list[int], count: int) -> list[tuple[int, ...]]:
