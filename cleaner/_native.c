@@ -1914,9 +1914,141 @@ load_key_map(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/*
+ * A range's map for a parallel round (cleaner/spark/partial_maps.py): the superseded bitmap of a map built
+ * by a scan in offset order travels with its blob, so the task that rewrites the range reads "superseded"
+ * from bits as the in-process filter does; the later ranges' keys then set the bits of the offsets they
+ * supersede.
+ */
+
+/* dump_superseded_bits(key_map) -> bytes or None: bits_base, bits_last (int64 LE), then the words
+ * covering [bits_base, bits_last]; None when the map keeps no valid bitmap. */
+static PyObject *
+dump_superseded_bits(PyObject *self, PyObject *arg)
+{
+    if (!PyObject_TypeCheck(arg, &KeyMapType)) {
+        PyErr_SetString(PyExc_TypeError, "dump_superseded_bits needs a KeyMap");
+        return NULL;
+    }
+    KeyMap *m = (KeyMap *)arg;
+    if (m->bits_state != BITS_VALID || m->bits_last < m->bits_base) {
+        Py_RETURN_NONE;
+    }
+    int64_t words = (m->bits_last - m->bits_base) / 64 + 1;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(16 + words * 8));
+    if (out == NULL) {
+        return NULL;
+    }
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    put_le(p, (uint64_t)m->bits_base, 8);
+    put_le(p + 8, (uint64_t)m->bits_last, 8);
+    for (int64_t i = 0; i < words; i++) {
+        put_le(p + 16 + 8 * i, m->bits[i], 8);
+    }
+    return out;
+}
+
+/* load_superseded_bits(key_map, bits) -> None: install a dump_superseded_bits bitmap into a map that holds
+ * exactly the entries of the same scan's blob (load_key_map), put nowhere else since. */
+static PyObject *
+load_superseded_bits(PyObject *self, PyObject *args)
+{
+    PyObject *target;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "O!y*", &KeyMapType, &target, &view)) {
+        return NULL;
+    }
+    KeyMap *m = (KeyMap *)target;
+    const unsigned char *p = view.buf;
+    int64_t base = 0, last = -1, words = 0;
+    if (view.len >= 16) {
+        base = (int64_t)get_le(p, 8);
+        last = (int64_t)get_le(p + 8, 8);
+        words = last >= base && last - base < MAX_BITMAP_BITS ? (last - base) / 64 + 1 : -1;
+    }
+    if (view.len < 16 || words < 0 || view.len != 16 + words * 8) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "not a superseded bitmap");
+        return NULL;
+    }
+    bits_off(m);
+    m->bits = malloc((size_t)words * sizeof(uint64_t));
+    if (m->bits == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    for (int64_t i = 0; i < words; i++) {
+        m->bits[i] = get_le(p + 16 + 8 * i, 8);
+    }
+    PyBuffer_Release(&view);
+    m->bits_words = words;
+    m->bits_base = base;
+    m->bits_last = last;
+    m->bits_state = BITS_VALID;
+    Py_RETURN_NONE;
+}
+
+/* supersede_key_map(key_map, blob) -> None: load_key_map for the blob of a later range (every offset above
+ * the map's scanned ones): where a key was there, the bit of the offset it replaces is set, so the bitmap
+ * stays valid; an offset at or below the scanned ones turns it off. */
+static PyObject *
+supersede_key_map(PyObject *self, PyObject *args)
+{
+    PyObject *target;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "O!y*", &KeyMapType, &target, &view)) {
+        return NULL;
+    }
+    KeyMap *m = (KeyMap *)target;
+    const unsigned char *p = view.buf;
+    Py_ssize_t left = view.len;
+    int status = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (left > 0) {
+        if (left < BLOB_ENTRY_HEADER) {
+            status = 1;
+            break;
+        }
+        uint64_t n = get_le(p, 4);
+        int64_t offset = (int64_t)get_le(p + 4, 8);
+        if (n > (uint64_t)(left - BLOB_ENTRY_HEADER) || n > INT32_MAX) {
+            status = 1;
+            break;
+        }
+        const unsigned char *key = p + BLOB_ENTRY_HEADER;
+        int64_t previous = -1;
+        if (m->bits_state == BITS_VALID && offset <= m->bits_last) {
+            bits_off(m);
+        }
+        if (keymap_put_hashed(m, key, (Py_ssize_t)n, hash_bytes(key, (Py_ssize_t)n), offset, &previous) < 0) {
+            status = 2;
+            break;
+        }
+        if (m->bits_state == BITS_VALID && previous >= m->bits_base && previous <= m->bits_last) {
+            int64_t bit = previous - m->bits_base;
+            m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
+        }
+        p += BLOB_ENTRY_HEADER + (Py_ssize_t)n;
+        left -= BLOB_ENTRY_HEADER + (Py_ssize_t)n;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (status == 1) {
+        PyErr_SetString(PyExc_ValueError, "not a key map blob: an entry runs past its end");
+        return NULL;
+    }
+    if (status == 2) {
+        return PyErr_NoMemory();
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef key_map_blob_methods[] = {
     {"dump_key_map", dump_key_map, METH_O, "A KeyMap's entries as one blob."},
     {"load_key_map", load_key_map, METH_VARARGS, "Put a blob's entries into a KeyMap."},
+    {"dump_superseded_bits", dump_superseded_bits, METH_O, "A scanned KeyMap's superseded bitmap."},
+    {"load_superseded_bits", load_superseded_bits, METH_VARARGS, "Install a superseded bitmap."},
+    {"supersede_key_map", supersede_key_map, METH_VARARGS, "Put a later range's blob, keeping the bits."},
     {NULL, NULL, 0, NULL},
 };
 

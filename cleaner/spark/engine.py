@@ -1,16 +1,21 @@
-"""``log.cleaner.engine=spark``: a cleaning round's heavy work as one Spark job, swapped in by the driver.
+"""``log.cleaner.engine=spark``: a cleaning round's heavy work as Spark tasks, swapped in by the driver.
 
 A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
 
 1. driver: ``plan_round`` (upper bound, groups, each group's aborted txns and starting transaction state,
    active producers, the dirty section's aborted data batches; one pass over batch headers);
-2. one Spark action, two stages: each map task maps one or more consecutive splits of the dirty segments
-   (``segment_splits``) in C into a partial key map and emits it as one blob (``partial_maps``), to each
-   rewrite task whose first group starts at or before its last segment; the exchange brings each rewrite
-   task its blobs (no aggregation by key, no Python object per record); there they go into a C key map in
-   order, and ``clean_group`` rewrites the task's groups (one, or several consecutive small ones) with it,
-   writing ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. Small splits and groups
-   are packed into about ``_TASKS_PER_CORE`` tasks per core, so many small logs do not make many tiny tasks;
+2. the log's groups are cut into consecutive ranges of about equal bytes, one rewrite task each
+   (``ranges_per_log``: about one task per core over the job, ranges of at least ``max_split_bytes``; many
+   logs get one each). A log of one range needs one Spark job: its task maps its dirty segments itself in
+   C, in offset order, then ``clean_group`` rewrites its groups with that map, as the in-process round
+   does. A log of several ranges first has a map job: one task per range with dirty segments maps them in C
+   and writes the map (blob and superseded bitmap) to a scratch file in the log's dir (``partial_maps``);
+   then in the rewrite job each range's task loads its own range's file and every later one's (only paths
+   go through Spark; no exchange, no aggregation by key, no Python object per record) and rewrites its
+   groups, writing ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. A round ticket
+   (``job_ticket``) guarantees that no task of a cancelled or failed job writes after the driver removed
+   the tasks' files; the scratch files are removed after the rewrite job, whatever happened, before any
+   swap;
 3. driver: in offset order, ``check_aborted`` then ``log.replace_segments`` (Kafka's .cleaned → .swap →
    .deleted protocol, crash-safe as in ``cleaner.cleaner``) and ``schedule_delete`` of the replaced files.
 
@@ -18,26 +23,29 @@ An abort or an error before a group is swapped deletes that group's ``.cleaned``
 one's, then re-raises; groups already swapped stay (each is a complete cleaning). Throttling is coarse:
 ``throttle`` hears the tasks' bytes read and written once the job is done (and the map pass's bytes, which
 the driver replays), so the round's average rate obeys ``log.cleaner.io.max.bytes.per.second`` while the
-job itself runs unthrottled. Timings: map build = from the round's start to the first rewrite task's
-start (tasks report wall-clock times), rewrite = the rest. The driver never holds the key map.
+jobs themselves run unthrottled. Timings: map build = from the round's start until the first rewrite task
+has its lookup (tasks report wall-clock times), rewrite = the rest. The driver never holds the key map.
 
 Several logs in one job (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
-together): each log is planned on its own; the map tasks of every log make the one map stage, their
-rewrite tasks the one rewrite stage (a log's blobs go only to its own rewrite tasks); after the job each
-log is swapped in and reported (``on_done``) on its own. An abort of one log (seen by the job's poll)
-cancels the job and runs it again without that log; a job that fails is run again as one job per log, so a
-log whose data breaks its tasks fails alone.
+together): each log is planned on its own; the map tasks of every log make the one map job, their rewrite
+tasks the one rewrite job (a log's files go only to its own tasks); after the jobs each log is swapped in
+and reported (``on_done``) on its own. An abort of one log (seen by the jobs' poll) cancels the job and
+runs it again without that log; a job that fails is run again as one job per log, so a log whose data
+breaks its tasks fails alone.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from pyspark.sql import SparkSession
 
@@ -45,8 +53,9 @@ from cleaner.cleaner import CleaningResult, ScheduleDelete, delete_segments
 from cleaner.engine import LogRound
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
+from cleaner.spark.job_ticket import JobTicket
 from cleaner.spark.jobs import run_action
-from cleaner.spark.partial_maps import map_tasks, pack_consecutive, run_map_task
+from cleaner.spark.partial_maps import MapSplit, blob_path, map_tasks, write_partial_map
 from cleaner.spark.rewrite import GroupResult, GroupTask, RewriteItem, RoundTask, rewrite_partition
 from cleaner.spark.round_plan import GroupPlan, RoundPlan, plan_round
 from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_splits
@@ -66,7 +75,11 @@ from service.storage.segment import LogSegment
 
 __all__ = ["SparkEngine"]
 
-_TASKS_PER_CORE = 2  # small splits and groups are packed into about this many tasks per core, at least
+_NO_PACKING = 1 << 62  # one map task for all of a range's splits
+# A log is cut into ranges only if none holds more than this share of its bytes: a map job and the map
+# files cost more than a range that is only a little shorter than the whole log saves.
+_MAX_RANGE_SHARE = 0.75
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -272,76 +285,96 @@ class SparkEngine:
     def _run_job(
         self, rounds: Sequence[_Round], *, thread_id: int, check_aborted: Callable[[], None], name: str
     ) -> list[tuple[list[GroupResult], int]]:
-        """The Spark job: a map stage (every log's dirty splits, packed into map tasks: partial maps), an
-        exchange of their blobs by rewrite task, a rewrite stage (every log's groups, consecutive small ones
-        packed into one task and partition); per log, its results and map size."""
+        """The round's Spark jobs: every log's groups cut into ranges (one rewrite task each, about one per
+        core in all); for the logs of several ranges, a map job first (one task per range with dirty
+        segments: its partial map written to a blob file), then one rewrite job for every log's ranges;
+        the blob files are removed after it, whatever happened. Per log, its results and map size."""
         spark = self._started_session(check_aborted)
-        context = spark.sparkContext
-        wanted_tasks = _TASKS_PER_CORE * context.defaultParallelism
         plans = [r.plan_or_fail() for r in rounds]
+        tickets: list[JobTicket] = []
+        try:
+            for round_, plan in zip(rounds, plans, strict=True):
+                tickets.append(JobTicket.create(str(round_.log.directory), plan.end_offset))
+            return self._run_jobs(spark, rounds, plans, tickets, thread_id, check_aborted, name)
+        finally:
+            for ticket in tickets:  # a second time (a no-op) unless the jobs raised before their cleanup
+                ticket.close()
+
+    def _run_jobs(
+        self,
+        spark: SparkSession,
+        rounds: Sequence[_Round],
+        plans: list[RoundPlan],
+        tickets: list[JobTicket],
+        thread_id: int,
+        check_aborted: Callable[[], None],
+        name: str,
+    ) -> list[tuple[list[GroupResult], int]]:
+        context = spark.sparkContext
         round_tasks: list[RoundTask] = []
         used = 0
-        for round_, plan in zip(rounds, plans, strict=True):
+        for round_, plan, ticket in zip(rounds, plans, tickets, strict=True):
             slots = list(range(used, used + len(plan.groups)))
             used += len(slots)
-            round_tasks.append(_round_task(round_.log, plan, slots))
-        group_bytes = sum(s.size_bytes for plan in plans for g in plan.groups for s in g.segments)
-        rewrite_bytes = max(self.max_split_bytes, -(-group_bytes // wanted_tasks))
+            round_tasks.append(_round_task(round_.log, plan, slots, ticket.path))
+        sizes = [sum(s.size_bytes for g in plan.groups for s in g.segments) for plan in plans]
+        counts = ranges_per_log(sizes, context.defaultParallelism, self.max_split_bytes)
         items: list[RewriteItem] = []  # rewrite partition p cleans the groups of items[p]
-        dirty: list[tuple[int, list[SegmentSplit], list[tuple[int, int]]]] = []
+        map_splits: list[MapSplit] = []
         for i, (round_, plan, task) in enumerate(zip(rounds, plans, round_tasks, strict=True)):
-            first = len(items)
+            ranges = _balanced_ranges(plan, list(task.groups), counts[i])
+            if max(_range_bytes(task, run) for run in ranges) > _MAX_RANGE_SHARE * sizes[i]:
+                ranges = [tuple(task.groups)]  # cutting would not shorten the longest task enough
+            splits = self._dirty_splits(round_.log, plan)
+            own = _range_maps(i, plan, [task.groups[run[0]].base_offsets[0] for run in ranges], splits)
+            if len(ranges) == 1:
+                items.append(RewriteItem(i, ranges[0], own[0]))
+                continue
+            paths: list[str | None] = []
+            for index, range_map in enumerate(own):
+                if range_map is None:
+                    paths.append(None)
+                    continue
+                path = blob_path(str(round_.log.directory), plan.end_offset, index)
+                map_splits.append(replace(range_map, blob_path=path, ticket=tickets[i].path))
+                paths.append(path)
             items.extend(
-                RewriteItem(i, run) for run in _packed_groups(plan, list(task.groups), rewrite_bytes)
+                RewriteItem(i, run, None, tuple(p for p in paths[index:] if p is not None))
+                for index, run in enumerate(ranges)
             )
-            if plan.has_dirty_segments:
-                splits = plan_splits(
-                    round_.log.directory,
-                    from_offset=plan.first_dirty_offset,
-                    until_offset=plan.end_offset,
-                    max_split_bytes=self.max_split_bytes,
-                )
-                bases = [task.groups[item.slots[0]].base_offsets[0] for item in items[first:]]
-                dirty.append((i, splits, list(zip(bases, range(first, len(items)), strict=True))))
-        total = sum(s.end_position - s.start_position for _i, splits, _g in dirty for s in splits)
-        task_bytes = max(self.max_split_bytes, -(-total // wanted_tasks))
-        tasks = [
-            task
-            for i, splits, groups in dirty
-            for task in map_tasks(
-                i,
-                splits,
-                plans[i].first_dirty_offset,
-                plans[i].map_scan.aborted_batches,
-                groups,
-                task_bytes,
-            )
-        ]
-        partitions = len(items)
-        rewritten = (
-            context.parallelize(tasks, max(len(tasks), 1))
-            .flatMap(run_map_task)
-            .partitionBy(partitions, _own_partition)
-            .mapPartitionsWithIndex(rewrite_partition(round_tasks, items))
-        )
 
         def delete_every_cleaned() -> None:
             for round_, plan in zip(rounds, plans, strict=True):
                 _delete_cleaned(round_.log.directory, plan.groups)
 
-        try:
-            rows = run_action(
+        def run(action: Callable[[], list[T]], what: str) -> list[T]:
+            return run_action(
                 spark,
-                rewritten.collect,
+                action,
                 pool=pool_name(thread_id),
-                description=f"logcleaner: clean {name}",
+                description=f"logcleaner: {what} {name}",
                 check_aborted=check_aborted,
                 on_job=self.on_job,
                 poll_interval_s=self.poll_interval_s,
             )
+
+        try:
+            if map_splits:
+                run(context.parallelize(map_splits, len(map_splits)).map(write_partial_map).collect, "map")
+            rewritten = context.parallelize(items, len(items)).mapPartitionsWithIndex(
+                rewrite_partition(round_tasks)
+            )
+            rows = run(rewritten.collect, "clean")
         except BaseException:
+            for ticket in tickets:  # no task writes after this
+                ticket.close()
             delete_every_cleaned()
             raise
+        finally:
+            for ticket in tickets:
+                ticket.close()
+            for split in map_splits:  # before any swap: see partial_maps on these names
+                Path(split.blob_path).unlink(missing_ok=True)
         by_slot = {r.slot: r for r in map(GroupResult.from_row, rows)}
         outcomes = []
         for round_, plan, task in zip(rounds, plans, round_tasks, strict=True):
@@ -351,6 +384,16 @@ class SparkEngine:
                 delete_every_cleaned()
                 raise
         return outcomes
+
+    def _dirty_splits(self, log: PartitionLog, plan: RoundPlan) -> list[SegmentSplit]:
+        if not plan.has_dirty_segments:
+            return []
+        return plan_splits(
+            log.directory,
+            from_offset=plan.first_dirty_offset,
+            until_offset=plan.end_offset,
+            max_split_bytes=self.max_split_bytes,
+        )
 
     def _started_session(self, check_aborted: Callable[[], None]) -> SparkSession:
         """The session; a start (tens of seconds on a busy machine) runs on its own thread while the round
@@ -475,8 +518,9 @@ def _results_of(
     return results, max((r.lookup_keys for r in results), default=0)  # the first group's: the whole map
 
 
-def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int]) -> RoundTask:
+def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int], ticket: str) -> RoundTask:
     return RoundTask(
+        ticket=ticket,
         directory=str(log.directory),
         config=log.config,
         now_ms=plan.now_ms,
@@ -498,17 +542,53 @@ def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int]) -> RoundTa
     )
 
 
-def _packed_groups(plan: RoundPlan, slots: list[int], rewrite_bytes: int) -> list[tuple[int, ...]]:
-    """The log's group slots, consecutive groups packed up to ``rewrite_bytes`` a rewrite task."""
-    size_of = {
-        slot: sum(s.size_bytes for s in g.segments) for g, slot in zip(plan.groups, slots, strict=True)
-    }
-    return pack_consecutive(slots, size_of.__getitem__, rewrite_bytes)
+def ranges_per_log(sizes: Sequence[int], cores: int, min_range_bytes: int) -> list[int]:
+    """How many ranges (rewrite tasks) each log of a job is cut into: one each, then, while the job has
+    fewer than ``cores``, one more for the log with the most bytes a range, as long as its ranges stay at
+    least ``min_range_bytes``. Many logs: one task each, no blob file; one large log: about one a core."""
+    counts = [1] * len(sizes)
+    for _ in range(cores - len(sizes)):
+        best = max(range(len(sizes)), key=lambda i: sizes[i] / counts[i], default=None)
+        if best is None or sizes[best] // (counts[best] + 1) < min_range_bytes:
+            break
+        counts[best] += 1
+    return counts
 
 
-def _own_partition(partition: int) -> int:
-    """The exchange's partitioner: a blob keyed by its rewrite partition goes there."""
-    return partition
+def _range_maps(
+    log: int, plan: RoundPlan, range_bases: list[int], splits: list[SegmentSplit]
+) -> list[MapSplit | None]:
+    """Per range (``range_bases``: each one's first segment base), the map task of its dirty splits, or
+    None when it has none."""
+    per_range: list[list[SegmentSplit]] = [[] for _ in range_bases]
+    for split in splits:
+        per_range[max(bisect.bisect_right(range_bases, split.segment_base_offset) - 1, 0)].append(split)
+    aborted = plan.map_scan.aborted_batches
+    return [
+        replace(map_tasks(log, run, plan.first_dirty_offset, aborted, _NO_PACKING)[0], index=index)
+        if run
+        else None
+        for index, run in enumerate(per_range)
+    ]
+
+
+def _range_bytes(task: RoundTask, run: tuple[int, ...]) -> int:
+    return sum(sum(task.groups[slot].sizes_bytes) for slot in run)
+
+
+def _balanced_ranges(plan: RoundPlan, slots: list[int], count: int) -> list[tuple[int, ...]]:
+    """The log's group slots cut into ``count`` consecutive ranges of about equal bytes (fewer if there
+    are fewer groups): range k ends at the group whose end lies nearest to k/count of the log's bytes."""
+    ends = list(itertools.accumulate(sum(s.size_bytes for s in g.segments) for g in plan.groups))
+    cuts = {0, len(slots)}
+    for k in range(1, count):
+        target = ends[-1] * k / count
+        at = bisect.bisect_left(ends, target)
+        if at > 0 and target - ends[at - 1] <= ends[min(at, len(ends) - 1)] - target:
+            at -= 1
+        cuts.add(min(at + 1, len(slots)))
+    bounds = sorted(cuts)
+    return [tuple(slots[lo:hi]) for lo, hi in itertools.pairwise(bounds) if hi > lo]
 
 
 def _record_phases(stats: CleanerStats, clock: Clock, start_wall_ms: int, results: list[GroupResult]) -> None:

@@ -1,24 +1,27 @@
-"""The round's key map without an aggregation: partial maps built in C by map tasks, merged by rewrite tasks.
+"""The round's key map without an aggregation: partial maps built in C, moved as files, merged in tasks.
 
-Map tasks and rewrite tasks are the two stages of one Spark job. A map task takes one or more consecutive
-splits of a log's dirty segments (``segment_splits``: a segment, or a byte range of one cut at a batch
-start; small ones packed together, so many small logs do not make many tiny tasks) and maps them as
-``build_offset_map`` maps the dirty section. Mappable records are the data records (not control) at or
-above the first dirty offset outside aborted transactions; which data batches are aborted the driver
-already knows from its header replay (``MapScan.aborted_batches``), so a split needs no transaction state
-of its own. Runs of plain batches go through ``KeyMap.map_batches`` (header, CRC, records in one C call per
-read chunk), any other batch through ``map_data_batch`` (its records area in C when it can, else the Python
-rules, which stay the oracle). The task's partial map leaves it as one blob (``dump_key_map``: per entry
-the key's length, its offset, the key bytes): no Python object per record or key. The job's one exchange
-moves whole blobs, keyed by the partition of each group that needs them; nothing is aggregated by key.
+A log's groups are cut into consecutive ranges, one rewrite task each. A map task takes the splits of one
+range's dirty segments (``segment_splits``: a segment, or a byte range of one cut at a batch start) and
+maps them as ``build_offset_map`` maps the dirty section. Mappable records are the data records (not
+control) at or above the first dirty offset outside aborted transactions; which data batches are aborted
+the driver already knows from its header replay (``MapScan.aborted_batches``), so a split needs no
+transaction state of its own. Runs of plain batches go through ``KeyMap.map_batches`` (header, CRC, records
+in one C call per read chunk), any other batch through ``map_data_batch`` (its records area in C when it
+can, else the Python rules, which stay the oracle). The task's partial map leaves it as one blob
+(``dump_key_map``: per entry the key's length, its offset, the key bytes), written to a scratch file in the
+log's own dir (``write_partial_map``): only the file's path and a few numbers go through Spark, no Python
+object per record or key, and nothing is aggregated by key. The files are named
+``<round end offset>.keymap-<range>.cleaned``: the loader deletes any ``.cleaned`` file left by a crash,
+and no ``.swap`` of the round lies at or above that offset, so none is taken for an interrupted split.
 
-One log's map tasks come in offset order (segment, then position), and every offset of a task lies above
-every offset of an earlier one, so putting the blobs into one map in task order (a later put wins) gives
-each key its latest offset: the map ``build_offset_map`` builds. A group's task gets and loads only the
-blobs of tasks that reach its first segment or beyond: a key whose latest record lies before the group
-cannot supersede a record of the group (the rules drop a record only when its offset is below the key's
-latest; the map is used for nothing else), so leaving those out, or not, changes no verdict. The log's
-first group loads every blob: its map size is the round's ``map_size``.
+One log's ranges come in offset order, and every offset of a range lies above every offset of an earlier
+one, so putting the blobs into one map in range order (a later put wins) gives each key its latest offset:
+the map ``build_offset_map`` builds. A range's rewrite task loads only the blobs of its own range and the
+later ones (``range_lookup``): a key whose latest record lies before the range cannot supersede a record in
+it (the rules drop a record only when its offset is below the key's latest; the map is used for nothing
+else), so leaving those out changes no verdict. The log's first range loads every blob: its map size is
+the round's ``map_size``. A log of one range needs no file: its one task maps its dirty segments itself, in
+offset order, so the C map keeps its superseded bitmap for the filter, exactly as in the in-process round.
 
 Without the C module (``LOGCLEANER_PURE_PYTHON=1``) the same blobs are written and read by ``struct``.
 """
@@ -26,41 +29,130 @@ Without the C module (``LOGCLEANER_PURE_PYTHON=1``) the same blobs are written a
 from __future__ import annotations
 
 import bisect
+import mmap
+import os
 import struct
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from cleaner.native import dump_key_map, load_key_map, new_native_key_map
+from cleaner.native import (
+    dump_key_map,
+    dump_superseded_bits,
+    load_key_map,
+    load_superseded_bits,
+    new_native_key_map,
+    supersede_key_map,
+)
 from cleaner.offset_map import OffsetMap, map_data_batch
 from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
+from cleaner.spark.job_ticket import TaskTicket
 from cleaner.spark.segment_splits import SegmentSplit
 from cleaner.stats import CleanerStats
 
-__all__ = ["MapSplit", "build_partial_map", "map_tasks", "merged_lookup", "pack_consecutive", "run_map_task"]
+__all__ = [
+    "MapSplit",
+    "blob_path",
+    "build_partial_map",
+    "map_tasks",
+    "merged_lookup",
+    "pack_consecutive",
+    "range_lookup",
+    "write_partial_map",
+]
 
 T = TypeVar("T")
 
 _ENTRY = struct.Struct("<Iq")  # key length, offset; then the key bytes (cleaner/_native.c's blob form)
+_FILE_HEADER = struct.Struct("<qq")  # a blob file: the blob's length, the bitmap's; then the blob, the bitmap
 
 
 @dataclass(frozen=True, slots=True)
 class MapSplit:
     """One map task: consecutive splits of one log's dirty segments, the first dirty offset, the aborted
     data batches in them (base offsets); ``log`` and ``index`` say whose task it is and where its blob goes
-    in its log's order, ``destinations`` which rewrite tasks get its blob."""
+    in its log's order, ``blob_path`` the file its blob is written to (``write_partial_map``)."""
 
     log: int
     index: int
     splits: tuple[SegmentSplit, ...]
     start_offset: int
     aborted_batches: frozenset[int]
-    destinations: tuple[int, ...] = ()  # the rewrite partitions (groups) that need this task's map
+    blob_path: str = ""
+    ticket: str = ""  # the round's ticket file (``job_ticket``), held while the blob is written
 
 
 def build_partial_map(task: MapSplit) -> bytes:
     """The task's keys → their latest offset in its splits, as one blob (runs on an executor)."""
     offset_map = OffsetMap()  # the C table, unless LOGCLEANER_PURE_PYTHON=1
+    _map_into(task, offset_map)
+    native = offset_map.native
+    if native is not None:
+        return dump_key_map(native)
+    return _dump_entries(offset_map)
+
+
+def write_partial_map(task: MapSplit) -> dict[str, int]:
+    """A map task (on an executor): its blob written to ``task.blob_path``; its size and times return."""
+    started_ms = time.time_ns() // 1_000_000
+    with TaskTicket(task.ticket):
+        offset_map = OffsetMap()
+        _map_into(task, offset_map)
+        native = offset_map.native
+        blob = _dump_entries(offset_map) if native is None else dump_key_map(native)
+        bits = (None if native is None else dump_superseded_bits(native)) or b""
+        with open(task.blob_path, "wb") as file:  # scratch: read only after every map task succeeded
+            file.write(_FILE_HEADER.pack(len(blob), len(bits)))
+            file.write(blob)
+            file.write(bits)
+    return {
+        "log": task.log,
+        "index": task.index,
+        "blob_bytes": len(blob),
+        "started_ms": started_ms,
+        "ended_ms": time.time_ns() // 1_000_000,
+    }
+
+
+def blob_path(directory: str, end_offset: int, index: int) -> str:
+    """Where range ``index``'s blob goes: a ``.cleaned`` name in the log's dir (see the module docstring)."""
+    return os.path.join(directory, f"{end_offset:020d}.keymap-{index}.cleaned")
+
+
+def range_lookup(own: MapSplit | None, blob_paths: Sequence[str]) -> tuple[Callable[[bytes], int], int]:
+    """A rewrite task's lookup: ``own``'s splits mapped here in offset order (a log of one range), then
+    the blobs of ``blob_paths`` put in order (a later one wins); and its number of keys."""
+    offset_map = OffsetMap()
+    if own is not None:
+        _map_into(own, offset_map)
+    for i, path in enumerate(blob_paths):
+        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            _load_blob_file(offset_map, view, first=i == 0 and own is None)
+    return offset_map.lookup, offset_map.size
+
+
+def _load_blob_file(offset_map: OffsetMap, view: mmap.mmap, *, first: bool) -> None:
+    """One ``write_partial_map`` file into ``offset_map``: the first into a fresh map with its bitmap (the
+    range's own), any later one superseding (``supersede_key_map``), so the bitmap stays valid."""
+    native = offset_map.native
+    with memoryview(view) as data:
+        blob_bytes, bits_bytes = _FILE_HEADER.unpack_from(data)
+        at = _FILE_HEADER.size
+        with data[at : at + blob_bytes] as blob, data[at + blob_bytes : at + blob_bytes + bits_bytes] as bits:
+            if native is None:
+                for key, offset in _entries_of(bytes(blob)).items():
+                    offset_map.put(key, offset)
+            elif first:
+                load_key_map(native, blob)
+                if bits:
+                    load_superseded_bits(native, bits)
+            else:
+                supersede_key_map(native, blob)
+
+
+def _map_into(task: MapSplit, offset_map: OffsetMap) -> None:
+    """Map ``task``'s splits into ``offset_map``, in offset order."""
     native = offset_map.native
     stats = CleanerStats()  # the driver's header replay already counted the map pass
     start, aborted = task.start_offset, task.aborted_batches
@@ -77,9 +169,6 @@ def build_partial_map(task: MapSplit) -> bytes:
                 if not batch.is_control and batch.base_offset not in aborted:
                     map_data_batch(batch, start, offset_map, stats)
                 chunks.position += batch.size_bytes
-    if native is not None:
-        return dump_key_map(native)
-    return _dump_entries(offset_map)
 
 
 def merged_lookup(blobs: Sequence[bytes]) -> tuple[Callable[[bytes], int], int]:
@@ -118,25 +207,15 @@ def _entries_of(blob: bytes) -> dict[bytes, int]:
     return entries
 
 
-def run_map_task(task: MapSplit) -> list[tuple[int, tuple[int, bytes]]]:
-    """A map task's output: its blob for each destination, as (partition, (split index, blob))."""
-    blob = build_partial_map(task)
-    return [(partition, (task.index, blob)) for partition in task.destinations]
-
-
 def map_tasks(
     log: int,
     splits: Sequence[SegmentSplit],
     start_offset: int,
     aborted: Sequence[int],
-    groups: Sequence[tuple[int, int]],
     task_bytes: int,
 ) -> list[MapSplit]:
     """One log's map tasks, in split order: consecutive splits packed up to ``task_bytes`` a task (a split
-    larger than that alone). A task's aborted batches are those of its segments' range, its destinations
-    the partitions of ``groups`` ((base offset, partition) of each of the log's groups) based at or below
-    its last segment: every group that needs one of its splits (a group also getting keys from splits
-    before it is harmless, see the module docstring)."""
+    larger than that alone). A task's aborted batches are those of its segments' range."""
     ordered = sorted(aborted)
     bases = sorted({s.segment_base_offset for s in splits})
     tasks = []
@@ -145,8 +224,7 @@ def map_tasks(
         at = bisect.bisect_right(bases, last)
         end = bases[at] if at < len(bases) else run[-1].until_offset
         lo, hi = bisect.bisect_left(ordered, first), bisect.bisect_left(ordered, end)
-        destinations = tuple(partition for group_base, partition in groups if group_base <= last)
-        tasks.append(MapSplit(log, index, run, start_offset, frozenset(ordered[lo:hi]), destinations))
+        tasks.append(MapSplit(log, index, run, start_offset, frozenset(ordered[lo:hi])))
     return tasks
 
 

@@ -1,8 +1,9 @@
 """The rewrite of segment groups inside Spark tasks: the same ``clean_group`` the in-process cleaner runs.
 
-Each task gets its group's key lookup from the partial maps of the job's map stage (``partial_maps``):
-the blobs of the splits at or after the group, which the exchange brings to its partition, put into a C
-key map in split order. Everything else a group needs was decided on the driver (``round_plan``) and
+Each task cleans one range of consecutive groups of a log, with the key lookup ``partial_maps`` gives it:
+the blob files of the map tasks of its range and the later ones (written by the round's map job), put into
+a C key map in range order; or, for a log of one range, its dirty segments mapped by the task itself.
+Everything else a group needs was decided on the driver (``round_plan``) and
 travels with the task as a ``RoundTask``. The task reads its group's segment files itself and writes
 ``<base>.log.cleaned`` and its indexes next to them (executors must see the log dirs: local modes share the
 disk; a real cluster needs them on shared storage), then returns one metadata row per group. The driver
@@ -18,7 +19,8 @@ from pathlib import Path
 
 from cleaner.cleaner import clean_group
 from cleaner.rules import LastRecord
-from cleaner.spark.partial_maps import merged_lookup
+from cleaner.spark.job_ticket import TaskTicket
+from cleaner.spark.partial_maps import MapSplit, range_lookup
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata
 from service.storage.log_config import LogConfig
@@ -69,6 +71,7 @@ class RoundTask:
     map_latest_offset: int
     active_producers: Mapping[int, LastRecord]
     groups: Mapping[int, GroupTask]
+    ticket: str  # the round's ticket file (``job_ticket``): held while the task writes
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +83,10 @@ class GroupResult:
     is_rewritten: bool
     lookup_keys: int  # keys in the group's lookup (the log's first group: the whole map)
     stats: CleanerStats
-    task_partition: int  # the Spark partition that rewrote it (one group per partition, normally)
-    started_ms: int
+    task_partition: int  # the Spark partition that rewrote it
+    started_ms: int  # when its rewrite started (the task's first group: after the lookup was built)
     ended_ms: int
+    lookup_ms: int  # the task's time building its lookup (on its first group's row; 0 on the others)
 
     @classmethod
     def from_row(cls, row: Mapping[str, object]) -> GroupResult:
@@ -102,15 +106,20 @@ class GroupResult:
             task_partition=number("task_partition"),
             started_ms=number("started_ms"),
             ended_ms=number("ended_ms"),
+            lookup_ms=number("lookup_ms"),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class RewriteItem:
-    """One rewrite task's input: consecutive groups (``slots``) of the job's ``log``-th round."""
+    """One rewrite task's input: consecutive groups (``slots``) of the job's ``log``-th round, and where
+    its lookup comes from (``partial_maps.range_lookup``): the splits it maps itself (``own``; a log of one
+    range) and the blob files it loads after them, in order."""
 
     log: int
     slots: tuple[int, ...]
+    own: MapSplit | None = None
+    blob_paths: tuple[str, ...] = ()
 
 
 def rewrite_group(
@@ -164,23 +173,27 @@ def _release(segment: LogSegment) -> None:
 
 
 def rewrite_partition(
-    tasks: Sequence[RoundTask], items: Sequence[RewriteItem]
-) -> Callable[[int, Iterable[tuple[int, tuple[int, bytes]]]], Iterator[dict[str, object]]]:
-    """The function a rewrite task runs (``mapPartitionsWithIndex`` after the exchange): partition ``p``
-    cleans the groups ``items[p].slots`` of the job's ``items[p].log``-th log (``tasks``), one after the
-    other, with the lookup of the blobs it received, (p, (map task index, blob)) each, put in order. The
-    blobs are those its first group needs, so a superset of what each later group needs: harmless
-    (``partial_maps``)."""
+    tasks: Sequence[RoundTask],
+) -> Callable[[int, Iterable[RewriteItem]], Iterator[dict[str, object]]]:
+    """The function a rewrite task runs (``mapPartitionsWithIndex`` over one ``RewriteItem`` a partition):
+    it builds its lookup, then cleans its groups of its log (``tasks[item.log]``) one after the other."""
 
-    def run(partition: int, received: Iterable[tuple[int, tuple[int, bytes]]]) -> Iterator[dict[str, object]]:
-        started_ms = time.time_ns() // 1_000_000
-        item = items[partition]
-        blobs = [blob for _index, blob in sorted((pair for _p, pair in received), key=lambda p: p[0])]
-        lookup, size = merged_lookup(blobs)
-        del blobs
-        for slot in item.slots:
-            row = rewrite_group(tasks[item.log], slot, lookup, size)
-            yield {**row, "started_ms": started_ms, "task_partition": partition}
-            started_ms = time.time_ns() // 1_000_000
+    def run(partition: int, received: Iterable[RewriteItem]) -> Iterator[dict[str, object]]:
+        rows = []
+        for item in received:
+            task = tasks[item.log]
+            with TaskTicket(task.ticket) as ticket:
+                started_ms = time.time_ns() // 1_000_000
+                lookup, size = range_lookup(item.own, item.blob_paths)
+                lookup_ms = time.time_ns() // 1_000_000 - started_ms
+                started_ms += lookup_ms
+                for slot in item.slots:
+                    ticket.check()
+                    row = rewrite_group(task, slot, lookup, size)
+                    rows.append(
+                        {**row, "started_ms": started_ms, "task_partition": partition, "lookup_ms": lookup_ms}
+                    )
+                    started_ms, lookup_ms = time.time_ns() // 1_000_000, 0
+        return iter(rows)  # after the ticket is released: nothing is written while Spark reads the rows
 
     return run

@@ -42,6 +42,8 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.scheduler.mode": "FAIR",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    # Python workers fork from a daemon that has already imported the tasks' modules (worker_daemon).
+    "spark.python.daemon.module": "cleaner.spark.worker_daemon",
 }
 # Two attempts of one task would write the same .cleaned files: never run speculative copies.
 _FORCED_CONF: Mapping[str, str] = {"spark.speculation": "false"}

@@ -12,7 +12,7 @@ The same pass replays what ``build_offset_map`` does with its own state over the
 offset-index position of the first dirty offset in each dirty segment): which data batches belong to
 aborted transactions (their keys never enter the key map) and the map pass's byte and record counts.
 Cost: one sequential read of the headers below the round's end, on the driver (as Kafka's producer-state
-scan does); the records themselves are decoded only by the Spark tasks.
+scan does; past a large batch only the next header is read); the records are decoded only by the tasks.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from service.storage.txn_index import AbortedTxn
 __all__ = ["MapScan", "ReplayResult", "replay_headers"]
 
 _CHUNK_BYTES = 1 << 20
+_LARGE_BATCH_BYTES = 8 << 10  # after a batch this large, the next read is the next header alone
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 
@@ -142,11 +143,15 @@ class _HeaderReader:
         os.close(self._fd)
 
     def headers(self) -> Iterator[_Header]:
+        """Read 1 MiB at a time while batches are small; after a large one, only the next header (most of
+        a log of large batches is then never copied out of the page cache)."""
         position, end = 0, self._end
         buf, buf_start = b"", 0
+        last_size = 0
         while position < end:
             if position + RECORD_BATCH_OVERHEAD > buf_start + len(buf):
-                buf, buf_start = os.pread(self._fd, min(_CHUNK_BYTES, end - position), position), position
+                want = _CHUNK_BYTES if last_size < _LARGE_BATCH_BYTES else RECORD_BATCH_OVERHEAD
+                buf, buf_start = os.pread(self._fd, min(want, end - position), position), position
                 if len(buf) < RECORD_BATCH_OVERHEAD:
                     raise CorruptDataError(
                         f"incomplete batch header: {len(buf)} bytes left", path=self._path, position=position
@@ -160,6 +165,7 @@ class _HeaderReader:
                 )
             yield header
             position += header.size
+            last_size = header.size
 
     def read_batch(self, header: _Header) -> RecordBatch:
         data = os.pread(self._fd, header.size, header.position)

@@ -104,12 +104,15 @@ def test_an_abort_before_the_first_swap_leaves_the_log_as_it_was(
     assert no_cleaned_files(spark.log.directory)
 
 
+@pytest.mark.parametrize("split_bytes", [64 << 20, 1])  # one task; ranges, with a map job and files
 def test_an_abort_during_the_job_cancels_it_and_a_later_round_still_matches_the_oracle(
-    tmp_path: Path, spark_holder: SparkSessionHolder
+    tmp_path: Path, spark_holder: SparkSessionHolder, split_bytes: int
 ) -> None:
     oracle, spark = twins(tmp_path)
     before = files(spark.log.directory)
-    engine = SparkEngine(clock=spark.clock, session=spark_holder, poll_interval_s=0.01)
+    engine = SparkEngine(
+        clock=spark.clock, session=spark_holder, poll_interval_s=0.01, max_split_bytes=split_bytes
+    )
     upper = spark.log.active_segment.base_offset
     with pytest.raises(CleaningAbortedError):
         clean_round(engine, spark.log, 0, upper, check_aborted=aborting_after(3))
@@ -122,8 +125,9 @@ def test_an_abort_during_the_job_cancels_it_and_a_later_round_still_matches_the_
     assert files(spark.log.directory) == files(oracle.log.directory)
 
 
+@pytest.mark.parametrize("split_bytes", [64 << 20, 1])  # one task; ranges, with a map job and files
 def test_a_corrupt_batch_fails_the_round_and_changes_nothing(
-    tmp_path: Path, spark_holder: SparkSessionHolder
+    tmp_path: Path, spark_holder: SparkSessionHolder, split_bytes: int
 ) -> None:
     _oracle, spark = twins(tmp_path)
     victim = spark.log.segments[2].log_path
@@ -131,10 +135,10 @@ def test_a_corrupt_batch_fails_the_round_and_changes_nothing(
     data[-3] ^= 0xFF  # inside the last batch's records: its CRC no longer matches
     victim.write_bytes(bytes(data))
     before = files(spark.log.directory)
-    engine = SparkEngine(clock=spark.clock, session=spark_holder)
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, max_split_bytes=split_bytes)
     with pytest.raises((PySparkException, CorruptDataError), match="CRC mismatch"):  # task, or driver
         clean_round(engine, spark.log)
-    assert files(spark.log.directory) == before
+    assert files(spark.log.directory) == before  # no .cleaned segment, map file or ticket left
 
 
 def test_consecutive_groups_share_a_task_and_the_tasks_spread_over_the_cores(

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from cleaner.cleaner import CleaningResult
 from cleaner.engine import InProcessEngine
+from cleaner.spark import engine as spark_engine
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.session import SparkSessionHolder
 from service.storage.log import PartitionLog
@@ -101,6 +102,46 @@ rounds = st.lists(
     first_dirty_share=st.sampled_from([0.0, 0.0, 0.5]),
 )
 def test_spark_rounds_equal_the_oracle_byte_for_byte(
+    tmp_path_factory: pytest.TempPathFactory,
+    spark_holder: SparkSessionHolder,
+    config: LogConfig,
+    ops: list[Op],
+    rounds: list[tuple[list[Op], int, int]],
+    split_bytes: int,
+    first_dirty_share: float,
+) -> None:
+    check_rounds(tmp_path_factory, spark_holder, config, ops, rounds, split_bytes, first_dirty_share)
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+@given(config=configs, ops=operations, rounds=rounds, first_dirty_share=st.sampled_from([0.0, 0.5]))
+@pytest.mark.parametrize("ranges", [3, 6])
+def test_a_log_cut_into_many_ranges_equals_the_oracle(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+    spark_holder: SparkSessionHolder,
+    ranges: int,
+    config: LogConfig,
+    ops: list[Op],
+    rounds: list[tuple[list[Op], int, int]],
+    first_dirty_share: float,
+) -> None:
+    """More ranges than local[2]'s cores: each range's rewrite task puts its own map's blob and bitmap,
+    then several later ranges' blobs over it (``supersede_key_map``)."""
+    monkeypatch.setattr(spark_engine, "ranges_per_log", lambda sizes, _cores, _min: [ranges] * len(sizes))
+    monkeypatch.setattr(spark_engine, "_MAX_RANGE_SHARE", 1.0)  # however unequal the ranges come out
+    check_rounds(tmp_path_factory, spark_holder, config, ops, rounds, 200, first_dirty_share)
+
+
+def check_rounds(
     tmp_path_factory: pytest.TempPathFactory,
     spark_holder: SparkSessionHolder,
     config: LogConfig,

@@ -5,6 +5,7 @@ both ways."""
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,15 @@ from hypothesis import strategies as st
 import cleaner.native
 from cleaner.offset_map import OffsetMap, build_offset_map
 from cleaner.spark import partial_maps
-from cleaner.spark.partial_maps import build_partial_map, map_tasks, merged_lookup
+from cleaner.spark.job_ticket import JobTicket
+from cleaner.spark.partial_maps import (
+    blob_path,
+    build_partial_map,
+    map_tasks,
+    merged_lookup,
+    range_lookup,
+    write_partial_map,
+)
 from cleaner.spark.round_plan import plan_round
 from cleaner.spark.segment_splits import plan_splits
 from cleaner.stats import CleanerStats
@@ -35,9 +44,37 @@ def partial_then_merged(
         splits = plan_splits(
             log.directory, from_offset=first_dirty, until_offset=plan.end_offset, max_split_bytes=split_bytes
         )
-        tasks = map_tasks(0, splits, first_dirty, plan.map_scan.aborted_batches, [], task_bytes)
+        tasks = map_tasks(0, splits, first_dirty, plan.map_scan.aborted_batches, task_bytes)
         blobs = [build_partial_map(task) for task in tasks]
     lookup, size = merged_lookup(blobs)
+    return {key: lookup(key) for key in KEYS}, size
+
+
+def files_then_loaded(
+    writer: Writer, first_dirty: int, split_bytes: int, own_first: bool
+) -> tuple[dict[bytes, int], int]:
+    """Each split a range: its map written to a file (``write_partial_map``), then every file loaded in
+    order by ``range_lookup`` (with ``own_first``, the first range mapped in place instead)."""
+    log = writer.log
+    plan = plan_round(log, first_dirty, log.active_segment.base_offset, writer.clock.now_ms())
+    assert plan is not None
+    tasks = []
+    if plan.has_dirty_segments:
+        splits = plan_splits(
+            log.directory, from_offset=first_dirty, until_offset=plan.end_offset, max_split_bytes=split_bytes
+        )
+        tasks = map_tasks(0, splits, first_dirty, plan.map_scan.aborted_batches, 1)
+    ticket = JobTicket.create(str(log.directory), plan.end_offset)
+    paths = []
+    for task in tasks:
+        path = blob_path(str(log.directory), plan.end_offset, task.index)
+        write_partial_map(replace(task, blob_path=path, ticket=ticket.path))
+        paths.append(path)
+    own = tasks[0] if own_first and tasks else None
+    lookup, size = range_lookup(own, paths[1:] if own is not None else paths)
+    ticket.close()
+    for path in paths:
+        Path(path).unlink()
     return {key: lookup(key) for key in KEYS}, size
 
 
@@ -83,6 +120,35 @@ def test_merged_partial_maps_equal_the_in_process_map(
         writer = written_log(Path(tmp) / "t-0", config, ops)
         first_dirty = int(writer.log.active_segment.base_offset * dirty_fraction)
         assert partial_then_merged(writer, first_dirty, split_bytes, task_bytes) == in_process_map(
+            writer, first_dirty
+        )
+        writer.log.close()
+
+
+@pytest.mark.parametrize("pure_python", [False, True])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    config=configs,
+    ops=operations,
+    dirty_fraction=st.floats(0, 1),
+    split_bytes=st.sampled_from([1, 300, 1 << 20]),
+    own_first=st.booleans(),
+)
+def test_map_files_loaded_in_order_equal_the_in_process_map(
+    monkeypatch: pytest.MonkeyPatch,
+    pure_python: bool,
+    config: LogConfig,
+    ops: list[Op],
+    dirty_fraction: float,
+    split_bytes: int,
+    own_first: bool,
+) -> None:
+    if pure_python:
+        monkeypatch.setattr(cleaner.native, "_native", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        writer = written_log(Path(tmp) / "t-0", config, ops)
+        first_dirty = int(writer.log.active_segment.base_offset * dirty_fraction)
+        assert files_then_loaded(writer, first_dirty, split_bytes, own_first) == in_process_map(
             writer, first_dirty
         )
         writer.log.close()
