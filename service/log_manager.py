@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,7 @@ from service.ports import CleaningControl, TaskScheduler
 from service.retention import RetentionReason, plan_retention
 from service.storage.atomic import fsync_dir
 from service.storage.dir_lock import LogDirLock
+from service.storage.leader_epoch_flush import flush_leader_epochs_in_batch
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
@@ -61,7 +62,7 @@ __all__ = ["DeletedSegment", "LogManager", "LogManagerSettings"]
 logger = logging.getLogger(__name__)
 
 _MAX_DIR_NAME = 255
-_CREATE_PARTITION_THREADS = 16  # concurrent fsyncs the file system can batch (creation, epoch flushes)
+_CREATE_PARTITION_THREADS = 16  # concurrent fsyncs the file system can batch (partition creation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,25 +208,19 @@ class LogManager:
         self.release_locks()
         logger.info("Log manager shut down cleanly")
 
-    def _flush_leader_epochs_left_by_retention(self) -> None:
-        """Write the epoch checkpoints whose retention task has not run yet, many at once (each is two
-        fsyncs, which a file system batches), so that the closes after it write none: after a pass over
-        10,000 logs, one at a time they took 5 s of the stop."""
-        pending = [log for log in self.logs.values() if log.has_unflushed_leader_epochs]
-        if not pending:
-            return
+    def _flush_leader_epochs_left_by_retention(self, logs: Iterable[PartitionLog] | None = None) -> None:
+        """Write the epoch checkpoints retention cut in memory (of ``logs``, default every log) in one
+        batch (``flush_leader_epochs_in_batch``: two syncs in all, not two a log), so that neither the
+        closes nor the delayed ``delete-file`` tasks have one to write: after a pass over 10,000 logs,
+        one at a time they took 5 s of the stop."""
         began = time.monotonic()
-        with ThreadPoolExecutor(
-            min(_CREATE_PARTITION_THREADS, len(pending)), thread_name_prefix="logcleaner-epoch-flush"
-        ) as pool:
-            for log, outcome in zip(pending, pool.map(_flush_epochs_of, pending), strict=True):
-                if outcome is not None:  # its close tries again, and takes its dir offline if it fails
-                    logger.warning("Could not write the leader-epoch checkpoint of %s: %s", log, outcome)
-        logger.info(
-            "Leader-epoch checkpoints left by retention written for %d logs in %.2f s",
-            len(pending),
-            time.monotonic() - began,
-        )
+        written = flush_leader_epochs_in_batch(self.logs.values() if logs is None else logs)
+        if written:
+            logger.info(
+                "Leader-epoch checkpoints left by retention written for %d logs in %.2f s",
+                written,
+                time.monotonic() - began,
+            )
 
     def begin_stop(self) -> None:
         """A retention pass in flight ends after the log it is on (the rest waits for the next start), so
@@ -528,10 +523,10 @@ class LogManager:
         """
         logs = self.retention_logs(compacted=False)
         if self.cleaning is None or not self.settings.cleaner_enabled:
-            return self._retention_over(logs)
+            return self._retention_over(logs, flush_epochs=True)
         paused = self.cleaning.pause_for_retention(logs)
         try:
-            return self._retention_over(paused)
+            return self._retention_over(paused, flush_epochs=True)
         finally:
             for log in paused:
                 self.cleaning.resume(log.topic_partition)
@@ -540,28 +535,39 @@ class LogManager:
         """What Kafka's cleaner threads do after each cleaning attempt: retention for compacted logs."""
         if not self.settings.cleaner_enabled:
             return []
-        return self._retention_over(self.retention_logs(compacted=True))
+        return self._retention_over(self.retention_logs(compacted=True), flush_epochs=True)
 
     def cleanup_compacted_log(self, log: PartitionLog) -> list[DeletedSegment]:
         """A cleaner thread's retention of one compacted log it holds (its dir goes offline on I/O error)."""
         return self._retention_over([log])
 
-    def _retention_over(self, logs: list[PartitionLog]) -> list[DeletedSegment]:
+    def _retention_over(
+        self, logs: list[PartitionLog], *, flush_epochs: bool = False
+    ) -> list[DeletedSegment]:
         """Retention log by log; an I/O error takes that log's dir offline, corrupt data skips that log
-        this round (logged), and the others go on."""
+        this round (logged), and the others go on. ``flush_epochs`` (a pass over many logs): the
+        leader-epoch checkpoints the pass cut are written after it in one batch, as Kafka flushes them
+        asynchronously right after the cut, instead of one at a time by each delayed ``delete-file``."""
         deleted: list[DeletedSegment] = []
+        cut: list[PartitionLog] = []
         for done, log in enumerate(logs):
             if self._stopping.is_set():
                 logger.info("Retention pass ended early, %d of %d logs done: stopping", done, len(logs))
                 break
             try:
-                deleted.extend(self.delete_old_segments(log))
+                found = self.delete_old_segments(log)
             except OSError as exc:
                 self._mark_offline(self._state_of(log.directory.parent), exc)
             except LogClosedError:
                 continue  # deleted meanwhile
             except CorruptDataError:
                 logger.exception("Retention of %s skipped: corrupt data", log.topic_partition)
+            else:
+                if found:
+                    deleted.extend(found)
+                    cut.append(log)
+        if flush_epochs and cut:
+            self._flush_leader_epochs_left_by_retention(cut)
         return deleted
 
     @property
@@ -676,17 +682,9 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _flush_epochs_of(log: PartitionLog) -> OSError | None:
-    try:
-        log.flush_leader_epochs()
-    except OSError as exc:
-        return exc
-    return None
-
-
 def _deleter(log: PartitionLog, segments: list[LogSegment]) -> Callable[[], None]:
     """Retention's delayed work for one log: its deleted segments' files go, and the leader-epoch
-    checkpoint that retention's truncation left unwritten is written."""
+    checkpoint that retention's truncation left unwritten is written (if the pass's batch did not)."""
 
     def delete() -> None:
         for segment in segments:

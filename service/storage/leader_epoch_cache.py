@@ -15,6 +15,11 @@ the checkpoint file when the entries changed:
 - ``truncate_from_end(offset)``: the log was cut at ``offset``; entries starting at or above it go;
 - ``clear()``: every entry goes (the log was deleted whole).
 
+A truncation left unwritten can also be written with many other logs' in one ``AtomicBatch`` (two syncs
+for all of them): ``stage_flush`` writes its ``.tmp``, and ``commit_flush`` renames it after the batch's
+sync, unless the entries changed or were written meanwhile (then the newer state stands and the staged
+file is dropped).
+
 Not thread-safe: ``PartitionLog`` calls it under its lock.
 """
 
@@ -24,9 +29,11 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
+from service.storage.atomic_batch import AtomicBatch
 from service.storage.leader_epoch_checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     EpochEntry,
+    encode_leader_epoch_checkpoint,
     write_leader_epoch_checkpoint,
 )
 
@@ -42,6 +49,7 @@ class LeaderEpochCache:
         self._entries: list[EpochEntry] = list(entries)
         self._persist = persist
         self._unflushed = False  # a truncation not written yet (``truncate_from_start(flush=False)``)
+        self._version = 0  # counts changes of the entries and writes of the file (``commit_flush``)
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -63,6 +71,7 @@ class LeaderEpochCache:
             return False
         self._entries = [e for e in self._entries if e.epoch < epoch and e.start_offset < start_offset]
         self._entries.append(EpochEntry(epoch, start_offset))
+        self._version += 1
         self._write()
         return True
 
@@ -72,6 +81,7 @@ class LeaderEpochCache:
             return
         kept = [e for e in self._entries if e.start_offset > start_offset]
         self._entries = [EpochEntry(removed[-1].epoch, start_offset), *kept]
+        self._version += 1
         self._write_or_defer(flush)
 
     def _write_or_defer(self, flush: bool) -> None:
@@ -89,15 +99,47 @@ class LeaderEpochCache:
         if self._unflushed:
             self._write()
 
+    def stage_flush(self, batch: AtomicBatch) -> int | None:
+        """Stage the checkpoint a truncation left behind in ``batch``; None when there is none to write.
+        Returns the token ``commit_flush`` takes, once the batch is synced."""
+        if not self._unflushed:
+            return None
+        if not self._persist:
+            self._unflushed = False
+            return None
+        batch.stage(self._path, encode_leader_epoch_checkpoint(self._entries))
+        return self._version
+
+    def commit_flush(self, batch: AtomicBatch, token: int) -> bool:
+        """Rename the checkpoint ``stage_flush`` staged over the file, if nothing changed or wrote the
+        entries since (else drop it, and return False: the newer entries are written, or will be)."""
+        if token != self._version or not self._unflushed:
+            self.discard_flush(batch)
+            return False
+        batch.commit(self._path)
+        self._unflushed = False
+        self._version += 1
+        return True
+
+    def discard_flush(self, batch: AtomicBatch) -> None:
+        """Drop what ``stage_flush`` staged (the file keeps its content; the cache stays unflushed)."""
+        batch.discard(self._path)
+
+    @property
+    def _path(self) -> Path:
+        return self._directory / LEADER_EPOCH_CHECKPOINT
+
     def truncate_from_end(self, end_offset: int, *, flush: bool = True) -> None:
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
             return
         self._entries = [e for e in self._entries if e.start_offset < end_offset]
+        self._version += 1
         self._write_or_defer(flush)
 
     def clear(self) -> None:
         if self._entries:
             self._entries = []
+            self._version += 1
             self._write()
 
     def write(self) -> None:
@@ -118,6 +160,7 @@ class LeaderEpochCache:
         if self._persist:
             write_leader_epoch_checkpoint(self._directory, self._entries)
         self._unflushed = False
+        self._version += 1
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self._directory}, {self._entries})"

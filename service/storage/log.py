@@ -25,6 +25,7 @@ from pathlib import Path
 from service.clock import Clock
 from service.errors import InvalidInputError, LogClosedError, LogDirOfflineError, OffsetOutOfRangeError
 from service.storage.atomic import fsync_dir
+from service.storage.atomic_batch import AtomicBatch
 from service.storage.compression import CompressionType
 from service.storage.leader_epoch_cache import LeaderEpochCache
 from service.storage.log_config import LogConfig
@@ -586,6 +587,27 @@ class PartitionLog:
             cache = self._leader_epochs  # never read yet: retention has not cut it
             if cache is not None and self._closed_reason is None and self._offline_reason is None:
                 cache.flush()
+
+    def stage_leader_epochs(self, batch: AtomicBatch) -> int | None:
+        """``flush_leader_epochs`` as one file of a batch (``LeaderEpochCache.stage_flush``): the token for
+        ``commit_leader_epochs``, or None when there is nothing to write."""
+        with self._lock, self._io_failure_takes_offline():
+            cache = self._leader_epochs
+            if cache is None or self._closed_reason is not None or self._offline_reason is not None:
+                return None
+            return cache.stage_flush(batch)
+
+    def commit_leader_epochs(self, batch: AtomicBatch, token: int) -> bool:
+        """After the batch's sync: the staged checkpoint replaces the file, unless the log changed it,
+        closed or went offline meanwhile (then the staged file is dropped and this returns False)."""
+        with self._lock, self._io_failure_takes_offline():
+            cache = self._leader_epochs
+            if cache is None:
+                return False
+            if self._closed_reason is not None or self._offline_reason is not None:
+                cache.discard_flush(batch)
+                return False
+            return cache.commit_flush(batch, token)
 
     def close(self, *, deleted: bool = False) -> None:
         """Flush and close every segment cleanly (final time-index entries, trimmed indexes); from then on

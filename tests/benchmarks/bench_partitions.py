@@ -4,6 +4,7 @@ Run on demand (not part of CI's pass/fail), from the repository root:
 
     PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions [--partitions 10000] [--start-stop-only]
     PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions --offline-only --rounds 3 [--compare-tree D]
+    PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions [--partitions 10000] --stop-after-retention
 
 It builds, under a temporary folder removed at the end, one log dir as a clean shutdown leaves it:
 ``--partitions`` copies (topics ``bench-<i // 100>``, partitions ``<i % 100>``) of one partition written by
@@ -295,6 +296,12 @@ def main() -> None:
         help="with --offline-only: also run each command from this source tree (e.g. a `git archive` of "
         "the base commit, with the built extensions copied in), interleaved",
     )
+    parser.add_argument(
+        "--stop-after-retention",
+        action="store_true",
+        help="only start-up, one retention pass (POST /v1/retention/run, no scrapes meanwhile) and the "
+        "SIGTERM stop right after it",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="logcleaner-bench-partitions-") as tmp:
         root = args.keep or Path(tmp)
@@ -313,7 +320,10 @@ def main() -> None:
         fds_start = open_fds(serve.process.pid)
         scrape(serve.url)  # the first scrape reads each sealed segment's last time-index entry once
         figures["/metrics median"] = statistics.median(scrape(serve.url) for _ in range(SCRAPES))
-        if args.start_stop_only:
+        if args.stop_after_retention:
+            url = serve.url + "/v1/retention/run"
+            figures["(retention pass, deleting)"] = timed(lambda: get(url, timeout_s=600, method="POST"))
+        if args.start_stop_only or args.stop_after_retention:
             figures["SIGTERM stop"] = serve.stop()
             print_phases(root / "serve.stderr")
             report(figures, walk_s)

@@ -13,6 +13,7 @@ import pytest
 
 from service.clock import ManualClock
 from service.log_manager import LogManager
+from service.storage.atomic_batch import AtomicBatch
 from service.storage.control import encode_end_txn_marker_batch
 from service.storage.leader_epoch_checkpoint import EpochEntry, read_leader_epoch_checkpoint
 from service.storage.loader import load_partition_log
@@ -355,6 +356,86 @@ def test_a_shutdown_writes_the_epoch_truncations_retention_left(directory: Path,
     assert log.has_unflushed_leader_epochs
     manager.shutdown()  # before the delayed deletion ran
     assert read_leader_epoch_checkpoint(directory) == [EpochEntry(1, 100)]
+
+
+def manager_over_logs_past_retention(log_dir: Path, clock: ManualClock, count: int) -> LogManager:
+    for n in range(count):
+        (log_dir / f"topic-{n}").mkdir(parents=True, exist_ok=True)
+        log_past_retention(log_dir / f"topic-{n}", clock).close()
+    config = LogConfig(segment_bytes=360, segment_index_bytes=1000, retention_ms=999)
+    manager = LogManager([log_dir], lambda _t: config, clock=clock, scheduler=ManualTaskScheduler(clock))
+    manager.startup()
+    return manager
+
+
+def test_a_retention_pass_writes_the_epoch_checkpoints_it_cut_in_one_batch(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Right after the pass, as Kafka's asynchronous flush does, not with each delayed file deletion."""
+    manager = manager_over_logs_past_retention(tmp_path / "logs", clock, 3)
+    assert {d.partition for d in manager.cleanup_logs()} == {0, 1, 2}
+    for log in manager.logs.values():
+        assert not log.has_unflushed_leader_epochs
+        assert read_leader_epoch_checkpoint(log.directory) == [EpochEntry(1, 100)]
+        assert sorted(p.name for p in log.directory.glob("*.tmp")) == []
+    manager.shutdown()
+
+
+def test_a_kill_at_any_step_of_the_epoch_batch_loses_nothing(tmp_path: Path, clock: ManualClock) -> None:
+    """The batch's steps driven one by one, the log dir copied after each (what a kill leaves): every
+    copy loads with the cut entries, each file holding its old entries or its new ones."""
+    log_dir = tmp_path / "logs"
+    manager = manager_over_logs_past_retention(log_dir, clock, 3)
+    logs = sorted(manager.logs.values(), key=lambda log: log.directory.name)
+    for log in logs:
+        log.append_records([Record(0, START_MS, None, b"new")] * 3)  # a recovery keeps epoch 1 then
+        manager.delete_old_segments(log)
+        assert log.leader_epochs.entries == [EpochEntry(1, 100)]
+    copies: list[Path] = []
+
+    def kill_now() -> None:
+        copies.append(tmp_path / f"killed-{len(copies)}")
+        shutil.copytree(log_dir, copies[-1])
+
+    batch = AtomicBatch()
+    tokens = []
+    for log in logs:
+        tokens.append(log.stage_leader_epochs(batch))
+        kill_now()
+    batch.sync()
+    kill_now()
+    for log, token in zip(logs, tokens, strict=True):
+        assert token is not None and log.commit_leader_epochs(batch, token)
+        kill_now()
+    batch.finish()
+    old, new = [EpochEntry(0, 0), EpochEntry(1, 90)], [EpochEntry(1, 100)]
+    files = [[read_leader_epoch_checkpoint(c / log.directory.name) for log in logs] for c in copies]
+    assert all(entries in (old, new) for copy in files for entries in copy)
+    assert files[3] == [old] * 3 and files[4:] == [[new, old, old], [new, new, old], [new] * 3]
+    for copy in copies:  # loaded as after a kill (no marker: recovery), which writes its own cut
+        for log in logs:
+            after_kill = load_partition_log(copy / log.directory.name, log.config, clock=clock).log
+            assert after_kill.log_start_offset == 100
+            assert after_kill.leader_epochs.entries == new
+    manager.shutdown()
+
+
+def test_an_epoch_change_between_stage_and_commit_wins_over_the_batch(
+    directory: Path, clock: ManualClock
+) -> None:
+    manager, _ = retention(clock)
+    log = log_past_retention(directory, clock)
+    manager.delete_old_segments(log)
+    batch = AtomicBatch()
+    token = log.stage_leader_epochs(batch)
+    assert token is not None
+    log.leader_epochs.assign(2, log.log_end_offset)  # written at once, through the same .tmp name
+    batch.sync()
+    assert not log.commit_leader_epochs(batch, token)
+    batch.finish()
+    assert read_leader_epoch_checkpoint(directory) == log.leader_epochs.entries == [EpochEntry(2, 100)]
+    assert not (directory / "leader-epoch-checkpoint.tmp").exists()
+    assert not log.has_unflushed_leader_epochs
 
 
 def test_a_close_writes_the_epoch_truncation_retention_left(directory: Path, clock: ManualClock) -> None:
