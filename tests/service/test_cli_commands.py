@@ -167,6 +167,27 @@ def test_explain_text_and_json(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert "future-timestamp" in out and "in the future" in out
 
 
+def test_inspections_import_neither_the_cleaner_nor_gen_nor_dump(tmp_path: Path) -> None:
+    """``explain`` and ``retention --dry-run`` import only what they run; ``--help`` lists every command."""
+    make_logs(tmp_path, age_ms=DAY_MS)
+    script = (
+        "import json, sys\n"
+        "from service.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "heavy = ['cleaner.engine', 'service.tools.gen', 'service.tools.dump', 'service.daemon']\n"
+        "print(json.dumps({'code': code, 'imported': [m for m in heavy if m in sys.modules]}))\n"
+    )
+    for command in (["explain", "--json"], ["retention", "--dry-run"]):
+        args = [sys.executable, "-c", script, *command, "--override", f"log.dirs={tmp_path}"]
+        done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=False)
+        assert json.loads(done.stdout.strip().splitlines()[-1]) == {"code": 0, "imported": []}, done.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "service", "--help"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    for name in ("clean", "dump", "explain", "gen", "retention", "serve", "topic-config"):
+        assert f"  {name} " in listed
+
+
 def test_explain_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "explain", "--override", f"log.dirs={tmp_path}", "--partition", "0")
     assert code == 2 and "--topic" in err
