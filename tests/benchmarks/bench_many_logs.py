@@ -171,6 +171,8 @@ def main() -> None:
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--work-dir", type=Path)
     args = parser.parse_args()
+    if args.work_dir is not None:
+        args.work_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.work_dir) as tmp:
         work = Path(tmp)
         source = work / "source"
