@@ -1870,9 +1870,32 @@ dump_key_map(PyObject *self, PyObject *arg)
     return blob;
 }
 
-/* load_key_map(key_map, blob) -> None: put every entry of a dump_key_map blob (a later put wins). */
+/* One entry of a blob put into m; supersede: the put sets the bit of the offset it replaces (see
+ * supersede_key_map). 0, or -1 (no memory). */
+static int
+put_blob_entry(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset, int supersede)
+{
+    if (!supersede) {
+        return keymap_put(m, key, n, offset);
+    }
+    int64_t previous = -1;
+    if (m->bits_state == BITS_VALID && offset <= m->bits_last) {
+        bits_off(m);
+    }
+    if (keymap_put_hashed(m, key, n, hash_bytes(key, n), offset, &previous) < 0) {
+        return -1;
+    }
+    if (m->bits_state == BITS_VALID && previous >= m->bits_base && previous <= m->bits_last) {
+        int64_t bit = previous - m->bits_base;
+        m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
+    }
+    return 0;
+}
+
+/* Put every entry of a dump_key_map blob (args: the KeyMap and the blob), the GIL released; the Python
+ * result of load_key_map and supersede_key_map. */
 static PyObject *
-load_key_map(PyObject *self, PyObject *args)
+put_blob(PyObject *args, int supersede)
 {
     PyObject *target;
     Py_buffer view;
@@ -1895,7 +1918,7 @@ load_key_map(PyObject *self, PyObject *args)
             status = 1;
             break;
         }
-        if (keymap_put(m, p + BLOB_ENTRY_HEADER, (Py_ssize_t)n, offset) < 0) {
+        if (put_blob_entry(m, p + BLOB_ENTRY_HEADER, (Py_ssize_t)n, offset, supersede) < 0) {
             status = 2;
             break;
         }
@@ -1912,6 +1935,13 @@ load_key_map(PyObject *self, PyObject *args)
         return PyErr_NoMemory();
     }
     Py_RETURN_NONE;
+}
+
+/* load_key_map(key_map, blob) -> None: put every entry of a dump_key_map blob (a later put wins). */
+static PyObject *
+load_key_map(PyObject *self, PyObject *args)
+{
+    return put_blob(args, 0);
 }
 
 /*
@@ -1994,53 +2024,7 @@ load_superseded_bits(PyObject *self, PyObject *args)
 static PyObject *
 supersede_key_map(PyObject *self, PyObject *args)
 {
-    PyObject *target;
-    Py_buffer view;
-    if (!PyArg_ParseTuple(args, "O!y*", &KeyMapType, &target, &view)) {
-        return NULL;
-    }
-    KeyMap *m = (KeyMap *)target;
-    const unsigned char *p = view.buf;
-    Py_ssize_t left = view.len;
-    int status = 0;
-    Py_BEGIN_ALLOW_THREADS
-    while (left > 0) {
-        if (left < BLOB_ENTRY_HEADER) {
-            status = 1;
-            break;
-        }
-        uint64_t n = get_le(p, 4);
-        int64_t offset = (int64_t)get_le(p + 4, 8);
-        if (n > (uint64_t)(left - BLOB_ENTRY_HEADER) || n > INT32_MAX) {
-            status = 1;
-            break;
-        }
-        const unsigned char *key = p + BLOB_ENTRY_HEADER;
-        int64_t previous = -1;
-        if (m->bits_state == BITS_VALID && offset <= m->bits_last) {
-            bits_off(m);
-        }
-        if (keymap_put_hashed(m, key, (Py_ssize_t)n, hash_bytes(key, (Py_ssize_t)n), offset, &previous) < 0) {
-            status = 2;
-            break;
-        }
-        if (m->bits_state == BITS_VALID && previous >= m->bits_base && previous <= m->bits_last) {
-            int64_t bit = previous - m->bits_base;
-            m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
-        }
-        p += BLOB_ENTRY_HEADER + (Py_ssize_t)n;
-        left -= BLOB_ENTRY_HEADER + (Py_ssize_t)n;
-    }
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
-    if (status == 1) {
-        PyErr_SetString(PyExc_ValueError, "not a key map blob: an entry runs past its end");
-        return NULL;
-    }
-    if (status == 2) {
-        return PyErr_NoMemory();
-    }
-    Py_RETURN_NONE;
+    return put_blob(args, 1);
 }
 
 static PyMethodDef key_map_blob_methods[] = {
