@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -30,44 +29,16 @@ from cleaner.cleaner import Cleaner
 from service.clock import ManualClock
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
-from service.storage.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 from service.storage.segment import LogSegment
 from tests.cleaner.helpers import compact_config
+from tests.cleaner.kill_points import KillPoint, report_renames
 
 REPO = Path(__file__).resolve().parents[2]
-_RENAMES = {
-    (CLEANED_SUFFIX, SWAP_SUFFIX): "swap",
-    ("", DELETED_SUFFIX): "deleted",
-    (SWAP_SUFFIX, ""): "renamed",
-}
-
-
-class KillPoint:
-    """Counts each step as it is reached and kills the process (every thread) at the chosen one."""
-
-    def __init__(self, step: str, nth: int) -> None:
-        self.step = step
-        self.nth = nth
-        self.seen: dict[str, int] = {}
-
-    def reached(self, step: str) -> None:
-        self.seen[step] = self.seen.get(step, 0) + 1
-        if step == self.step and self.seen[step] == self.nth:
-            sys.stdout.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def install(kill: KillPoint) -> None:
     """Wrap the calls the groups' swaps make, so that each step reports itself after it is done."""
-    rename = LogSegment.change_file_suffixes
-
-    def change_file_suffixes(self: LogSegment, old_suffix: str, new_suffix: str) -> None:
-        rename(self, old_suffix, new_suffix)
-        step = _RENAMES.get((old_suffix, new_suffix))
-        if step is not None:
-            kill.reached(step)
-
-    LogSegment.change_file_suffixes = change_file_suffixes  # type: ignore[method-assign]
+    report_renames(kill)
     sync_and_swap = cleaner.group_swap.sync_and_swap
 
     def synced_then_swapped(

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -31,44 +30,15 @@ from cleaner.spark.engine import SparkEngine
 from cleaner.spark.session import SparkSessionHolder
 from service.clock import ManualClock
 from service.storage.loader import load_partition_log
-from service.storage.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
-from service.storage.segment import LogSegment
 from tests.cleaner.helpers import compact_config
+from tests.cleaner.kill_points import KillPoint, report_renames
 
 REPO = Path(__file__).resolve().parents[3]
-_RENAMES = {
-    (CLEANED_SUFFIX, SWAP_SUFFIX): "swap",
-    ("", DELETED_SUFFIX): "deleted",
-    (SWAP_SUFFIX, ""): "renamed",
-}
-
-
-class KillPoint:
-    """Counts each step as it is reached and kills the process group at the chosen one."""
-
-    def __init__(self, step: str | None, nth: int) -> None:
-        self.step = step
-        self.nth = nth
-        self.seen: dict[str, int] = {}
-
-    def reached(self, step: str) -> None:
-        self.seen[step] = self.seen.get(step, 0) + 1
-        if step == self.step and self.seen[step] == self.nth:
-            sys.stdout.flush()
-            os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
 def install(kill: KillPoint) -> None:
     """Wrap the storage calls the swap protocol makes, so each step reports itself after it is done."""
-    rename = LogSegment.change_file_suffixes
-
-    def change_file_suffixes(self: LogSegment, old_suffix: str, new_suffix: str) -> None:
-        rename(self, old_suffix, new_suffix)
-        step = _RENAMES.get((old_suffix, new_suffix))
-        if step is not None:
-            kill.reached(step)
-
-    LogSegment.change_file_suffixes = change_file_suffixes  # type: ignore[method-assign]
+    report_renames(kill)
     swap_in = SparkEngine._swap_in
 
     def swap_in_after_cleaned(self: SparkEngine, *args: Any, **kwargs: Any) -> None:
@@ -81,7 +51,7 @@ def install(kill: KillPoint) -> None:
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[1])
     kill_at = spec.get("kill_at") or [None, 0]
-    kill = KillPoint(kill_at[0], int(kill_at[1]))
+    kill = KillPoint(kill_at[0], int(kill_at[1]), whole_group=True)
     install(kill)
     clock = ManualClock(int(spec["now_ms"]))
     config = compact_config(segment_bytes=int(spec["segment_bytes"]))
