@@ -371,10 +371,11 @@ class LogManager:
         for log in self._logs.values():
             if log.directory.parent in counts:
                 counts[log.directory.parent] += 1
+        topics = {tp.topic for tp in partitions}
         topic_ids: dict[str, str | None] = {}
-        for topic in {tp.topic for tp in partitions}:  # only these topics' partition.metadata is read
-            existing = (log for tp, log in self._logs.items() if tp.topic == topic)
-            topic_ids[topic] = next((i for log in existing if (i := log.topic_id)), None)
+        for existing_tp, log in self._logs.items():  # one pass; only these topics' partition.metadata is read
+            if existing_tp.topic in topics and not topic_ids.get(existing_tp.topic):
+                topic_ids[existing_tp.topic] = log.topic_id
         configs = {tp.topic: self.config_for(tp.topic) for tp in partitions}
         plan = []
         for tp in partitions:
