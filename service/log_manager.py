@@ -10,20 +10,19 @@ metrics).
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
 import shutil
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from service.clock import Clock
+from service.collector import collector_paused
 from service.errors import (
     ConflictError,
     CorruptDataError,
@@ -143,7 +142,7 @@ class LogManager:
                 raise
             except OSError as exc:
                 self._mark_offline(state, exc)
-        with _collector_paused():
+        with collector_paused():
             self._load_dirs(stop)
         self.is_loaded = True
 
@@ -667,20 +666,6 @@ class LogManager:
                     write(state.path, self.logs_in(state.path))
             except OSError as exc:
                 self._mark_offline(state, exc)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the logs load: loading only adds live objects (a dozen a
-    partition), and each full collection would walk all of those loaded so far again (at 10,000
-    partitions, a tenth of the start-up time). Collection resumes after, if it was enabled."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _deleter(log: PartitionLog, segments: list[LogSegment]) -> Callable[[], None]:

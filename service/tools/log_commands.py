@@ -12,7 +12,6 @@ never "nothing".
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
@@ -24,6 +23,7 @@ from typing import TypeVar
 import click
 
 from service.clock import SystemClock
+from service.collector import collector_paused
 from service.config.broker_config import BrokerConfig, load_broker_config
 from service.config.topic_config import describe_topic_config
 from service.config.topic_store import TopicConfigStore
@@ -141,17 +141,12 @@ def _inspect(
         with read_only_log_manager(broker, share) as (manager, copies):
             return inspect(manager, copies)
 
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         names = partition_dir_names(log_dirs, selects)
         processes = process_count(len(names))
         if processes == 1 and selects is None:
             return run_share(None)  # every partition dir, as the load lists them
         return run_in_shares(names, run_share, processes)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _retention_pass(manager: LogManager, broker: BrokerConfig, *, dry_run: bool) -> list[DeletedSegment]:
