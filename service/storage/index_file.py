@@ -29,6 +29,7 @@ __all__ = [
     "AbstractIndex",
     "IndexFile",
     "check_index_file_length",
+    "check_listed_index_length",
     "check_whole_entries",
     "read_whole_file",
 ]
@@ -280,6 +281,31 @@ class AbstractIndex(IndexFile):
         """Read the entries into memory now (as the first lookup would); a missing file is created."""
         self._load()
 
+    def load_bytes(self, data: bytes) -> None:
+        """``load`` from ``data``, the file's whole content as the caller read it (a prescan,
+        ``service.storage.prescan``): what ``load`` would read from the file, not read again."""
+        if self._loaded:
+            return
+        self._file_length = len(data)
+        self._columns = self._decode_columns(memoryview(data), len(data) // self.entry_size)
+        self._written = self._count()
+        self._loaded = True
+        self._edges = None
+
+    def prime_edges(self, data: bytes) -> None:
+        """Keep the length and the first and last entries of ``data``, the file's whole content as the caller
+        read it (a prescan), for the checks and ``last_*`` of an unloaded index: what they would read from
+        the file (``_read_edges``), not read again. No effect once loaded."""
+        if self._loaded:
+            return
+        count = len(data) // self.entry_size
+        if count == 0:
+            self._edges = _Edges(len(data), None, None)
+            return
+        first = self._entry.unpack_from(data, 0)
+        last = self._entry.unpack_from(data, (count - 1) * self.entry_size)
+        self._edges = _Edges(len(data), (first[0], first[1]), (last[0], last[1]))
+
     def check_file_length(self, *, must_exist: bool) -> None:
         """``check_index_file_length`` on this index's file (see there)."""
         check_index_file_length(self._file, type(self), must_exist=must_exist)
@@ -475,6 +501,22 @@ def check_index_file_length(file: str, index_type: type[AbstractIndex], *, must_
     except FileNotFoundError:
         if must_exist:
             raise FileNotFoundError(f"{index_type.kind} {file} is missing") from None
+        return
+    check_whole_entries(length, index_type.entry_size, kind=index_type.kind, path=file)
+
+
+def check_listed_index_length(
+    file: str, length: int | None, index_type: type[AbstractIndex], *, must_exist: bool
+) -> None:
+    """``check_index_file_length`` with the length a listing of the dir gave (a prescan, made under the log
+    dir's lock): None when the listing has no such file, -1 when its ``stat`` failed (the file is then
+    checked as ``check_index_file_length`` does, which raises what that ``stat`` raises)."""
+    if length is None:
+        if must_exist:
+            raise FileNotFoundError(f"{index_type.kind} {file} is missing")
+        return
+    if length < 0:
+        check_index_file_length(file, index_type, must_exist=must_exist)
         return
     check_whole_entries(length, index_type.entry_size, kind=index_type.kind, path=file)
 

@@ -39,9 +39,11 @@ from service.storage.log_files import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     base_offset_from_name,
+    file_name,
     parse_partition_dir_name,
 )
 from service.storage.partition_files import load_partition_files
+from service.storage.prescan import PartitionScan
 from service.storage.producer_state import ProducerStateManager
 from service.storage.segment import LogSegment
 from service.storage.topic_partition import TopicPartition
@@ -73,6 +75,7 @@ def load_partition_log(
     clean_shutdown: bool = False,
     read_only: bool = False,
     topic_partition: TopicPartition | None = None,
+    scan: PartitionScan | None = None,
 ) -> LoadResult:
     """Load one partition dir (steps in the module docstring); ``read_only``: write nothing, or raise
     ``WouldWriteError``.
@@ -81,15 +84,24 @@ def load_partition_log(
     deleted files, which a clean shutdown never leaves to do. After a clean shutdown each segment costs
     three ``os.stat`` calls (the ``.log`` for its size, the two indexes for ``check_index_files``) and
     no descriptor stays open: at 100,000 segments, start-up is bound by those stats. ``topic_partition``
-    is the dir name's, if the caller parsed it already.
+    is the dir name's, if the caller parsed it already. ``scan`` is the dir as a prescan found it, under the
+    log dir's lock (``service.storage.prescan``): after a clean shutdown its listing, sizes and the active
+    segment's bytes stand in for those calls; on any other path it is not used.
     """
     if topic_partition is None:
         parsed = parse_partition_dir_name(directory.name)
         topic_partition = TopicPartition(parsed.topic, parsed.partition)
-    names = os.listdir(directory)
+    if scan is None or not clean_shutdown:
+        scan = None
+        names = os.listdir(directory)
+    else:
+        names = list(scan.sizes)
     if read_only and not clean_shutdown:
         raise WouldWriteError(f"{directory}: loading it recovers it (no clean shutdown recorded for it)")
     if _has_temp_files(names):  # after a clean shutdown, at most deletions still pending
+        if scan is not None:  # the steps below change the dir: nothing from the scan, as documented
+            scan = None
+            names = os.listdir(directory)
         if read_only:
             names = _names_a_load_keeps(directory, names)
         else:
@@ -97,7 +109,14 @@ def load_partition_log(
             names = _complete_swaps(directory, names, config, clock)
     tracker = ProducerStateManager()  # enough to rebuild .txnindex files; the log's state is loaded below
     segments, rebuilt = _load_segments(
-        directory, names, config, clock, tracker, clean_shutdown=clean_shutdown, read_only=read_only
+        directory,
+        names,
+        config,
+        clock,
+        tracker,
+        clean_shutdown=clean_shutdown,
+        read_only=read_only,
+        scan=scan,
     )
     now_ms = clock.now_ms()
     truncated = sum(rebuilt.values())
@@ -110,7 +129,7 @@ def load_partition_log(
         active = segments[-1]
         known_end: int | None = None
         if clean_shutdown:
-            contradiction, known_end = _check_clean_active_segment(active)
+            contradiction, known_end = _check_clean_active_segment(active, scan)
             if contradiction is not None:
                 if read_only:
                     raise WouldWriteError(
@@ -176,13 +195,20 @@ def load_partition_log(
     return LoadResult(log, recovered, truncated)
 
 
-def _check_clean_active_segment(active: LogSegment) -> tuple[str | None, int | None]:
+def _check_clean_active_segment(
+    active: LogSegment, scan: PartitionScan | None = None
+) -> tuple[str | None, int | None]:
     """Why the active segment's files cannot be what a clean shutdown left (or None), and its end offset.
 
     Kafka's sanity checks at load: the indexes may not point past the log's end, and the log must read
     whole from the last offset-index entry (a truncated or zero-padded ``.log`` does not). An old-format
-    batch is not a contradiction: it fails the partition's load, as it does after an unclean stop.
+    batch is not a contradiction: it fails the partition's load, as it does after an unclean stop. The
+    ``.log`` bytes come from ``scan`` if it read them from that position.
     """
+    tail = None
+    same_segment = scan is not None and scan.active_stem == file_name(active.base_offset, "")
+    if scan is not None and same_segment and scan.log_tail is not None:
+        tail = (scan.log_position, scan.log_tail)
     index = active.offset_index
     if index.entries > 0:
         _, position = index.lookup(index.last_offset)
@@ -192,7 +218,7 @@ def _check_clean_active_segment(active: LogSegment) -> tuple[str | None, int | N
             )
             return reason, None
     try:
-        next_offset = active.read_next_offset()
+        next_offset = active.read_next_offset(tail=tail)
     except UnsupportedFormatError:
         raise  # fails the partition's load before its indexes are preallocated again
     except CorruptDataError as exc:
@@ -294,13 +320,15 @@ def _load_segments(
     *,
     clean_shutdown: bool,
     read_only: bool = False,
+    scan: PartitionScan | None = None,
 ) -> tuple[list[LogSegment], dict[int, int]]:
     """Every segment in base-offset order; returns them and {base offset: bytes truncated} of rebuilt ones.
 
     A segment whose indexes fail their check is rebuilt. After a clean shutdown the check is Kafka's
     (``LogSegment.check_index_files``: stats, no entry read) for every segment but the active one, whose
     indexes are read whole anyway and get the full ``sanity_check``; after an unclean shutdown every
-    segment gets the full check.
+    segment gets the full check. With ``scan`` (a clean load only) the sizes and the active segment's
+    index bytes are the scan's, checked as the files would be.
     """
     log_names: dict[str, str] = {}
     index_names = []
@@ -329,15 +357,35 @@ def _load_segments(
     segments = []
     rebuilt: dict[int, int] = {}
     last = log_bases[-1] if log_bases else None
+    sizes = scan.sizes if scan is not None else None
     for base in log_bases:
-        segment = LogSegment(directory, base, config=config, created_ms=now_ms)
+        stem = ""
+        if sizes is None:
+            segment = LogSegment(directory, base, config=config, created_ms=now_ms)
+        else:
+            stem = file_name(base, "")
+            size = sizes.get(stem + LOG_SUFFIX, -1)
+            segment = LogSegment(
+                directory, base, config=config, created_ms=now_ms, size_bytes=size if size >= 0 else None
+            )
         try:
             if not clean_shutdown:
                 segment.sanity_check()
             elif base != last:
-                segment.check_index_files(has_txn_index=base in txn_bases)
-            else:  # read whole at once: its end offset is found through it next
+                if sizes is None:
+                    segment.check_index_files(has_txn_index=base in txn_bases)
+                else:
+                    lengths = (sizes.get(stem + INDEX_SUFFIX), sizes.get(stem + TIME_INDEX_SUFFIX))
+                    segment.check_index_files(has_txn_index=base in txn_bases, listed_lengths=lengths)
+            elif scan is None or scan.active_stem != stem:  # read whole: its end offset is found next
                 segment.sanity_check(has_txn_index=base in txn_bases, load_offset_index=True)
+            else:
+                segment.sanity_check(
+                    has_txn_index=base in txn_bases,
+                    load_offset_index=True,
+                    offset_index_bytes=scan.offset_index,
+                    time_index_bytes=scan.time_index,
+                )
         except (FileNotFoundError, CorruptDataError) as exc:
             if read_only:
                 raise WouldWriteError(

@@ -36,6 +36,7 @@ from service.storage.log_files import (
     RECOVERY_POINT_CHECKPOINT,
     parse_partition_dir_name,
 )
+from service.storage.prescan import LogDirPrescan, has_dirscan
 from service.storage.topic_partition import TopicPartition
 
 __all__ = [
@@ -110,12 +111,42 @@ def load_log_dir(
     progress: LoadProgress | None = None,
     stop: threading.Event | None = None,
     read_only: PartitionCopier | None = None,
+    prescan: LogDirPrescan | None = None,
 ) -> LoadedLogDir:
     """Load every partition of ``path``; the clean-shutdown marker is honoured, then removed (kept, and
     nothing written, when ``read_only`` is given: see the module docstring).
 
     ``progress`` counts the logs found and loaded, for a start-up that reports how far it is. Once ``stop``
-    is set, no further partition starts loading: ``LoadInterruptedError``."""
+    is set, no further partition starts loading: ``LoadInterruptedError``. The caller holds the dir's lock
+    (unless ``read_only``); after a clean shutdown the partition dirs are scanned ahead of their loads on a
+    thread (``service.storage.prescan``), by ``prescan`` if the caller started one under that lock."""
+    try:
+        return _load_log_dir(
+            path,
+            config_for,
+            clock=clock,
+            threads=threads,
+            progress=progress,
+            stop=stop,
+            read_only=read_only,
+            prescan=prescan,
+        )
+    finally:
+        if prescan is not None:
+            prescan.close()
+
+
+def _load_log_dir(
+    path: Path,
+    config_for: Callable[[str], LogConfig],
+    *,
+    clock: Clock,
+    threads: int,
+    progress: LoadProgress | None,
+    stop: threading.Event | None,
+    read_only: PartitionCopier | None,
+    prescan: LogDirPrescan | None,
+) -> LoadedLogDir:
     began = time.monotonic()
     path = path.resolve()
     if read_only is None:
@@ -146,6 +177,11 @@ def load_log_dir(
             logger.info("Skipping %s: a %s replica is not managed here", child, parsed.kind)
     if progress is not None:
         progress.found(len(to_load))
+    if prescan is not None and not clean:
+        prescan.close()  # recovery reads every file itself
+        prescan = None
+    elif prescan is None and clean and read_only is None and has_dirscan():
+        prescan = LogDirPrescan(path, [directory.name for directory, _ in to_load]).start()
     listed = time.monotonic()
     configs: dict[str, LogConfig] = {}  # one resolution per topic, not per partition
 
@@ -162,6 +198,8 @@ def load_log_dir(
         # A partition the checkpoint does not know (it failed to load last time) is recovered.
         clean_shutdown = clean and tp in recovery_points
 
+        scan = prescan.take(directory.name) if prescan is not None else None
+
         def load_from(source: Path, *, in_place: bool) -> LoadResult:
             return load_partition_log(
                 source,
@@ -172,6 +210,7 @@ def load_log_dir(
                 clean_shutdown=clean_shutdown,
                 read_only=in_place and read_only is not None,
                 topic_partition=tp,
+                scan=scan if in_place else None,
             )
 
         try:
@@ -191,11 +230,15 @@ def load_log_dir(
             progress.loaded_one()  # a partition that failed to load is done with too
         return result
 
-    if threads <= 1:  # one thread: no pool, whose per-task cost showed at 10,000 partitions
-        results = [load(item) for item in to_load]
-    else:
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
-            results = list(pool.map(load, to_load))
+    try:
+        if threads <= 1:  # one thread: no pool, whose per-task cost showed at 10,000 partitions
+            results = [load(item) for item in to_load]
+        else:
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
+                results = list(pool.map(load, to_load))
+    finally:
+        if prescan is not None:
+            prescan.close()
     loaded_logs = [r for r in results if isinstance(r, LoadResult)]
     loaded = LoadedLogDir(path, {r.log.topic_partition: r.log for r in loaded_logs}, clean, pending_deletion)
     loaded.recovered_segments = sum(r.recovered_segments for r in loaded_logs)

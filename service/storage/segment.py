@@ -30,7 +30,12 @@ from pathlib import Path
 from service.errors import CorruptDataError, LogClosedError, UnsupportedFormatError
 from service.storage.atomic import fsync_file
 from service.storage.file_records import iter_file_batches
-from service.storage.index_file import IndexFile, check_index_file_length
+from service.storage.index_file import (
+    IndexFile,
+    check_index_file_length,
+    check_listed_index_length,
+    check_whole_entries,
+)
 from service.storage.log_config import LogConfig
 from service.storage.log_files import (
     INDEX_SUFFIX,
@@ -419,11 +424,20 @@ class LogSegment:
             if batch.last_offset >= offset:
                 yield batch
 
-    def read_next_offset(self) -> int:
-        """The offset after the last batch: scanned from the last offset-index entry, as Kafka does."""
+    def read_next_offset(self, *, tail: tuple[int, bytes] | None = None) -> int:
+        """The offset after the last batch: scanned from the last offset-index entry, as Kafka does.
+
+        ``tail``: (position, the ``.log``'s bytes from there to its end) as the caller read them (a
+        prescan); used instead of reading the file if that position is the last index entry's."""
         _, position = self.offset_index.lookup(self.offset_index.last_offset)
         next_offset = self.base_offset
-        for batch in self.batches(position):
+        if tail is not None and tail[0] == position and position + len(tail[1]) == self._size:
+            batches = iter_file_batches(
+                None, position, self._size, path=self._log_file, verify_crc=False, preread=tail[1]
+            )
+        else:
+            batches = self.batches(position)
+        for batch in batches:
             next_offset = batch.next_offset
         return next_offset
 
@@ -506,7 +520,14 @@ class LogSegment:
             if now_ms is not None:
                 self.created_ms = now_ms
 
-    def sanity_check(self, *, has_txn_index: bool = True, load_offset_index: bool = False) -> None:
+    def sanity_check(
+        self,
+        *,
+        has_txn_index: bool = True,
+        load_offset_index: bool = False,
+        offset_index_bytes: bytes | None = None,
+        time_index_bytes: bytes | None = None,
+    ) -> None:
         """Raise if an index file is missing or corrupt (the loader then rebuilds the segment).
 
         The full check, reading each index's first and last entries: the loader runs it after an unclean
@@ -514,16 +535,35 @@ class LogSegment:
         ``load_offset_index`` the offset index is read whole first and checked in memory (for the active
         segment, whose end offset is found through it next); a ``.txnindex`` is checked if
         ``has_txn_index`` (the caller's directory listing says whether the file exists).
+        ``offset_index_bytes`` and ``time_index_bytes`` are those files' whole content if the caller read
+        them (a prescan): checked and used as the files would be, not read again.
         """
-        self.offset_index.check_file_length(must_exist=True)
-        if load_offset_index:
-            self.offset_index.load()
-        self.offset_index.sanity_check()
+        offset_index = self.offset_index
+        if offset_index_bytes is None:
+            offset_index.check_file_length(must_exist=True)
+            if load_offset_index:
+                offset_index.load()
+        else:  # it exists; its length is the bytes'
+            check_whole_entries(
+                len(offset_index_bytes),
+                OffsetIndex.entry_size,
+                kind=OffsetIndex.kind,
+                path=self._stem + INDEX_SUFFIX + self.suffix,
+            )
+            if load_offset_index:
+                offset_index.load_bytes(offset_index_bytes)
+            else:
+                offset_index.prime_edges(offset_index_bytes)
+        offset_index.sanity_check()
+        if time_index_bytes is not None:
+            self.time_index.prime_edges(time_index_bytes)
         self.time_index.sanity_check()
         if has_txn_index:
             self.txn_index.sanity_check()
 
-    def check_index_files(self, *, has_txn_index: bool = True) -> None:
+    def check_index_files(
+        self, *, has_txn_index: bool = True, listed_lengths: tuple[int | None, int | None] | None = None
+    ) -> None:
         """Kafka 3.x's ``LogSegment.sanityCheck`` at load: raise if the indexes cannot be used as they are.
 
         The offset index must exist; the offset and time indexes must hold whole entries (one ``os.stat``
@@ -533,9 +573,17 @@ class LogSegment:
         does not run them: a clean shutdown wrote and fsynced these files, trimmed, and an unclean one makes
         the loader rebuild every segment from the recovery point anyway. The time index's last entry is read
         when retention first asks for the largest timestamp, and checked then (``max_timestamp_so_far``).
+        ``listed_lengths``: the offset and time indexes' lengths as a listing of the dir gave them (a
+        prescan; ``check_listed_index_length``), instead of a ``stat`` each.
         """
-        check_index_file_length(self._stem + INDEX_SUFFIX + self.suffix, OffsetIndex, must_exist=True)
-        check_index_file_length(self._stem + TIME_INDEX_SUFFIX + self.suffix, TimeIndex, must_exist=False)
+        index_file = self._stem + INDEX_SUFFIX + self.suffix
+        time_index_file = self._stem + TIME_INDEX_SUFFIX + self.suffix
+        if listed_lengths is None:
+            check_index_file_length(index_file, OffsetIndex, must_exist=True)
+            check_index_file_length(time_index_file, TimeIndex, must_exist=False)
+        else:
+            check_listed_index_length(index_file, listed_lengths[0], OffsetIndex, must_exist=True)
+            check_listed_index_length(time_index_file, listed_lengths[1], TimeIndex, must_exist=False)
         if has_txn_index:
             self.txn_index.sanity_check()
         self._indexes_checked = True

@@ -1,0 +1,349 @@
+/*
+ * Optional C fast path for serve's start-up: the system calls a clean load makes in each partition dir,
+ * made in one call with the GIL released, so that they run on another core while the interpreter imports
+ * the API (service/storage/prescan.py runs it on a thread).
+ *
+ * scan_partitions(log_dir, names, max_read) -> list, one item per name: None if log_dir/name cannot be
+ * opened as a directory, else a tuple
+ *
+ *     (sizes, active_stem, offset_index, time_index, log_position, log_tail)
+ *
+ * - sizes: {file name: st_size} for every entry of the dir (os.stat's size, symlinks followed; -1 if the
+ *   stat failed), in listing order, so that list(sizes) is what os.listdir returns;
+ * - active_stem: the stem of the ".log" file with the largest all-digit stem (the active segment's), or
+ *   None; the Python loader uses what follows only if that is the segment it finds active itself;
+ * - offset_index, time_index: the whole "<stem>.index" and "<stem>.timeindex" files (bytes), or None if missing,
+ *   longer than max_read, or not read whole;
+ * - log_position, log_tail: the ".log" bytes from the position of the offset index's last whole entry
+ *   (0 with no entry) to its size, or None (no index read, or more than max_read bytes).
+ *
+ * Nothing here interprets the data beyond that position: the Python loader checks what it reads exactly
+ * as it checks what it reads itself, and reads the files itself whenever an item is None or disagrees.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+    char *name;
+    long long size;
+} entry_t;
+
+typedef struct {
+    const char *dir_name;
+    int ok;
+    entry_t *entries;
+    size_t count;
+    size_t capacity;
+    Py_ssize_t active;  /* entry index of the active .log, -1 if none */
+    char *index;
+    Py_ssize_t index_len;  /* -1: not read */
+    char *time_index;
+    Py_ssize_t time_index_len;
+    long long log_position;
+    char *tail;
+    Py_ssize_t tail_len;
+} partition_t;
+
+static int
+add_entry(partition_t *p, const char *name, long long size)
+{
+    if (p->count == p->capacity) {
+        size_t capacity = p->capacity ? p->capacity * 2 : 16;
+        entry_t *grown = realloc(p->entries, capacity * sizeof(entry_t));
+        if (grown == NULL) {
+            return -1;
+        }
+        p->entries = grown;
+        p->capacity = capacity;
+    }
+    char *copy = strdup(name);
+    if (copy == NULL) {
+        return -1;
+    }
+    p->entries[p->count].name = copy;
+    p->entries[p->count].size = size;
+    p->count++;
+    return 0;
+}
+
+/* The stem's value if name is "<digits>.log" (at most 19 digits: larger ones are left to Python), else -1. */
+static long long
+log_stem_value(const char *name)
+{
+    size_t len = strlen(name);
+    if (len < 5 || strcmp(name + len - 4, ".log") != 0 || len - 4 > 20) {
+        return -1;
+    }
+    unsigned long long value = 0;
+    for (size_t i = 0; i < len - 4; i++) {
+        if (name[i] < '0' || name[i] > '9') {
+            return -1;
+        }
+        value = value * 10 + (unsigned long long)(name[i] - '0');
+        if (value > (unsigned long long)INT64_MAX) {
+            return -1;
+        }
+    }
+    return (long long)value;
+}
+
+/* Read exactly `size` bytes of dir_fd/name from `position`; NULL (and *len = -1) if not possible. */
+static char *
+read_range(int dir_fd, const char *name, long long position, long long size, Py_ssize_t *len)
+{
+    *len = -1;
+    int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return NULL;
+    }
+    char *buf = malloc(size > 0 ? (size_t)size : 1);
+    if (buf == NULL) {
+        close(fd);
+        return NULL;
+    }
+    long long done = 0;
+    while (done < size) {
+        ssize_t n = pread(fd, buf + done, (size_t)(size - done), (off_t)(position + done));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        done += n;
+    }
+    close(fd);
+    if (done != size) {
+        free(buf);
+        return NULL;
+    }
+    *len = (Py_ssize_t)size;
+    return buf;
+}
+
+static long long
+size_of(partition_t *p, const char *name)
+{
+    for (size_t i = 0; i < p->count; i++) {
+        if (strcmp(p->entries[i].name, name) == 0) {
+            return p->entries[i].size;
+        }
+    }
+    return -1;
+}
+
+/* Runs without the GIL. */
+static void
+scan_one(int log_dir_fd, partition_t *p, long long max_read)
+{
+    p->active = -1;
+    p->index_len = p->time_index_len = p->tail_len = -1;
+    int dir_fd = openat(log_dir_fd, p->dir_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) {
+        return;
+    }
+    int listing_fd = dup(dir_fd);
+    DIR *dir = listing_fd < 0 ? NULL : fdopendir(listing_fd);
+    if (dir == NULL) {
+        if (listing_fd >= 0) {
+            close(listing_fd);
+        }
+        close(dir_fd);
+        return;
+    }
+    p->ok = 1;
+    long long active_value = -1;
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL) {
+        const char *name = entry->d_name;
+        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) {
+            continue;
+        }
+        struct stat st;
+        long long size = fstatat(dir_fd, name, &st, 0) == 0 ? (long long)st.st_size : -1;
+        if (add_entry(p, name, size) < 0) {
+            p->ok = 0;
+            break;
+        }
+        long long value = log_stem_value(name);
+        if (value > active_value) {
+            active_value = value;
+            p->active = (Py_ssize_t)p->count - 1;
+        }
+    }
+    closedir(dir);
+    if (p->ok && p->active >= 0 && p->entries[p->active].size >= 0) {
+        const char *log_name = p->entries[p->active].name;
+        size_t stem_len = strlen(log_name) - 4;
+        char name[64];
+        memcpy(name, log_name, stem_len);
+        strcpy(name + stem_len, ".index");
+        long long index_size = size_of(p, name);
+        if (index_size >= 0 && index_size <= max_read) {
+            p->index = read_range(dir_fd, name, 0, index_size, &p->index_len);
+        }
+        strcpy(name + stem_len, ".timeindex");
+        long long time_size = size_of(p, name);
+        if (time_size >= 0 && time_size <= max_read) {
+            p->time_index = read_range(dir_fd, name, 0, time_size, &p->time_index_len);
+        }
+        if (p->index_len >= 0) {
+            Py_ssize_t entries = p->index_len / 8;
+            long long position = 0;
+            if (entries > 0) {
+                const unsigned char *last = (const unsigned char *)p->index + (entries - 1) * 8 + 4;
+                position = ((long long)last[0] << 24) | (last[1] << 16) | (last[2] << 8) | last[3];
+            }
+            long long log_size = p->entries[p->active].size;
+            if (position <= log_size && log_size - position <= max_read) {
+                p->log_position = position;
+                p->tail = read_range(dir_fd, log_name, position, log_size - position, &p->tail_len);
+            }
+        }
+    }
+    close(dir_fd);
+}
+
+static PyObject *
+bytes_or_none(const char *data, Py_ssize_t len)
+{
+    if (len < 0) {
+        Py_RETURN_NONE;
+    }
+    return PyBytes_FromStringAndSize(data, len);
+}
+
+/* The Python item of one scanned partition (with the GIL); NULL on error. */
+static PyObject *
+build_item(partition_t *p)
+{
+    if (!p->ok) {
+        Py_RETURN_NONE;
+    }
+    PyObject *sizes = PyDict_New();
+    if (sizes == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < p->count; i++) {
+        PyObject *key = PyUnicode_DecodeFSDefault(p->entries[i].name);
+        PyObject *value = key == NULL ? NULL : PyLong_FromLongLong(p->entries[i].size);
+        if (value == NULL || PyDict_SetItem(sizes, key, value) < 0) {
+            Py_XDECREF(key);
+            Py_XDECREF(value);
+            Py_DECREF(sizes);
+            return NULL;
+        }
+        Py_DECREF(key);
+        Py_DECREF(value);
+    }
+    PyObject *stem;
+    if (p->active >= 0) {
+        const char *log_name = p->entries[p->active].name;
+        stem = PyUnicode_DecodeFSDefaultAndSize(log_name, (Py_ssize_t)strlen(log_name) - 4);
+    } else {
+        stem = Py_NewRef(Py_None);
+    }
+    PyObject *index = bytes_or_none(p->index, p->index_len);
+    PyObject *time_index = bytes_or_none(p->time_index, p->time_index_len);
+    PyObject *tail = bytes_or_none(p->tail, p->tail_len);
+    if (stem == NULL || index == NULL || time_index == NULL || tail == NULL) {
+        Py_DECREF(sizes);
+        Py_XDECREF(stem);
+        Py_XDECREF(index);
+        Py_XDECREF(time_index);
+        Py_XDECREF(tail);
+        return NULL;
+    }
+    return Py_BuildValue("(NNNNLN)", sizes, stem, index, time_index, p->log_position, tail);
+}
+
+static void
+free_partition(partition_t *p)
+{
+    for (size_t i = 0; i < p->count; i++) {
+        free(p->entries[i].name);
+    }
+    free(p->entries);
+    free(p->index);
+    free(p->time_index);
+    free(p->tail);
+}
+
+static PyObject *
+scan_partitions(PyObject *self, PyObject *args)
+{
+    PyObject *log_dir_arg, *names;
+    long long max_read;
+    if (!PyArg_ParseTuple(args, "O&O!L", PyUnicode_FSConverter, &log_dir_arg, &PyList_Type, &names,
+                          &max_read)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(names);
+    PyObject *encoded = PyList_New(n);  /* keeps each name's bytes alive while the GIL is released */
+    partition_t *parts = calloc(n > 0 ? (size_t)n : 1, sizeof(partition_t));
+    if (encoded == NULL || parts == NULL) {
+        Py_DECREF(log_dir_arg);
+        Py_XDECREF(encoded);
+        free(parts);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name_bytes = NULL;
+        if (!PyUnicode_FSConverter(PyList_GET_ITEM(names, i), &name_bytes)) {
+            Py_DECREF(log_dir_arg);
+            Py_DECREF(encoded);
+            free(parts);
+            return NULL;
+        }
+        PyList_SET_ITEM(encoded, i, name_bytes);
+        parts[i].dir_name = PyBytes_AS_STRING(name_bytes);
+    }
+    const char *log_dir = PyBytes_AS_STRING(log_dir_arg);
+    Py_BEGIN_ALLOW_THREADS
+    int log_dir_fd = open(log_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (log_dir_fd >= 0) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            scan_one(log_dir_fd, &parts[i], max_read);
+        }
+        close(log_dir_fd);
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result = PyList_New(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (result != NULL) {
+            PyObject *item = build_item(&parts[i]);
+            if (item == NULL) {
+                Py_CLEAR(result);
+            } else {
+                PyList_SET_ITEM(result, i, item);
+            }
+        }
+        free_partition(&parts[i]);
+    }
+    free(parts);
+    Py_DECREF(encoded);
+    Py_DECREF(log_dir_arg);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan_partitions", scan_partitions, METH_VARARGS,
+     "scan_partitions(log_dir, names, max_read): each partition dir's sizes and active segment's bytes."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dirscan", NULL, -1, methods};
+
+PyMODINIT_FUNC
+PyInit__dirscan(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,196 @@
+"""The system calls of a clean load, made ahead on a thread in C with the GIL released (issue 17).
+
+A clean load of a partition dir is a listing, a ``stat`` of each segment file and three small reads of the
+active segment (its offset index, its time index, the ``.log`` from the last index entry), then Python work
+on what they returned. ``LogDirPrescan`` makes those calls for every partition dir of a log dir, in order,
+a chunk at a time, on a thread of its own (``_dirscan.scan_partitions``: no GIL held while it runs), so
+that they run on another core while the interpreter does something else: the loader's Python work for the
+partitions before, or, in ``serve``, importing and building the REST API (``start_early_prescans``).
+
+What a scan returned is the dir as it was when scanned. It may stand in for the loader's own calls only
+while no other process can change the dir: every prescan runs under the log dir's lock, taken before the
+first scan and held through the load (``load_log_dir`` starts one after ``LogManager.startup`` locked the
+dir; ``start_early_prescans`` takes the lock itself and hands it to the LogManager). Loading a partition
+writes only into its own dir, after its scan was taken, and only on the paths that do not use the scan
+(recovery, temporary files: ``loader``). The loader checks everything it uses from a scan as it checks
+what it reads itself, and reads the files itself whenever the scan lacks an item or disagrees with the
+listing. ``LOGCLEANER_PURE_PYTHON=1`` (or a build without a compiler) turns prescans off.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import NamedTuple
+
+from service.errors import ConflictError
+from service.storage.dir_lock import LogDirLock
+from service.storage.log_files import CLEAN_SHUTDOWN_FILE, LOCK_FILE
+
+__all__ = ["EarlyPrescans", "LogDirPrescan", "PartitionScan", "has_dirscan", "start_early_prescans"]
+
+logger = logging.getLogger(__name__)
+
+CHUNK_PARTITIONS = 256  # partition dirs per C call: the loader waits for at most one chunk at its start
+CHUNKS_AHEAD = 16  # chunks scanned ahead of the loader at most (bounds the memory the scans hold)
+MAX_READ_BYTES = 65_536  # an active segment's file larger than this is left for the loader to read
+
+
+class PartitionScan(NamedTuple):
+    """One partition dir as scanned (see ``_dirscan.c``): sizes by name in listing order (-1: the stat
+    failed), and the active segment's stem, offset index, time index and ``.log`` bytes from
+    ``log_position`` (each None if not read)."""
+
+    sizes: dict[str, int]
+    active_stem: str | None
+    offset_index: bytes | None
+    time_index: bytes | None
+    log_position: int
+    log_tail: bytes | None
+
+
+def _load_dirscan() -> ModuleType | None:
+    if os.environ.get("LOGCLEANER_PURE_PYTHON"):
+        return None
+    try:
+        from service.storage import _dirscan as module  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return module  # type: ignore[no-any-return]
+
+
+_dirscan = _load_dirscan()
+
+
+def has_dirscan() -> bool:
+    """True when the C scan is in use (built, and ``LOGCLEANER_PURE_PYTHON`` not set)."""
+    return _dirscan is not None
+
+
+class LogDirPrescan:
+    """Scans ``names`` (partition dirs of ``path``, in the order the loader loads them) on a thread.
+
+    ``take(name)`` waits for that name's chunk and hands its scan over once (None when it was not scanned
+    or is not a dir); taking a name drops the chunks before its own, so at most ``CHUNKS_AHEAD`` chunks are
+    held. ``close`` stops the thread after its current chunk. ``_cond`` guards ``_chunks``, ``_scanned``,
+    ``_taken_up_to`` and ``_closed``; the thread is the only writer of ``_chunks`` entries.
+    """
+
+    def __init__(self, path: Path, names: list[str], *, chunk_partitions: int = CHUNK_PARTITIONS) -> None:
+        self.path = path
+        self._names = names
+        self._chunk_partitions = chunk_partitions
+        self._chunk_of = {name: n // chunk_partitions for n, name in enumerate(names)}
+        self._chunk_count = -(-len(names) // chunk_partitions)
+        self._chunks: dict[int, dict[str, PartitionScan | None]] = {}
+        self._scanned = 0  # chunks done (scanned or skipped)
+        self._taken_up_to = 0  # the chunk the loader asked for last
+        self._closed = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="log-dir-prescan", daemon=True)
+
+    def start(self) -> LogDirPrescan:
+        if _dirscan is None:
+            self._closed = True
+        else:
+            self._thread.start()
+        return self
+
+    def take(self, name: str) -> PartitionScan | None:
+        chunk = self._chunk_of.get(name)
+        if chunk is None:
+            return None
+        with self._cond:
+            if chunk > self._taken_up_to:
+                for old in range(self._taken_up_to, chunk):
+                    self._chunks.pop(old, None)
+                self._taken_up_to = chunk
+                self._cond.notify_all()
+            while self._scanned <= chunk and not self._closed:
+                self._cond.wait()
+            scans = self._chunks.get(chunk)
+            return None if scans is None else scans.pop(name, None)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._chunks.clear()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        if _dirscan is None:  # start() runs this thread only with the module
+            return
+        try:
+            for chunk in range(self._chunk_count):
+                with self._cond:
+                    while chunk - self._taken_up_to >= CHUNKS_AHEAD and not self._closed:
+                        self._cond.wait()
+                    if self._closed:
+                        return
+                    skip = chunk < self._taken_up_to  # the loader is past it already
+                names = self._names[chunk * self._chunk_partitions : (chunk + 1) * self._chunk_partitions]
+                items = [] if skip else _dirscan.scan_partitions(os.fspath(self.path), names, MAX_READ_BYTES)
+                scans = {
+                    name: None if item is None else PartitionScan._make(item)
+                    for name, item in zip(names, items, strict=False)
+                }
+                with self._cond:
+                    if not skip and chunk >= self._taken_up_to:
+                        self._chunks[chunk] = scans
+                    self._scanned = chunk + 1
+                    self._cond.notify_all()
+        except Exception:  # the loader then makes its own calls: nothing is lost but the head start
+            logger.exception("Scanning the partition dirs of %s ahead of the load failed", self.path)
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+
+
+class EarlyPrescans:
+    """``serve``'s prescans, started before the API is imported: each with its log dir's lock held."""
+
+    def __init__(self) -> None:
+        self._by_path: dict[Path, tuple[LogDirLock, LogDirPrescan]] = {}
+
+    def add(self, path: Path, lock: LogDirLock, prescan: LogDirPrescan) -> None:
+        self._by_path[path] = (lock, prescan)
+
+    def take(self, path: Path) -> tuple[LogDirLock, LogDirPrescan] | None:
+        """The held lock and running prescan of ``path`` (handed over once), or None."""
+        return self._by_path.pop(path, None)
+
+    def close(self) -> None:
+        """Stop the prescans and release the locks not handed over (a start-up that failed before)."""
+        for lock, prescan in self._by_path.values():
+            prescan.close()
+            lock.release()
+        self._by_path.clear()
+
+
+def start_early_prescans(log_dirs: Iterable[Path]) -> EarlyPrescans:
+    """Lock each log dir a clean shutdown left (its lock file and clean-shutdown marker there: nothing is
+    created) and start scanning its partition dirs. A dir that is locked elsewhere, missing or unreadable
+    is left to the start-up's own checks, which report it."""
+    early = EarlyPrescans()
+    if _dirscan is None:
+        return early
+    for path in log_dirs:
+        try:
+            if not (os.path.exists(path / LOCK_FILE) and os.path.exists(path / CLEAN_SHUTDOWN_FILE)):
+                continue
+            lock = LogDirLock(path)
+            lock.acquire()
+        except (ConflictError, OSError):
+            continue
+        try:
+            names = sorted(os.listdir(path))
+        except OSError:
+            lock.release()
+            continue
+        early.add(path, lock, LogDirPrescan(path, names).start())
+    return early

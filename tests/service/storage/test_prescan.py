@@ -1,0 +1,275 @@
+"""The prescan (``service/storage/prescan.py``, ``_dirscan.c``): a clean load from a scan is the load the
+loader makes with its own calls, whatever the dir holds, and the scan runs under the log dir's lock."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from service.clock import ManualClock
+from service.errors import ConflictError
+from service.log_manager import LogManager
+from service.storage import prescan
+from service.storage.clean_shutdown import write_clean_shutdown_marker
+from service.storage.dir_lock import LogDirLock
+from service.storage.loader import LoadResult, load_partition_log
+from service.storage.log_config import LogConfig
+from service.storage.prescan import LogDirPrescan, PartitionScan, start_early_prescans
+from service.tasks import DeferredTasks
+from tests.service.storage.conftest import keyed
+
+pytestmark = pytest.mark.skipif(not prescan.has_dirscan(), reason="the C scan is not built")
+
+SEGMENT_BYTES = 300
+CONFIG = LogConfig(segment_bytes=SEGMENT_BYTES, index_interval_bytes=1)
+COUNT = 37  # the active segment holds one record
+
+
+def scan_of(directory: Path, max_read: int = prescan.MAX_READ_BYTES) -> PartitionScan:
+    module = prescan._dirscan
+    assert module is not None
+    [item] = module.scan_partitions(str(directory.parent), [directory.name], max_read)
+    assert item is not None
+    return PartitionScan._make(item)
+
+
+def fill(directory: Path, clock: ManualClock, count: int = COUNT) -> None:
+    log = load_partition_log(directory, CONFIG, clock=clock).log
+    for i in range(count):
+        log.append_records([keyed(b"k%d" % i, b"v%d" % i, timestamp=1000 + i)])
+    log.close()
+
+
+def fingerprint(result: LoadResult) -> tuple[object, ...]:
+    log = result.log
+    return (
+        result.recovered_segments,
+        result.truncated_bytes,
+        log.log_start_offset,
+        log.log_end_offset,
+        log.recovery_point,
+        [(s.base_offset, s.size_bytes) for s in log.segments],
+        [(r.offset, r.key, r.value) for r in log.read(0, max_records=10_000)],
+    )
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def seg(directory: Path, base: int, suffix: str) -> Path:
+    return directory / f"{base:020d}{suffix}"
+
+
+def bases(directory: Path) -> list[int]:
+    return sorted(int(p.stem) for p in directory.glob("*.log"))
+
+
+def truncate_active_log(d: Path) -> None:
+    path = seg(d, bases(d)[-1], ".log")
+    os.truncate(path, path.stat().st_size - 5)
+
+
+def garbage_after_active_log(d: Path) -> None:
+    with seg(d, bases(d)[-1], ".log").open("ab") as file:
+        file.write(b"\x00" * 40)
+
+
+def drop(base_of: Callable[[list[int]], int], suffix: str) -> Callable[[Path], None]:
+    return lambda d: seg(d, base_of(bases(d)), suffix).unlink()
+
+
+def partial_index_entry(d: Path) -> None:
+    with seg(d, bases(d)[0], ".index").open("ab") as file:
+        file.write(b"\x01\x02\x03")
+
+
+def active_index_past_the_log(d: Path) -> None:
+    path = seg(d, bases(d)[-1], ".index")
+    path.write_bytes(path.read_bytes() + (1).to_bytes(4, "big") + (10**6).to_bytes(4, "big"))
+
+
+def pending_deletion(d: Path) -> None:
+    shutil.copy(seg(d, bases(d)[0], ".log"), d / "00000000000000000999.log.deleted")
+
+
+DAMAGE: dict[str, Callable[[Path], None]] = {
+    "healthy": lambda d: None,
+    "active log truncated": truncate_active_log,
+    "garbage after the active log": garbage_after_active_log,
+    "active offset index missing": drop(lambda b: b[-1], ".index"),
+    "active time index missing": drop(lambda b: b[-1], ".timeindex"),
+    "sealed offset index missing": drop(lambda b: b[0], ".index"),
+    "sealed time index missing": drop(lambda b: b[0], ".timeindex"),
+    "partial entry in a sealed index": partial_index_entry,
+    "active index points past the log": active_index_past_the_log,
+    "a deletion pending": pending_deletion,
+}
+
+
+@pytest.mark.parametrize("max_read", [prescan.MAX_READ_BYTES, 16, 0])
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_clean_load_from_a_scan_is_the_load_without_it(
+    tmp_path: Path, clock: ManualClock, damage: str, max_read: int
+) -> None:
+    """Two copies of one dir, damaged alike, loaded after a clean shutdown: one from its scan, one with the
+    loader's own calls. Same log, same records, same files left (what a recovery or rebuild wrote too);
+    ``max_read`` below a file's size leaves that file for the loader to read."""
+    source = tmp_path / "source" / "topic-0"
+    source.mkdir(parents=True)
+    fill(source, clock)
+    DAMAGE[damage](source)
+    results, files = [], []
+    for name, use_scan in (("plain", False), ("scanned", True)):
+        directory = tmp_path / name / "topic-0"
+        shutil.copytree(source, directory)
+        scan = scan_of(directory, max_read) if use_scan else None
+        result = load_partition_log(
+            directory, CONFIG, clock=clock, clean_shutdown=True, recovery_point=COUNT, scan=scan
+        )
+        results.append(fingerprint(result))
+        result.log.close()
+        files.append(files_of(directory))
+    assert results[0] == results[1]
+    assert files[0] == files[1]
+
+
+def test_the_scan_is_what_the_loader_would_read(tmp_path: Path, clock: ManualClock) -> None:
+    directory = tmp_path / "topic-0"
+    directory.mkdir()
+    fill(directory, clock)
+    scan = scan_of(directory)
+    assert sorted(scan.sizes) == sorted(os.listdir(directory))
+    assert scan.sizes == {name: (directory / name).stat().st_size for name in scan.sizes}
+    active = bases(directory)[-1]
+    assert scan.active_stem == f"{active:020d}"
+    assert scan.offset_index == seg(directory, active, ".index").read_bytes()
+    assert scan.time_index == seg(directory, active, ".timeindex").read_bytes()
+    index = scan.offset_index
+    last_position = int.from_bytes(index[-4:], "big") if index else 0
+    assert scan.log_position == last_position
+    assert scan.log_tail == seg(directory, active, ".log").read_bytes()[last_position:]
+
+
+def test_a_scanned_clean_load_opens_no_file(tmp_path: Path, clock: ManualClock) -> None:
+    """Every call the clean load would make came with the scan (the loader did not silently fall back)."""
+    directory = tmp_path / "topic-0"
+    directory.mkdir()
+    fill(directory, clock)
+    scan = scan_of(directory)
+    opened: list[str] = []
+    _RECORDING.append(opened)
+    try:
+        log = load_partition_log(
+            directory, CONFIG, clock=clock, clean_shutdown=True, recovery_point=COUNT, scan=scan
+        ).log
+    finally:
+        _RECORDING.pop()
+    assert opened == []
+    assert log.log_end_offset == COUNT
+    log.close()
+
+
+_RECORDING: list[list[str]] = []
+
+
+def _record(event: str, args: tuple[object, ...]) -> None:
+    if _RECORDING and event in ("open", "os.listdir", "os.scandir"):
+        _RECORDING[-1].append(f"{event} {args[0]!r}")
+
+
+sys.addaudithook(_record)  # process-wide and permanent: it records only while a list is pushed
+
+
+def test_the_scan_is_ignored_after_an_unclean_shutdown(tmp_path: Path, clock: ManualClock) -> None:
+    directory = tmp_path / "topic-0"
+    directory.mkdir()
+    fill(directory, clock)
+    scan = scan_of(directory)
+    truncate_active_log(directory)  # after the scan: only a load that reads the files itself sees it
+    result = load_partition_log(directory, CONFIG, clock=clock, recovery_point=0, scan=scan)
+    assert result.truncated_bytes > 0
+    result.log.close()
+
+
+def test_prescan_hands_each_dir_over_once_in_order(tmp_path: Path, clock: ManualClock) -> None:
+    names = [f"t-{i}" for i in range(7)]
+    for name in names:
+        (tmp_path / name).mkdir()
+        fill(tmp_path / name, clock, count=3)
+    shutil.rmtree(tmp_path / "t-2")
+    scanner = LogDirPrescan(tmp_path, [*names, "not-there"], chunk_partitions=2).start()
+    try:
+        assert scanner.take("t-0") is not None
+        assert scanner.take("t-0") is None  # handed over once
+        assert scanner.take("t-2") is None  # gone: no dir to scan
+        assert scanner.take("elsewhere") is None
+        scanned = scanner.take("t-5")
+        assert scanned is not None and sorted(scanned.sizes) == sorted(os.listdir(tmp_path / "t-5"))
+        assert scanner.take("t-1") is None  # its chunk was dropped once a later one was asked for
+    finally:
+        scanner.close()
+    assert scanner.take("t-6") is None  # closed: no wait
+
+
+def _clean_dir(root: Path, clock: ManualClock, partitions: int) -> Path:
+    log_dir = root / "logs"
+    for i in range(partitions):
+        (log_dir / f"t-{i}").mkdir(parents=True)
+        fill(log_dir / f"t-{i}", clock, count=3)
+    manager = LogManager([log_dir], lambda topic: CONFIG, clock=clock, scheduler=DeferredTasks())
+    manager.startup()
+    manager.shutdown()  # the checkpoints, the marker and the lock file, as a clean stop leaves them
+    return log_dir
+
+
+def test_early_prescans_lock_the_dir_and_the_log_manager_takes_over(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    log_dir = _clean_dir(tmp_path, clock, partitions=5)
+    early = start_early_prescans([log_dir])
+    try:
+        with pytest.raises(ConflictError):
+            LogDirLock(log_dir).acquire()
+        manager = LogManager([log_dir], lambda _: CONFIG, clock=clock, scheduler=DeferredTasks())
+        manager.startup(prescans=early)
+        assert early.take(log_dir) is None  # taken over
+        assert len(manager.logs) == 5
+        assert all(log.log_end_offset == 3 for log in manager.logs.values())
+        manager.shutdown()
+    finally:
+        early.close()
+    with LogDirLock(log_dir):  # released with the manager's stop
+        pass
+
+
+def test_early_prescans_leave_an_unclean_dir_and_release_what_was_not_taken(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    log_dir = _clean_dir(tmp_path, clock, partitions=2)
+    other = tmp_path / "other"
+    shutil.copytree(log_dir, other)
+    (other / ".kafka_cleanshutdown").unlink()
+    early = start_early_prescans([log_dir, other, tmp_path / "missing"])
+    assert early.take(other) is None and early.take(tmp_path / "missing") is None
+    with pytest.raises(ConflictError):
+        LogDirLock(log_dir).acquire()
+    early.close()  # a start-up that failed before the logs loaded
+    with LogDirLock(log_dir):
+        pass
+    write_clean_shutdown_marker(other)
+
+
+def test_pure_python_turns_the_scan_off() -> None:
+    code = "from service.storage.prescan import has_dirscan; print(has_dirscan())"
+    for env, expected in [({}, "True"), ({"LOGCLEANER_PURE_PYTHON": "1"}, "False")]:
+        out = subprocess.run(
+            [sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True
+        )
+        assert (out.returncode, out.stdout.strip()) == (0, expected)
