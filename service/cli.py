@@ -18,6 +18,7 @@ from typing import ClassVar, NoReturn
 import click
 
 from service.errors import ConflictError, InvalidInputError, LogCleanerError, NotFoundError
+from service.storage.prescan import start_early_prescans
 from service.tools.log_commands import (
     config_options,
     explain_command,
@@ -89,13 +90,19 @@ def serve(config_file: Path | None, overrides: tuple[str, ...], quiet: bool) -> 
     exit 1 without the marker. A failed start exits 1 having changed nothing. Prints a start-up and a
     shutdown line unless -q.
     """
-    from service.daemon import Daemon  # the API, scheduler and cleaner: imported for serve alone
+    broker = load_config(config_file, overrides)
+    # A clean dir's partition dirs are scanned (in C, the GIL released) while the API is imported and built.
+    prescans = start_early_prescans(Path(d) for d in broker.log_dirs)
+    try:
+        from service.daemon import Daemon  # the API, scheduler and cleaner: imported for serve alone
 
-    if not quiet:  # the daemon's own lines at INFO even without -v
-        logging.getLogger("service.daemon").setLevel(min(logging.getLogger().level, logging.INFO))
-    daemon = Daemon(load_config(config_file, overrides))
-    daemon.install_signal_handlers()  # a stop while the logs load interrupts the loading
-    daemon.start()
+        if not quiet:  # the daemon's own lines at INFO even without -v
+            logging.getLogger("service.daemon").setLevel(min(logging.getLogger().level, logging.INFO))
+        daemon = Daemon(broker, prescans=prescans)
+        daemon.install_signal_handlers()  # a stop while the logs load interrupts the loading
+        daemon.start()
+    finally:
+        prescans.close()  # what the start-up did not take over (it failed before the logs loaded)
     try:
         daemon.run_until_stopped()
     finally:

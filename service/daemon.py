@@ -44,6 +44,7 @@ from service.log_manager_setup import build_log_manager
 from service.ports import CleanerView
 from service.sd_notify import sd_notify
 from service.storage.log_dir import LoadInterruptedError
+from service.storage.prescan import EarlyPrescans
 from service.storage.topic_partition import TopicPartition
 
 __all__ = ["TOPIC_CONFIG_REFRESH_MS", "Daemon", "StartupError"]
@@ -61,8 +62,13 @@ class StartupError(LogCleanerError):
 class Daemon:
     """Owns the scheduler, the LogManager and the stop event (``_stop``, the only cross-thread state)."""
 
-    def __init__(self, broker: BrokerConfig, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, broker: BrokerConfig, *, clock: Clock | None = None, prescans: EarlyPrescans | None = None
+    ) -> None:
+        """``prescans``: log dirs ``serve`` locked and began to scan before importing this module
+        (``start_early_prescans``); the LogManager takes them over at start-up."""
         self.broker = broker
+        self._prescans = prescans
         self.clock = clock or SystemClock()
         self.topic_store = TopicConfigStore([Path(d) for d in broker.log_dirs])
         self.metrics = ServiceMetrics(self)  # reads this daemon's parts at each scrape, not now
@@ -112,7 +118,7 @@ class Daemon:
             try:
                 if self._stop.is_set():
                     raise LoadInterruptedError("a stop was requested before the logs loaded")
-                self.log_manager.startup(stop=self._stop)
+                self.log_manager.startup(stop=self._stop, prescans=self._prescans, freeze_loaded=True)
             except ConflictError as exc:
                 raise StartupError(str(exc)) from exc
             except LoadInterruptedError as exc:

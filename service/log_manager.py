@@ -53,6 +53,7 @@ from service.storage.log_dir import (
 from service.storage.log_files import DELETE_DIR_SUFFIX, is_valid_topic_name, partition_dir_name
 from service.storage.partition_files import create_partition_metadata, delete_marked_snapshot
 from service.storage.partition_metadata import new_topic_id
+from service.storage.prescan import EarlyPrescans, LogDirPrescan
 from service.storage.segment import LogSegment
 from service.storage.topic_partition import TopicPartition
 
@@ -129,10 +130,23 @@ class LogManager:
 
     # -- start-up and shutdown -------------------------------------------------------------------
 
-    def startup(self, stop: threading.Event | None = None) -> None:
+    def startup(
+        self,
+        stop: threading.Event | None = None,
+        prescans: EarlyPrescans | None = None,
+        *,
+        freeze_loaded: bool = False,
+    ) -> None:
         """Lock and load every log dir; an I/O error takes only that dir offline. Once ``stop`` is set no
-        further partition loads (``LoadInterruptedError``; the locks stay held until ``release_locks``)."""
+        further partition loads (``LoadInterruptedError``; the locks stay held until ``release_locks``).
+        ``prescans``: dirs already locked and being scanned ahead (``serve``: ``start_early_prescans``);
+        their locks and scans are taken over. ``freeze_loaded``: the daemon's (``collector_paused``)."""
+        started: dict[Path, LogDirPrescan] = {}
         for state in self._dirs if self.read_only is None else ():
+            early = prescans.take(state.path) if prescans is not None else None
+            if early is not None:
+                state.lock, started[state.path] = early
+                continue
             try:
                 state.path.mkdir(parents=True, exist_ok=True)
                 state.lock = LogDirLock(state.path)
@@ -142,11 +156,15 @@ class LogManager:
                 raise
             except OSError as exc:
                 self._mark_offline(state, exc)
-        with collector_paused():
-            self._load_dirs(stop)
+        try:
+            with collector_paused(freeze=freeze_loaded):
+                self._load_dirs(stop, started)
+        finally:
+            for prescan in started.values():
+                prescan.close()
         self.is_loaded = True
 
-    def _load_dirs(self, stop: threading.Event | None) -> None:
+    def _load_dirs(self, stop: threading.Event | None, prescans: dict[Path, LogDirPrescan]) -> None:
         for state in self.online_dirs():
             try:
                 loaded = load_log_dir(
@@ -157,6 +175,7 @@ class LogManager:
                     progress=self.load_progress,
                     stop=stop,
                     read_only=self.read_only,
+                    prescan=prescans.get(state.path),
                 )
             except OSError as exc:
                 self._mark_offline(state, exc)
