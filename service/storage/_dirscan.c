@@ -6,7 +6,7 @@
  * scan_partitions(log_dir, names, max_read) -> list, one item per name: None if log_dir/name cannot be
  * opened as a directory, else a tuple
  *
- *     (sizes, active_stem, offset_index, time_index, log_position, log_tail)
+ *     (sizes, active_stem, offset_index, time_index, log_position, log_tail, shape)
  *
  * - sizes: {file name: st_size} for every entry of the dir (os.stat's size, symlinks followed; -1 if the
  *   stat failed), in listing order, so that list(sizes) is what os.listdir returns;
@@ -15,7 +15,11 @@
  * - offset_index, time_index: the whole "<stem>.index" and "<stem>.timeindex" files (bytes), or None if missing,
  *   longer than max_read, or not read whole;
  * - log_position, log_tail: the ".log" bytes from the position of the offset index's last whole entry
- *   (0 with no entry) to its size, or None (no index read, or more than max_read bytes).
+ *   (0 with no entry) to its size, or None (no index read, or more than max_read bytes);
+ * - shape: (log_bases, txn_index_bases, snapshot_offsets), each a sorted tuple of ints, when every name is
+ *   "<20 digits>.log|.index|.timeindex|.txnindex|.snapshot" (a value that fits a signed 64-bit int),
+ *   "leader-epoch-checkpoint" or "partition.metadata", and every index file has its ".log"; else None
+ *   (the loader then sorts the names out itself, as it always can).
  *
  * Nothing here interprets the data beyond that position: the Python loader checks what it reads exactly
  * as it checks what it reads itself, and reads the files itself whenever an item is None or disagrees.
@@ -50,7 +54,103 @@ typedef struct {
     long long log_position;
     char *tail;
     Py_ssize_t tail_len;
+    int regular;  /* the shape below holds */
+    long long *logs, *txns, *snapshots, *indexed;  /* bases by kind; `indexed`: of the index files */
+    size_t n_logs, n_txns, n_snapshots, n_indexed;
 } partition_t;
+
+enum { KIND_LOG, KIND_INDEX, KIND_TIME_INDEX, KIND_TXN_INDEX, KIND_SNAPSHOT, KIND_OTHER_FILE, KIND_IRREGULAR };
+
+/* The kind of a name, and its base offset for the numbered kinds. */
+static int
+classify(const char *name, long long *base)
+{
+    if (strcmp(name, "leader-epoch-checkpoint") == 0 || strcmp(name, "partition.metadata") == 0) {
+        return KIND_OTHER_FILE;
+    }
+    unsigned long long value = 0;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9') {
+            return KIND_IRREGULAR;
+        }
+        value = value * 10 + (unsigned long long)(name[i] - '0');
+    }
+    if (name[20] != '.' || value > (unsigned long long)INT64_MAX) {
+        return KIND_IRREGULAR;
+    }
+    *base = (long long)value;
+    const char *ext = name + 21;
+    if (strcmp(ext, "log") == 0) {
+        return KIND_LOG;
+    }
+    if (strcmp(ext, "index") == 0) {
+        return KIND_INDEX;
+    }
+    if (strcmp(ext, "timeindex") == 0) {
+        return KIND_TIME_INDEX;
+    }
+    if (strcmp(ext, "txnindex") == 0) {
+        return KIND_TXN_INDEX;
+    }
+    if (strcmp(ext, "snapshot") == 0) {
+        return KIND_SNAPSHOT;
+    }
+    return KIND_IRREGULAR;
+}
+
+static int
+compare_long_long(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sets p->regular and the sorted bases (runs without the GIL). */
+static void
+find_shape(partition_t *p)
+{
+    p->regular = 0;
+    size_t n = p->count ? p->count : 1;
+    p->logs = malloc(n * sizeof(long long));
+    p->txns = malloc(n * sizeof(long long));
+    p->snapshots = malloc(n * sizeof(long long));
+    p->indexed = malloc(n * sizeof(long long));
+    if (p->logs == NULL || p->txns == NULL || p->snapshots == NULL || p->indexed == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < p->count; i++) {
+        long long base = 0;
+        switch (classify(p->entries[i].name, &base)) {
+        case KIND_LOG:
+            p->logs[p->n_logs++] = base;
+            break;
+        case KIND_TXN_INDEX:
+            p->txns[p->n_txns++] = base;
+            p->indexed[p->n_indexed++] = base;
+            break;
+        case KIND_INDEX:
+        case KIND_TIME_INDEX:
+            p->indexed[p->n_indexed++] = base;
+            break;
+        case KIND_SNAPSHOT:
+            p->snapshots[p->n_snapshots++] = base;
+            break;
+        case KIND_OTHER_FILE:
+            break;
+        default:
+            return;
+        }
+    }
+    qsort(p->logs, p->n_logs, sizeof(long long), compare_long_long);
+    qsort(p->txns, p->n_txns, sizeof(long long), compare_long_long);
+    qsort(p->snapshots, p->n_snapshots, sizeof(long long), compare_long_long);
+    for (size_t i = 0; i < p->n_indexed; i++) {
+        if (bsearch(&p->indexed[i], p->logs, p->n_logs, sizeof(long long), compare_long_long) == NULL) {
+            return;  /* an index file without its .log: the loader deletes it */
+        }
+    }
+    p->regular = 1;
+}
 
 static int
 add_entry(partition_t *p, const char *name, long long size)
@@ -180,6 +280,9 @@ scan_one(int log_dir_fd, partition_t *p, long long max_read)
         }
     }
     closedir(dir);
+    if (p->ok) {
+        find_shape(p);
+    }
     if (p->ok && p->active >= 0 && p->entries[p->active].size >= 0) {
         const char *log_name = p->entries[p->active].name;
         size_t stem_len = strlen(log_name) - 4;
@@ -210,6 +313,39 @@ scan_one(int log_dir_fd, partition_t *p, long long max_read)
         }
     }
     close(dir_fd);
+}
+
+static PyObject *
+int_tuple(const long long *values, size_t n)
+{
+    PyObject *tuple = PyTuple_New((Py_ssize_t)n);
+    for (size_t i = 0; tuple != NULL && i < n; i++) {
+        PyObject *value = PyLong_FromLongLong(values[i]);
+        if (value == NULL) {
+            Py_CLEAR(tuple);
+            break;
+        }
+        PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, value);
+    }
+    return tuple;
+}
+
+static PyObject *
+shape_of(partition_t *p)
+{
+    if (!p->regular) {
+        Py_RETURN_NONE;
+    }
+    PyObject *logs = int_tuple(p->logs, p->n_logs);
+    PyObject *txns = int_tuple(p->txns, p->n_txns);
+    PyObject *snapshots = int_tuple(p->snapshots, p->n_snapshots);
+    if (logs == NULL || txns == NULL || snapshots == NULL) {
+        Py_XDECREF(logs);
+        Py_XDECREF(txns);
+        Py_XDECREF(snapshots);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", logs, txns, snapshots);
 }
 
 static PyObject *
@@ -254,15 +390,17 @@ build_item(partition_t *p)
     PyObject *index = bytes_or_none(p->index, p->index_len);
     PyObject *time_index = bytes_or_none(p->time_index, p->time_index_len);
     PyObject *tail = bytes_or_none(p->tail, p->tail_len);
-    if (stem == NULL || index == NULL || time_index == NULL || tail == NULL) {
+    PyObject *shape = shape_of(p);
+    if (stem == NULL || index == NULL || time_index == NULL || tail == NULL || shape == NULL) {
         Py_DECREF(sizes);
         Py_XDECREF(stem);
         Py_XDECREF(index);
         Py_XDECREF(time_index);
         Py_XDECREF(tail);
+        Py_XDECREF(shape);
         return NULL;
     }
-    return Py_BuildValue("(NNNNLN)", sizes, stem, index, time_index, p->log_position, tail);
+    return Py_BuildValue("(NNNNLNN)", sizes, stem, index, time_index, p->log_position, tail, shape);
 }
 
 static void
@@ -275,6 +413,10 @@ free_partition(partition_t *p)
     free(p->index);
     free(p->time_index);
     free(p->tail);
+    free(p->logs);
+    free(p->txns);
+    free(p->snapshots);
+    free(p->indexed);
 }
 
 static PyObject *

@@ -98,7 +98,8 @@ def load_partition_log(
         names = list(scan.sizes)
     if read_only and not clean_shutdown:
         raise WouldWriteError(f"{directory}: loading it recovers it (no clean shutdown recorded for it)")
-    if _has_temp_files(names):  # after a clean shutdown, at most deletions still pending
+    regular = scan is not None and scan.shape is not None  # no temporary name, nothing to sort out
+    if not regular and _has_temp_files(names):  # after a clean shutdown, at most deletions still pending
         if scan is not None:  # the steps below change the dir: nothing from the scan, as documented
             scan = None
             names = os.listdir(directory)
@@ -177,6 +178,7 @@ def load_partition_log(
         names=names,
         clean_shutdown=clean_shutdown,
         read_only=read_only,
+        snapshot_offsets=scan.shape[2] if scan is not None and scan.shape is not None else None,
     )
     log = PartitionLog(
         directory,
@@ -328,8 +330,29 @@ def _load_segments(
     (``LogSegment.check_index_files``: stats, no entry read) for every segment but the active one, whose
     indexes are read whole anyway and get the full ``sanity_check``; after an unclean shutdown every
     segment gets the full check. With ``scan`` (a clean load only) the sizes and the active segment's
-    index bytes are the scan's, checked as the files would be.
+    index bytes are the scan's, checked as the files would be, and its ``shape``, if it has one, is what
+    sorting out the names finds (no index without its log: nothing to delete).
     """
+    if scan is not None and scan.shape is not None:
+        log_bases, txn_bases = list(scan.shape[0]), set(scan.shape[1])
+    else:
+        log_bases, txn_bases = _sort_out_names(directory, names, read_only=read_only)
+    return _segments_from(
+        directory,
+        log_bases,
+        txn_bases,
+        config,
+        clock.now_ms(),
+        tracker,
+        clean_shutdown=clean_shutdown,
+        read_only=read_only,
+        scan=scan,
+    )
+
+
+def _sort_out_names(directory: Path, names: list[str], *, read_only: bool) -> tuple[list[int], set[int]]:
+    """The ``.log`` files' base offsets, sorted, and those with a ``.txnindex``; an index file without its
+    ``.log`` is deleted (``WouldWriteError`` if ``read_only``)."""
     log_names: dict[str, str] = {}
     index_names = []
     for name in names:  # one pass: a listing holds a dozen names per segment
@@ -353,21 +376,37 @@ def _load_segments(
             (directory / name).unlink()
         elif name.endswith(TXN_INDEX_SUFFIX):
             txn_bases.add(_base_offset(directory, name))
-    now_ms = clock.now_ms()
+    return log_bases, txn_bases
+
+
+def _segments_from(
+    directory: Path,
+    log_bases: list[int],
+    txn_bases: set[int],
+    config: LogConfig,
+    now_ms: int,
+    tracker: ProducerStateManager,
+    *,
+    clean_shutdown: bool,
+    read_only: bool,
+    scan: PartitionScan | None,
+) -> tuple[list[LogSegment], dict[int, int]]:
+    """``_load_segments`` once the names are sorted out."""
     segments = []
     rebuilt: dict[int, int] = {}
     last = log_bases[-1] if log_bases else None
     sizes = scan.sizes if scan is not None else None
+    prefix = os.path.join(directory, "")
     for base in log_bases:
         stem = ""
-        if sizes is None:
-            segment = LogSegment(directory, base, config=config, created_ms=now_ms)
-        else:
+        size_bytes = None
+        if sizes is not None:
             stem = file_name(base, "")
             size = sizes.get(stem + LOG_SUFFIX, -1)
-            segment = LogSegment(
-                directory, base, config=config, created_ms=now_ms, size_bytes=size if size >= 0 else None
-            )
+            size_bytes = size if size >= 0 else None
+        segment = LogSegment(
+            directory, base, config=config, created_ms=now_ms, size_bytes=size_bytes, dir_prefix=prefix
+        )
         try:
             if not clean_shutdown:
                 segment.sanity_check()

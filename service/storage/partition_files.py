@@ -121,11 +121,13 @@ def load_partition_files(
     names: Iterable[str] | None = None,
     clean_shutdown: bool = False,
     read_only: bool = False,
+    snapshot_offsets: Sequence[int] | None = None,
 ) -> LoadedPartitionFiles:
     """What the loader hands the log besides its segments (steps in the module docstring); ``names`` is
     the dir's listing if the caller has one (its snapshot names current), so it is not listed again.
     After a ``clean_shutdown`` the reads the module docstring lists are deferred (``names`` needed); a
-    ``read_only`` load's deferred reads write nothing at first use either (``DeferredFiles.read_only``)."""
+    ``read_only`` load's deferred reads write nothing at first use either (``DeferredFiles.read_only``).
+    ``snapshot_offsets``: the snapshots among ``names``, sorted, if the caller found them already."""
     if not clean_shutdown or names is None:
         return LoadedPartitionFiles(
             load_producer_state(
@@ -146,7 +148,9 @@ def load_partition_files(
             load_topic_id(directory),
         )
     names = names if isinstance(names, (list, set, frozenset)) else list(names)
-    offsets = _remove_stray_snapshots(directory, segments, log_end_offset, names, read_only=read_only)
+    offsets = _remove_stray_snapshots(
+        directory, segments, log_end_offset, names, read_only=read_only, snapshot_offsets=snapshot_offsets
+    )
     defer_snapshot = bool(offsets) and offsets[-1] == log_end_offset == recovery_point
     producer_state = None
     if not defer_snapshot:
@@ -261,8 +265,9 @@ def _remove_stray_snapshots(
     names: Iterable[str] | None,
     *,
     read_only: bool,
+    snapshot_offsets: Sequence[int] | None = None,
 ) -> list[int]:
-    offsets = list_snapshot_offsets(directory, names)
+    offsets = list_snapshot_offsets(directory, names) if snapshot_offsets is None else list(snapshot_offsets)
     bases = {s.base_offset for s in segments}
     last_base = segments[-1].base_offset if segments else 0
     strays = [o for o in offsets if o not in bases and o <= log_end_offset]

@@ -42,8 +42,10 @@ MAX_READ_BYTES = 65_536  # an active segment's file larger than this is left for
 
 class PartitionScan(NamedTuple):
     """One partition dir as scanned (see ``_dirscan.c``): sizes by name in listing order (-1: the stat
-    failed), and the active segment's stem, offset index, time index and ``.log`` bytes from
-    ``log_position`` (each None if not read)."""
+    failed), the active segment's stem, offset index, time index and ``.log`` bytes from ``log_position``
+    (each None if not read), and ``shape``: when every name is a segment file, a snapshot, the epoch
+    checkpoint or ``partition.metadata`` and every index file has its ``.log``, the sorted base offsets
+    of the ``.log`` and ``.txnindex`` files and the snapshots' offsets (else None)."""
 
     sizes: dict[str, int]
     active_stem: str | None
@@ -51,6 +53,7 @@ class PartitionScan(NamedTuple):
     time_index: bytes | None
     log_position: int
     log_tail: bytes | None
+    shape: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None
 
 
 def _load_dirscan() -> ModuleType | None:

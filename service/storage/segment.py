@@ -98,7 +98,10 @@ class LogSegment:
         suffix: str = "",
         size_bytes: int | None = None,
         rolling_jitter_ms: int = 0,
+        dir_prefix: str | None = None,
     ) -> None:
+        """``dir_prefix``: ``os.path.join(directory, "")``, if the caller (the loader, for each segment of a
+        dir) has it already."""
         self.directory = directory
         self.base_offset = base_offset
         self.suffix = suffix
@@ -108,7 +111,9 @@ class LogSegment:
         # File names are strings joined once, and the index objects are built on first use: at 100,000
         # segments a Path per file, and objects the garbage collector walks again and again while the
         # rest load, cost more than the loading itself.
-        self._stem = os.path.join(directory, file_name(base_offset, ""))
+        if dir_prefix is None:
+            dir_prefix = os.path.join(directory, "")
+        self._stem = dir_prefix + file_name(base_offset, "")
         self._log_file = self._stem + LOG_SUFFIX + suffix
         self._log_path: Path | None = None
         self._index_bytes = config.segment_index_bytes

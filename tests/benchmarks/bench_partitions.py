@@ -5,6 +5,7 @@ Run on demand (not part of CI's pass/fail), from the repository root:
     PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions [--partitions 10000] [--start-stop-only]
     PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions --offline-only --rounds 3 [--compare-tree D]
     PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions [--partitions 10000] --stop-after-retention
+    PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions --startup-only --rounds 3 [--compare-tree D]
 
 It builds, under a temporary folder removed at the end, one log dir as a clean shutdown leaves it:
 ``--partitions`` copies (topics ``bench-<i // 100>``, partitions ``<i % 100>``) of one partition written by
@@ -18,6 +19,9 @@ in one run, each figure and its ratio to a Python ``os.scandir`` + ``stat`` walk
 - ``GET /v1/retention/explain`` over the whole dir, and the daemon's descriptors before and after it;
 - SIGTERM to the exit of the process (flush, close, checkpoints, marker);
 - offline ``explain --json`` under ``ulimit -n 4096`` and offline ``retention --dry-run``.
+
+``--startup-only`` times only ``serve``'s start-up to ``/readyz`` (then an untimed SIGTERM stop), ``--rounds``
+times, each round after its own walk, and from ``--compare-tree`` too, interleaved.
 
 ``--offline-only`` times only the two offline commands (``--rounds`` times each, walk and commands
 interleaved), on the dir as the full run leaves it for them: ``serve`` is started, one retention pass
@@ -148,7 +152,7 @@ def open_fds(pid: int) -> int:
 class Serve:
     """A ``logcleaner serve`` process over the log dir (its stderr, the INFO log, kept in a file)."""
 
-    def __init__(self, log_dir: Path, stderr_path: Path) -> None:
+    def __init__(self, log_dir: Path, stderr_path: Path, tree: Path | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         overrides = {
@@ -164,7 +168,10 @@ class Serve:
             args += ["--override", f"{key}={value}"]
         self._stderr = stderr_path.open("w")
         self.started = time.perf_counter()
-        self.process = subprocess.Popen(cli(*args), stdout=subprocess.DEVNULL, stderr=self._stderr)
+        env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
+        self.process = subprocess.Popen(
+            cli(*args), stdout=subprocess.DEVNULL, stderr=self._stderr, cwd=tree, env=env
+        )
 
     def wait_ready(self) -> float:
         while get(self.url + "/readyz", timeout_s=5)[0] != 200:
@@ -265,6 +272,22 @@ def offline_only(log_dir: Path, root: Path, rounds: int, compare_tree: Path | No
         report(figures, walk_s)
 
 
+def startup_only(log_dir: Path, root: Path, rounds: int, compare_tree: Path | None) -> None:
+    """``serve``'s start-up alone, ``rounds`` times (each round: a walk, then each tree's start-up)."""
+    trees: dict[str, Path | None] = {"": None}
+    if compare_tree is not None:
+        trees = {f" [{compare_tree}]": compare_tree, " [this tree]": None}
+    for n in range(rounds):
+        walk_s = statistics.median(timed(lambda: walk(log_dir)) for _ in range(3))
+        figures = {}
+        for label, tree in trees.items():
+            serve = Serve(log_dir, root / "serve.stderr", tree)
+            figures["start-up to /readyz" + label] = serve.wait_ready()
+            serve.stop()
+        print(f"round {n + 1} of {rounds}, load average {os.getloadavg()[0]:.1f}")
+        report(figures, walk_s)
+
+
 def report(figures: dict[str, float], walk_s: float) -> None:
     print(f"{'walk (os.scandir + stat)':56} {walk_s:8.2f} s")
     for name, seconds in figures.items():
@@ -289,11 +312,18 @@ def main() -> None:
         action="store_true",
         help="only offline explain --json and retention --dry-run, after an untimed retention pass",
     )
-    parser.add_argument("--rounds", type=int, default=1, help="with --offline-only: rounds to time")
+    parser.add_argument(
+        "--startup-only",
+        action="store_true",
+        help="only serve's start-up to /readyz (an untimed SIGTERM stop after each), --rounds times",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="with --offline-only or --startup-only: rounds to time"
+    )
     parser.add_argument(
         "--compare-tree",
         type=Path,
-        help="with --offline-only: also run each command from this source tree (e.g. a `git archive` of "
+        help="with --offline-only or --startup-only: also run each from this source tree (a `git archive` of "
         "the base commit, with the built extensions copied in), interleaved",
     )
     parser.add_argument(
@@ -312,6 +342,9 @@ def main() -> None:
         walk(log_dir)  # warm the page and dentry caches once, as every later step finds them
         if args.offline_only:
             offline_only(log_dir, root, args.rounds, args.compare_tree)
+            return
+        if args.startup_only:
+            startup_only(log_dir, root, args.rounds, args.compare_tree)
             return
         walk_s = statistics.median(timed(lambda: walk(log_dir)) for _ in range(3))
         figures: dict[str, float] = {}

@@ -18,9 +18,10 @@ from service.log_manager import LogManager
 from service.storage import prescan
 from service.storage.clean_shutdown import write_clean_shutdown_marker
 from service.storage.dir_lock import LogDirLock
-from service.storage.loader import LoadResult, load_partition_log
+from service.storage.loader import LoadResult, _sort_out_names, load_partition_log
 from service.storage.log_config import LogConfig
 from service.storage.prescan import LogDirPrescan, PartitionScan, start_early_prescans
+from service.storage.producer_snapshot import list_snapshot_offsets
 from service.tasks import DeferredTasks
 from tests.service.storage.conftest import keyed
 
@@ -99,6 +100,22 @@ def pending_deletion(d: Path) -> None:
     shutil.copy(seg(d, bases(d)[0], ".log"), d / "00000000000000000999.log.deleted")
 
 
+def orphan_index(d: Path) -> None:
+    shutil.copy(seg(d, bases(d)[0], ".index"), seg(d, 999, ".index"))
+
+
+def stray_snapshot(d: Path) -> None:
+    shutil.copy(seg(d, bases(d)[-1], ".snapshot"), seg(d, 5, ".snapshot"))
+
+
+def empty_txn_index(d: Path) -> None:
+    seg(d, bases(d)[0], ".txnindex").write_bytes(b"")
+
+
+def unknown_file(d: Path) -> None:
+    (d / "notes.txt").write_bytes(b"x")
+
+
 DAMAGE: dict[str, Callable[[Path], None]] = {
     "healthy": lambda d: None,
     "active log truncated": truncate_active_log,
@@ -110,6 +127,10 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "partial entry in a sealed index": partial_index_entry,
     "active index points past the log": active_index_past_the_log,
     "a deletion pending": pending_deletion,
+    "an index without its log": orphan_index,
+    "a snapshot of no segment": stray_snapshot,
+    "a transaction index": empty_txn_index,
+    "a file of another kind": unknown_file,
 }
 
 
@@ -155,6 +176,38 @@ def test_the_scan_is_what_the_loader_would_read(tmp_path: Path, clock: ManualClo
     last_position = int.from_bytes(index[-4:], "big") if index else 0
     assert scan.log_position == last_position
     assert scan.log_tail == seg(directory, active, ".log").read_bytes()[last_position:]
+
+
+_EXTENSIONS = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_the_shape_is_what_sorting_out_the_names_finds(
+    tmp_path: Path, clock: ManualClock, damage: str
+) -> None:
+    """A scan's shape, when it has one, is what the loader finds in the names itself; a name it would not
+    sort out the usual way, or an index without its log, leaves none."""
+    directory = tmp_path / "topic-0"
+    directory.mkdir()
+    fill(directory, clock)
+    DAMAGE[damage](directory)
+    shape = scan_of(directory).shape
+    names = os.listdir(directory)
+    regular = all(
+        name in ("leader-epoch-checkpoint", "partition.metadata")
+        or (name[:20].isdigit() and name[20:] in _EXTENSIONS)
+        for name in names
+    ) and all(seg(directory, int(n[:20]), ".log").exists() for n in names if "index" in n)
+    if not regular:
+        assert shape is None
+        return
+    assert shape is not None
+    log_bases, txn_bases = _sort_out_names(directory, names, read_only=True)
+    assert (list(shape[0]), set(shape[1]), list(shape[2])) == (
+        log_bases,
+        txn_bases,
+        list_snapshot_offsets(directory, names),
+    )
 
 
 def test_a_scanned_clean_load_opens_no_file(tmp_path: Path, clock: ManualClock) -> None:
