@@ -9,17 +9,20 @@
  *     (sizes, active_stem, offset_index, time_index, log_position, log_tail, shape)
  *
  * - sizes: {file name: st_size} for every entry of the dir (os.stat's size, symlinks followed; -1 if the
- *   stat failed), in listing order, so that list(sizes) is what os.listdir returns;
+ *   stat failed), in listing order, so that list(sizes) is what os.listdir returns; None when the dir
+ *   has a shape (below), which holds the sizes the loader needs;
  * - active_stem: the stem of the ".log" file with the largest all-digit stem (the active segment's), or
  *   None; the Python loader uses what follows only if that is the segment it finds active itself;
  * - offset_index, time_index: the whole "<stem>.index" and "<stem>.timeindex" files (bytes), or None if missing,
  *   longer than max_read, or not read whole;
  * - log_position, log_tail: the ".log" bytes from the position of the offset index's last whole entry
  *   (0 with no entry) to its size, or None (no index read, or more than max_read bytes);
- * - shape: (log_bases, txn_index_bases, snapshot_offsets), each a sorted tuple of ints, when every name is
- *   "<20 digits>.log|.index|.timeindex|.txnindex|.snapshot" (a value that fits a signed 64-bit int),
- *   "leader-epoch-checkpoint" or "partition.metadata", and every index file has its ".log"; else None
- *   (the loader then sorts the names out itself, as it always can).
+ * - shape: when every name is "<20 digits>.log|.index|.timeindex|.txnindex|.snapshot" (a value that fits
+ *   a signed 64-bit int), "leader-epoch-checkpoint" or "partition.metadata", and every index file has its
+ *   ".log", the tuple (log_bases, txn_index_bases, snapshot_offsets, log_sizes, index_sizes,
+ *   time_index_sizes, other_names): the first three sorted tuples of ints, then for each log base the
+ *   sizes of its three files (None: no such file; -1: the stat failed), then the names of the two other
+ *   kinds present; else None (the loader then sorts the names out itself, as it always can).
  *
  * Nothing here interprets the data beyond that position: the Python loader checks what it reads exactly
  * as it checks what it reads itself, and reads the files itself whenever an item is None or disagrees.
@@ -330,22 +333,88 @@ int_tuple(const long long *values, size_t n)
     return tuple;
 }
 
+/* The listed size of "<base><suffix>": an int, or None when the dir has no such file. */
+static PyObject *
+listed_size(partition_t *p, long long base, const char *suffix)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "%020lld%s", base, suffix);
+    for (size_t i = 0; i < p->count; i++) {
+        if (strcmp(p->entries[i].name, name) == 0) {
+            return PyLong_FromLongLong(p->entries[i].size);
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+sizes_tuple(partition_t *p, const char *suffix)
+{
+    PyObject *tuple = PyTuple_New((Py_ssize_t)p->n_logs);
+    for (size_t i = 0; tuple != NULL && i < p->n_logs; i++) {
+        PyObject *size = listed_size(p, p->logs[i], suffix);
+        if (size == NULL) {
+            Py_CLEAR(tuple);
+            break;
+        }
+        PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, size);
+    }
+    return tuple;
+}
+
+static PyObject *
+other_names(partition_t *p)
+{
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list != NULL && i < p->count; i++) {
+        const char *name = p->entries[i].name;
+        if (name[0] < '0' || name[0] > '9') {
+            PyObject *text = PyUnicode_DecodeFSDefault(name);
+            if (text == NULL || PyList_Append(list, text) < 0) {
+                Py_XDECREF(text);
+                Py_CLEAR(list);
+                break;
+            }
+            Py_DECREF(text);
+        }
+    }
+    if (list == NULL) {
+        return NULL;
+    }
+    PyObject *tuple = PyList_AsTuple(list);
+    Py_DECREF(list);
+    return tuple;
+}
+
 static PyObject *
 shape_of(partition_t *p)
 {
     if (!p->regular) {
         Py_RETURN_NONE;
     }
-    PyObject *logs = int_tuple(p->logs, p->n_logs);
-    PyObject *txns = int_tuple(p->txns, p->n_txns);
-    PyObject *snapshots = int_tuple(p->snapshots, p->n_snapshots);
-    if (logs == NULL || txns == NULL || snapshots == NULL) {
-        Py_XDECREF(logs);
-        Py_XDECREF(txns);
-        Py_XDECREF(snapshots);
-        return NULL;
+    PyObject *items[7] = {
+        int_tuple(p->logs, p->n_logs),
+        int_tuple(p->txns, p->n_txns),
+        int_tuple(p->snapshots, p->n_snapshots),
+        sizes_tuple(p, ".log"),
+        sizes_tuple(p, ".index"),
+        sizes_tuple(p, ".timeindex"),
+        other_names(p),
+    };
+    PyObject *shape = PyTuple_New(7);
+    for (int i = 0; i < 7; i++) {
+        if (items[i] == NULL || shape == NULL) {
+            for (int j = 0; j < 7; j++) {
+                Py_XDECREF(items[j]);
+            }
+            Py_XDECREF(shape);
+            return NULL;
+        }
     }
-    return Py_BuildValue("(NNN)", logs, txns, snapshots);
+    for (int i = 0; i < 7; i++) {
+        PyTuple_SET_ITEM(shape, i, items[i]);
+    }
+    return shape;
 }
 
 static PyObject *
@@ -364,11 +433,11 @@ build_item(partition_t *p)
     if (!p->ok) {
         Py_RETURN_NONE;
     }
-    PyObject *sizes = PyDict_New();
+    PyObject *sizes = p->regular ? Py_NewRef(Py_None) : PyDict_New();
     if (sizes == NULL) {
         return NULL;
     }
-    for (size_t i = 0; i < p->count; i++) {
+    for (size_t i = 0; !p->regular && i < p->count; i++) {
         PyObject *key = PyUnicode_DecodeFSDefault(p->entries[i].name);
         PyObject *value = key == NULL ? NULL : PyLong_FromLongLong(p->entries[i].size);
         if (value == NULL || PyDict_SetItem(sizes, key, value) < 0) {

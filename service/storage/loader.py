@@ -94,8 +94,10 @@ def load_partition_log(
     if scan is None or not clean_shutdown:
         scan = None
         names = os.listdir(directory)
+    elif scan.shape is not None:  # the numbered names are in the shape, sorted out
+        names = list(scan.shape.other_names)
     else:
-        names = list(scan.sizes)
+        names = list(scan.sizes or ())
     if read_only and not clean_shutdown:
         raise WouldWriteError(f"{directory}: loading it recovers it (no clean shutdown recorded for it)")
     regular = scan is not None and scan.shape is not None  # no temporary name, nothing to sort out
@@ -178,7 +180,7 @@ def load_partition_log(
         names=names,
         clean_shutdown=clean_shutdown,
         read_only=read_only,
-        snapshot_offsets=scan.shape[2] if scan is not None and scan.shape is not None else None,
+        snapshot_offsets=scan.shape.snapshot_offsets if scan is not None and scan.shape is not None else None,
     )
     log = PartitionLog(
         directory,
@@ -334,7 +336,7 @@ def _load_segments(
     sorting out the names finds (no index without its log: nothing to delete).
     """
     if scan is not None and scan.shape is not None:
-        log_bases, txn_bases = list(scan.shape[0]), set(scan.shape[1])
+        log_bases, txn_bases = list(scan.shape.log_bases), set(scan.shape.txn_index_bases)
     else:
         log_bases, txn_bases = _sort_out_names(directory, names, read_only=read_only)
     return _segments_from(
@@ -395,28 +397,28 @@ def _segments_from(
     segments = []
     rebuilt: dict[int, int] = {}
     last = log_bases[-1] if log_bases else None
-    sizes = scan.sizes if scan is not None else None
+    listed = _listed_sizes(scan, log_bases)
     prefix = os.path.join(directory, "")
-    for base in log_bases:
-        stem = ""
-        size_bytes = None
-        if sizes is not None:
-            stem = file_name(base, "")
-            size = sizes.get(stem + LOG_SUFFIX, -1)
-            size_bytes = size if size >= 0 else None
+    for n, base in enumerate(log_bases):
+        log_size = listed[n][0] if listed is not None else None
         segment = LogSegment(
-            directory, base, config=config, created_ms=now_ms, size_bytes=size_bytes, dir_prefix=prefix
+            directory,
+            base,
+            config=config,
+            created_ms=now_ms,
+            size_bytes=log_size if log_size is not None and log_size >= 0 else None,
+            dir_prefix=prefix,
         )
         try:
             if not clean_shutdown:
                 segment.sanity_check()
             elif base != last:
-                if sizes is None:
+                if listed is None:
                     segment.check_index_files(has_txn_index=base in txn_bases)
                 else:
-                    lengths = (sizes.get(stem + INDEX_SUFFIX), sizes.get(stem + TIME_INDEX_SUFFIX))
+                    lengths = listed[n][1:]
                     segment.check_index_files(has_txn_index=base in txn_bases, listed_lengths=lengths)
-            elif scan is None or scan.active_stem != stem:  # read whole: its end offset is found next
+            elif scan is None or scan.active_stem != file_name(base, ""):  # read whole: its end offset next
                 segment.sanity_check(has_txn_index=base in txn_bases, load_offset_index=True)
             else:
                 segment.sanity_check(
@@ -434,6 +436,25 @@ def _segments_from(
             rebuilt[base] = segment.recover(tracker.on_batch)
         segments.append(segment)
     return segments, rebuilt
+
+
+def _listed_sizes(
+    scan: PartitionScan | None, log_bases: list[int]
+) -> list[tuple[int | None, int | None, int | None]] | None:
+    """Each log base's ``.log``, ``.index`` and ``.timeindex`` sizes as ``scan`` listed them (None: not in
+    the listing; -1: its stat failed), or None without a scan."""
+    if scan is None:
+        return None
+    if scan.shape is not None:
+        shape = scan.shape
+        return list(zip(shape.log_sizes, shape.index_sizes, shape.time_index_sizes, strict=True))
+    sizes = scan.sizes or {}
+    listed = []
+    for base in log_bases:
+        stem = file_name(base, "")
+        log_size = sizes.get(stem + LOG_SUFFIX)
+        listed.append((log_size, sizes.get(stem + INDEX_SUFFIX), sizes.get(stem + TIME_INDEX_SUFFIX)))
+    return listed
 
 
 def _recover(

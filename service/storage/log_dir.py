@@ -196,8 +196,9 @@ def _load_log_dir(
         if stop is not None and stop.is_set():
             raise LoadInterruptedError(f"loading {path} was interrupted by a stop before {tp}")
         # A partition the checkpoint does not know (it failed to load last time) is recovered.
-        clean_shutdown = clean and tp in recovery_points
-
+        recovery_point = recovery_points.get(tp)
+        clean_shutdown = clean and recovery_point is not None
+        log_start_offset = start_offsets.get(tp, 0) if start_offsets else 0
         scan = prescan.take(directory.name) if prescan is not None else None
 
         def load_from(source: Path, *, in_place: bool) -> LoadResult:
@@ -205,8 +206,8 @@ def _load_log_dir(
                 source,
                 config_of(tp.topic),
                 clock=clock,
-                log_start_offset=start_offsets.get(tp, 0),
-                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=log_start_offset,
+                recovery_point=recovery_point or 0,
                 clean_shutdown=clean_shutdown,
                 read_only=in_place and read_only is not None,
                 topic_partition=tp,
@@ -225,7 +226,7 @@ def _load_log_dir(
         except OSError:
             raise  # the disk failing: the whole dir goes offline (the caller)
         except Exception as exc:  # anything else costs this partition only
-            result = _failed(tp, directory, exc, start_offsets.get(tp, 0))
+            result = _failed(tp, directory, exc, log_start_offset)
         if progress is not None:
             progress.loaded_one()  # a partition that failed to load is done with too
         return result

@@ -25,35 +25,60 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from service.errors import ConflictError
 from service.storage.dir_lock import LogDirLock
 from service.storage.log_files import CLEAN_SHUTDOWN_FILE, LOCK_FILE
 
-__all__ = ["EarlyPrescans", "LogDirPrescan", "PartitionScan", "has_dirscan", "start_early_prescans"]
+__all__ = [
+    "EarlyPrescans",
+    "LogDirPrescan",
+    "PartitionScan",
+    "PartitionShape",
+    "has_dirscan",
+    "start_early_prescans",
+]
 
 logger = logging.getLogger(__name__)
 
-CHUNK_PARTITIONS = 256  # partition dirs per C call: the loader waits for at most one chunk at its start
-CHUNKS_AHEAD = 16  # chunks scanned ahead of the loader at most (bounds the memory the scans hold)
+# Partition dirs per C call: the first chunks small (a load that starts with its scan waits for the first
+# only), then large (each chunk's results are built holding the GIL, which the loader or the imports wait
+# for: fewer, larger handovers cost them less).
+FIRST_CHUNK_PARTITIONS = 64
+CHUNK_PARTITIONS = 2048
+AHEAD_PARTITIONS = 16_384  # scanned ahead of the loader at most: ≈ 2.2 KiB held each, 36 MiB at most
 MAX_READ_BYTES = 65_536  # an active segment's file larger than this is left for the loader to read
 
 
-class PartitionScan(NamedTuple):
-    """One partition dir as scanned (see ``_dirscan.c``): sizes by name in listing order (-1: the stat
-    failed), the active segment's stem, offset index, time index and ``.log`` bytes from ``log_position``
-    (each None if not read), and ``shape``: when every name is a segment file, a snapshot, the epoch
-    checkpoint or ``partition.metadata`` and every index file has its ``.log``, the sorted base offsets
-    of the ``.log`` and ``.txnindex`` files and the snapshots' offsets (else None)."""
+class PartitionShape(NamedTuple):
+    """A partition dir whose every name is a segment file, a snapshot, the epoch checkpoint or
+    ``partition.metadata``, every index file with its ``.log``: what the loader's sorting out of the names
+    finds (sorted base offsets of the ``.log`` and ``.txnindex`` files, the snapshots' offsets), each log
+    base's listed sizes of its ``.log``, ``.index`` and ``.timeindex`` (None: no such file; -1: the stat
+    failed), and the other names (the epoch checkpoint, ``partition.metadata``) present."""
 
-    sizes: dict[str, int]
+    log_bases: tuple[int, ...]
+    txn_index_bases: tuple[int, ...]
+    snapshot_offsets: tuple[int, ...]
+    log_sizes: tuple[int | None, ...]
+    index_sizes: tuple[int | None, ...]
+    time_index_sizes: tuple[int | None, ...]
+    other_names: tuple[str, ...]
+
+
+class PartitionScan(NamedTuple):
+    """One partition dir as scanned (see ``_dirscan.c``): its ``shape`` if it has one, else ``sizes`` by
+    name in listing order (-1: the stat failed); and the active segment's stem, offset index, time index
+    and ``.log`` bytes from ``log_position`` (each None if not read)."""
+
+    sizes: dict[str, int] | None
     active_stem: str | None
     offset_index: bytes | None
     time_index: bytes | None
     log_position: int
     log_tail: bytes | None
-    shape: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None
+    shape: PartitionShape | None
 
 
 def _load_dirscan() -> ModuleType | None:
@@ -78,17 +103,33 @@ class LogDirPrescan:
     """Scans ``names`` (partition dirs of ``path``, in the order the loader loads them) on a thread.
 
     ``take(name)`` waits for that name's chunk and hands its scan over once (None when it was not scanned
-    or is not a dir); taking a name drops the chunks before its own, so at most ``CHUNKS_AHEAD`` chunks are
-    held. ``close`` stops the thread after its current chunk. ``_cond`` guards ``_chunks``, ``_scanned``,
-    ``_taken_up_to`` and ``_closed``; the thread is the only writer of ``_chunks`` entries.
+    or is not a dir); taking a name drops the chunks before its own, and the thread scans at most
+    ``AHEAD_PARTITIONS`` beyond the chunk taken last. ``close`` stops the thread after its current chunk.
+    ``_cond`` guards ``_chunks``, ``_scanned``, ``_taken_up_to`` and ``_closed``; the thread is the only
+    writer of ``_chunks`` entries.
     """
 
-    def __init__(self, path: Path, names: list[str], *, chunk_partitions: int = CHUNK_PARTITIONS) -> None:
+    def __init__(
+        self,
+        path: Path,
+        names: list[str],
+        *,
+        first_chunk_partitions: int = FIRST_CHUNK_PARTITIONS,
+        chunk_partitions: int = CHUNK_PARTITIONS,
+    ) -> None:
         self.path = path
         self._names = names
-        self._chunk_partitions = chunk_partitions
-        self._chunk_of = {name: n // chunk_partitions for n, name in enumerate(names)}
-        self._chunk_count = -(-len(names) // chunk_partitions)
+        self._starts = [0]  # each chunk's first index in names; chunks double up to chunk_partitions
+        size = first_chunk_partitions
+        while self._starts[-1] < len(names):
+            self._starts.append(self._starts[-1] + size)
+            size = min(size * 2, chunk_partitions)
+        self._chunk_count = len(self._starts) - 1
+        self._chunk_of = {
+            name: chunk
+            for chunk in range(self._chunk_count)
+            for name in names[self._starts[chunk] : self._starts[chunk + 1]]
+        }
         self._chunks: dict[int, dict[str, PartitionScan | None]] = {}
         self._scanned = 0  # chunks done (scanned or skipped)
         self._taken_up_to = 0  # the chunk the loader asked for last
@@ -130,17 +171,14 @@ class LogDirPrescan:
         try:
             for chunk in range(self._chunk_count):
                 with self._cond:
-                    while chunk - self._taken_up_to >= CHUNKS_AHEAD and not self._closed:
+                    while self._ahead(chunk) and not self._closed:
                         self._cond.wait()
                     if self._closed:
                         return
                     skip = chunk < self._taken_up_to  # the loader is past it already
-                names = self._names[chunk * self._chunk_partitions : (chunk + 1) * self._chunk_partitions]
+                names = self._names[self._starts[chunk] : self._starts[chunk + 1]]
                 items = [] if skip else _dirscan.scan_partitions(os.fspath(self.path), names, MAX_READ_BYTES)
-                scans = {
-                    name: None if item is None else PartitionScan._make(item)
-                    for name, item in zip(names, items, strict=False)
-                }
+                scans = {name: _scan_of(item) for name, item in zip(names, items, strict=False)}
                 with self._cond:
                     if not skip and chunk >= self._taken_up_to:
                         self._chunks[chunk] = scans
@@ -152,6 +190,21 @@ class LogDirPrescan:
             with self._cond:
                 self._closed = True
                 self._cond.notify_all()
+
+    def _ahead(self, chunk: int) -> bool:
+        """Whether ``chunk`` would end more than ``AHEAD_PARTITIONS`` past the chunk the loader took last."""
+        return self._starts[chunk + 1] - self._starts[self._taken_up_to] > AHEAD_PARTITIONS
+
+
+def _scan_of(item: tuple[Any, ...] | None) -> PartitionScan | None:
+    if item is None:
+        return None
+    if item[6] is None:
+        return PartitionScan._make(item)
+    sizes, stem, offset_index, time_index, log_position, log_tail, shape = item
+    return PartitionScan(
+        sizes, stem, offset_index, time_index, log_position, log_tail, PartitionShape._make(shape)
+    )
 
 
 class EarlyPrescans:

@@ -36,8 +36,9 @@ def scan_of(directory: Path, max_read: int = prescan.MAX_READ_BYTES) -> Partitio
     module = prescan._dirscan
     assert module is not None
     [item] = module.scan_partitions(str(directory.parent), [directory.name], max_read)
-    assert item is not None
-    return PartitionScan._make(item)
+    scan = prescan._scan_of(item)
+    assert scan is not None
+    return scan
 
 
 def fill(directory: Path, clock: ManualClock, count: int = COUNT) -> None:
@@ -161,14 +162,32 @@ def test_a_clean_load_from_a_scan_is_the_load_without_it(
     assert files[0] == files[1]
 
 
-def test_the_scan_is_what_the_loader_would_read(tmp_path: Path, clock: ManualClock) -> None:
+@pytest.mark.parametrize("regular", [True, False])
+def test_the_scan_is_what_the_loader_would_read(tmp_path: Path, clock: ManualClock, regular: bool) -> None:
     directory = tmp_path / "topic-0"
     directory.mkdir()
     fill(directory, clock)
+    if not regular:
+        unknown_file(directory)
     scan = scan_of(directory)
-    assert sorted(scan.sizes) == sorted(os.listdir(directory))
-    assert scan.sizes == {name: (directory / name).stat().st_size for name in scan.sizes}
-    active = bases(directory)[-1]
+    log_bases = bases(directory)
+    if regular:
+        assert scan.shape is not None and scan.sizes is None
+        assert list(scan.shape.log_bases) == log_bases
+        for suffix, sizes in [
+            (".log", scan.shape.log_sizes),
+            (".index", scan.shape.index_sizes),
+            (".timeindex", scan.shape.time_index_sizes),
+        ]:
+            assert list(sizes) == [seg(directory, base, suffix).stat().st_size for base in log_bases]
+        assert sorted(scan.shape.other_names) == sorted(
+            n for n in os.listdir(directory) if not n[0].isdigit()
+        )
+    else:
+        assert scan.shape is None and scan.sizes is not None
+        assert sorted(scan.sizes) == sorted(os.listdir(directory))
+        assert scan.sizes == {name: (directory / name).stat().st_size for name in scan.sizes}
+    active = log_bases[-1]
     assert scan.active_stem == f"{active:020d}"
     assert scan.offset_index == seg(directory, active, ".index").read_bytes()
     assert scan.time_index == seg(directory, active, ".timeindex").read_bytes()
@@ -203,7 +222,7 @@ def test_the_shape_is_what_sorting_out_the_names_finds(
         return
     assert shape is not None
     log_bases, txn_bases = _sort_out_names(directory, names, read_only=True)
-    assert (list(shape[0]), set(shape[1]), list(shape[2])) == (
+    assert (list(shape.log_bases), set(shape.txn_index_bases), list(shape.snapshot_offsets)) == (
         log_bases,
         txn_bases,
         list_snapshot_offsets(directory, names),
@@ -257,15 +276,17 @@ def test_prescan_hands_each_dir_over_once_in_order(tmp_path: Path, clock: Manual
         (tmp_path / name).mkdir()
         fill(tmp_path / name, clock, count=3)
     shutil.rmtree(tmp_path / "t-2")
-    scanner = LogDirPrescan(tmp_path, [*names, "not-there"], chunk_partitions=2).start()
+    scanner = LogDirPrescan(tmp_path, [*names, "not-there"], first_chunk_partitions=1, chunk_partitions=2)
+    scanner.start()  # chunks: t-0 | t-1 t-2 | t-3 t-4 | t-5 t-6 | not-there
     try:
         assert scanner.take("t-0") is not None
         assert scanner.take("t-0") is None  # handed over once
         assert scanner.take("t-2") is None  # gone: no dir to scan
         assert scanner.take("elsewhere") is None
         scanned = scanner.take("t-5")
-        assert scanned is not None and sorted(scanned.sizes) == sorted(os.listdir(tmp_path / "t-5"))
-        assert scanner.take("t-1") is None  # its chunk was dropped once a later one was asked for
+        assert scanned is not None and scanned.shape is not None
+        assert list(scanned.shape.log_bases) == bases(tmp_path / "t-5")
+        assert scanner.take("t-3") is None  # its chunk was dropped once a later one was asked for
     finally:
         scanner.close()
     assert scanner.take("t-6") is None  # closed: no wait
