@@ -8,9 +8,10 @@
  *
  *     (sizes, active_stem, offset_index, time_index, log_position, log_tail, shape)
  *
- * - sizes: {file name: st_size} for every entry of the dir (os.stat's size, symlinks followed; -1 if the
- *   stat failed), in listing order, so that list(sizes) is what os.listdir returns; None when the dir
- *   has a shape (below), which holds the sizes the loader needs;
+ * - sizes: {file name: st_size} for every entry of the dir, in listing order, so that list(sizes) is
+ *   what os.listdir returns: os.stat's size (symlinks followed) of each ".log", ".index" and ".timeindex"
+ *   file, -1 for any other name (not stat'ed: the loader needs no other size) or a failed stat; None when
+ *   the dir has a shape (below), which holds the sizes the loader needs;
  * - active_stem: the stem of the ".log" file with the largest all-digit stem (the active segment's), or
  *   None; the Python loader uses what follows only if that is the segment it finds active itself;
  * - offset_index, time_index: the whole "<stem>.index" and "<stem>.timeindex" files (bytes), or None if missing,
@@ -198,6 +199,15 @@ log_stem_value(const char *name)
     return (long long)value;
 }
 
+/* Whether the loader uses the file's size: a ".log", ".index" or ".timeindex" (no other file is stat'ed). */
+static int
+wants_size(const char *name)
+{
+    size_t len = strlen(name);
+    return (len > 4 && strcmp(name + len - 4, ".log") == 0) || (len > 6 && strcmp(name + len - 6, ".index") == 0)
+           || (len > 10 && strcmp(name + len - 10, ".timeindex") == 0);
+}
+
 /* Read exactly `size` bytes of dir_fd/name from `position`; NULL (and *len = -1) if not possible. */
 static char *
 read_range(int dir_fd, const char *name, long long position, long long size, Py_ssize_t *len)
@@ -271,7 +281,10 @@ scan_one(int log_dir_fd, partition_t *p, long long max_read)
             continue;
         }
         struct stat st;
-        long long size = fstatat(dir_fd, name, &st, 0) == 0 ? (long long)st.st_size : -1;
+        long long size = -1;
+        if (wants_size(name) && fstatat(dir_fd, name, &st, 0) == 0) {
+            size = (long long)st.st_size;
+        }
         if (add_entry(p, name, size) < 0) {
             p->ok = 0;
             break;
