@@ -98,7 +98,7 @@ def serve(config_file: Path | None, overrides: tuple[str, ...], quiet: bool) -> 
 
         if not quiet:  # the daemon's own lines at INFO even without -v
             logging.getLogger("service.daemon").setLevel(min(logging.getLogger().level, logging.INFO))
-        daemon = Daemon(broker, prescans=prescans)
+        daemon = Daemon(broker, prescans=prescans, freeze_loaded=True)
         daemon.install_signal_handlers()  # a stop while the logs load interrupts the loading
         daemon.start()
     finally:

@@ -63,12 +63,20 @@ class Daemon:
     """Owns the scheduler, the LogManager and the stop event (``_stop``, the only cross-thread state)."""
 
     def __init__(
-        self, broker: BrokerConfig, *, clock: Clock | None = None, prescans: EarlyPrescans | None = None
+        self,
+        broker: BrokerConfig,
+        *,
+        clock: Clock | None = None,
+        prescans: EarlyPrescans | None = None,
+        freeze_loaded: bool = False,
     ) -> None:
         """``prescans``: log dirs ``serve`` locked and began to scan before importing this module
-        (``start_early_prescans``); the LogManager takes them over at start-up."""
+        (``start_early_prescans``); the LogManager takes them over at start-up. ``freeze_loaded``: the
+        objects alive once the logs loaded leave the cyclic collector's view (``collector_paused``), as
+        ``serve``'s process does; a process that starts daemons again and again (tests) leaves it off."""
         self.broker = broker
         self._prescans = prescans
+        self._freeze_loaded = freeze_loaded
         self.clock = clock or SystemClock()
         self.topic_store = TopicConfigStore([Path(d) for d in broker.log_dirs])
         self.metrics = ServiceMetrics(self)  # reads this daemon's parts at each scrape, not now
@@ -118,7 +126,9 @@ class Daemon:
             try:
                 if self._stop.is_set():
                     raise LoadInterruptedError("a stop was requested before the logs loaded")
-                self.log_manager.startup(stop=self._stop, prescans=self._prescans, freeze_loaded=True)
+                self.log_manager.startup(
+                    stop=self._stop, prescans=self._prescans, freeze_loaded=self._freeze_loaded
+                )
             except ConflictError as exc:
                 raise StartupError(str(exc)) from exc
             except LoadInterruptedError as exc:
