@@ -102,11 +102,12 @@ def has_dirscan() -> bool:
 class LogDirPrescan:
     """Scans ``names`` (partition dirs of ``path``, in the order the loader loads them) on a thread.
 
-    ``take(name)`` waits for that name's chunk and hands its scan over once (None when it was not scanned
-    or is not a dir); taking a name drops the chunks before its own, and the thread scans at most
-    ``AHEAD_PARTITIONS`` beyond the chunk taken last. ``close`` stops the thread after its current chunk.
-    ``_cond`` guards ``_chunks``, ``_scanned``, ``_taken_up_to`` and ``_closed``; the thread is the only
-    writer of ``_chunks`` entries.
+    ``take(name)`` hands that name's scan over once (None when it was not scanned or is not a dir). It waits
+    only for a chunk the thread is scanning: a loader that caught up with a thread starved of CPU makes its
+    own calls for the chunks the thread has not begun, and the thread skips those. Taking a name drops the
+    chunks before its own, and the thread scans at most ``AHEAD_PARTITIONS`` beyond the chunk taken last.
+    ``close`` stops the thread after its current chunk. ``_cond`` guards ``_chunks``, ``_scanning``,
+    ``_scanned``, ``_taken_up_to`` and ``_closed``; the thread is the only writer of ``_chunks`` entries.
     """
 
     def __init__(
@@ -131,6 +132,7 @@ class LogDirPrescan:
             for name in names[self._starts[chunk] : self._starts[chunk + 1]]
         }
         self._chunks: dict[int, dict[str, PartitionScan | None]] = {}
+        self._scanning = -1  # the chunk the thread is scanning now
         self._scanned = 0  # chunks done (scanned or skipped)
         self._taken_up_to = 0  # the chunk the loader asked for last
         self._closed = False
@@ -155,6 +157,8 @@ class LogDirPrescan:
                 self._taken_up_to = chunk
                 self._cond.notify_all()
             while self._scanned <= chunk and not self._closed:
+                if self._scanning < chunk:  # not begun: quicker to make the calls than to wait
+                    return None
                 self._cond.wait()
             scans = self._chunks.get(chunk)
             return None if scans is None else scans.pop(name, None)
@@ -176,6 +180,7 @@ class LogDirPrescan:
                     if self._closed:
                         return
                     skip = chunk < self._taken_up_to  # the loader is past it already
+                    self._scanning = chunk
                 names = self._names[self._starts[chunk] : self._starts[chunk + 1]]
                 items = [] if skip else _dirscan.scan_partitions(os.fspath(self.path), names, MAX_READ_BYTES)
                 scans = {name: _scan_of(item) for name, item in zip(names, items, strict=False)}

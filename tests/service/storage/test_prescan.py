@@ -350,3 +350,12 @@ def test_pure_python_turns_the_scan_off() -> None:
             [sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True
         )
         assert (out.returncode, out.stdout.strip()) == (0, expected)
+
+
+def test_a_loader_ahead_of_the_scan_does_not_wait_for_it(tmp_path: Path, clock: ManualClock) -> None:
+    """A chunk the thread has not begun (here: a thread that never runs, as one starved of CPU) is not
+    waited for: the loader makes its own calls for it."""
+    (tmp_path / "t-0").mkdir()
+    fill(tmp_path / "t-0", clock, count=3)
+    scanner = LogDirPrescan(tmp_path, ["t-0"])  # not started
+    assert scanner.take("t-0") is None
