@@ -281,6 +281,7 @@ def test_prescan_hands_each_dir_over_once_in_order(tmp_path: Path, clock: Manual
     shutil.rmtree(tmp_path / "t-2")
     scanner = LogDirPrescan(tmp_path, [*names, "not-there"], first_chunk_partitions=1, chunk_partitions=2)
     scanner.start()  # chunks: t-0 | t-1 t-2 | t-3 t-4 | t-5 t-6 | not-there
+    scanner._thread.join(timeout=30)  # every chunk scanned (a chunk not begun is not waited for: below)
     try:
         assert scanner.take("t-0") is not None
         assert scanner.take("t-0") is None  # handed over once
