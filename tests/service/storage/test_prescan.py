@@ -360,3 +360,15 @@ def test_a_loader_ahead_of_the_scan_does_not_wait_for_it(tmp_path: Path, clock: 
     fill(tmp_path / "t-0", clock, count=3)
     scanner = LogDirPrescan(tmp_path, ["t-0"])  # not started
     assert scanner.take("t-0") is None
+
+
+def test_a_listing_longer_than_one_read_is_whole(tmp_path: Path, clock: ManualClock) -> None:
+    """More names than one ``getdents64`` call returns (32 KiB of entries): every one is listed."""
+    directory = tmp_path / "topic-0"
+    directory.mkdir()
+    fill(directory, clock)
+    for n in range(1500):
+        (directory / f"notes-{n:04d}-{'x' * 40}.txt").write_bytes(b"")
+    scan = scan_of(directory)
+    assert scan.sizes is not None
+    assert sorted(scan.sizes) == sorted(os.listdir(directory))
