@@ -398,6 +398,7 @@ def _clean_segment_native(
                 ctx.now_ms,
                 new_horizon,
                 ctx.upper_bound,
+                chunks.output_space(),
             )
             if not meta:
                 batch = chunks.batch_here()  # the batch C left: Python's, errors included

@@ -27,9 +27,11 @@ RUN_BYTES = 1 << 20
 
 
 class _SpareBuffer(threading.local):
-    """The buffer the thread's last ``SegmentChunks`` closed with (no view of it left), or None."""
+    """The buffer the thread's last ``SegmentChunks`` closed with (no view of it left), or None; and the
+    thread's output buffer for ``filter_batches`` (``SegmentChunks.output_space``)."""
 
     space: bytearray | None = None
+    output: bytearray | None = None
 
 
 _spare = _SpareBuffer()
@@ -93,6 +95,16 @@ class SegmentChunks:
             read = os.preadv(self._fd, [memoryview(self._space)[:want]], self.position)
             self._buf, self._buf_start, at = memoryview(self._space)[:read], self.position, 0
         return self._buf, at
+
+    def output_space(self) -> bytearray:
+        """Where ``filter_batches`` writes the run it filters from any position of ``chunk()``'s buffer
+        (twice the buffer's size, plus 64 KiB: always enough): the thread's own, reused from call to call
+        and segment to segment, so no fresh pages per run (its contents last until the next call)."""
+        size = 2 * len(self._space) + (64 << 10)
+        output = _spare.output
+        if output is None or len(output) < size:
+            output = _spare.output = bytearray(size)
+        return output
 
     def batch_here(self) -> RecordBatch:
         """The batch at ``position`` (after ``chunk``), decoded by Python, CRC checked."""
