@@ -6,7 +6,8 @@ Run on demand (not part of CI's pass/fail):
 
 Under a temporary folder it generates with ``logcleaner gen``'s library one compacted topic of ``--logs``
 partitions (``--records`` records each, 100-byte values, ``--records / 10`` keys, 5% tombstones, 16 MiB
-segments), rolled so every segment is cleanable. On fresh copies of those files, in the same run:
+segments), rolled so every segment is cleanable. On fresh copies of those files (synced to disk first), in the
+same run:
 
 - ``cp -r`` of the log dir (the baseline);
 - the daemon's cleaner pool, in-process engine, ``log.cleaner.threads=1`` then ``=2``: from start until every
@@ -21,6 +22,7 @@ segments), rolled so every segment is cleanable. On fresh copies of those files,
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import tempfile
@@ -73,8 +75,11 @@ def log_bytes(log_dir: Path) -> int:
 
 
 def fresh_copy(source: Path, target: Path) -> Path:
+    """A copy of ``source``, written to disk before a run starts (``os.sync``): the kernel's writeback of
+    a GiB of copied pages would otherwise run during the measured cleaning, on the same cores."""
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(source, target)
+    os.sync()
     return target
 
 
