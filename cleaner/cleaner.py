@@ -266,7 +266,10 @@ class Cleaner:
         """``clean_group`` for one group of the log, ready for its swap (``fsync``: durable already; else
         ``group_swap.sync_and_swap`` syncs it); None if it was left as is."""
         pacer = pacer or ReadPacer(self.check_aborted, self.throttle)
-        aborted = group_aborted_txns(log.segments, segments)
+        # the published segment list, without the log's lock: the previous group's swap holds that lock
+        # through its renames and directory fsyncs, and it changes only segments below this group, which
+        # the search (from this group's first segment on) never reads
+        aborted = group_aborted_txns(log.snapshot.segments, segments)
         cleaned = clean_group(
             segments,
             lookup=lookup,
