@@ -689,9 +689,13 @@ keymap_get(KeyMap *m, const unsigned char *key, Py_ssize_t n)
 static void
 keymap_dealloc(KeyMap *m)
 {
+    /* A round's map is megabytes of touched pages: giving them back (munmap) runs without the GIL, as
+     * nothing else can reach the map any more. */
+    Py_BEGIN_ALLOW_THREADS
     free_slots(m);
     free(m->arena);
     free(m->bits);
+    Py_END_ALLOW_THREADS
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
 
@@ -1504,8 +1508,9 @@ enum { BATCH_DROPPED = 0, BATCH_UNCHANGED = 1, BATCH_REWRITTEN = 2 };
 #define META_FIELDS 10
 
 /*
- * filter_batches(buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon, upper_bound)
+ * filter_batches(buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon, upper_bound[, out])
  *   -> (position reached, output bytes, metadata bytes)
+ *   or, given `out` (a writable buffer), -> (position reached, output length, metadata bytes)
  *
  * rules.filter_batch over the plain batches from `position` on (magic 2, CRC-32C valid, no codec, neither
  * transactional nor control, no producer id, at least one record, not ending at the round's upper bound,
@@ -1515,16 +1520,21 @@ enum { BATCH_DROPPED = 0, BATCH_UNCHANGED = 1, BATCH_REWRITTEN = 2 };
  * dropped, 1 unchanged, 2 rewritten), its position in buf, its size, where its bytes start in the output
  * and how many, its last offset, its max timestamp as written, records read, kept, invalid. An unchanged
  * batch's bytes are in the output too (the caller needs them once the cleaned segment exists).
+ *
+ * With `out`, the output goes straight into it, with the GIL released (the caller's buffer, reused from
+ * call to call: no allocation, no fresh pages, no copy into a bytes object while holding the GIL), and the
+ * run stops before the first batch whose output would not fit (ValueError if that is the first batch:
+ * twice the bytes from `position` to the end of `buf`, plus 64 KiB, always fits).
  */
 static PyObject *
 filter_batches(PyObject *self, PyObject *args)
 {
-    Py_buffer view;
+    Py_buffer view, out_view = {0};
     Py_ssize_t pos, limit;
-    PyObject *key_map_obj;
+    PyObject *key_map_obj, *out_obj = Py_None;
     long long map_latest_offset, now_ms, new_horizon, upper_bound;
-    if (!PyArg_ParseTuple(args, "y*nnOLLLL", &view, &pos, &limit, &key_map_obj, &map_latest_offset, &now_ms,
-                          &new_horizon, &upper_bound)) {
+    if (!PyArg_ParseTuple(args, "y*nnOLLLL|O", &view, &pos, &limit, &key_map_obj, &map_latest_offset, &now_ms,
+                          &new_horizon, &upper_bound, &out_obj)) {
         return NULL;
     }
     if (!PyObject_TypeCheck(key_map_obj, &KeyMapType)) {
@@ -1532,20 +1542,31 @@ filter_batches(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "key_map must be a KeyMap");
         return NULL;
     }
+    int has_out = out_obj != Py_None;
+    if (has_out && PyObject_GetBuffer(out_obj, &out_view, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     const unsigned char *buf = view.buf;
     Py_ssize_t len = view.len;
     if (pos < 0 || pos > len) {
         pos = len;
     }
-    size_t out_capacity = (size_t)(limit > pos ? (limit < len ? limit : len) - pos : 0) * 2 + (1 << 16);
-    unsigned char *out = malloc(out_capacity);
+    size_t out_capacity = has_out ? (size_t)out_view.len
+                                  : (size_t)(limit > pos ? (limit < len ? limit : len) - pos : 0) * 2 + (1 << 16);
+    unsigned char *out = has_out ? out_view.buf : malloc(out_capacity);
     size_t meta_capacity = 64;
     int64_t *meta = malloc(meta_capacity * META_FIELDS * sizeof(int64_t));
     Py_ssize_t out_length = 0, batches = 0;
     int status = 0;
     FilterScratch sc = {0};
     if (out == NULL || meta == NULL) {
-        free(out);
+        if (has_out) {
+            PyBuffer_Release(&out_view);
+        }
+        else {
+            free(out);
+        }
         free(meta);
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
@@ -1585,6 +1606,10 @@ filter_batches(PyObject *self, PyObject *args)
         int64_t outcome, written_max_ts = max_ts;
         Py_ssize_t written = 0;
         size_t need = (size_t)out_length + (size_t)(c.out_length > 0 ? c.out_length + BATCH_OVERHEAD : size);
+        if (need > out_capacity && has_out) {
+            status = batches == 0 ? 3 : 0; /* stops before this batch; the caller's next call takes it */
+            break;
+        }
         if (need > out_capacity) {
             size_t capacity = out_capacity * 2 > need ? out_capacity * 2 : need;
             unsigned char *grown = realloc(out, capacity);
@@ -1652,11 +1677,23 @@ filter_batches(PyObject *self, PyObject *args)
     if (status == 2) {
         PyErr_NoMemory();
     }
+    else if (status == 3) {
+        PyErr_Format(PyExc_ValueError, "output buffer of %zd bytes too small for the batch at %zd", out_view.len, pos);
+    }
+    else if (has_out) {
+        result = Py_BuildValue("nny#", pos, out_length, (const char *)meta,
+                               (Py_ssize_t)(batches * META_FIELDS * sizeof(int64_t)));
+    }
     else {
         result = Py_BuildValue("ny#y#", pos, (const char *)out, out_length, (const char *)meta,
                                (Py_ssize_t)(batches * META_FIELDS * sizeof(int64_t)));
     }
-    free(out);
+    if (has_out) {
+        PyBuffer_Release(&out_view);
+    }
+    else {
+        free(out);
+    }
     free(meta);
     return result;
 }

@@ -72,7 +72,7 @@ class CleanedWriter:
         if data is not None:
             _append(cleaned, data, last_offset, max_timestamp)
 
-    def add_run(self, buffer_start: int, out: bytes, rows: memoryview) -> None:
+    def add_run(self, buffer_start: int, out: bytes | memoryview, rows: memoryview) -> None:
         """The outcomes of a run of batches from ``filter_batches`` (``rows``: its metadata as int64, a
         buffer's worth read from file position ``buffer_start``; ``out``: the bytes of every batch it kept,
         end to end): once the cleaned file exists, one write."""

@@ -9,7 +9,7 @@ offset (the caller checkpoints it).
 Crash protocol of a group (§10.2; the loader's recovery is in ``service/storage/loader.py``):
   1. ``clean_group`` writes ``<base>.log.cleaned`` and its ``.index/.timeindex/.txnindex.cleaned``, with the
      final time-index entry, trimmed indexes and the last source segment's mtime, then they are fsynced
-     (in a round, on the group's ``GroupSwap`` thread while the next group is cleaned). A crash now: the
+     (in a round, on the round's swap thread while the next group is cleaned). A crash now: the
      loader deletes every ``.cleaned`` file; the old segments are intact.
   2. ``PartitionLog.replace_segments`` renames ``.cleaned`` → ``.swap`` (a crash now: the loader completes
      the swap, deleting the old segments in the swap's offset range), renames the old segments
@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 
 from cleaner.cleaned_writer import META_FIELDS, CleanedWriter
-from cleaner.group_swap import GroupSwap
+from cleaner.group_swap import GroupSwap, SwapThread
 from cleaner.grouping import group_segments_by_size
 from cleaner.native import NativeKeyMap, filter_batches, native_key_map
 from cleaner.offset_map import OffsetMap, ReadPacer, build_offset_map, segments_overlapping
@@ -141,12 +141,44 @@ class Cleaner:
         end_offset = offset_map.latest_offset + 1
         stats.map_size = offset_map.size
         stats.map_done(self.clock)
-        txn_state = CleanedTransactionMetadata()
-        producers = ProducerScan()
         below_end = [s for s in segments_overlapping(segments, 0, end_offset) if s is not segments[-1]]
         groups = group_segments_by_size(
             below_end, log.config.segment_bytes, log.config.segment_index_bytes, upper
         )
+        with SwapThread(f"swap-{log.topic_partition}") as swap_thread:
+            self._clean_groups(log, groups, offset_map, upper, now_ms, stats, pacer, swap_thread)
+        stats.buffer_utilization = (
+            offset_map.kafka_utilization_percent(self.dedupe_buffer_bytes, self.load_factor) / 100
+        )
+        stats.all_done(self.clock)
+        logger.info(
+            "%s",
+            stats.summary(
+                log_name=str(log.topic_partition),
+                first_dirty_offset=first_dirty_offset,
+                end_offset=end_offset,
+                thread_id=self.thread_id,
+            ),
+        )
+        if stats.invalid_records:
+            logger.warning("\tFound %d invalid messages during compaction.", stats.invalid_records)
+        return CleaningResult(end_offset, stats)
+
+    def _clean_groups(
+        self,
+        log: PartitionLog,
+        groups: Sequence[Sequence[LogSegment]],
+        offset_map: OffsetMap,
+        upper: int,
+        now_ms: int,
+        stats: CleanerStats,
+        pacer: ReadPacer,
+        swap_thread: SwapThread,
+    ) -> None:
+        """Clean each group and hand it to ``swap_thread`` to be synced and swapped in while the next one
+        is cleaned; returns once every swap is done (or raises, the last complete group swapped)."""
+        txn_state = CleanedTransactionMetadata()
+        producers = ProducerScan()
         swap: GroupSwap | None = None  # the previous group's, syncing while this one is cleaned
         try:
             for group in groups:
@@ -172,7 +204,7 @@ class Cleaner:
                             cleaned.delete_files()
                         raise
                 if cleaned is not None:
-                    swap = GroupSwap(log, cleaned, group)
+                    swap = GroupSwap(log, cleaned, group, swap_thread)
             if swap is not None:
                 done, swap = swap, None
                 self._swapped(log, done.result())
@@ -183,22 +215,6 @@ class Cleaner:
                 except Exception:
                     logger.exception("%s: swap of a cleaned group failed", log.topic_partition)
             raise
-        stats.buffer_utilization = (
-            offset_map.kafka_utilization_percent(self.dedupe_buffer_bytes, self.load_factor) / 100
-        )
-        stats.all_done(self.clock)
-        logger.info(
-            "%s",
-            stats.summary(
-                log_name=str(log.topic_partition),
-                first_dirty_offset=first_dirty_offset,
-                end_offset=end_offset,
-                thread_id=self.thread_id,
-            ),
-        )
-        if stats.invalid_records:
-            logger.warning("\tFound %d invalid messages during compaction.", stats.invalid_records)
-        return CleaningResult(end_offset, stats)
 
     def clean_segments(
         self,
@@ -250,7 +266,10 @@ class Cleaner:
         """``clean_group`` for one group of the log, ready for its swap (``fsync``: durable already; else
         ``group_swap.sync_and_swap`` syncs it); None if it was left as is."""
         pacer = pacer or ReadPacer(self.check_aborted, self.throttle)
-        aborted = group_aborted_txns(log.segments, segments)
+        # the published segment list, without the log's lock: the previous group's swap holds that lock
+        # through its renames and directory fsyncs, and it changes only segments below this group, which
+        # the search (from this group's first segment on) never reads
+        aborted = group_aborted_txns(log.snapshot.segments, segments)
         cleaned = clean_group(
             segments,
             lookup=lookup,
@@ -398,6 +417,7 @@ def _clean_segment_native(
                 ctx.now_ms,
                 new_horizon,
                 ctx.upper_bound,
+                chunks.output_space(),
             )
             if not meta:
                 batch = chunks.batch_here()  # the batch C left: Python's, errors included

@@ -1,4 +1,5 @@
-"""A cleaned group's fsync and swap on a thread of its own, while the round cleans the next group.
+"""A cleaned group's fsync and swap on the round's swap thread (``SwapThread``), while the round cleans the
+next group.
 
 The swap is a group's commit point (reference §10.2): its ``.cleaned`` files need only be durable before
 ``.cleaned`` → ``.swap``, as Kafka's ``cleanSegments`` flushes the cleaned segment and then calls
@@ -17,13 +18,15 @@ same state).
 
 from __future__ import annotations
 
+import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import TracebackType
 
 from service.storage.log import PartitionLog
 from service.storage.segment import LogSegment
 
-__all__ = ["GroupSwap", "sync_and_swap"]
+__all__ = ["GroupSwap", "SwapThread", "sync_and_swap"]
 
 
 def sync_and_swap(log: PartitionLog, cleaned: LogSegment, replaced: Sequence[LogSegment]) -> list[LogSegment]:
@@ -38,30 +41,78 @@ def sync_and_swap(log: PartitionLog, cleaned: LogSegment, replaced: Sequence[Log
     return log.replace_segments([cleaned], replaced)
 
 
-class GroupSwap:
-    """``sync_and_swap`` of one group, running on its own thread from construction; ``result`` waits for
-    it. Its fields are written by that thread only, and read after ``join``."""
+class SwapThread:
+    """The thread a round's group swaps run on, one after the other in the order handed over: one thread
+    per round, started at the first group, not one per group (a thread's start costs the round's thread
+    GIL time, and a round has a group per 16 MiB or so). ``close`` (or leaving the ``with``) waits until
+    every swap handed over has run, then ends the thread."""
 
-    def __init__(self, log: PartitionLog, cleaned: LogSegment, replaced: Sequence[LogSegment]) -> None:
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` after the jobs handed over before it (it must not raise)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self._name)
+            self._thread.start()
+        self._jobs.put(job)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> SwapThread:
+        return self
+
+    def __exit__(
+        self, _type: type[BaseException] | None, _exc: BaseException | None, _tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class GroupSwap:
+    """``sync_and_swap`` of one group, handed at construction to ``thread`` (else to a thread of its own);
+    ``result`` waits for it. Its fields are written by the swapping thread only, and read after ``_done``."""
+
+    def __init__(
+        self,
+        log: PartitionLog,
+        cleaned: LogSegment,
+        replaced: Sequence[LogSegment],
+        thread: SwapThread | None = None,
+    ) -> None:
         self._log = log
         self._cleaned = cleaned
         self._replaced = list(replaced)
         self._doomed: list[LogSegment] = []
         self._error: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._run, name=f"swap-{log.topic_partition}-{cleaned.base_offset}"
+        self._done = threading.Event()
+        self._own = (
+            SwapThread(f"swap-{log.topic_partition}-{cleaned.base_offset}") if thread is None else None
         )
-        self._thread.start()
+        (thread or self._own).submit(self._run)  # type: ignore[union-attr]  # one of the two is set
 
     def _run(self) -> None:
         try:
             self._doomed = sync_and_swap(self._log, self._cleaned, self._replaced)
         except BaseException as exc:  # handed to the round's thread by result()
             self._error = exc
+        finally:
+            self._done.set()
 
     def result(self) -> list[LogSegment]:
         """Wait for the swap; the replaced segments now ``.deleted``, or the swap's error raised."""
-        self._thread.join()
+        self._done.wait()
+        if self._own is not None:
+            self._own.close()
         if self._error is not None:
             raise self._error
         return self._doomed

@@ -12,9 +12,13 @@ States and legal transitions (anything else raises ``IllegalCleanerStateError``)
     Paused(1)     → none          resume
     Paused(n>1)   → Paused(n−1)   resume
 
-``_cond`` (a condition on one lock) guards ``_states`` and every checkpoint file write; ``_uncleanable_lock``
-guards ``_uncleanable`` alone, so that a ``/metrics`` scrape reading it never waits for a selection or a
-checkpoint write, which hold ``_cond`` (order: ``_cond`` before ``_uncleanable_lock``).
+``_cond`` (a condition on one lock) guards ``_states``; ``_checkpoint_lock`` guards every read-modify-write
+of a checkpoint file; ``_uncleanable_lock`` guards ``_uncleanable`` alone, so that a ``/metrics`` scrape
+reading it never waits for a selection (order: ``_cond`` before ``_checkpoint_lock`` before
+``_uncleanable_lock``). A finished round's checkpoint is written outside ``_cond``, its log still in
+progress (no worker picks it, an abort waits for it): the other workers' abort checks and selections do not
+wait for its fsyncs. ``is_aborted``, polled by every running round, reads ``_states`` without the lock (one
+dict read: it sees the state before or after a transition, as a check a moment earlier or later would).
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ class CleanerManager:
         self._logs = logs
         self.clock = clock
         self._cond = threading.Condition()
+        self._checkpoint_lock = threading.Lock()
         self._states: dict[TopicPartition, State] = {}
         self._uncleanable: dict[Path, dict[TopicPartition, int]] = {}  # log dir → partition → its bytes
         self._uncleanable_lock = threading.Lock()
@@ -156,28 +161,31 @@ class CleanerManager:
         tp = log.topic_partition
         with self._cond:
             state = self._states.get(tp)
-            if state == IN_PROGRESS:
-                if end_offset is not None:
-                    self._write_checkpoint(log, end_offset)
-                del self._states[tp]
-            elif state == ABORTED:
-                self._states[tp] = State("paused", 1)
-                self._cond.notify_all()
-            else:
-                raise IllegalCleanerStateError(f"done cleaning {tp} in state {state}")
+            if state != IN_PROGRESS:
+                self._leave_cleaning(tp, "done cleaning")
+                return
+        try:
+            if end_offset is not None:  # still in progress: written outside _cond (see the module doc)
+                self._write_checkpoint(log, end_offset)
+        finally:
+            with self._cond:
+                self._leave_cleaning(tp, "done cleaning")
+
+    def _leave_cleaning(self, tp: TopicPartition, action: str) -> None:
+        """InProgress → none; Aborted → Paused(1), waking the aborter. Holds ``_cond``."""
+        state = self._states.get(tp)
+        if state == IN_PROGRESS:
+            del self._states[tp]
+        elif state == ABORTED:
+            self._states[tp] = State("paused", 1)
+            self._cond.notify_all()
+        else:
+            raise IllegalCleanerStateError(f"{action} {tp} in state {state}")
 
     def done_deleting(self, logs: Iterable[PartitionLog]) -> None:
         with self._cond:
             for log in logs:
-                tp = log.topic_partition
-                state = self._states.get(tp)
-                if state == IN_PROGRESS:
-                    del self._states[tp]
-                elif state == ABORTED:
-                    self._states[tp] = State("paused", 1)
-                    self._cond.notify_all()
-                else:
-                    raise IllegalCleanerStateError(f"done deleting {tp} in state {state}")
+                self._leave_cleaning(log.topic_partition, "done deleting")
 
     def abort_and_pause(self, tp: TopicPartition, timeout_s: float = 60.0) -> None:
         """Stop any cleaning of ``tp`` and keep it paused; waits until a running round has noticed."""
@@ -210,8 +218,7 @@ class CleanerManager:
         self.resume(tp)
 
     def is_aborted(self, tp: TopicPartition) -> bool:
-        with self._cond:
-            return self._states.get(tp) == ABORTED
+        return self._states.get(tp) == ABORTED  # without the lock: see the module doc
 
     def state_of(self, tp: TopicPartition) -> State | None:
         with self._cond:
@@ -259,7 +266,7 @@ class CleanerManager:
 
     def update_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int | None) -> None:
         """Set (None: remove) one entry; as Kafka does, entries of partitions no longer live are dropped."""
-        with self._cond:
+        with self._checkpoint_lock:
             live = {t for t, log in self._logs().items() if log.directory.parent == log_dir}
             file = _checkpoint_file(log_dir)
             entries = {t: o for t, o in file.read().items() if t in live and t != tp}

@@ -202,16 +202,24 @@ def filter_batches(
     now_ms: int,
     new_horizon_ms: int,
     upper_bound: int,
-) -> tuple[int, bytes, bytes]:
+    out: bytearray | None = None,
+) -> tuple[int, bytes | memoryview, bytes]:
     """The C filter over the run of plain batches at ``buf[position]`` (see ``_native.filter_batches``):
-    (position reached, output bytes, per-batch metadata). Only called with a C key map (``native_key_map``),
-    so the module is loaded."""
+    (position reached, output bytes, per-batch metadata). Given ``out``, the output is written into it with
+    the GIL released and comes back as a view of it, valid until ``out`` is used again (it must hold twice
+    the bytes of ``buf`` from ``position`` on, plus 64 KiB: ``SegmentChunks.output_space``). Only called
+    with a C key map (``native_key_map``), so the module is loaded."""
     if _native is None:
         raise RuntimeError("filter_batches needs cleaner._native")
-    result = _native.filter_batches(
-        buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon_ms, upper_bound
+    if out is None:
+        result = _native.filter_batches(
+            buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon_ms, upper_bound
+        )
+        return result  # type: ignore[no-any-return]
+    reached, length, meta = _native.filter_batches(
+        buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon_ms, upper_bound, out
     )
-    return result  # type: ignore[no-any-return]
+    return reached, memoryview(out)[:length], meta
 
 
 def scan_producer_headers(fd: int, position: int, end: int) -> tuple[int, list[int]] | None:

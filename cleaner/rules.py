@@ -305,7 +305,9 @@ class ProducerScan:
         self._position = 0
 
     def refresh(self, log: PartitionLog) -> dict[int, LastRecord]:
-        segments = log.segments
+        """The scan reaches the log's end as published (``log.snapshot``: no wait for the log's lock, which a
+        group's swap holds through its directory fsyncs; the segments scanned are above the round's)."""
+        segments = log.snapshot.segments
         start = next((i for i, s in enumerate(segments) if s is self._segment), None)
         if start is None:
             self._last, start, self._position = {}, 0, 0

@@ -18,6 +18,7 @@ import os
 import struct
 from abc import ABC, abstractmethod
 from array import array
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
@@ -407,7 +408,7 @@ class AbstractIndex(IndexFile):
             return
         first, second = self._columns
         entry = self._entry
-        raw = b"".join(entry.pack(first[n], second[n]) for n in range(self._written, count))
+        raw = b"".join(map(entry.pack, first[self._written : count], second[self._written : count]))
         self._pwrite(raw, self._written * self.entry_size)
         self._written = count
 
@@ -483,6 +484,13 @@ class AbstractIndex(IndexFile):
         self._require_writable()
         self._columns[0].append(first)
         self._columns[1].append(second)
+        self._file_length = max(self._file_length, self._count() * self.entry_size)
+
+    def _write_entries(self, first: Sequence[int], second: Sequence[int]) -> None:
+        """``_write_entry`` of each pair, checked already by the caller."""
+        self._require_writable()
+        self._columns[0].extend(first)
+        self._columns[1].extend(second)
         self._file_length = max(self._file_length, self._count() * self.entry_size)
 
 

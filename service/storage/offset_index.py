@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from sys import byteorder
 from typing import NamedTuple
@@ -75,6 +75,8 @@ class OffsetIndex(AbstractIndex):
         return self._base_offset if last is None else self._base_offset + last[0]
 
     def is_full(self) -> bool:
+        if self._loaded:  # the entries and the file length in memory (a cleaned segment's, per append)
+            return self._count() >= self._file_length // ENTRY_SIZE
         return self.entries >= self.max_entries
 
     def append(self, offset: int, position: int) -> None:
@@ -96,6 +98,31 @@ class OffsetIndex(AbstractIndex):
                 f"last offset {self._base_offset + relatives[-1]}"
             )
         self._write_entry(relative, position)
+
+    def append_many(self, offsets: Sequence[int], positions: Sequence[int]) -> None:
+        """``append`` of each pair in turn, with the same checks, in one call: all are added or none."""
+        self._require_writable()
+        self._load()
+        relatives = self._columns[0]
+        if len(relatives) + len(offsets) > self._file_length // ENTRY_SIZE:
+            raise InvalidInputError(
+                f"{self._path}: cannot append {len(offsets)} entries to an index holding {len(relatives)} in "
+                f"{self._file_length} bytes; roll the segment or resize the index"
+            )
+        last = relatives[-1] if relatives else -1
+        added: list[int] = []
+        for offset, position in zip(offsets, positions, strict=True):
+            relative = self._relative_offset(offset)
+            if not 0 <= position <= _INT32_MAX:
+                raise InvalidInputError(f"{self._path}: position {position} is outside [0, {_INT32_MAX}]")
+            if relative <= last:
+                raise InvalidInputError(
+                    f"{self._path}: offset {offset} appended to slot {len(relatives) + len(added)} is not "
+                    f"larger than the last offset {self._base_offset + last}"
+                )
+            added.append(relative)
+            last = relative
+        self._write_entries(added, positions)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset ≤ ``target_offset``, else ``(base_offset, 0)``."""

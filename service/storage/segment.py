@@ -357,16 +357,18 @@ class LogSegment:
             self._rolling_based_timestamp = next(t for s, t in zip(sizes, max_timestamps, strict=True) if s)
         max_timestamp, offset_of_max = self.max_timestamp_so_far, self.offset_of_max_timestamp
         since_entry, interval = self._bytes_since_last_index_entry, self.index_interval_bytes
+        entries: list[tuple[int, int, int, int]] = []  # what _append_index_entries would get, in order
         for size, last_offset, timestamp in zip(sizes, last_offsets, max_timestamps, strict=True):
             if not size:
                 continue
             if timestamp > max_timestamp:
                 max_timestamp, offset_of_max = timestamp, last_offset
             if since_entry > interval:
-                self._append_index_entries(last_offset, position, max_timestamp, offset_of_max)
+                entries.append((last_offset, position, max_timestamp, offset_of_max))
                 since_entry = 0
             since_entry += size
             position += size
+        self._append_many_index_entries(entries)
         self._size = position
         self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
         self._bytes_since_last_index_entry = since_entry
@@ -395,6 +397,23 @@ class LogSegment:
                     index.resize(max(2 * index.max_entries, 8) * index.entry_size)
         self.offset_index.append(offset, position)
         self.time_index.append(max_timestamp, offset_of_max)
+
+    def _append_many_index_entries(self, entries: Sequence[tuple[int, int, int, int]]) -> None:
+        """``_append_index_entries`` of each entry in turn; for growing indexes (a ``.cleaned`` segment's)
+        one resize and one bulk append per index (the same entries; the files are trimmed when it closes)."""
+        if not self._indexes_grow:
+            for offset, position, max_timestamp, offset_of_max in entries:
+                self._append_index_entries(offset, position, max_timestamp, offset_of_max)
+            return
+        if not entries:
+            return
+        for index, reserved in ((self.offset_index, 0), (self.time_index, 1)):  # the time index keeps a slot
+            needed = index.entries + len(entries) + reserved
+            if index.max_entries < needed:
+                index.resize(max(2 * index.max_entries, 8, needed) * index.entry_size)
+        offsets, positions, max_timestamps, offsets_of_max = zip(*entries, strict=True)
+        self.offset_index.append_many(offsets, positions)
+        self.time_index.append_many(max_timestamps, offsets_of_max)
 
     def preallocate_indexes(self) -> None:
         """Give a full index room again (``segment.index.bytes``), before an append to the active segment.

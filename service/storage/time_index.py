@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -85,6 +85,8 @@ class TimeIndex(AbstractIndex):
 
     def is_full(self) -> bool:
         """Full one slot early: the last slot is kept for the roll/close entry."""
+        if self._loaded:  # the entries and the file length in memory (a cleaned segment's, per append)
+            return self._count() >= self._file_length // ENTRY_SIZE - 1
         return self.entries >= self.max_entries - 1
 
     def append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
@@ -114,6 +116,40 @@ class TimeIndex(AbstractIndex):
             return False
         self._write_entry(timestamp, relative)
         return True
+
+    def append_many(self, timestamps: Sequence[int], offsets: Sequence[int]) -> int:
+        """``append`` of each pair in turn (an entry whose timestamp does not exceed the last one written is
+        skipped), with the same checks, in one call: all are added or none. Returns how many were written.
+        Raises unless there is room for every pair besides the reserved last slot."""
+        self._require_writable()
+        self._load()
+        stamps, relatives = self._columns
+        count = len(stamps)
+        if count + len(timestamps) > self._file_length // ENTRY_SIZE - 1:
+            raise InvalidInputError(
+                f"{self._path}: cannot append {len(timestamps)} entries to a time index holding {count} in "
+                f"{self._file_length} bytes (last slot reserved); roll the segment or resize the index"
+            )
+        last_timestamp = stamps[-1] if count else NO_TIMESTAMP
+        last_relative = relatives[-1] if count else None
+        added_stamps: list[int] = []
+        added_relatives: list[int] = []
+        for timestamp, offset in zip(timestamps, offsets, strict=True):
+            relative = self._relative_offset(offset)
+            if not _INT64_MIN <= timestamp <= _INT64_MAX:
+                raise InvalidInputError(f"{self._path}: timestamp {timestamp} does not fit an int64")
+            if last_relative is not None and relative < last_relative:
+                raise InvalidInputError(
+                    f"{self._path}: offset {offset} appended to slot {count + len(added_stamps)} is below "
+                    f"the last offset {self._base_offset + last_relative}"
+                )
+            if timestamp <= last_timestamp:
+                continue
+            added_stamps.append(timestamp)
+            added_relatives.append(relative)
+            last_timestamp, last_relative = timestamp, relative
+        self._write_entries(added_stamps, added_relatives)
+        return len(added_stamps)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp ≤ ``target_timestamp``, else ``(-1, base_offset)``."""

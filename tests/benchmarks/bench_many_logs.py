@@ -6,11 +6,14 @@ Run on demand (not part of CI's pass/fail):
 
 Under a temporary folder it generates with ``logcleaner gen``'s library one compacted topic of ``--logs``
 partitions (``--records`` records each, 100-byte values, ``--records / 10`` keys, 5% tombstones, 16 MiB
-segments), rolled so every segment is cleanable. On fresh copies of those files, in the same run:
+segments), rolled so every segment is cleanable. On fresh copies of those files (synced to disk first), in the
+same run:
 
 - ``cp -r`` of the log dir (the baseline);
 - the daemon's cleaner pool, in-process engine, ``log.cleaner.threads=1`` then ``=2``: from start until every
-  log's checkpoint reached its active segment;
+  log's checkpoint reached its active segment (read after each round's end, which sets an event: the
+  benchmark takes no GIL while the workers run), with each worker's time on a CPU, waiting for one (other
+  processes, the swap threads) and asleep (the GIL, locks, fsyncs);
 - Spark forced (``local[*]``, one SparkSession, warmed up on a small log first), every log cleaned as
   ``logcleaner clean`` does (``LogCleaner.clean_filthiest_logs`` until none is left) with
   ``log.cleaner.spark.max.logs.per.job=1`` (one job per log) and ``=--logs`` (all in one job), alternating,
@@ -20,9 +23,11 @@ segments), rolled so every segment is cleanable. On fresh copies of those files,
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -71,8 +76,11 @@ def log_bytes(log_dir: Path) -> int:
 
 
 def fresh_copy(source: Path, target: Path) -> Path:
+    """A copy of ``source``, written to disk before a run starts (``os.sync``): the kernel's writeback of
+    a GiB of copied pages would otherwise run during the measured cleaning, on the same cores."""
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(source, target)
+    os.sync()
     return target
 
 
@@ -90,27 +98,48 @@ def open_manager(config: BrokerConfig) -> tuple[LogManager, DeferredTasks]:
     return manager, tasks
 
 
-def daemon_until_clean(log_dir: Path, threads: int) -> float:
-    """The cleaner pool with ``threads`` in-process workers, from start until every log is clean."""
+def thread_times_ms(native_id: int | None) -> tuple[float, float] | None:
+    """A thread's (time on a CPU, time runnable but waiting for one) since it started, in ms (Linux
+    schedstat); None where that is not available."""
+    try:
+        on_cpu, waiting, _ = Path(f"/proc/self/task/{native_id}/schedstat").read_text().split()
+    except (OSError, ValueError):
+        return None
+    return int(on_cpu) / 1e6, int(waiting) / 1e6
+
+
+def daemon_until_clean(log_dir: Path, threads: int) -> tuple[float, list[tuple[float, float] | None]]:
+    """The cleaner pool with ``threads`` in-process workers, from start until every log is clean: the
+    seconds, and per worker ``thread_times_ms`` over that time (the rest of it the worker slept: the GIL, a
+    lock, a swap's fsyncs)."""
     config = broker(log_dir, **{"log.cleaner.engine": "in-process", "log.cleaner.threads": str(threads)})
     manager, tasks = open_manager(config)
     targets = {tp: log.active_segment.base_offset for tp, log in manager.logs.items()}
-    cleaner = build_log_cleaner(config, manager, InProcessEngine(manager.clock), scheduler=tasks)
+    round_ended = threading.Event()  # the checkpoint is read after each round: no polling for the GIL
+    cleaner = build_log_cleaner(
+        config,
+        manager,
+        InProcessEngine(manager.clock),
+        scheduler=tasks,
+        on_round=lambda _engine, _seconds: round_ended.set(),
+    )
     checkpoint = OffsetCheckpointFile(log_dir / "cleaner-offset-checkpoint")
     started = time.perf_counter()
     cleaner.start()
     try:
         while True:
+            round_ended.clear()
             done = checkpoint.read() if checkpoint.path.exists() else {}
             if all(done.get(tp, -1) >= end for tp, end in targets.items()):
                 break
-            time.sleep(0.01)
+            round_ended.wait(1.0)
         elapsed = time.perf_counter() - started
+        times = [thread_times_ms(worker.thread.native_id) for worker in cleaner.workers]
     finally:
         cleaner.shutdown()
         tasks.run_all()
         manager.shutdown()
-    return elapsed
+    return elapsed, times
 
 
 def offline_clean(log_dir: Path, engine: CompactionEngine, config: BrokerConfig) -> tuple[float, int]:
@@ -188,8 +217,16 @@ def main() -> None:
             copies.append(time.perf_counter() - started)
         print(f"cp -r: best {min(copies):.3f} s of 3", flush=True)
         for threads in (1, 2, 1, 2):
-            seconds = daemon_until_clean(fresh_copy(source, work / "daemon"), threads)
-            print(f"in-process daemon, log.cleaner.threads={threads}: {seconds:.2f} s", flush=True)
+            seconds, times = daemon_until_clean(fresh_copy(source, work / "daemon"), threads)
+            split = ", ".join(
+                f"{on_cpu:.0f}/{waiting:.0f}/{seconds * 1000 - on_cpu - waiting:.0f}"
+                for on_cpu, waiting in filter(None, times)
+            )
+            print(
+                f"in-process daemon, log.cleaner.threads={threads}: {seconds:.2f} s "
+                f"(per worker, ms on a CPU/waiting for a CPU/asleep: {split})",
+                flush=True,
+            )
         if not args.skip_spark:
             spark_runs(source, work, args.logs)
 

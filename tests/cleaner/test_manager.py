@@ -155,3 +155,40 @@ def test_checkpoint_updates_drop_partitions_that_are_gone(logs: Logs) -> None:
     assert logs.checkpoint().read() == {a.topic_partition: 5}
     manager.update_checkpoint(logs.directory, a.topic_partition, None)
     assert logs.checkpoint().read() == {}
+
+
+def test_a_finished_rounds_checkpoint_write_blocks_no_other_worker(
+    logs: Logs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another worker's abort check and selection go on while a round's checkpoint is written (its fsyncs);
+    the log stays in progress until the file is written, and an abort arriving then waits for the write."""
+    import threading
+
+    a, b = logs.add(0, 3), logs.add(1, 3)
+    manager = manager_for(logs)
+    candidate = manager.candidate_for(a.topic_partition)
+    writing, release = threading.Event(), threading.Event()
+    real_write = OffsetCheckpointFile.write
+
+    def slow_write(self: OffsetCheckpointFile, entries: dict[TopicPartition, int]) -> None:
+        writing.set()
+        assert release.wait(10)
+        real_write(self, entries)
+
+    monkeypatch.setattr(OffsetCheckpointFile, "write", slow_write)
+    done = threading.Thread(target=manager.done_cleaning, args=(candidate.log, 4))
+    done.start()
+    assert writing.wait(10)
+    assert not manager.is_aborted(b.topic_partition)
+    other = manager.grab_filthiest_compacted_log()  # would wait on _cond if the write held it
+    assert other is not None and other.log is b
+    assert manager.state_of(a.topic_partition) is not None  # still in progress: nobody else takes it
+    aborter = threading.Thread(target=manager.abort_and_pause, args=(a.topic_partition,))
+    aborter.start()
+    aborter.join(0.2)
+    assert aborter.is_alive()  # waits for the round's end, which is the checkpoint write
+    release.set()
+    done.join(10)
+    aborter.join(10)
+    assert logs.checkpoint().read() == {a.topic_partition: 4}
+    assert manager.state_of(a.topic_partition).paused == 1  # type: ignore[union-attr]

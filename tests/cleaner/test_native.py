@@ -304,7 +304,7 @@ def test_plain_batches_are_filtered_by_the_c_loop_and_match_the_python_rules(tmp
     calls: list[int] = []
     real = cleaner.native.filter_batches  # what cleaner.cleaner imported
 
-    def counting(*args: object) -> tuple[int, bytes, bytes]:
+    def counting(*args: object) -> tuple[int, bytes | memoryview, bytes]:
         result = real(*args)  # type: ignore[arg-type]  # the same arguments, passed through
         calls.append(len(result[2]) // 80)  # batches handled: ten int64 each
         return result
@@ -358,6 +358,33 @@ def kept_offsets(data: bytes, key_map: object) -> list[int]:
     assert reached == len(data)
     rows = memoryview(meta).cast("q")
     return [rows[i + 5] for i in range(0, len(rows), 10) if rows[i + 8]]  # last offsets of batches kept
+
+
+def test_filter_batches_writes_into_a_given_buffer_what_it_would_return(tmp_path: Path) -> None:
+    """Given ``out``, the same output goes into it (a length comes back); a run stops before a batch whose
+    output would not fit, and a first batch that does not fit is an error, not a partial write."""
+    native = cleaner.native._native
+    assert native is not None
+    data = plain_segment_bytes(tmp_path)
+    key_map = native.KeyMap()
+    key_map.map_batches(data, 0, len(data), 0)
+    args = (data, 0, len(data), key_map, 1_000, START, START, -1)
+    reached, out, meta = native.filter_batches(*args)
+    space = bytearray(2 * len(data) + (64 << 10))
+    assert native.filter_batches(*args, space) == (reached, len(out), meta)
+    assert space[: len(out)] == out
+    sizes = memoryview(meta).cast("q")[2::10]  # k0 k1 k2 dropped, then k0 k1 k2 kept as they are
+    assert len(out) == sum(sizes[3:])
+    short = bytearray(len(out) - 1)  # room for all but the last batch
+    reached_short, length, meta_short = native.filter_batches(*args, short)
+    assert (reached_short, length, len(meta_short)) == (len(data) - sizes[5], len(out) - sizes[5], 5 * 80)
+    assert short[:length] == out[:length]
+    with pytest.raises(ValueError, match="too small"):
+        native.filter_batches(*args, bytearray(sizes[0] - 1))
+    reached_view, view, _ = cleaner.native.filter_batches(
+        memoryview(data), 0, len(data), key_map, 1_000, START, START, -1, space
+    )
+    assert (reached_view, bytes(view)) == (reached, out)
 
 
 def test_the_superseded_bitmap_answers_for_records_the_scan_put(tmp_path: Path) -> None:

@@ -9,10 +9,14 @@ from __future__ import annotations
 import errno
 import shutil
 import signal
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from cleaner.group_swap import SwapThread
 from cleaner.oracle import BatchView, clean_in_process, log_contents
 from service.clock import ManualClock
 from service.storage.loader import load_partition_log
@@ -130,3 +134,25 @@ def test_a_failed_fsync_fails_the_round_keeps_the_groups_swapped_before_and_dele
     monkeypatch.undo()
     assert not [p.name for p in directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
     assert contents(directory) == logs[1]
+
+
+def test_a_rounds_swaps_run_in_order_on_one_thread_which_close_waits_for() -> None:
+    """``SwapThread``: one thread per round, not one per group; the jobs run in the order handed over, and
+    ``close`` returns once every one has run (a round returns only after its last swap)."""
+    ran: list[tuple[int, int]] = []
+
+    def job(n: int) -> Callable[[], None]:
+        def run() -> None:
+            time.sleep(0.01 if n == 0 else 0)  # the first is slow: the others still wait their turn
+            ran.append((n, threading.get_ident()))
+
+        return run
+
+    before = threading.active_count()
+    with SwapThread("swap-test") as swaps:
+        for n in range(5):
+            swaps.submit(job(n))
+        assert threading.active_count() == before + 1
+    assert [n for n, _ in ran] == [0, 1, 2, 3, 4]
+    assert len({ident for _, ident in ran}) == 1 and ran[0][1] != threading.get_ident()
+    assert threading.active_count() == before

@@ -392,3 +392,19 @@ def test_offset_index_matches_the_model(tmp_path: Path) -> None:
     run_state_machine_as_test(
         Machine, settings=settings(max_examples=60, stateful_step_count=40, deadline=None)
     )  # type: ignore[no-untyped-call,unused-ignore]
+
+
+def test_append_many_equals_appends_and_adds_nothing_when_one_entry_is_refused(make_index: MakeIndex) -> None:
+    one_by_one, bulk = make_index(base_offset=10), make_index(base_offset=20, max_index_size=800)
+    for offset, position in ((12, 0), (15, 40), (20, 90)):
+        one_by_one.append(offset, position)
+    bulk.append_many([22, 25, 30], [0, 40, 90])
+    assert [bulk.entry(i) for i in range(3)] == [
+        OffsetPosition(one_by_one.entry(i).offset + 10, one_by_one.entry(i).position) for i in range(3)
+    ]
+    for offsets, positions in (([31, 31], [100, 110]), ([35, 19], [100, 110]), ([35], [-1])):
+        with pytest.raises(InvalidInputError):
+            bulk.append_many(offsets, positions)
+        assert bulk.entries == 3
+    with pytest.raises(InvalidInputError, match="cannot append 98 entries"):
+        bulk.append_many(list(range(40, 138)), [100] * 98)  # 100 slots in 800 bytes, 3 used

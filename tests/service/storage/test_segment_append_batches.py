@@ -36,11 +36,22 @@ def state(segment: LogSegment) -> tuple[object, ...]:
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(spec=batches, cuts=st.lists(st.integers(0, 40), max_size=5), interval=st.sampled_from([1, 100, 4096]))
+@given(
+    spec=batches,
+    cuts=st.lists(st.integers(0, 40), max_size=5),
+    interval=st.sampled_from([1, 100, 4096]),
+    grow=st.booleans(),
+)
 def test_append_batches_equals_one_append_per_batch(
-    tmp_path_factory: pytest.TempPathFactory, spec: list[tuple[int, int, int]], cuts: list[int], interval: int
+    tmp_path_factory: pytest.TempPathFactory,
+    spec: list[tuple[int, int, int]],
+    cuts: list[int],
+    interval: int,
+    grow: bool,
 ) -> None:
-    config = LogConfig(index_interval_bytes=interval)
+    """``grow``: indexes that grow as entries come (a ``.cleaned`` segment's), from a small size, so that
+    the bulk append resizes them; compared once the segment is closed (trimmed)."""
+    config = LogConfig(index_interval_bytes=interval, segment_index_bytes=24 if grow else 10 * 1024 * 1024)
     sizes, last_offsets, timestamps, data = [], [], [], []
     offset = BASE
     for i, (size, records, timestamp) in enumerate(spec):
@@ -50,20 +61,32 @@ def test_append_batches_equals_one_append_per_batch(
         timestamps.append(timestamp)
         data.append(bytes([i % 256]) * size)
 
-    one_by_one = LogSegment.create(tmp_path_factory.mktemp("one"), BASE, config=config, now_ms=0)
+    one_by_one = LogSegment.create(
+        tmp_path_factory.mktemp("one"), BASE, config=config, now_ms=0, indexes_grow=grow
+    )
     for size, last, timestamp, chunk in zip(sizes, last_offsets, timestamps, data, strict=True):
         if size:
             one_by_one.append(
                 chunk, largest_offset=last, max_timestamp=timestamp, offset_of_max_timestamp=last
             )
 
-    in_runs = LogSegment.create(tmp_path_factory.mktemp("runs"), BASE, config=config, now_ms=0)
+    in_runs = LogSegment.create(
+        tmp_path_factory.mktemp("runs"), BASE, config=config, now_ms=0, indexes_grow=grow
+    )
     bounds = sorted({0, len(spec), *(min(c, len(spec)) for c in cuts)})
     for start, stop in pairwise(bounds):
         in_runs.append_batches(
             b"".join(data[start:stop]), sizes[start:stop], last_offsets[start:stop], timestamps[start:stop]
         )
     assert state(in_runs) == state(one_by_one)
+    if grow:
+        for segment in (in_runs, one_by_one):
+            segment.on_become_inactive()
+            segment.close_file()
+        assert state(in_runs) == state(one_by_one)
+        assert [p.read_bytes() for p in sorted(in_runs.log_path.parent.iterdir())] == [
+            p.read_bytes() for p in sorted(one_by_one.log_path.parent.iterdir())
+        ]
 
 
 def test_sizes_that_do_not_add_up_are_refused(tmp_path: Path) -> None:

@@ -395,3 +395,18 @@ def test_time_index_matches_the_model(tmp_path: Path) -> None:
     run_state_machine_as_test(
         Machine, settings=settings(max_examples=60, stateful_step_count=40, deadline=None)
     )  # type: ignore[no-untyped-call,unused-ignore]
+
+
+def test_append_many_equals_appends_and_adds_nothing_when_one_entry_is_refused(make_index: MakeIndex) -> None:
+    pairs = ((5, 12), (5, 13), (4, 14), (9, 14), (11, 20))  # equal or lower timestamps are skipped
+    one_by_one, bulk = make_index(base_offset=10), make_index(base_offset=11, max_index_size=120)
+    written = [one_by_one.append(timestamp, offset) for timestamp, offset in pairs]
+    assert bulk.append_many([t for t, _ in pairs], [o for _, o in pairs]) == sum(written) == 3
+    assert [bulk.entry(i) for i in range(3)] == [one_by_one.entry(i) for i in range(3)]  # absolute offsets
+    with pytest.raises(InvalidInputError, match="below the last offset"):
+        bulk.append_many([30, 31], [25, 19])
+    assert bulk.entries == 3
+    with pytest.raises(InvalidInputError, match="cannot append 7 entries"):
+        bulk.append_many(list(range(40, 47)), list(range(30, 37)))  # 10 slots, the last reserved, 3 used
+    bulk.append_many(list(range(40, 46)), list(range(30, 36)))
+    assert bulk.entries == 9
