@@ -8,11 +8,13 @@ A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
    (``ranges_per_log``: about one task per core over the job, ranges of at least ``max_split_bytes``; many
    logs get one each). A log of one range needs one Spark job: its task maps its dirty segments itself in
    C, in offset order, then ``clean_group`` rewrites its groups with that map, as the in-process round
-   does. A log of several ranges first has a map job: one task per range with dirty segments maps them in C
-   and writes the map (blob and superseded bitmap) to a scratch file in the log's dir (``partial_maps``);
-   then in the rewrite job each range's task loads its own range's file and every later one's (only paths
-   go through Spark; no exchange, no aggregation by key, no Python object per record) and rewrites its
-   groups, writing ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. A round ticket
+   does. A log of several ranges is first mapped by key hash in a map job: one task per range, each over
+   the whole dirty section, maps one class of the keys in C and writes its map (blob and superseded
+   bitmap) to a scratch file in the log's dir (``partial_maps``); then the rewrite job cleans the log's
+   groups in a few tasks per class (the last groups first: they keep the most records), each task ORing
+   every class's bitmap and keeping their blobs for the lookups the bits cannot answer (only paths go
+   through Spark; no exchange, no aggregation by key, no Python object per record), writing
+   ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. A round ticket
    (``job_ticket``) guarantees that no task of a cancelled or failed job writes after the driver removed
    the tasks' files; the scratch files are removed after the rewrite job, whatever happened, before any
    swap;
@@ -55,7 +57,7 @@ from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark.job_ticket import JobTicket
 from cleaner.spark.jobs import run_action
-from cleaner.spark.partial_maps import MapSplit, blob_path, map_tasks, write_partial_map
+from cleaner.spark.partial_maps import MapSplit, blob_path, class_tasks, map_tasks, write_partial_map
 from cleaner.spark.rewrite import GroupResult, GroupTask, RewriteItem, RoundTask, rewrite_partition
 from cleaner.spark.round_plan import GroupPlan, RoundPlan, plan_round
 from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_splits
@@ -79,6 +81,7 @@ _NO_PACKING = 1 << 62  # one map task for all of a range's splits
 # A log is cut into ranges only if none holds more than this share of its bytes: a map job and the map
 # files cost more than a range that is only a little shorter than the whole log saves.
 _MAX_RANGE_SHARE = 0.75
+_REWRITE_TASKS_PER_CLASS = 4  # a log mapped by key hash: rewrite tasks per map task (at most one a group)
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
@@ -285,10 +288,11 @@ class SparkEngine:
     def _run_job(
         self, rounds: Sequence[_Round], *, thread_id: int, check_aborted: Callable[[], None], name: str
     ) -> list[tuple[list[GroupResult], int]]:
-        """The round's Spark jobs: every log's groups cut into ranges (one rewrite task each, about one per
-        core in all); for the logs of several ranges, a map job first (one task per range with dirty
-        segments: its partial map written to a blob file), then one rewrite job for every log's ranges;
-        the blob files are removed after it, whatever happened. Per log, its results and map size."""
+        """The round's Spark jobs: every log's groups cut into ranges (about one per core in all); for the
+        logs of several ranges, a map job first (one task per range, each mapping one key class of the
+        whole dirty section into a blob file), then one rewrite job for every log (a task per range of a
+        log of one range; a few per class of the others); the blob files are removed after it, whatever
+        happened. Per log, its results and map size."""
         spark = self._started_session(check_aborted)
         plans = [r.plan_or_fail() for r in rounds]
         tickets: list[JobTicket] = []
@@ -326,22 +330,22 @@ class SparkEngine:
             if max(_range_bytes(task, run) for run in ranges) > _MAX_RANGE_SHARE * sizes[i]:
                 ranges = [tuple(task.groups)]  # cutting would not shorten the longest task enough
             splits = self._dirty_splits(round_.log, plan)
-            own = _range_maps(i, plan, [task.groups[run[0]].base_offsets[0] for run in ranges], splits)
             if len(ranges) == 1:
-                items.append(RewriteItem(i, ranges[0], own[0]))
+                aborted = plan.map_scan.aborted_batches
+                own = map_tasks(i, splits, plan.first_dirty_offset, aborted, _NO_PACKING)
+                items.append(RewriteItem(i, ranges[0], own[0] if own else None))
                 continue
-            paths: list[str | None] = []
-            for index, range_map in enumerate(own):
-                if range_map is None:
-                    paths.append(None)
-                    continue
-                path = blob_path(str(round_.log.directory), plan.end_offset, index)
-                map_splits.append(replace(range_map, blob_path=path, ticket=tickets[i].path))
-                paths.append(path)
-            items.extend(
-                RewriteItem(i, run, None, tuple(p for p in paths[index:] if p is not None))
-                for index, run in enumerate(ranges)
-            )
+            paths: list[str] = []
+            if splits:  # the map by key hash: one class a range (see partial_maps)
+                aborted = plan.map_scan.aborted_batches
+                for one in class_tasks(i, splits, plan.first_dirty_offset, aborted, len(ranges)):
+                    path = blob_path(str(round_.log.directory), plan.end_offset, one.key_class)
+                    map_splits.append(replace(one, blob_path=path, ticket=tickets[i].path))
+                    paths.append(path)
+            # With the map in files, a rewrite task costs little to start: several per class, so that
+            # cores left free by short tasks take more; the last groups first (they keep the most records).
+            runs = _balanced_ranges(plan, list(task.groups), _REWRITE_TASKS_PER_CLASS * len(ranges))
+            items.extend(RewriteItem(i, run, None, tuple(paths)) for run in reversed(runs))
 
         def delete_every_cleaned() -> None:
             for round_, plan in zip(rounds, plans, strict=True):
@@ -553,23 +557,6 @@ def ranges_per_log(sizes: Sequence[int], cores: int, min_range_bytes: int) -> li
             break
         counts[best] += 1
     return counts
-
-
-def _range_maps(
-    log: int, plan: RoundPlan, range_bases: list[int], splits: list[SegmentSplit]
-) -> list[MapSplit | None]:
-    """Per range (``range_bases``: each one's first segment base), the map task of its dirty splits, or
-    None when it has none."""
-    per_range: list[list[SegmentSplit]] = [[] for _ in range_bases]
-    for split in splits:
-        per_range[max(bisect.bisect_right(range_bases, split.segment_base_offset) - 1, 0)].append(split)
-    aborted = plan.map_scan.aborted_batches
-    return [
-        replace(map_tasks(log, run, plan.first_dirty_offset, aborted, _NO_PACKING)[0], index=index)
-        if run
-        else None
-        for index, run in enumerate(per_range)
-    ]
 
 
 def _range_bytes(task: RoundTask, run: tuple[int, ...]) -> int:

@@ -1,8 +1,9 @@
 """The rewrite of segment groups inside Spark tasks: the same ``clean_group`` the in-process cleaner runs.
 
 Each task cleans one range of consecutive groups of a log, with the key lookup ``partial_maps`` gives it:
-the blob files of the map tasks of its range and the later ones (written by the round's map job), put into
-a C key map in range order; or, for a log of one range, its dirty segments mapped by the task itself.
+the files of the log's key classes (written by the round's map job), their bitmaps OR'd into a C key map
+and their blobs put only if a lookup needs them; or, for a log of one range, its dirty segments mapped by
+the task itself.
 Everything else a group needs was decided on the driver (``round_plan``) and
 travels with the task as a ``RoundTask``. The task reads its group's segment files itself and writes
 ``<base>.log.cleaned`` and its indexes next to them (executors must see the log dirs: local modes share the
@@ -114,7 +115,7 @@ class GroupResult:
 class RewriteItem:
     """One rewrite task's input: consecutive groups (``slots``) of the job's ``log``-th round, and where
     its lookup comes from (``partial_maps.range_lookup``): the splits it maps itself (``own``; a log of one
-    range) and the blob files it loads after them, in order."""
+    range), or the files of its log's key classes."""
 
     log: int
     slots: tuple[int, ...]
