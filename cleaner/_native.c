@@ -1971,32 +1971,10 @@ dump_key_map(PyObject *self, PyObject *arg)
     return blob;
 }
 
-/* One entry of a blob put into m; supersede: the put sets the bit of the offset it replaces (see
- * supersede_key_map). 0, or -1 (no memory). */
-static int
-put_blob_entry(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset, int supersede)
-{
-    if (!supersede) {
-        return keymap_put(m, key, n, offset);
-    }
-    int64_t previous = -1;
-    if (m->bits_state == BITS_VALID && offset <= m->bits_last) {
-        bits_off(m);
-    }
-    if (keymap_put_hashed(m, key, n, hash_bytes(key, n), offset, &previous) < 0) {
-        return -1;
-    }
-    if (m->bits_state == BITS_VALID && previous >= m->bits_base && previous <= m->bits_last) {
-        int64_t bit = previous - m->bits_base;
-        m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
-    }
-    return 0;
-}
-
-/* Put every entry of a dump_key_map blob (args: the KeyMap and the blob), the GIL released; the Python
- * result of load_key_map and supersede_key_map. */
+/* load_key_map(key_map, blob) -> None: put every entry of a dump_key_map blob (a later put wins), the GIL
+ * released. */
 static PyObject *
-put_blob(PyObject *args, int supersede)
+load_key_map(PyObject *self, PyObject *args)
 {
     PyObject *target;
     Py_buffer view;
@@ -2023,7 +2001,7 @@ put_blob(PyObject *args, int supersede)
             status = 1;
             break;
         }
-        if (put_blob_entry(m, p + BLOB_ENTRY_HEADER, (Py_ssize_t)n, offset, supersede) < 0) {
+        if (keymap_put(m, p + BLOB_ENTRY_HEADER, (Py_ssize_t)n, offset) < 0) {
             status = 2;
             break;
         }
@@ -2042,18 +2020,9 @@ put_blob(PyObject *args, int supersede)
     Py_RETURN_NONE;
 }
 
-/* load_key_map(key_map, blob) -> None: put every entry of a dump_key_map blob (a later put wins). */
-static PyObject *
-load_key_map(PyObject *self, PyObject *args)
-{
-    return put_blob(args, 0);
-}
-
 /*
- * A range's map for a parallel round (cleaner/spark/partial_maps.py): the superseded bitmap of a map built
- * by a scan in offset order travels with its blob, so the task that rewrites the range reads "superseded"
- * from bits as the in-process filter does; the later ranges' keys then set the bits of the offsets they
- * supersede.
+ * A map's superseded bitmap leaves its task with its blob (cleaner/spark/partial_maps.py), so that the task
+ * that rewrites a range reads "superseded" from bits as the in-process filter does (or_superseded_bits).
  */
 
 /* dump_superseded_bits(key_map) -> bytes or None: bits_base, bits_last (int64 LE), then the words
@@ -2081,55 +2050,6 @@ dump_superseded_bits(PyObject *self, PyObject *arg)
         put_le(p + 16 + 8 * i, m->bits[i], 8);
     }
     return out;
-}
-
-/* load_superseded_bits(key_map, bits) -> None: install a dump_superseded_bits bitmap into a map that holds
- * exactly the entries of the same scan's blob (load_key_map), put nowhere else since. */
-static PyObject *
-load_superseded_bits(PyObject *self, PyObject *args)
-{
-    PyObject *target;
-    Py_buffer view;
-    if (!PyArg_ParseTuple(args, "O!y*", &KeyMapType, &target, &view)) {
-        return NULL;
-    }
-    KeyMap *m = (KeyMap *)target;
-    const unsigned char *p = view.buf;
-    int64_t base = 0, last = -1, words = 0;
-    if (view.len >= 16) {
-        base = (int64_t)get_le(p, 8);
-        last = (int64_t)get_le(p + 8, 8);
-        words = last >= base && last - base < MAX_BITMAP_BITS ? (last - base) / 64 + 1 : -1;
-    }
-    if (view.len < 16 || words < 0 || view.len != 16 + words * 8) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "not a superseded bitmap");
-        return NULL;
-    }
-    bits_off(m);
-    m->bits = malloc((size_t)words * sizeof(uint64_t));
-    if (m->bits == NULL) {
-        PyBuffer_Release(&view);
-        return PyErr_NoMemory();
-    }
-    for (int64_t i = 0; i < words; i++) {
-        m->bits[i] = get_le(p + 16 + 8 * i, 8);
-    }
-    PyBuffer_Release(&view);
-    m->bits_words = words;
-    m->bits_base = base;
-    m->bits_last = last;
-    m->bits_state = BITS_VALID;
-    Py_RETURN_NONE;
-}
-
-/* supersede_key_map(key_map, blob) -> None: load_key_map for the blob of a later range (every offset above
- * the map's scanned ones): where a key was there, the bit of the offset it replaces is set, so the bitmap
- * stays valid; an offset at or below the scanned ones turns it off. */
-static PyObject *
-supersede_key_map(PyObject *self, PyObject *args)
-{
-    return put_blob(args, 1);
 }
 
 /*
@@ -2376,8 +2296,6 @@ static PyMethodDef key_map_blob_methods[] = {
     {"dump_key_map", dump_key_map, METH_O, "A KeyMap's entries as one blob."},
     {"load_key_map", load_key_map, METH_VARARGS, "Put a blob's entries into a KeyMap."},
     {"dump_superseded_bits", dump_superseded_bits, METH_O, "A scanned KeyMap's superseded bitmap."},
-    {"load_superseded_bits", load_superseded_bits, METH_VARARGS, "Install a superseded bitmap."},
-    {"supersede_key_map", supersede_key_map, METH_VARARGS, "Put a later range's blob, keeping the bits."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -48,13 +48,11 @@ __all__ = [
     "has_native",
     "key_class",
     "load_key_map",
-    "load_superseded_bits",
     "native_key_map",
     "new_native_key_map",
     "or_superseded_bits",
     "scan_producer_headers",
     "set_key_class",
-    "supersede_key_map",
 ]
 
 _TRANSACTIONAL_BIT = 0x10
@@ -143,22 +141,6 @@ def dump_superseded_bits(key_map: NativeKeyMap) -> bytes | None:
     if _native is None:
         raise RuntimeError("dump_superseded_bits needs cleaner._native")
     return _native.dump_superseded_bits(key_map)  # type: ignore[no-any-return]
-
-
-def load_superseded_bits(key_map: NativeKeyMap, bits: bytes | memoryview) -> None:
-    """Install a ``dump_superseded_bits`` bitmap into ``key_map``, which holds exactly the entries of the
-    same map's blob (``load_key_map`` into a fresh map); ``ValueError`` if it is not one."""
-    if _native is None:
-        raise RuntimeError("load_superseded_bits needs cleaner._native")
-    _native.load_superseded_bits(key_map, bits)
-
-
-def supersede_key_map(key_map: NativeKeyMap, blob: bytes | memoryview) -> None:
-    """``load_key_map`` for the blob of a map of later offsets: the bit of each offset one of its keys
-    replaces is set, so the bitmap stays valid (an offset not above the bitmap's turns it off)."""
-    if _native is None:
-        raise RuntimeError("supersede_key_map needs cleaner._native")
-    _native.supersede_key_map(key_map, blob)
 
 
 def set_key_class(key_map: NativeKeyMap, key_class_: int, classes: int) -> None:

@@ -144,9 +144,9 @@ def test_a_corrupt_batch_fails_the_round_and_changes_nothing(
 def test_consecutive_groups_share_a_task_and_the_tasks_spread_over_the_cores(
     tmp_path: Path, spark_holder: SparkSessionHolder
 ) -> None:
-    """Groups are packed in offset order into a few rewrite tasks per core (``local[2]``, no size floor with
-    ``max_split_bytes=1``: the log is mapped by key hash, two classes, four rewrite tasks a class), the last
-    groups' task first; each group is rewritten once."""
+    """Groups are packed in offset order into about one rewrite task per core (``local[2]``: two, when no
+    size floor applies, as with ``max_split_bytes=1``; the log is then mapped by key hash in two classes);
+    each group is rewritten once."""
     oracle, spark = build_twins(tmp_path, CONFIG, mixed_ops(60))
     engine = SparkEngine(clock=spark.clock, session=spark_holder, max_split_bytes=1)
     seen: list[list[int]] = []
@@ -160,7 +160,7 @@ def test_consecutive_groups_share_a_task_and_the_tasks_spread_over_the_cores(
     engine._rewrite = spy  # type: ignore[method-assign]
     clean_round(engine, spark.log)
     partitions = seen[0]
-    assert len(partitions) > 5 and partitions == sorted(partitions, reverse=True)
+    assert len(partitions) > 5 and partitions == sorted(partitions)
     tasks = len(set(partitions))
     assert sorted(set(partitions)) == list(range(tasks)) and 1 < tasks < len(partitions)
     clean_round(InProcessEngine(oracle.clock), oracle.log)

@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 import cleaner.native
 from cleaner.offset_map import OffsetMap, build_offset_map
 from cleaner.spark import partial_maps
-from cleaner.spark.job_ticket import JobTicket
+from cleaner.spark.job_ticket import JobTicket, TaskTicket
 from cleaner.spark.partial_maps import (
     MapSplit,
     blob_path,
     build_partial_map,
     class_tasks,
+    ensure_class_files,
     map_tasks,
     merged_lookup,
     range_lookup,
@@ -333,3 +334,37 @@ def test_a_deferred_blob_is_checked_now_and_a_cut_bitmap_is_refused() -> None:
     target = native.KeyMap()
     cleaner.native.defer_key_map(target, blob)
     assert (target.get(b"a"), target.get(b"b"), len(target)) == (1, -1, 1)
+
+
+def test_a_class_file_is_mapped_once_and_again_only_if_it_is_not_complete(many_keys: PartitionLog) -> None:
+    """Tasks starting on different classes each find the other's file done; a file cut short (a task that
+    died while writing it) is mapped again, the complete ones are left as they are."""
+    log = many_keys
+    end = log.active_segment.base_offset
+    splits = plan_splits(log.directory, from_offset=0, until_offset=end, max_split_bytes=1 << 30)
+    ticket = JobTicket.create(str(log.directory), end)
+    tasks = [
+        replace(task, blob_path=blob_path(str(log.directory), end, task.key_class), ticket=ticket.path)
+        for task in class_tasks(0, splits, 0, [], 3)
+    ]
+    paths = [Path(task.blob_path) for task in tasks]
+    try:
+        for first in (1, 0, 2):
+            with TaskTicket(ticket.path) as held:
+                ensure_class_files(tasks, first, held)
+        stamps = [path.stat().st_mtime_ns for path in paths]
+        sizes = [path.stat().st_size for path in paths]
+        with open(paths[1], "r+b") as file:
+            file.truncate(sizes[1] - 1)
+        with TaskTicket(ticket.path) as held:
+            ensure_class_files(tasks, 0, held)
+        assert [path.stat().st_size for path in paths] == sizes
+        assert paths[0].stat().st_mtime_ns == stamps[0] and paths[2].stat().st_mtime_ns == stamps[2]
+        lookup, size = range_lookup(None, [str(path) for path in paths])
+        whole = in_process_offset_map(log, 0)
+        keys = [b"key-%d" % i for i in range(3_100)]
+        assert size == whole.size and [lookup(key) for key in keys] == [whole.get(key) for key in keys]
+    finally:
+        ticket.close()
+        for path in paths:
+            path.unlink(missing_ok=True)
