@@ -365,6 +365,8 @@ class SparkEngine:
             )
 
         try:
+            for split in map_splits:  # a complete file is used as found: none may come from elsewhere
+                Path(split.blob_path).unlink(missing_ok=True)
             rewritten = context.parallelize(items, len(items)).mapPartitionsWithIndex(
                 rewrite_partition(round_tasks)
             )
