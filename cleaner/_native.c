@@ -229,6 +229,26 @@ read_record(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, RecordVie
     return 0;
 }
 
+/* read_record's fields that the key map needs (offset delta, key), the rest of the record skipped by its
+ * length: for a map task that leaves checking the batch to another task (see map_batches). -1 if odd. */
+static inline int
+read_record_key(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, RecordView *r)
+{
+    int64_t length, timestamp_delta;
+    if (read_varint(buf, end, pos, &length) < 0 || length < 0 || length > end - *pos) {
+        return -1;
+    }
+    Py_ssize_t record_end = *pos + (Py_ssize_t)length;
+    Py_ssize_t p = *pos + 1; /* attributes: unused */
+    if (p > record_end || read_varint(buf, record_end, &p, &timestamp_delta) < 0
+        || read_varint(buf, record_end, &p, &r->offset_delta) < 0
+        || read_nullable(buf, record_end, &p, &r->key, &r->key_length) < 0) {
+        return -1;
+    }
+    *pos = record_end;
+    return 0;
+}
+
 /* -- the key map --------------------------------------------------------------------------------- */
 
 #define INLINE_KEY_BYTES 12
@@ -310,7 +330,13 @@ typedef struct {
     int64_t bits_words;  /* allocated 64-bit words */
     int bits_state;
     unsigned char *reserve; /* the address range the slots grow in (see keymap_grow), or NULL: malloc'd */
+    uint32_t key_class;  /* with classes > 1, the map takes only the keys of this hash class (set_key_class) */
+    uint32_t classes;
+    Py_buffer *deferred; /* blobs put only when the map is first read (defer_key_map) */
+    Py_ssize_t deferred_count, deferred_done, deferred_capacity;
 } KeyMap;
+
+static int keymap_complete(KeyMap *m); /* with the blob functions, at the end of the file */
 
 static uint64_t
 hash_bytes(const unsigned char *s, Py_ssize_t n)
@@ -330,6 +356,37 @@ hash_bytes(const unsigned char *s, Py_ssize_t n)
     h *= 0xff51afd7ed558ccdULL;
     h ^= h >> 33;
     return h;
+}
+
+/* A key's hash class of `classes` (the map by key hash of a parallel round): from the hash's high half,
+ * so that it does not follow the table's home slot, which its low bits give. */
+static inline uint32_t
+key_class_of(uint64_t hash, uint32_t classes)
+{
+    return (uint32_t)(((hash >> 32) * (uint64_t)classes) >> 32);
+}
+
+static inline int
+keymap_takes(const KeyMap *m, uint64_t hash)
+{
+    return m->classes <= 1 || key_class_of(hash, m->classes) == m->key_class;
+}
+
+/*
+ * Whether this map's scan checks the batch at base_offset (its CRC, every field of every record) or only
+ * reads its keys. A map of every key checks every batch. Of K maps by key hash over one log, each checks
+ * the batches of one class of base offsets (hashed), so every batch is checked once by one of them; if a
+ * batch is corrupt, the map that checks it fails (the Python decoder raises) and with it the round, so the
+ * keys that another map read from it unchecked are never used.
+ */
+static inline int
+keymap_checks_batch(const KeyMap *m, int64_t base_offset)
+{
+    if (m->classes <= 1) {
+        return 1;
+    }
+    uint64_t h = (uint64_t)base_offset * 0x9E3779B97F4A7C15ULL;
+    return key_class_of(h ^ (h >> 29), m->classes) == m->key_class;
 }
 
 #define HUGE_PAGE_BYTES (2u << 20)
@@ -667,7 +724,8 @@ static int
 keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
 {
     bits_off(m);
-    return keymap_put_hashed(m, key, n, hash_bytes(key, n), offset, NULL);
+    uint64_t hash = hash_bytes(key, n);
+    return keymap_takes(m, hash) ? keymap_put_hashed(m, key, n, hash, offset, NULL) : 0;
 }
 
 static int64_t
@@ -686,6 +744,18 @@ keymap_get(KeyMap *m, const unsigned char *key, Py_ssize_t n)
     return keymap_get_hashed(m, key, n, hash_bytes(key, n));
 }
 
+/* Drop the deferred blobs, put or not (with the GIL: their buffers are released). */
+static void
+keymap_release_deferred(KeyMap *m)
+{
+    for (Py_ssize_t i = 0; i < m->deferred_count; i++) {
+        PyBuffer_Release(&m->deferred[i]);
+    }
+    free(m->deferred);
+    m->deferred = NULL;
+    m->deferred_count = m->deferred_done = m->deferred_capacity = 0;
+}
+
 static void
 keymap_dealloc(KeyMap *m)
 {
@@ -696,6 +766,7 @@ keymap_dealloc(KeyMap *m)
     free(m->arena);
     free(m->bits);
     Py_END_ALLOW_THREADS
+    keymap_release_deferred(m);
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
 
@@ -1019,7 +1090,7 @@ scratch_free(Scratch *sc)
  * every record is parsed before the first put), 2 no memory. Pass 1 parses and prefetches the slots. */
 static int
 map_area(KeyMap *m, Scratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ssize_t count,
-         int64_t base_offset, int64_t start, int64_t *last_put)
+         int64_t base_offset, int64_t start, int64_t *last_put, int checks)
 {
     if (count < 0 || count > end) { /* a record takes at least 7 bytes: a corrupt count */
         return 1;
@@ -1031,13 +1102,18 @@ map_area(KeyMap *m, Scratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ss
     for (Py_ssize_t n = 0; n < count; n++) {
         RecordView *r = &sc->views[mapped];
         int64_t offset;
-        if (read_record(buf, end, &pos, r) < 0 || __builtin_add_overflow(base_offset, r->offset_delta, &offset)) {
+        if ((checks ? read_record(buf, end, &pos, r) : read_record_key(buf, end, &pos, r)) < 0
+            || __builtin_add_overflow(base_offset, r->offset_delta, &offset)) {
             return 1;
         }
         if (r->key >= 0 && offset >= start) {
-            sc->hashes[mapped] = hash_bytes(buf + r->key, r->key_length);
+            uint64_t hash = hash_bytes(buf + r->key, r->key_length);
+            if (!keymap_takes(m, hash)) {
+                continue; /* another class's key (a map by key hash) */
+            }
+            sc->hashes[mapped] = hash;
             if (mapped < PREFETCH_DISTANCE) {
-                keymap_prefetch(m, sc->hashes[mapped]);
+                keymap_prefetch(m, hash);
             }
             sc->offsets[mapped++] = offset;
         }
@@ -1068,11 +1144,15 @@ keymap_map_records(KeyMap *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nLL", &view, &count, &base_offset, &start)) {
         return NULL;
     }
+    if (keymap_complete(m) < 0) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
     Scratch sc = {0};
     int64_t last_put = -1;
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = map_area(m, &sc, view.buf, view.len, count, base_offset, start, &last_put);
+    status = map_area(m, &sc, view.buf, view.len, count, base_offset, start, &last_put, 1);
     Py_END_ALLOW_THREADS
     scratch_free(&sc);
     PyBuffer_Release(&view);
@@ -1120,6 +1200,10 @@ keymap_map_batches(KeyMap *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nnL", &view, &pos, &limit, &start)) {
         return NULL;
     }
+    if (keymap_complete(m) < 0) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
     const unsigned char *buf = view.buf;
     Py_ssize_t len = view.len, batches = 0, records = 0, bytes = 0;
     int64_t last_offset = -1, latest = -1;
@@ -1139,11 +1223,14 @@ keymap_map_batches(KeyMap *m, PyObject *args)
         int32_t last_delta = (int32_t)be32(b + 23);
         int32_t count = (int32_t)be32(b + 57);
         int64_t base = be64(b);
-        if ((attributes & NOT_PLAIN_BITS) || last_delta < 0 || count <= 0 || crc32c(b + 21, (size_t)size - 21) != be32(b + 17)) {
+        int checks = keymap_checks_batch(m, base);
+        if ((attributes & NOT_PLAIN_BITS) || last_delta < 0 || count <= 0
+            || (checks && crc32c(b + 21, (size_t)size - 21) != be32(b + 17))) {
             break;
         }
         int64_t last_put = -1;
-        status = map_area(m, &sc, b + BATCH_OVERHEAD, (Py_ssize_t)size - BATCH_OVERHEAD, count, base, start, &last_put);
+        status = map_area(m, &sc, b + BATCH_OVERHEAD, (Py_ssize_t)size - BATCH_OVERHEAD, count, base, start, &last_put,
+                          checks);
         if (status != 0) {
             status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
             break;
@@ -1173,6 +1260,9 @@ static PyObject *
 keymap_get_py(KeyMap *m, PyObject *arg)
 {
     Py_buffer view;
+    if (keymap_complete(m) < 0) {
+        return PyErr_NoMemory();
+    }
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
@@ -1189,7 +1279,7 @@ keymap_put_py(KeyMap *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*L", &view, &offset)) {
         return NULL;
     }
-    int rc = keymap_put(m, view.buf, view.len, offset);
+    int rc = keymap_complete(m) < 0 ? -1 : keymap_put(m, view.buf, view.len, offset);
     PyBuffer_Release(&view);
     if (rc < 0) {
         return PyErr_NoMemory();
@@ -1209,12 +1299,17 @@ keymap_clear(KeyMap *m, PyObject *unused)
     m->bits = NULL;
     m->bits_words = 0;
     m->bits_state = BITS_EMPTY;
+    keymap_release_deferred(m);
     Py_RETURN_NONE;
 }
 
 static Py_ssize_t
 keymap_len(KeyMap *m)
 {
+    if (keymap_complete(m) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
     return m->size;
 }
 
@@ -1336,6 +1431,9 @@ filter_area(FilterScratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ssiz
                 r->superseded = keymap_superseded(key_map, offset);
             }
             if (r->superseded < 0) {
+                if (keymap_complete(key_map) < 0) { /* a first lookup the bitmap cannot answer */
+                    return 2;
+                }
                 sc->hashes[c->read] = hash_bytes(buf + r->key, r->key_length);
                 keymap_prefetch(key_map, sc->hashes[c->read]);
             }
@@ -1881,6 +1979,9 @@ dump_key_map(PyObject *self, PyObject *arg)
         return NULL;
     }
     KeyMap *m = (KeyMap *)arg;
+    if (keymap_complete(m) < 0) {
+        return PyErr_NoMemory();
+    }
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < m->capacity; i++) {
         if (m->slots[i].key_length >= 0) {
@@ -1907,32 +2008,10 @@ dump_key_map(PyObject *self, PyObject *arg)
     return blob;
 }
 
-/* One entry of a blob put into m; supersede: the put sets the bit of the offset it replaces (see
- * supersede_key_map). 0, or -1 (no memory). */
-static int
-put_blob_entry(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset, int supersede)
-{
-    if (!supersede) {
-        return keymap_put(m, key, n, offset);
-    }
-    int64_t previous = -1;
-    if (m->bits_state == BITS_VALID && offset <= m->bits_last) {
-        bits_off(m);
-    }
-    if (keymap_put_hashed(m, key, n, hash_bytes(key, n), offset, &previous) < 0) {
-        return -1;
-    }
-    if (m->bits_state == BITS_VALID && previous >= m->bits_base && previous <= m->bits_last) {
-        int64_t bit = previous - m->bits_base;
-        m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
-    }
-    return 0;
-}
-
-/* Put every entry of a dump_key_map blob (args: the KeyMap and the blob), the GIL released; the Python
- * result of load_key_map and supersede_key_map. */
+/* load_key_map(key_map, blob) -> None: put every entry of a dump_key_map blob (a later put wins), the GIL
+ * released. */
 static PyObject *
-put_blob(PyObject *args, int supersede)
+load_key_map(PyObject *self, PyObject *args)
 {
     PyObject *target;
     Py_buffer view;
@@ -1940,6 +2019,10 @@ put_blob(PyObject *args, int supersede)
         return NULL;
     }
     KeyMap *m = (KeyMap *)target;
+    if (keymap_complete(m) < 0) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
     const unsigned char *p = view.buf;
     Py_ssize_t left = view.len;
     int status = 0;
@@ -1955,7 +2038,7 @@ put_blob(PyObject *args, int supersede)
             status = 1;
             break;
         }
-        if (put_blob_entry(m, p + BLOB_ENTRY_HEADER, (Py_ssize_t)n, offset, supersede) < 0) {
+        if (keymap_put(m, p + BLOB_ENTRY_HEADER, (Py_ssize_t)n, offset) < 0) {
             status = 2;
             break;
         }
@@ -1974,18 +2057,9 @@ put_blob(PyObject *args, int supersede)
     Py_RETURN_NONE;
 }
 
-/* load_key_map(key_map, blob) -> None: put every entry of a dump_key_map blob (a later put wins). */
-static PyObject *
-load_key_map(PyObject *self, PyObject *args)
-{
-    return put_blob(args, 0);
-}
-
 /*
- * A range's map for a parallel round (cleaner/spark/partial_maps.py): the superseded bitmap of a map built
- * by a scan in offset order travels with its blob, so the task that rewrites the range reads "superseded"
- * from bits as the in-process filter does; the later ranges' keys then set the bits of the offsets they
- * supersede.
+ * A map's superseded bitmap leaves its task with its blob (cleaner/spark/partial_maps.py), so that the task
+ * that rewrites a range reads "superseded" from bits as the in-process filter does (or_superseded_bits).
  */
 
 /* dump_superseded_bits(key_map) -> bytes or None: bits_base, bits_last (int64 LE), then the words
@@ -2015,61 +2089,250 @@ dump_superseded_bits(PyObject *self, PyObject *arg)
     return out;
 }
 
-/* load_superseded_bits(key_map, bits) -> None: install a dump_superseded_bits bitmap into a map that holds
- * exactly the entries of the same scan's blob (load_key_map), put nowhere else since. */
-static PyObject *
-load_superseded_bits(PyObject *self, PyObject *args)
+/*
+ * The map by key hash (cleaner/spark/partial_maps.py, several map tasks over one log): map task k of K scans
+ * the whole dirty section in offset order but its map takes only the keys of hash class k (set_key_class),
+ * so it builds a table of about 1/K of the keys and the superseded bits of its keys' records. The classes
+ * partition the keys, so the K bitmaps OR'd (or_superseded_bits) are the bitmap of one map of every key, and
+ * the K blobs together are that map's entries: a rewrite task installs the bits and defers the blobs
+ * (defer_key_map), which are put only if a record needs a lookup the bitmap cannot answer.
+ */
+
+/* The entries of a dump_key_map blob are whole; 0, or -1. */
+static int
+blob_is_whole(const unsigned char *p, Py_ssize_t left)
 {
-    PyObject *target;
-    Py_buffer view;
-    if (!PyArg_ParseTuple(args, "O!y*", &KeyMapType, &target, &view)) {
+    while (left > 0) {
+        if (left < BLOB_ENTRY_HEADER) {
+            return -1;
+        }
+        uint64_t n = get_le(p, 4);
+        if (n > (uint64_t)(left - BLOB_ENTRY_HEADER) || n > INT32_MAX) {
+            return -1;
+        }
+        p += BLOB_ENTRY_HEADER + (Py_ssize_t)n;
+        left -= BLOB_ENTRY_HEADER + (Py_ssize_t)n;
+    }
+    return 0;
+}
+
+#define COMPLETE_AHEAD 16 /* entries hashed (their slots prefetched) before the first of them is put */
+
+/* Put the deferred blobs (checked whole by defer_key_map), keeping the bitmap: 0, or -1 (no memory; what
+ * is put stays, and the next call puts the rest again). Needs no GIL: called from the filter's loop. */
+static int
+keymap_complete(KeyMap *m)
+{
+    while (m->deferred_done < m->deferred_count) {
+        const unsigned char *p = m->deferred[m->deferred_done].buf;
+        const unsigned char *end = p + m->deferred[m->deferred_done].len;
+        const unsigned char *keys[COMPLETE_AHEAD];
+        uint64_t hashes[COMPLETE_AHEAD];
+        while (p < end) {
+            int n = 0;
+            for (; n < COMPLETE_AHEAD && p < end; n++) {
+                keys[n] = p;
+                Py_ssize_t length = (Py_ssize_t)get_le(p, 4);
+                hashes[n] = hash_bytes(p + BLOB_ENTRY_HEADER, length);
+                keymap_prefetch(m, hashes[n]);
+                p += BLOB_ENTRY_HEADER + length;
+            }
+            for (int i = 0; i < n; i++) {
+                Py_ssize_t length = (Py_ssize_t)get_le(keys[i], 4);
+                int64_t offset = (int64_t)get_le(keys[i] + 4, 8);
+                if (keymap_put_hashed(m, keys[i] + BLOB_ENTRY_HEADER, length, hashes[i], offset, NULL) < 0) {
+                    return -1;
+                }
+            }
+        }
+        m->deferred_done++;
+    }
+    return 0;
+}
+
+/* defer_key_map(key_map, blob) -> None: the blob's entries are put (a later blob wins) when the map is
+ * first read beyond its bitmap: a lookup the bitmap cannot answer, get, len, a dump or a put. The map keeps
+ * the blob (a buffer) until then; its bitmap stays as it is: the blobs are the key classes of the scan
+ * the bitmap is of. */
+static PyObject *
+defer_key_map(PyObject *self, PyObject *args)
+{
+    PyObject *target, *blob;
+    if (!PyArg_ParseTuple(args, "O!O", &KeyMapType, &target, &blob)) {
         return NULL;
     }
     KeyMap *m = (KeyMap *)target;
+    Py_buffer view;
+    if (PyObject_GetBuffer(blob, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (blob_is_whole(view.buf, view.len) < 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "not a key map blob: an entry runs past its end");
+        return NULL;
+    }
+    if (m->deferred_count == m->deferred_capacity) {
+        Py_ssize_t grown = m->deferred_capacity ? m->deferred_capacity * 2 : 8;
+        Py_buffer *more = realloc(m->deferred, (size_t)grown * sizeof(Py_buffer));
+        if (more == NULL) {
+            PyBuffer_Release(&view);
+            return PyErr_NoMemory();
+        }
+        m->deferred = more;
+        m->deferred_capacity = grown;
+    }
+    m->deferred[m->deferred_count++] = view;
+    Py_RETURN_NONE;
+}
+
+/* set_key_class(key_map, key_class, classes) -> None: from now on the map takes only keys of that class
+ * (its scans skip the others; put ignores them); classes 1: every key. The map must be empty. */
+static PyObject *
+set_key_class(PyObject *self, PyObject *args)
+{
+    PyObject *target;
+    unsigned int key_class, classes;
+    if (!PyArg_ParseTuple(args, "O!II", &KeyMapType, &target, &key_class, &classes)) {
+        return NULL;
+    }
+    KeyMap *m = (KeyMap *)target;
+    if (classes < 1 || key_class >= classes) {
+        PyErr_Format(PyExc_ValueError, "key class %u of %u classes", key_class, classes);
+        return NULL;
+    }
+    if (m->size != 0 || m->deferred_count != 0 || m->bits_state != BITS_EMPTY) {
+        PyErr_SetString(PyExc_ValueError, "set_key_class needs an empty KeyMap");
+        return NULL;
+    }
+    m->key_class = key_class;
+    m->classes = classes;
+    Py_RETURN_NONE;
+}
+
+/* key_class(key, classes) -> int: the key's hash class (the one whose map takes it). */
+static PyObject *
+key_class(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    unsigned int classes;
+    if (!PyArg_ParseTuple(args, "y*I", &view, &classes)) {
+        return NULL;
+    }
+    if (classes < 1) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "classes must be >= 1");
+        return NULL;
+    }
+    uint32_t k = key_class_of(hash_bytes(view.buf, view.len), classes);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(k);
+}
+
+/* OR the `words` words of src (bit 0 = offset src_base) into dst (bit 0 = offset dst_base <= src_base),
+ * which has room for them (dst_words words). */
+static void
+or_bits_at(uint64_t *dst, int64_t dst_words, int64_t dst_base, const unsigned char *src, int64_t words,
+           int64_t src_base)
+{
+    int64_t at = src_base - dst_base;
+    int64_t w = at / 64;
+    int s = (int)(at % 64);
+    for (int64_t i = 0; i < words; i++) {
+        uint64_t v = get_le(src + 8 * i, 8);
+        if (v == 0) {
+            continue;
+        }
+        dst[w + i] |= v << s;
+        if (s != 0 && w + i + 1 < dst_words) {
+            dst[w + i + 1] |= v >> (64 - s);
+        }
+    }
+}
+
+/* or_superseded_bits(key_map, bits or None) -> None: OR one key class's dump_superseded_bits bitmap into
+ * the map's (an empty map takes it as it is), over the union of their offsets; None (a class whose map
+ * kept no bitmap) turns the map's off: its lookups then go to the (deferred) entries. */
+static PyObject *
+or_superseded_bits(PyObject *self, PyObject *args)
+{
+    PyObject *target, *bits;
+    if (!PyArg_ParseTuple(args, "O!O", &KeyMapType, &target, &bits)) {
+        return NULL;
+    }
+    KeyMap *m = (KeyMap *)target;
+    if (bits == Py_None) {
+        bits_off(m);
+        Py_RETURN_NONE;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(bits, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
     const unsigned char *p = view.buf;
-    int64_t base = 0, last = -1, words = 0;
+    int64_t base = 0, last = -1, words = -1;
     if (view.len >= 16) {
         base = (int64_t)get_le(p, 8);
         last = (int64_t)get_le(p + 8, 8);
         words = last >= base && last - base < MAX_BITMAP_BITS ? (last - base) / 64 + 1 : -1;
     }
-    if (view.len < 16 || words < 0 || view.len != 16 + words * 8) {
+    if (words < 0 || view.len != 16 + words * 8) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "not a superseded bitmap");
         return NULL;
     }
-    bits_off(m);
-    m->bits = malloc((size_t)words * sizeof(uint64_t));
-    if (m->bits == NULL) {
+    if (m->bits_state == BITS_OFF) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    int64_t new_base = base, new_last = last;
+    if (m->bits_state == BITS_VALID) {
+        new_base = m->bits_base < base ? m->bits_base : base;
+        new_last = m->bits_last > last ? m->bits_last : last;
+    }
+    if (new_last - new_base >= MAX_BITMAP_BITS) {
+        PyBuffer_Release(&view);
+        bits_off(m);
+        Py_RETURN_NONE;
+    }
+    int64_t new_words = (new_last - new_base) / 64 + 1;
+    uint64_t *merged = calloc((size_t)new_words, sizeof(uint64_t));
+    if (merged == NULL) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
-    for (int64_t i = 0; i < words; i++) {
-        m->bits[i] = get_le(p + 16 + 8 * i, 8);
+    if (m->bits_state == BITS_VALID) {
+        int64_t old_words = (m->bits_last - m->bits_base) / 64 + 1;
+        unsigned char *old = malloc((size_t)old_words * 8);
+        if (old == NULL) {
+            free(merged);
+            PyBuffer_Release(&view);
+            return PyErr_NoMemory();
+        }
+        for (int64_t i = 0; i < old_words; i++) {
+            put_le(old + 8 * i, m->bits[i], 8);
+        }
+        or_bits_at(merged, new_words, new_base, old, old_words, m->bits_base);
+        free(old);
     }
+    or_bits_at(merged, new_words, new_base, p + 16, words, base);
     PyBuffer_Release(&view);
-    m->bits_words = words;
-    m->bits_base = base;
-    m->bits_last = last;
+    free(m->bits);
+    m->bits = merged;
+    m->bits_words = new_words;
+    m->bits_base = new_base;
+    m->bits_last = new_last;
     m->bits_state = BITS_VALID;
     Py_RETURN_NONE;
 }
 
-/* supersede_key_map(key_map, blob) -> None: load_key_map for the blob of a later range (every offset above
- * the map's scanned ones): where a key was there, the bit of the offset it replaces is set, so the bitmap
- * stays valid; an offset at or below the scanned ones turns it off. */
-static PyObject *
-supersede_key_map(PyObject *self, PyObject *args)
-{
-    return put_blob(args, 1);
-}
-
 static PyMethodDef key_map_blob_methods[] = {
+    {"defer_key_map", defer_key_map, METH_VARARGS, "Put a blob's entries when the map is first read."},
+    {"set_key_class", set_key_class, METH_VARARGS, "Make a KeyMap take only the keys of one hash class."},
+    {"key_class", key_class, METH_VARARGS, "A key's hash class."},
+    {"or_superseded_bits", or_superseded_bits, METH_VARARGS, "OR a key class's superseded bitmap in."},
     {"dump_key_map", dump_key_map, METH_O, "A KeyMap's entries as one blob."},
     {"load_key_map", load_key_map, METH_VARARGS, "Put a blob's entries into a KeyMap."},
     {"dump_superseded_bits", dump_superseded_bits, METH_O, "A scanned KeyMap's superseded bitmap."},
-    {"load_superseded_bits", load_superseded_bits, METH_VARARGS, "Install a superseded bitmap."},
-    {"supersede_key_map", supersede_key_map, METH_VARARGS, "Put a later range's blob, keeping the bits."},
     {NULL, NULL, 0, NULL},
 };
 

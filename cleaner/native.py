@@ -40,17 +40,19 @@ __all__ = [
     "NativeKeyMap",
     "Writeback",
     "dump_key_map",
+    "defer_key_map",
     "dump_superseded_bits",
     "encode_rebuilt_batch",
     "filter_batches",
     "filter_records",
     "has_native",
+    "key_class",
     "load_key_map",
-    "load_superseded_bits",
     "native_key_map",
     "new_native_key_map",
+    "or_superseded_bits",
     "scan_producer_headers",
-    "supersede_key_map",
+    "set_key_class",
 ]
 
 _TRANSACTIONAL_BIT = 0x10
@@ -141,20 +143,55 @@ def dump_superseded_bits(key_map: NativeKeyMap) -> bytes | None:
     return _native.dump_superseded_bits(key_map)  # type: ignore[no-any-return]
 
 
-def load_superseded_bits(key_map: NativeKeyMap, bits: bytes | memoryview) -> None:
-    """Install a ``dump_superseded_bits`` bitmap into ``key_map``, which holds exactly the entries of the
-    same map's blob (``load_key_map`` into a fresh map); ``ValueError`` if it is not one."""
+def set_key_class(key_map: NativeKeyMap, key_class_: int, classes: int) -> None:
+    """Make an empty C key map take only the keys of hash class ``key_class_`` of ``classes``
+    (``key_class``): its scans skip other keys and check only their share of the batches (``_native.c``:
+    the map by key hash)."""
     if _native is None:
-        raise RuntimeError("load_superseded_bits needs cleaner._native")
-    _native.load_superseded_bits(key_map, bits)
+        raise RuntimeError("set_key_class needs cleaner._native")
+    _native.set_key_class(key_map, key_class_, classes)
 
 
-def supersede_key_map(key_map: NativeKeyMap, blob: bytes | memoryview) -> None:
-    """``load_key_map`` for the blob of a map of later offsets: the bit of each offset one of its keys
-    replaces is set, so the bitmap stays valid (an offset not above the bitmap's turns it off)."""
+def key_class(key: bytes, classes: int) -> int:
+    """The hash class of ``key`` among ``classes``: from the C key map's hash, computed in Python without C
+    (the same value: a map task without C and a rewrite task with it agree)."""
+    if _native is not None:
+        return _native.key_class(key, classes)  # type: ignore[no-any-return]
+    return ((_hash_bytes(key) >> 32) * classes) >> 32
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _hash_bytes(key: bytes) -> int:
+    """``hash_bytes`` of ``_native.c`` (64-bit words read little-endian)."""
+    h = 0xCBF29CE484222325 ^ len(key)
+    whole = len(key) - len(key) % 8
+    for i in range(0, whole, 8):
+        h = ((h ^ int.from_bytes(key[i : i + 8], "little")) * 0x100000001B3) & _MASK64
+        h ^= h >> 29
+    for byte in key[whole:]:
+        h = ((h ^ byte) * 0x100000001B3) & _MASK64
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & _MASK64
+    return h ^ (h >> 33)
+
+
+def or_superseded_bits(key_map: NativeKeyMap, bits: bytes | memoryview | None) -> None:
+    """OR one key class's ``dump_superseded_bits`` bitmap into ``key_map``'s (None: that class's map kept
+    none, so neither does ``key_map``); ``ValueError`` if it is not a bitmap."""
     if _native is None:
-        raise RuntimeError("supersede_key_map needs cleaner._native")
-    _native.supersede_key_map(key_map, blob)
+        raise RuntimeError("or_superseded_bits needs cleaner._native")
+    _native.or_superseded_bits(key_map, bits)
+
+
+def defer_key_map(key_map: NativeKeyMap, blob: bytes | memoryview) -> None:
+    """``load_key_map`` when ``key_map`` is first read beyond its bitmap (a lookup the bits cannot answer,
+    ``get``, ``len``, a dump or a put), keeping the bitmap: for the key classes of the scan the bits are of.
+    ``key_map`` holds ``blob`` until then; ``ValueError`` now if the blob is cut short."""
+    if _native is None:
+        raise RuntimeError("defer_key_map needs cleaner._native")
+    _native.defer_key_map(key_map, blob)
 
 
 def filter_records(

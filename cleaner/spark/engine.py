@@ -8,14 +8,16 @@ A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
    (``ranges_per_log``: about one task per core over the job, ranges of at least ``max_split_bytes``; many
    logs get one each). A log of one range needs one Spark job: its task maps its dirty segments itself in
    C, in offset order, then ``clean_group`` rewrites its groups with that map, as the in-process round
-   does. A log of several ranges first has a map job: one task per range with dirty segments maps them in C
-   and writes the map (blob and superseded bitmap) to a scratch file in the log's dir (``partial_maps``);
-   then in the rewrite job each range's task loads its own range's file and every later one's (only paths
-   go through Spark; no exchange, no aggregation by key, no Python object per record) and rewrites its
-   groups, writing ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. A round ticket
+   does. A log of several ranges is mapped by key hash, in the same job: it has one task per range and
+   as many key classes; each task makes sure every class's map file exists (the first task to reach a
+   class maps it in C over the whole dirty section and writes its blob and superseded bitmap to a scratch
+   file in the log's dir, under that file's lock; ``partial_maps``), ORs every class's bitmap and keeps
+   their blobs for the lookups the bits cannot answer, cuts the log's groups into ranges by what each
+   group keeps (``rewrite_ranges``: every task the same cut) and cleans its own range (only paths go
+   through Spark; no exchange, no aggregation by key, no Python object per record), writing
+   ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. A round ticket
    (``job_ticket``) guarantees that no task of a cancelled or failed job writes after the driver removed
-   the tasks' files; the scratch files are removed after the rewrite job, whatever happened, before any
-   swap;
+   the tasks' files; the scratch files are removed after the job, whatever happened, before any swap;
 3. driver: in offset order, ``check_aborted`` then ``log.replace_segments`` (Kafka's .cleaned → .swap →
    .deleted protocol, crash-safe as in ``cleaner.cleaner``) and ``schedule_delete`` of the replaced files.
 
@@ -27,17 +29,15 @@ jobs themselves run unthrottled. Timings: map build = from the round's start unt
 has its lookup (tasks report wall-clock times), rewrite = the rest. The driver never holds the key map.
 
 Several logs in one job (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
-together): each log is planned on its own; the map tasks of every log make the one map job, their rewrite
-tasks the one rewrite job (a log's files go only to its own tasks); after the jobs each log is swapped in
-and reported (``on_done``) on its own. An abort of one log (seen by the jobs' poll) cancels the job and
+together): each log is planned on its own; the tasks of every log make the one job (a log's map files
+go only to its own tasks); after the job each log is swapped in
+and reported (``on_done``) on its own. An abort of one log (seen by the job's poll) cancels the job and
 runs it again without that log; a job that fails is run again as one job per log, so a log whose data
 breaks its tasks fails alone.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import logging
 import threading
 import time
@@ -55,8 +55,9 @@ from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark.job_ticket import JobTicket
 from cleaner.spark.jobs import run_action
-from cleaner.spark.partial_maps import MapSplit, blob_path, map_tasks, write_partial_map
+from cleaner.spark.partial_maps import MapSplit, blob_path, class_tasks, map_tasks
 from cleaner.spark.rewrite import GroupResult, GroupTask, RewriteItem, RoundTask, rewrite_partition
+from cleaner.spark.rewrite_ranges import balanced_ranges
 from cleaner.spark.round_plan import GroupPlan, RoundPlan, plan_round
 from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_splits
 from cleaner.spark.session import SparkSessionHolder, pool_name
@@ -76,8 +77,8 @@ from service.storage.segment import LogSegment
 __all__ = ["SparkEngine"]
 
 _NO_PACKING = 1 << 62  # one map task for all of a range's splits
-# A log is cut into ranges only if none holds more than this share of its bytes: a map job and the map
-# files cost more than a range that is only a little shorter than the whole log saves.
+# A log is cut into ranges only if none holds more than this share of its bytes: mapping each key class
+# over the whole log and the map files cost more than a range that is only a little shorter saves.
 _MAX_RANGE_SHARE = 0.75
 T = TypeVar("T")
 
@@ -285,10 +286,9 @@ class SparkEngine:
     def _run_job(
         self, rounds: Sequence[_Round], *, thread_id: int, check_aborted: Callable[[], None], name: str
     ) -> list[tuple[list[GroupResult], int]]:
-        """The round's Spark jobs: every log's groups cut into ranges (one rewrite task each, about one per
-        core in all); for the logs of several ranges, a map job first (one task per range with dirty
-        segments: its partial map written to a blob file), then one rewrite job for every log's ranges;
-        the blob files are removed after it, whatever happened. Per log, its results and map size."""
+        """The round's Spark job: every log's groups cut into ranges (about one task per core in all); a
+        log of several ranges is mapped by key hash, one class a range, by its tasks into map files, which
+        are removed after the job, whatever happened. Per log, its results and map size."""
         spark = self._started_session(check_aborted)
         plans = [r.plan_or_fail() for r in rounds]
         tickets: list[JobTicket] = []
@@ -322,25 +322,31 @@ class SparkEngine:
         items: list[RewriteItem] = []  # rewrite partition p cleans the groups of items[p]
         map_splits: list[MapSplit] = []
         for i, (round_, plan, task) in enumerate(zip(rounds, plans, round_tasks, strict=True)):
-            ranges = _balanced_ranges(plan, list(task.groups), counts[i])
+            ranges = balanced_ranges(_group_bytes(plan), list(task.groups), counts[i])
             if max(_range_bytes(task, run) for run in ranges) > _MAX_RANGE_SHARE * sizes[i]:
                 ranges = [tuple(task.groups)]  # cutting would not shorten the longest task enough
             splits = self._dirty_splits(round_.log, plan)
-            own = _range_maps(i, plan, [task.groups[run[0]].base_offsets[0] for run in ranges], splits)
             if len(ranges) == 1:
-                items.append(RewriteItem(i, ranges[0], own[0]))
+                aborted = plan.map_scan.aborted_batches
+                own = map_tasks(i, splits, plan.first_dirty_offset, aborted, _NO_PACKING)
+                items.append(RewriteItem(i, ranges[0], own[0] if own else None))
                 continue
-            paths: list[str | None] = []
-            for index, range_map in enumerate(own):
-                if range_map is None:
-                    paths.append(None)
-                    continue
-                path = blob_path(str(round_.log.directory), plan.end_offset, index)
-                map_splits.append(replace(range_map, blob_path=path, ticket=tickets[i].path))
-                paths.append(path)
+            class_maps: tuple[MapSplit, ...] = ()
+            if splits:  # the map by key hash: one class a range, mapped by the rewrite tasks (partial_maps)
+                class_maps = tuple(
+                    replace(
+                        one,
+                        blob_path=blob_path(str(round_.log.directory), plan.end_offset, one.key_class),
+                        ticket=tickets[i].path,
+                    )
+                    for one in class_tasks(
+                        i, splits, plan.first_dirty_offset, plan.map_scan.aborted_batches, len(ranges)
+                    )
+                )
+                map_splits.extend(class_maps)
             items.extend(
-                RewriteItem(i, run, None, tuple(p for p in paths[index:] if p is not None))
-                for index, run in enumerate(ranges)
+                RewriteItem(i, tuple(task.groups), class_maps=class_maps, range_index=r, ranges=len(ranges))
+                for r in range(len(ranges))
             )
 
         def delete_every_cleaned() -> None:
@@ -359,8 +365,8 @@ class SparkEngine:
             )
 
         try:
-            if map_splits:
-                run(context.parallelize(map_splits, len(map_splits)).map(write_partial_map).collect, "map")
+            for split in map_splits:  # a complete file is used as found: none may come from elsewhere
+                Path(split.blob_path).unlink(missing_ok=True)
             rewritten = context.parallelize(items, len(items)).mapPartitionsWithIndex(
                 rewrite_partition(round_tasks)
             )
@@ -376,6 +382,9 @@ class SparkEngine:
             for split in map_splits:  # before any swap: see partial_maps on these names
                 Path(split.blob_path).unlink(missing_ok=True)
         by_slot = {r.slot: r for r in map(GroupResult.from_row, rows)}
+        if len(by_slot) != len(rows):  # two tasks cut a log's ranges differently: never swap such a round
+            delete_every_cleaned()
+            raise RuntimeError(f"the Spark job {name} rewrote some groups twice")
         outcomes = []
         for round_, plan, task in zip(rounds, plans, round_tasks, strict=True):
             try:
@@ -555,40 +564,12 @@ def ranges_per_log(sizes: Sequence[int], cores: int, min_range_bytes: int) -> li
     return counts
 
 
-def _range_maps(
-    log: int, plan: RoundPlan, range_bases: list[int], splits: list[SegmentSplit]
-) -> list[MapSplit | None]:
-    """Per range (``range_bases``: each one's first segment base), the map task of its dirty splits, or
-    None when it has none."""
-    per_range: list[list[SegmentSplit]] = [[] for _ in range_bases]
-    for split in splits:
-        per_range[max(bisect.bisect_right(range_bases, split.segment_base_offset) - 1, 0)].append(split)
-    aborted = plan.map_scan.aborted_batches
-    return [
-        replace(map_tasks(log, run, plan.first_dirty_offset, aborted, _NO_PACKING)[0], index=index)
-        if run
-        else None
-        for index, run in enumerate(per_range)
-    ]
+def _group_bytes(plan: RoundPlan) -> list[int]:
+    return [sum(s.size_bytes for s in g.segments) for g in plan.groups]
 
 
 def _range_bytes(task: RoundTask, run: tuple[int, ...]) -> int:
     return sum(sum(task.groups[slot].sizes_bytes) for slot in run)
-
-
-def _balanced_ranges(plan: RoundPlan, slots: list[int], count: int) -> list[tuple[int, ...]]:
-    """The log's group slots cut into ``count`` consecutive ranges of about equal bytes (fewer if there
-    are fewer groups): range k ends at the group whose end lies nearest to k/count of the log's bytes."""
-    ends = list(itertools.accumulate(sum(s.size_bytes for s in g.segments) for g in plan.groups))
-    cuts = {0, len(slots)}
-    for k in range(1, count):
-        target = ends[-1] * k / count
-        at = bisect.bisect_left(ends, target)
-        if at > 0 and target - ends[at - 1] <= ends[min(at, len(ends) - 1)] - target:
-            at -= 1
-        cuts.add(min(at + 1, len(slots)))
-    bounds = sorted(cuts)
-    return [tuple(slots[lo:hi]) for lo, hi in itertools.pairwise(bounds) if hi > lo]
 
 
 def _record_phases(stats: CleanerStats, clock: Clock, start_wall_ms: int, results: list[GroupResult]) -> None:

@@ -1,49 +1,62 @@
-"""The round's key map without an aggregation: partial maps built in C, moved as files, merged in tasks.
+"""The round's key map without an aggregation: partial maps built in C, moved as files, used by tasks.
 
-A log's groups are cut into consecutive ranges, one rewrite task each. A map task takes the splits of one
-range's dirty segments (``segment_splits``: a segment, or a byte range of one cut at a batch start) and
-maps them as ``build_offset_map`` maps the dirty section. Mappable records are the data records (not
-control) at or above the first dirty offset outside aborted transactions; which data batches are aborted
-the driver already knows from its header replay (``MapScan.aborted_batches``), so a split needs no
-transaction state of its own. Runs of plain batches go through ``KeyMap.map_batches`` (header, CRC, records
-in one C call per read chunk), any other batch through ``map_data_batch`` (its records area in C when it
-can, else the Python rules, which stay the oracle). The task's partial map leaves it as one blob
-(``dump_key_map``: per entry the key's length, its offset, the key bytes), written to a scratch file in the
-log's own dir (``write_partial_map``): only the file's path and a few numbers go through Spark, no Python
-object per record or key, and nothing is aggregated by key. The files are named
-``<round end offset>.keymap-<range>.cleaned``: the loader deletes any ``.cleaned`` file left by a crash,
+A log's groups are cut into consecutive ranges, one rewrite task each. A log of several ranges is mapped
+by key hash: the map of class k of K (K = its ranges) takes every split of the dirty section
+(``segment_splits``: a segment, or a byte range of one cut at a batch start) and maps them as
+``build_offset_map`` maps the dirty section, but takes only the keys of hash class k (``set_key_class``;
+without C, ``key_class`` in Python): a table of about 1/K of the keys, and the superseded bitmap of its
+keys' records over the whole dirty section. The classes partition the keys, so the K bitmaps OR'd are the
+bitmap of one map of every key, and the K blobs together are that map's entries. Mappable records are the
+data records (not control) at or above the first dirty offset outside aborted transactions; which data
+batches are aborted the driver already knows from its header replay (``MapScan.aborted_batches``), so a
+split needs no transaction state of its own. Runs of plain batches go through ``KeyMap.map_batches``
+(header, CRC, records in one C call per read chunk), any other batch through ``map_data_batch`` (its
+records area in C when it can, else the Python rules, which stay the oracle). Each class's scan checks
+(CRC, every record field) only its share of the batches and reads only the keys of the others, so every
+batch is checked once; a corrupt batch fails the task that checks it, and with it the round.
+
+The classes are mapped by the log's rewrite tasks themselves (``ensure_class_files``), no job of their
+own: a task takes each class's file lock in turn, starting at its own class, and maps the class if its
+file is not complete yet; so with a core each, each task maps one class, and every task then finds the
+others' files. A class's map leaves its task as one blob (``dump_key_map``: per entry the key's length,
+its offset, the key bytes) and its bitmap, in a scratch file in the log's own dir: only paths go through
+Spark, no Python object per record or key, and nothing is aggregated by key. The files are named
+``<round end offset>.keymap-<class>.cleaned``: the loader deletes any ``.cleaned`` file left by a crash,
 and no ``.swap`` of the round lies at or above that offset, so none is taken for an interrupted split.
 
-One log's ranges come in offset order, and every offset of a range lies above every offset of an earlier
-one, so putting the blobs into one map in range order (a later put wins) gives each key its latest offset:
-the map ``build_offset_map`` builds. A range's rewrite task loads only the blobs of its own range and the
-later ones (``range_lookup``): a key whose latest record lies before the range cannot supersede a record in
-it (the rules drop a record only when its offset is below the key's latest; the map is used for nothing
-else), so leaving those out changes no verdict. The log's first range loads every blob: its map size is
-the round's ``map_size``. A log of one range needs no file: its one task maps its dirty segments itself, in
-offset order, so the C map keeps its superseded bitmap for the filter, exactly as in the in-process round.
+A rewrite task's lookup (``range_lookup``) ORs every class's bitmap into a fresh C map and defers their
+blobs (``defer_key_map``): the filter of the dirty section's plain batches reads "superseded" from the
+bits, and only a lookup the bits cannot answer (a record below the first dirty offset, a batch the C
+filter leaves to Python or reads without the bitmap) puts the blobs, once, into the table. The map size is
+the classes' key counts added; the bitmaps' counts per bucket of offsets (``superseded_in``) tell how much
+each group keeps, by which the log's ranges are cut (``rewrite_ranges``). A log of one range needs no
+file: its one task maps its dirty segments itself, in offset order, so the C map keeps its superseded
+bitmap for the filter, exactly as in the in-process round.
 
-Without the C module (``LOGCLEANER_PURE_PYTHON=1``) the same blobs are written and read by ``struct``.
+Without the C module (``LOGCLEANER_PURE_PYTHON=1``) the same blobs are written and read by ``struct`` (no
+bitmap: every record is looked up in the classes' entries, merged).
 """
 
 from __future__ import annotations
 
 import bisect
+import fcntl
 import mmap
 import os
 import struct
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from cleaner.native import (
+    defer_key_map,
     dump_key_map,
     dump_superseded_bits,
+    key_class,
     load_key_map,
-    load_superseded_bits,
     new_native_key_map,
-    supersede_key_map,
+    or_superseded_bits,
+    set_key_class,
 )
 from cleaner.offset_map import OffsetMap, map_data_batch
 from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
@@ -55,24 +68,33 @@ __all__ = [
     "MapSplit",
     "blob_path",
     "build_partial_map",
+    "class_tasks",
+    "ensure_class_files",
     "map_tasks",
     "merged_lookup",
     "pack_consecutive",
     "range_lookup",
+    "superseded_counts",
+    "superseded_in",
     "write_partial_map",
 ]
 
 T = TypeVar("T")
 
 _ENTRY = struct.Struct("<Iq")  # key length, offset; then the key bytes (cleaner/_native.c's blob form)
-_FILE_HEADER = struct.Struct("<qq")  # a blob file: the blob's length, the bitmap's; then the blob, the bitmap
+# A blob file: the blob's length, the bitmap's (0: none), the map's keys; then the blob, the bitmap.
+_FILE_HEADER = struct.Struct("<qqq")
+_BITS_BASE = struct.Struct("<q")  # a bitmap (``dump_superseded_bits``): its first offset, its last, the words
+_BITS_HEADER = 16
+SUPERSEDED_BUCKET = 1 << 16  # offsets a count of ``superseded_counts`` covers
 
 
 @dataclass(frozen=True, slots=True)
 class MapSplit:
     """One map task: consecutive splits of one log's dirty segments, the first dirty offset, the aborted
     data batches in them (base offsets); ``log`` and ``index`` say whose task it is and where its blob goes
-    in its log's order, ``blob_path`` the file its blob is written to (``write_partial_map``)."""
+    in its log's order, ``blob_path`` the file its blob is written to (``write_partial_map``). With
+    ``classes`` > 1 its map takes only the keys of hash class ``key_class`` (``class_tasks``)."""
 
     log: int
     index: int
@@ -81,11 +103,34 @@ class MapSplit:
     aborted_batches: frozenset[int]
     blob_path: str = ""
     ticket: str = ""  # the round's ticket file (``job_ticket``), held while the blob is written
+    key_class: int = 0
+    classes: int = 1
+
+
+class _KeyClassMap(OffsetMap):
+    """An ``OffsetMap`` of one key class: the C map filters by itself (``set_key_class``); without C,
+    ``put`` drops the other classes' keys."""
+
+    __slots__ = ("_classes", "_key_class")
+
+    def __init__(self, key_class_: int, classes: int) -> None:
+        super().__init__()
+        self._key_class, self._classes = key_class_, classes
+        if self._native is not None:
+            set_key_class(self._native, key_class_, classes)
+
+    def put(self, key: bytes, offset: int) -> None:
+        if self._native is not None or key_class(key, self._classes) == self._key_class:
+            super().put(key, offset)
+
+
+def _task_map(task: MapSplit) -> OffsetMap:
+    return OffsetMap() if task.classes <= 1 else _KeyClassMap(task.key_class, task.classes)
 
 
 def build_partial_map(task: MapSplit) -> bytes:
     """The task's keys → their latest offset in its splits, as one blob (runs on an executor)."""
-    offset_map = OffsetMap()  # the C table, unless LOGCLEANER_PURE_PYTHON=1
+    offset_map = _task_map(task)  # the C table, unless LOGCLEANER_PURE_PYTHON=1
     _map_into(task, offset_map)
     native = offset_map.native
     if native is not None:
@@ -93,26 +138,76 @@ def build_partial_map(task: MapSplit) -> bytes:
     return _dump_entries(offset_map)
 
 
-def write_partial_map(task: MapSplit) -> dict[str, int]:
-    """A map task (on an executor): its blob written to ``task.blob_path``; its size and times return."""
-    started_ms = time.time_ns() // 1_000_000
-    with TaskTicket(task.ticket):
-        offset_map = OffsetMap()
-        _map_into(task, offset_map)
-        native = offset_map.native
-        blob = _dump_entries(offset_map) if native is None else dump_key_map(native)
-        bits = (None if native is None else dump_superseded_bits(native)) or b""
-        with open(task.blob_path, "wb") as file:  # scratch: read only after every map task succeeded
-            file.write(_FILE_HEADER.pack(len(blob), len(bits)))
-            file.write(blob)
-            file.write(bits)
-    return {
-        "log": task.log,
-        "index": task.index,
-        "blob_bytes": len(blob),
-        "started_ms": started_ms,
-        "ended_ms": time.time_ns() // 1_000_000,
-    }
+def ensure_class_files(tasks: Sequence[MapSplit], first: int, ticket: TaskTicket) -> None:
+    """Every key class's map file of one log complete (``tasks``: its classes, ``first``: where this task
+    starts, so that the log's tasks start on different classes). A class's file is its own lock: a task
+    takes it exclusively (waiting while another task maps that class), and maps the class only if the file
+    is not complete yet. A task holds one such lock at a time and waits for nothing while it does, so
+    every wait ends; with one core, the first task maps every class and the others find them done. Runs on
+    an executor, inside the round's ``ticket``."""
+    for k in range(len(tasks)):
+        task = tasks[(first + k) % len(tasks)]
+        fd = os.open(task.blob_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not _is_complete(fd):
+                ticket.check()
+                _write_class_file(task, fd)
+        finally:
+            os.close(fd)  # the lock goes with it
+
+
+def _is_complete(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    if size < _FILE_HEADER.size:
+        return False
+    blob_bytes, bits_bytes, _keys = _FILE_HEADER.unpack(os.pread(fd, _FILE_HEADER.size, 0))
+    return bool(size == _FILE_HEADER.size + blob_bytes + bits_bytes)
+
+
+def _write_class_file(task: MapSplit, fd: int) -> None:
+    """Map ``task``'s class and write its file: header, blob, bitmap (a writer that dies half way leaves
+    a file shorter than its header says: not complete)."""
+    offset_map = _task_map(task)
+    _map_into(task, offset_map)
+    native = offset_map.native
+    blob = _dump_entries(offset_map) if native is None else dump_key_map(native)
+    bits = (None if native is None else dump_superseded_bits(native)) or b""
+    os.ftruncate(fd, 0)
+    with os.fdopen(os.dup(fd), "wb") as file:
+        file.write(_FILE_HEADER.pack(len(blob), len(bits), offset_map.size))
+        file.write(blob)
+        file.write(bits)
+
+
+def write_partial_map(task: MapSplit) -> None:
+    """One class's map file, alone (``ensure_class_files`` of that class), inside the round's ticket."""
+    with TaskTicket(task.ticket) as ticket:
+        ensure_class_files([task], 0, ticket)
+
+
+def superseded_in(paths: Sequence[str]) -> list[tuple[int, int]]:
+    """``superseded_counts`` of the key classes' files of ``paths``, one list."""
+    counts: list[tuple[int, int]] = []
+    for path in paths:
+        with open(path, "rb") as file:
+            blob_bytes, bits_bytes, _keys = _FILE_HEADER.unpack(file.read(_FILE_HEADER.size))
+            file.seek(blob_bytes, os.SEEK_CUR)
+            counts += superseded_counts(file.read(bits_bytes))
+    return counts
+
+
+def superseded_counts(bits: bytes) -> list[tuple[int, int]]:
+    """A ``dump_superseded_bits`` bitmap's set bits per bucket of ``SUPERSEDED_BUCKET`` offsets: (the
+    bucket's first offset, its count); none for no bitmap. The rewrite ranges are cut by them."""
+    if not bits:
+        return []
+    base = _BITS_BASE.unpack_from(bits)[0]
+    step = SUPERSEDED_BUCKET // 8
+    return [
+        (base + i * SUPERSEDED_BUCKET, int.from_bytes(bits[at : at + step], "little").bit_count())
+        for i, at in enumerate(range(_BITS_HEADER, len(bits), step))
+    ]
 
 
 def blob_path(directory: str, end_offset: int, index: int) -> str:
@@ -121,34 +216,41 @@ def blob_path(directory: str, end_offset: int, index: int) -> str:
 
 
 def range_lookup(own: MapSplit | None, blob_paths: Sequence[str]) -> tuple[Callable[[bytes], int], int]:
-    """A rewrite task's lookup: ``own``'s splits mapped here in offset order (a log of one range), then
-    the blobs of ``blob_paths`` put in order (a later one wins); and its number of keys."""
+    """A rewrite task's lookup and its number of keys: ``own``'s splits mapped here in offset order (a log
+    of one range), or the key classes' files of ``blob_paths``: their bitmaps OR'd, their blobs deferred
+    (see the module docstring)."""
     offset_map = OffsetMap()
     if own is not None:
         _map_into(own, offset_map)
-    for i, path in enumerate(blob_paths):
-        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            _load_blob_file(offset_map, view, first=i == 0 and own is None)
-    return offset_map.lookup, offset_map.size
+        return offset_map.lookup, offset_map.size
+    keys = 0
+    for path in blob_paths:
+        keys += _load_class_file(offset_map, path)
+    return offset_map.lookup, keys
 
 
-def _load_blob_file(offset_map: OffsetMap, view: mmap.mmap, *, first: bool) -> None:
-    """One ``write_partial_map`` file into ``offset_map``: the first into a fresh map with its bitmap (the
-    range's own), any later one superseding (``supersede_key_map``), so the bitmap stays valid."""
+def _load_class_file(offset_map: OffsetMap, path: str) -> int:
+    """One class's ``write_partial_map`` file: its bits OR'd into ``offset_map`` and its blob deferred (C),
+    or its entries put (pure Python); its number of keys. The C map keeps the file's pages mapped until it
+    is dropped (its deferred blob is a view of them)."""
     native = offset_map.native
-    with memoryview(view) as data:
-        blob_bytes, bits_bytes = _FILE_HEADER.unpack_from(data)
-        at = _FILE_HEADER.size
-        with data[at : at + blob_bytes] as blob, data[at + blob_bytes : at + blob_bytes + bits_bytes] as bits:
-            if native is None:
-                for key, offset in _entries_of(bytes(blob)).items():
-                    offset_map.put(key, offset)
-            elif first:
-                load_key_map(native, blob)
-                if bits:
-                    load_superseded_bits(native, bits)
-            else:
-                supersede_key_map(native, blob)
+    with open(path, "rb") as file:
+        view = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    data = memoryview(view)
+    blob_bytes, bits_bytes, keys = _FILE_HEADER.unpack_from(data)
+    at = _FILE_HEADER.size
+    if len(data) != at + blob_bytes + bits_bytes:
+        raise ValueError(
+            f"{path}: not a map file ({len(data)} bytes, {blob_bytes} + {bits_bytes} in its header)"
+        )
+    blob, bits = data[at : at + blob_bytes], data[at + blob_bytes :]
+    if native is None:
+        for key, offset in _entries_of(bytes(blob)).items():
+            offset_map.put(key, offset)
+    elif keys:
+        or_superseded_bits(native, bits if bits_bytes else None)
+        defer_key_map(native, blob)
+    return int(keys)
 
 
 def _map_into(task: MapSplit, offset_map: OffsetMap) -> None:
@@ -205,6 +307,17 @@ def _entries_of(blob: bytes) -> dict[bytes, int]:
         entries[blob[at : at + length]] = offset
         at += length
     return entries
+
+
+def class_tasks(
+    log: int, splits: Sequence[SegmentSplit], start_offset: int, aborted: Sequence[int], classes: int
+) -> list[MapSplit]:
+    """One log's map by key hash: ``classes`` tasks, each over every split of its dirty section (with all
+    of its aborted data batches), each mapping one key class."""
+    return [
+        MapSplit(log, k, tuple(splits), start_offset, frozenset(aborted), key_class=k, classes=classes)
+        for k in range(classes)
+    ]
 
 
 def map_tasks(

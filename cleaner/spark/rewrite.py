@@ -1,8 +1,9 @@
 """The rewrite of segment groups inside Spark tasks: the same ``clean_group`` the in-process cleaner runs.
 
 Each task cleans one range of consecutive groups of a log, with the key lookup ``partial_maps`` gives it:
-the blob files of the map tasks of its range and the later ones (written by the round's map job), put into
-a C key map in range order; or, for a log of one range, its dirty segments mapped by the task itself.
+the files of the log's key classes (written by the round's map job), their bitmaps OR'd into a C key map
+and their blobs put only if a lookup needs them; or, for a log of one range, its dirty segments mapped by
+the task itself.
 Everything else a group needs was decided on the driver (``round_plan``) and
 travels with the task as a ``RoundTask``. The task reads its group's segment files itself and writes
 ``<base>.log.cleaned`` and its indexes next to them (executors must see the log dirs: local modes share the
@@ -20,7 +21,8 @@ from pathlib import Path
 from cleaner.cleaner import clean_group
 from cleaner.rules import LastRecord
 from cleaner.spark.job_ticket import TaskTicket
-from cleaner.spark.partial_maps import MapSplit, range_lookup
+from cleaner.spark.partial_maps import MapSplit, ensure_class_files, range_lookup, superseded_in
+from cleaner.spark.rewrite_ranges import balanced_ranges, rewrite_costs
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata
 from service.storage.log_config import LogConfig
@@ -114,12 +116,16 @@ class GroupResult:
 class RewriteItem:
     """One rewrite task's input: consecutive groups (``slots``) of the job's ``log``-th round, and where
     its lookup comes from (``partial_maps.range_lookup``): the splits it maps itself (``own``; a log of one
-    range) and the blob files it loads after them, in order."""
+    range), or its log's key classes (``class_maps``: their files, made by whichever task gets to a class
+    first). With ``ranges`` > 1, ``slots`` are all of the log's groups: the task cleans range
+    ``range_index`` of them, cut by their rewrite costs once the classes' files exist (``rewrite_ranges``)."""
 
     log: int
     slots: tuple[int, ...]
     own: MapSplit | None = None
-    blob_paths: tuple[str, ...] = ()
+    class_maps: tuple[MapSplit, ...] = ()
+    range_index: int = 0
+    ranges: int = 1
 
 
 def rewrite_group(
@@ -172,6 +178,21 @@ def _release(segment: LogSegment) -> None:
         index.close()
 
 
+def _own_range(task: RoundTask, item: RewriteItem, class_files: Sequence[str]) -> tuple[int, ...]:
+    """The groups this task cleans: its item's, or its range of them (``rewrite_ranges``)."""
+    if item.ranges <= 1:
+        return item.slots
+    groups = [task.groups[slot] for slot in item.slots]
+    costs = rewrite_costs(
+        [g.base_offsets[0] for g in groups],
+        [g.end_offset for g in groups],
+        [sum(g.sizes_bytes) for g in groups],
+        superseded_in(class_files),
+    )
+    ranges = balanced_ranges(costs, item.slots, item.ranges)
+    return ranges[item.range_index] if item.range_index < len(ranges) else ()
+
+
 def rewrite_partition(
     tasks: Sequence[RoundTask],
 ) -> Callable[[int, Iterable[RewriteItem]], Iterator[dict[str, object]]]:
@@ -184,10 +205,13 @@ def rewrite_partition(
             task = tasks[item.log]
             with TaskTicket(task.ticket) as ticket:
                 started_ms = time.time_ns() // 1_000_000
-                lookup, size = range_lookup(item.own, item.blob_paths)
+                paths = [one.blob_path for one in item.class_maps]
+                if item.class_maps:
+                    ensure_class_files(item.class_maps, item.range_index, ticket)
+                lookup, size = range_lookup(item.own, paths)
                 lookup_ms = time.time_ns() // 1_000_000 - started_ms
                 started_ms += lookup_ms
-                for slot in item.slots:
+                for slot in _own_range(task, item, paths):
                     ticket.check()
                     row = rewrite_group(task, slot, lookup, size)
                     rows.append(

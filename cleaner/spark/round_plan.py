@@ -5,12 +5,14 @@ the dirty section [first dirty, upper bound); the end offset (the key map holds 
 it is always the upper bound: the map's latest offset is upper bound − 1); the groups of every segment
 below it but the active one (``group_segments_by_size``); each group's aborted-transaction lists and
 starting transaction state (``txn_replay``); the active producers (``ProducerScan``, as the in-process
-round sees them before each group: nothing the round swaps in changes them).
+round sees them before each group: nothing the round swaps in changes them). The producers' scan (in C,
+without the GIL) runs on a thread of its own while the header replay (Python) runs: both only read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from cleaner.cleaner import group_aborted_txns, round_down_to_segment
@@ -70,7 +72,10 @@ def plan_round(
         below_end, log.config.segment_bytes, log.config.segment_index_bytes, upper
     )
     aborted = [group_aborted_txns(segments, group) for group in groups]
-    replay = replay_headers(groups, aborted, segments, dirty, first_dirty_offset, upper)
+    with ThreadPoolExecutor(1, thread_name_prefix="logcleaner-producers") as pool:
+        producers = pool.submit(ProducerScan().refresh, log)
+        replay = replay_headers(groups, aborted, segments, dirty, first_dirty_offset, upper)
+        active_producers = producers.result()
     return RoundPlan(
         first_dirty_offset=first_dirty_offset,
         upper_bound=upper,
@@ -81,6 +86,6 @@ def plan_round(
             GroupPlan(tuple(group), tuple(tuple(txns) for txns in lists), state)
             for group, lists, state in zip(groups, aborted, replay.group_start_states, strict=True)
         ),
-        active_producers=ProducerScan().refresh(log),
+        active_producers=active_producers,
         map_scan=replay.map_scan,
     )

@@ -11,8 +11,10 @@ Under a temporary folder (removed at the end; ``--work-dir`` to choose where) it
 cleanable. On copies of those same files, in the same run, it measures:
 
 - ``cp -r`` of the partition dir (the baseline: reading and writing every byte once);
-- one round (first dirty 0, upper bound the log end) with ``SparkEngine`` on ``local[*]``, after a warm-up
-  round on a small log, so the session, its JVM and its Python workers are warm;
+- one round (first dirty 0, upper bound the log end) with ``SparkEngine`` on ``local[*]``, after a job that
+  starts a Python worker per core and a warm-up round on a small log, so the session, its JVM and its
+  Python workers are warm (the replaced segments deleted after the timing, as for the in-process round
+  below);
 - the same round with the in-process engine (``InProcessEngine``, its C core unless
   ``LOGCLEANER_PURE_PYTHON=1``), fully (``--oracle-records`` runs it on a smaller partition and extrapolates
   linearly, say so; the replaced segments are deleted after the timing, as the daemon deletes them later);
@@ -145,6 +147,14 @@ class PeakRss:
             self.jvm_peak = max(self.jvm_peak, jvm)  # the driver JVM (executor JVMs are its children)
 
 
+def start_python_workers(context: Any) -> None:
+    """One Python worker per core, as a session that has run a round in the last minute has (Spark forks a
+    worker per concurrent task and ends one idle for a minute; a worker forked within a round costs it
+    0.3-0.7 s on this machine). The warm-up round alone would start only one: its small log is one task."""
+    tasks = context.defaultParallelism
+    context.parallelize(range(tasks), tasks).foreach(lambda _item: time.sleep(0.3))
+
+
 def spark_round(master: str, directory: Path, warm_dir: Path) -> dict[str, Any]:
     from cleaner.spark.engine import SparkEngine
     from cleaner.spark.session import SparkSessionHolder
@@ -152,10 +162,13 @@ def spark_round(master: str, directory: Path, warm_dir: Path) -> dict[str, Any]:
     holder = SparkSessionHolder({"spark.master": master})
     jobs: list[float] = []
     engine = SparkEngine(clock=SystemClock(), session=holder, on_job=jobs.append)
+    deletes: list[Callable[[], None]] = []  # the round's deletions, run after its clock stops
     try:
+        start_python_workers(holder.get().sparkContext)
         for target, timed in ((warm_dir, False), (directory, True)):
             jobs.clear()
             log = load_partition_log(target, config(), clock=SystemClock()).log
+            deletes.clear()
             with PeakRss() as rss:
                 started = time.perf_counter()
                 result = engine.clean(
@@ -164,9 +177,11 @@ def spark_round(master: str, directory: Path, warm_dir: Path) -> dict[str, Any]:
                     log.log_end_offset,
                     check_aborted=noop,
                     throttle=noop,
-                    schedule_delete=lambda _delay, delete: delete(),
+                    schedule_delete=lambda _delay, delete: deletes.append(delete),
                 )
                 elapsed = time.perf_counter() - started
+            for delete in deletes:  # after the clock stops, as run_oracle does (the daemon deletes later)
+                delete()
             log.close()
             if timed:
                 stats = result.stats

@@ -1,6 +1,7 @@
-"""The Spark engine's map tasks without Spark: partial maps of splits, merged in split order, equal the key
-map the in-process round builds (``build_offset_map``), in C and in pure Python; the blob form is the same
-both ways."""
+"""The Spark engine's map tasks without Spark: partial maps of splits, merged in split order, and the maps
+by key hash, written to files and loaded by a rewrite task, equal the key map the in-process round builds
+(``build_offset_map``), in C and in pure Python; the key classes' bitmaps OR'd equal the bitmap of one map
+of every key; the blob form is the same both ways."""
 
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ from hypothesis import strategies as st
 import cleaner.native
 from cleaner.offset_map import OffsetMap, build_offset_map
 from cleaner.spark import partial_maps
-from cleaner.spark.job_ticket import JobTicket
+from cleaner.spark.job_ticket import JobTicket, TaskTicket
 from cleaner.spark.partial_maps import (
+    MapSplit,
     blob_path,
     build_partial_map,
+    class_tasks,
+    ensure_class_files,
     map_tasks,
     merged_lookup,
     range_lookup,
@@ -27,9 +31,11 @@ from cleaner.spark.partial_maps import (
 from cleaner.spark.round_plan import plan_round
 from cleaner.spark.segment_splits import plan_splits
 from cleaner.stats import CleanerStats
-from service.clock import ManualClock
+from service.clock import ManualClock, SystemClock
 from service.storage.loader import load_partition_log
+from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
+from service.tools.gen import GenOptions, generate
 from tests.cleaner.spark.random_logs import KEYS, START_MS, Op, Writer, configs, operations
 
 
@@ -50,40 +56,69 @@ def partial_then_merged(
     return {key: lookup(key) for key in KEYS}, size
 
 
-def files_then_loaded(
-    writer: Writer, first_dirty: int, split_bytes: int, own_first: bool
-) -> tuple[dict[bytes, int], int]:
-    """Each split a range: its map written to a file (``write_partial_map``), then every file loaded in
-    order by ``range_lookup`` (with ``own_first``, the first range mapped in place instead)."""
+def class_maps(writer: Writer, first_dirty: int, split_bytes: int, classes: int) -> list[MapSplit]:
+    """The map tasks of the log's round by key hash (``classes`` of them; none without dirty segments)."""
     log = writer.log
     plan = plan_round(log, first_dirty, log.active_segment.base_offset, writer.clock.now_ms())
     assert plan is not None
-    tasks = []
-    if plan.has_dirty_segments:
-        splits = plan_splits(
-            log.directory, from_offset=first_dirty, until_offset=plan.end_offset, max_split_bytes=split_bytes
-        )
-        tasks = map_tasks(0, splits, first_dirty, plan.map_scan.aborted_batches, 1)
-    ticket = JobTicket.create(str(log.directory), plan.end_offset)
+    if not plan.has_dirty_segments:
+        return []
+    splits = plan_splits(
+        log.directory, from_offset=first_dirty, until_offset=plan.end_offset, max_split_bytes=split_bytes
+    )
+    return class_tasks(0, splits, first_dirty, plan.map_scan.aborted_batches, classes)
+
+
+def files_then_loaded(
+    writer: Writer, first_dirty: int, split_bytes: int, classes: int
+) -> tuple[dict[bytes, int], int]:
+    """The map by key hash: each class's map written to a file (``write_partial_map``), then every file
+    loaded by ``range_lookup`` (bits OR'd, blobs deferred until a lookup needs them)."""
+    log = writer.log
+    end = log.active_segment.base_offset
+    ticket = JobTicket.create(str(log.directory), end)
     paths = []
-    for task in tasks:
-        path = blob_path(str(log.directory), plan.end_offset, task.index)
+    for task in class_maps(writer, first_dirty, split_bytes, classes):
+        path = blob_path(str(log.directory), end, task.key_class)
         write_partial_map(replace(task, blob_path=path, ticket=ticket.path))
         paths.append(path)
-    own = tasks[0] if own_first and tasks else None
-    lookup, size = range_lookup(own, paths[1:] if own is not None else paths)
+    lookup, size = range_lookup(None, paths)
     ticket.close()
     for path in paths:
         Path(path).unlink()
     return {key: lookup(key) for key in KEYS}, size
 
 
+def mapped_in_place(writer: Writer, first_dirty: int, split_bytes: int) -> tuple[dict[bytes, int], int]:
+    """A log of one range: its task maps the dirty section itself (``range_lookup`` with ``own``)."""
+    tasks = class_maps(writer, first_dirty, split_bytes, 1)
+    lookup, size = range_lookup(replace(tasks[0], classes=1) if tasks else None, [])
+    return {key: lookup(key) for key in KEYS}, size
+
+
 def in_process_map(writer: Writer, first_dirty: int) -> tuple[dict[bytes, int], int]:
-    log = writer.log
-    upper = log.active_segment.base_offset
-    offset_map = OffsetMap()
-    build_offset_map(log.segments, first_dirty, upper, offset_map, CleanerStats())
+    offset_map = in_process_offset_map(writer.log, first_dirty)
     return {key: offset_map.get(key) for key in KEYS}, offset_map.size
+
+
+def in_process_offset_map(log: PartitionLog, first_dirty: int) -> OffsetMap:
+    offset_map = OffsetMap()
+    build_offset_map(log.segments, first_dirty, log.active_segment.base_offset, offset_map, CleanerStats())
+    return offset_map
+
+
+def ored_class_bits(tasks: list[MapSplit]) -> bytes | None:
+    """Each class task's map built, its bitmap OR'd into one C map as a rewrite task does (an empty class
+    adds nothing); that map's bitmap."""
+    merged = cleaner.native.new_native_key_map()
+    assert merged is not None
+    for task in tasks:
+        class_map = partial_maps._task_map(task)
+        partial_maps._map_into(task, class_map)
+        assert class_map.native is not None
+        if class_map.size:
+            cleaner.native.or_superseded_bits(merged, cleaner.native.dump_superseded_bits(class_map.native))
+    return cleaner.native.dump_superseded_bits(merged)
 
 
 def written_log(root: Path, config: LogConfig, ops: list[Op]) -> Writer:
@@ -132,25 +167,25 @@ def test_merged_partial_maps_equal_the_in_process_map(
     ops=operations,
     dirty_fraction=st.floats(0, 1),
     split_bytes=st.sampled_from([1, 300, 1 << 20]),
-    own_first=st.booleans(),
+    classes=st.sampled_from([1, 2, 3, 5]),
 )
-def test_map_files_loaded_in_order_equal_the_in_process_map(
+def test_maps_by_key_hash_loaded_from_files_equal_the_in_process_map(
     monkeypatch: pytest.MonkeyPatch,
     pure_python: bool,
     config: LogConfig,
     ops: list[Op],
     dirty_fraction: float,
     split_bytes: int,
-    own_first: bool,
+    classes: int,
 ) -> None:
     if pure_python:
         monkeypatch.setattr(cleaner.native, "_native", None)
     with tempfile.TemporaryDirectory() as tmp:
         writer = written_log(Path(tmp) / "t-0", config, ops)
         first_dirty = int(writer.log.active_segment.base_offset * dirty_fraction)
-        assert files_then_loaded(writer, first_dirty, split_bytes, own_first) == in_process_map(
-            writer, first_dirty
-        )
+        expected = in_process_map(writer, first_dirty)
+        assert files_then_loaded(writer, first_dirty, split_bytes, classes) == expected
+        assert mapped_in_place(writer, first_dirty, split_bytes) == expected
         writer.log.close()
 
 
@@ -185,3 +220,151 @@ def test_a_later_blob_wins_and_a_cut_blob_is_refused() -> None:
     assert (lookup(b"a"), lookup(b"b"), lookup(b"c"), size) == (9, 2, -1, 2)
     with pytest.raises(ValueError, match="runs past its end"):
         merged_lookup([blobs[0][:-1]])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    config=configs,
+    ops=operations,
+    dirty_fraction=st.floats(0, 1),
+    classes=st.sampled_from([2, 3, 5]),
+)
+def test_the_key_classes_bitmaps_ored_equal_the_bitmap_of_one_map(
+    config: LogConfig, ops: list[Op], dirty_fraction: float, classes: int
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        writer = written_log(Path(tmp) / "t-0", config, ops)
+        first_dirty = int(writer.log.active_segment.base_offset * dirty_fraction)
+        whole = in_process_offset_map(writer.log, first_dirty).native
+        assert whole is not None
+        tasks = class_maps(writer, first_dirty, 1 << 20, classes)
+        assert ored_class_bits(tasks) == cleaner.native.dump_superseded_bits(whole)
+        writer.log.close()
+
+
+@pytest.fixture(scope="module")
+def many_keys(tmp_path_factory: pytest.TempPathFactory) -> PartitionLog:
+    """A log of 40,000 records over 3,000 keys, 5% tombstones, in 256 KiB segments, all but one cleanable."""
+    root = tmp_path_factory.mktemp("many-keys")
+    generate(
+        GenOptions(
+            log_dir=root,
+            records=40_000,
+            keys=3_000,
+            tombstones=0.05,
+            segment_bytes=256 << 10,
+            cleanup_policy=frozenset({"compact"}),
+        )
+    )
+    config = LogConfig(segment_bytes=256 << 10, cleanup_policy=frozenset({"compact"}))
+    log = load_partition_log(root / "gen-0-0", config, clock=SystemClock()).log
+    log.roll()
+    return log
+
+
+@pytest.mark.parametrize("first_dirty", [0, 17_000])
+@pytest.mark.parametrize("classes", [2, 3, 8])
+def test_many_keys_by_key_hash_give_the_bits_and_the_lookups_of_one_map(
+    many_keys: PartitionLog, first_dirty: int, classes: int
+) -> None:
+    """With thousands of keys every class is full and the bitmap wide: the OR'd bits are the whole map's
+    to the byte, before and after the deferred blobs are put, and every key's lookup equals it."""
+    log = many_keys
+    whole = in_process_offset_map(log, first_dirty).native
+    assert whole is not None
+    bits = cleaner.native.dump_superseded_bits(whole)
+    assert bits is not None and len(bits) > 16 + 8 * ((40_000 - first_dirty) // 64 - 1)
+    end = log.active_segment.base_offset
+    splits = plan_splits(log.directory, from_offset=first_dirty, until_offset=end, max_split_bytes=100_000)
+    tasks = class_tasks(0, splits, first_dirty, [], classes)
+    assert ored_class_bits(tasks) == bits
+    ticket = JobTicket.create(str(log.directory), end)
+    paths = []
+    for task in tasks:
+        paths.append(blob_path(str(log.directory), end, task.key_class))
+        write_partial_map(replace(task, blob_path=paths[-1], ticket=ticket.path))
+    ticket.close()
+    lookup, size = range_lookup(None, paths)
+    key_map = cleaner.native.native_key_map(lookup)
+    assert key_map is not None and size == len(whole)
+    assert cleaner.native.dump_superseded_bits(key_map) == bits  # the blobs are still deferred
+    keys = [b"key-%d" % i for i in range(3_100)]
+    assert [lookup(key) for key in keys] == [whole.get(key) for key in keys]  # the blobs are put
+    assert len(key_map) == len(whole) and cleaner.native.dump_superseded_bits(key_map) == bits
+    for path in paths:
+        Path(path).unlink()
+
+
+def test_a_key_class_map_takes_only_its_keys_and_the_class_is_the_same_without_c(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    native = cleaner.native._native
+    assert native is not None
+    keys = [b"", b"a", b"key-12345678", b"x" * 7, b"y" * 8, b"z" * 9, b"w" * 100]
+    keys += [b"k%d" % i for i in range(500)]
+    classes = 3
+    in_c = [cleaner.native.key_class(key, classes) for key in keys]
+    assert set(in_c) == {0, 1, 2}
+    maps = [native.KeyMap() for _ in range(classes)]
+    for k, key_map in enumerate(maps):
+        cleaner.native.set_key_class(key_map, k, classes)
+        for offset, key in enumerate(keys):
+            key_map.put(key, offset)
+        assert sorted(partial_maps._entries_of(cleaner.native.dump_key_map(key_map)).values()) == [
+            offset for offset, c in enumerate(in_c) if c == k
+        ]
+    with pytest.raises(ValueError, match="needs an empty KeyMap"):
+        cleaner.native.set_key_class(maps[0], 0, classes)
+    with pytest.raises(ValueError, match="key class 3 of 3"):
+        cleaner.native.set_key_class(native.KeyMap(), 3, classes)
+    monkeypatch.setattr(cleaner.native, "_native", None)
+    assert [cleaner.native.key_class(key, classes) for key in keys] == in_c
+
+
+def test_a_deferred_blob_is_checked_now_and_a_cut_bitmap_is_refused() -> None:
+    native = cleaner.native._native
+    assert native is not None
+    source = native.KeyMap()
+    source.put(b"a", 1)
+    blob = cleaner.native.dump_key_map(source)
+    with pytest.raises(ValueError, match="runs past its end"):
+        cleaner.native.defer_key_map(native.KeyMap(), blob[:-1])
+    with pytest.raises(ValueError, match="not a superseded bitmap"):
+        cleaner.native.or_superseded_bits(native.KeyMap(), b"\0" * 20)
+    target = native.KeyMap()
+    cleaner.native.defer_key_map(target, blob)
+    assert (target.get(b"a"), target.get(b"b"), len(target)) == (1, -1, 1)
+
+
+def test_a_class_file_is_mapped_once_and_again_only_if_it_is_not_complete(many_keys: PartitionLog) -> None:
+    """Tasks starting on different classes each find the other's file done; a file cut short (a task that
+    died while writing it) is mapped again, the complete ones are left as they are."""
+    log = many_keys
+    end = log.active_segment.base_offset
+    splits = plan_splits(log.directory, from_offset=0, until_offset=end, max_split_bytes=1 << 30)
+    ticket = JobTicket.create(str(log.directory), end)
+    tasks = [
+        replace(task, blob_path=blob_path(str(log.directory), end, task.key_class), ticket=ticket.path)
+        for task in class_tasks(0, splits, 0, [], 3)
+    ]
+    paths = [Path(task.blob_path) for task in tasks]
+    try:
+        for first in (1, 0, 2):
+            with TaskTicket(ticket.path) as held:
+                ensure_class_files(tasks, first, held)
+        stamps = [path.stat().st_mtime_ns for path in paths]
+        sizes = [path.stat().st_size for path in paths]
+        with open(paths[1], "r+b") as file:
+            file.truncate(sizes[1] - 1)
+        with TaskTicket(ticket.path) as held:
+            ensure_class_files(tasks, 0, held)
+        assert [path.stat().st_size for path in paths] == sizes
+        assert paths[0].stat().st_mtime_ns == stamps[0] and paths[2].stat().st_mtime_ns == stamps[2]
+        lookup, size = range_lookup(None, [str(path) for path in paths])
+        whole = in_process_offset_map(log, 0)
+        keys = [b"key-%d" % i for i in range(3_100)]
+        assert size == whole.size and [lookup(key) for key in keys] == [whole.get(key) for key in keys]
+    finally:
+        ticket.close()
+        for path in paths:
+            path.unlink(missing_ok=True)

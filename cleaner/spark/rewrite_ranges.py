@@ -1,0 +1,56 @@
+"""How a log's groups are cut into the consecutive ranges its rewrite tasks clean.
+
+Before anything is mapped, by bytes (``ranges_per_log`` in the engine decides how many). A log mapped by
+key hash is cut again by each rewrite task itself, once the key classes' files exist: by each group's
+rewrite cost (``rewrite_costs``), which the classes' superseded bitmaps tell. A group's rewrite reads all
+of its bytes, and re-encodes and writes the records it keeps; in a log whose keys are updated all along,
+the first groups keep almost nothing and the last ones most, so equal bytes are far from equal work. Every
+task of the log computes the same cut from the same files, and takes the range of its own index.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Iterable, Sequence
+
+__all__ = ["KEPT_COST", "balanced_ranges", "rewrite_costs"]
+
+# A group's rewrite costs its bytes, and this much more per byte for the share of its records it keeps (the
+# survivors re-encoded and written); fitted on this project's benchmark (groups of a 1.1 GiB log, 1M keys:
+# 128 MiB keeping ~0% of its records 0.035 s, ~7% 0.06 s, ~20% 0.085 s; 70 MiB keeping ~80% 0.19 s).
+KEPT_COST = 8.0
+
+
+def rewrite_costs(
+    bases: Sequence[int], ends: Sequence[int], sizes: Sequence[int], superseded: Iterable[tuple[int, int]]
+) -> list[float]:
+    """Each group's cost: ``bases``/``ends`` its offsets [base, end), ``sizes`` its bytes; ``superseded``
+    the (first offset, count) buckets of the key classes' bitmaps (``partial_maps.superseded_counts``),
+    each counted in the group it starts in. The share of a group's offsets not superseded stands for the
+    share of its records it keeps (offsets below the map's, in already cleaned segments, all count kept)."""
+    gone = [0] * len(bases)
+    for start, count in superseded:
+        at = bisect.bisect_right(bases, start) - 1
+        if at >= 0:
+            gone[at] += count
+    return [
+        size * (1 + KEPT_COST * max(0.0, 1 - dropped / max(end - base, 1)))
+        for size, dropped, base, end in zip(sizes, gone, bases, ends, strict=True)
+    ]
+
+
+def balanced_ranges(weights: Sequence[float], slots: Sequence[int], count: int) -> list[tuple[int, ...]]:
+    """``slots`` (one a group, ``weights`` theirs) cut into ``count`` consecutive ranges of about equal
+    weight (fewer if there are fewer groups): range k ends at the group whose end lies nearest to k/count
+    of the total."""
+    ends = list(itertools.accumulate(weights))
+    cuts = {0, len(slots)}
+    for k in range(1, count):
+        target = ends[-1] * k / count
+        at = bisect.bisect_left(ends, target)
+        if at > 0 and target - ends[at - 1] <= ends[min(at, len(ends) - 1)] - target:
+            at -= 1
+        cuts.add(min(at + 1, len(slots)))
+    bounds = sorted(cuts)
+    return [tuple(slots[lo:hi]) for lo, hi in itertools.pairwise(bounds) if hi > lo]
