@@ -19,12 +19,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Protocol
 
 import crc32c
 
 from service.storage.compression import CompressionType, compress
+from service.storage.native_module import load_native_module
 from service.storage.records import (
     BATCH_HEADER,
     CURRENT_MAGIC,
@@ -78,17 +78,7 @@ class NativeKeyMap(Protocol):
     def __len__(self) -> int: ...
 
 
-def _load() -> ModuleType | None:
-    if os.environ.get("LOGCLEANER_PURE_PYTHON"):
-        return None
-    try:
-        from cleaner import _native as module  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return module  # type: ignore[no-any-return]
-
-
-_native = _load()
+_native = load_native_module("cleaner._native")
 
 
 class Fallback(Exception):

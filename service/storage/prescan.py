@@ -24,12 +24,12 @@ import os
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from types import ModuleType
 from typing import Any, NamedTuple
 
 from service.errors import ConflictError
 from service.storage.dir_lock import LogDirLock
 from service.storage.log_files import CLEAN_SHUTDOWN_FILE, LOCK_FILE
+from service.storage.native_module import load_native_module
 
 __all__ = [
     "EarlyPrescans",
@@ -81,17 +81,7 @@ class PartitionScan(NamedTuple):
     shape: PartitionShape | None
 
 
-def _load_dirscan() -> ModuleType | None:
-    if os.environ.get("LOGCLEANER_PURE_PYTHON"):
-        return None
-    try:
-        from service.storage import _dirscan as module  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return module  # type: ignore[no-any-return]
-
-
-_dirscan = _load_dirscan()
+_dirscan = load_native_module("service.storage._dirscan")
 
 
 def has_dirscan() -> bool:

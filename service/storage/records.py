@@ -23,18 +23,17 @@ LogAppendTime batches, where every record has the batch's maxTimestamp.
 from __future__ import annotations
 
 import enum
-import os
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import NamedTuple, NoReturn
 
 import crc32c
 
 from service.errors import CorruptDataError, UnsupportedFormatError
 from service.storage.compression import CompressionType, compress, decompress
+from service.storage.native_module import load_native_module
 from service.storage.varint import decode_varint, encode_varint
 
 __all__ = [
@@ -105,17 +104,9 @@ class Record(NamedTuple):
     headers: tuple[Header, ...] = ()
 
 
-def _load_speedups() -> ModuleType | None:
-    """The optional C decoder (``_speedups.c``), registered with our tuple types; None if not built."""
-    try:
-        from service.storage import _speedups as module  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    module.init(Record, Header)
-    return module  # type: ignore[no-any-return]
-
-
-_speedups = None if os.environ.get("LOGCLEANER_PURE_PYTHON") else _load_speedups()
+_speedups = load_native_module("service.storage._speedups")  # the optional C decoder (``_speedups.c``)
+if _speedups is not None:
+    _speedups.init(Record, Header)  # registered with our tuple types
 
 
 @dataclass(frozen=True, slots=True)
