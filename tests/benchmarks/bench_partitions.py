@@ -257,33 +257,43 @@ def offline_only(log_dir: Path, root: Path, rounds: int, compare_tree: Path | No
     serve.wait_ready()
     get(serve.url + "/v1/retention/run", timeout_s=600, method="POST")
     serve.stop()
-    trees: dict[str, Path | None] = {"": None}
-    if compare_tree is not None:
-        trees = {f" [{compare_tree}]": compare_tree, " [this tree]": None}
-    for n in range(rounds):
-        walk_s = statistics.median(timed(lambda: walk(log_dir)) for _ in range(3))
-        figures = {}
-        for label, tree in trees.items():
-            figures["explain --json (ulimit -n 4096)" + label] = offline(
-                log_dir, "explain", "--json", fd_limit=True, tree=tree
-            )
-            figures["retention --dry-run" + label] = offline(log_dir, "retention", "--dry-run", tree=tree)
-        print(f"round {n + 1} of {rounds}, load average {os.getloadavg()[0]:.1f}")
-        report(figures, walk_s)
+
+    def measure(label: str, tree: Path | None) -> dict[str, float]:
+        explain = offline(log_dir, "explain", "--json", fd_limit=True, tree=tree)
+        dry_run = offline(log_dir, "retention", "--dry-run", tree=tree)
+        return {f"explain --json (ulimit -n 4096){label}": explain, f"retention --dry-run{label}": dry_run}
+
+    interleaved_rounds(log_dir, rounds, compare_tree, measure)
 
 
 def startup_only(log_dir: Path, root: Path, rounds: int, compare_tree: Path | None) -> None:
     """``serve``'s start-up alone, ``rounds`` times (each round: a walk, then each tree's start-up)."""
+
+    def measure(label: str, tree: Path | None) -> dict[str, float]:
+        serve = Serve(log_dir, root / "serve.stderr", tree)
+        ready_s = serve.wait_ready()
+        serve.stop()
+        return {"start-up to /readyz" + label: ready_s}
+
+    interleaved_rounds(log_dir, rounds, compare_tree, measure)
+
+
+def interleaved_rounds(
+    log_dir: Path,
+    rounds: int,
+    compare_tree: Path | None,
+    measure: Callable[[str, Path | None], dict[str, float]],
+) -> None:
+    """``rounds`` times: a walk, then ``measure`` from each tree (``compare_tree`` first, if given), the
+    figures reported as ratios to that round's walk."""
     trees: dict[str, Path | None] = {"": None}
     if compare_tree is not None:
         trees = {f" [{compare_tree}]": compare_tree, " [this tree]": None}
     for n in range(rounds):
         walk_s = statistics.median(timed(lambda: walk(log_dir)) for _ in range(3))
-        figures = {}
+        figures: dict[str, float] = {}
         for label, tree in trees.items():
-            serve = Serve(log_dir, root / "serve.stderr", tree)
-            figures["start-up to /readyz" + label] = serve.wait_ready()
-            serve.stop()
+            figures.update(measure(label, tree))
         print(f"round {n + 1} of {rounds}, load average {os.getloadavg()[0]:.1f}")
         report(figures, walk_s)
 
