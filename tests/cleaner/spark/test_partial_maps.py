@@ -6,6 +6,8 @@ of every key; the blob form is the same both ways."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -131,6 +133,16 @@ def written_log(root: Path, config: LogConfig, ops: list[Op]) -> Writer:
     return writer
 
 
+@contextmanager
+def random_log(config: LogConfig, ops: list[Op], dirty_fraction: float) -> Iterator[tuple[Writer, int]]:
+    """``ops`` written to a fresh log in a temporary dir, with its first dirty offset (that fraction of the
+    log); the log is closed after."""
+    with tempfile.TemporaryDirectory() as tmp:
+        writer = written_log(Path(tmp) / "t-0", config, ops)
+        yield writer, int(writer.log.active_segment.base_offset * dirty_fraction)
+        writer.log.close()
+
+
 @pytest.mark.parametrize("pure_python", [False, True])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
@@ -151,13 +163,10 @@ def test_merged_partial_maps_equal_the_in_process_map(
 ) -> None:
     if pure_python:
         monkeypatch.setattr(cleaner.native, "_native", None)
-    with tempfile.TemporaryDirectory() as tmp:
-        writer = written_log(Path(tmp) / "t-0", config, ops)
-        first_dirty = int(writer.log.active_segment.base_offset * dirty_fraction)
+    with random_log(config, ops, dirty_fraction) as (writer, first_dirty):
         assert partial_then_merged(writer, first_dirty, split_bytes, task_bytes) == in_process_map(
             writer, first_dirty
         )
-        writer.log.close()
 
 
 @pytest.mark.parametrize("pure_python", [False, True])
@@ -180,13 +189,10 @@ def test_maps_by_key_hash_loaded_from_files_equal_the_in_process_map(
 ) -> None:
     if pure_python:
         monkeypatch.setattr(cleaner.native, "_native", None)
-    with tempfile.TemporaryDirectory() as tmp:
-        writer = written_log(Path(tmp) / "t-0", config, ops)
-        first_dirty = int(writer.log.active_segment.base_offset * dirty_fraction)
+    with random_log(config, ops, dirty_fraction) as (writer, first_dirty):
         expected = in_process_map(writer, first_dirty)
         assert files_then_loaded(writer, first_dirty, split_bytes, classes) == expected
         assert mapped_in_place(writer, first_dirty, split_bytes) == expected
-        writer.log.close()
 
 
 def test_the_blob_form_is_the_same_in_c_and_in_python() -> None:
@@ -232,14 +238,11 @@ def test_a_later_blob_wins_and_a_cut_blob_is_refused() -> None:
 def test_the_key_classes_bitmaps_ored_equal_the_bitmap_of_one_map(
     config: LogConfig, ops: list[Op], dirty_fraction: float, classes: int
 ) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        writer = written_log(Path(tmp) / "t-0", config, ops)
-        first_dirty = int(writer.log.active_segment.base_offset * dirty_fraction)
+    with random_log(config, ops, dirty_fraction) as (writer, first_dirty):
         whole = in_process_offset_map(writer.log, first_dirty).native
         assert whole is not None
         tasks = class_maps(writer, first_dirty, 1 << 20, classes)
         assert ored_class_bits(tasks) == cleaner.native.dump_superseded_bits(whole)
-        writer.log.close()
 
 
 @pytest.fixture(scope="module")
