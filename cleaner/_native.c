@@ -665,22 +665,29 @@ bits_reserve(KeyMap *m, int64_t offset)
     m->bits_words = capacity;
 }
 
+/* The put of a scan whose bitmap is valid and covers `offset`: the offset it supersedes gets its bit. */
+static inline int
+keymap_put_superseding(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset)
+{
+    int64_t previous;
+    if (keymap_put_hashed(m, key, n, hash, offset, &previous) < 0) {
+        return -1;
+    }
+    int64_t bit = previous - m->bits_base;
+    if (previous >= 0 && bit >= 0) {
+        m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
+    }
+    m->bits_last = offset;
+    return 0;
+}
+
 /* keymap_put_hashed for a put of the log scan, in offset order: keeps the superseded bitmap. */
 static int
 keymap_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset)
 {
-    int64_t previous, bit;
     if (m->bits_state == BITS_VALID && offset > m->bits_last && offset - m->bits_base < m->bits_words * 64) {
         /* the usual case: the next offset of the scan, its bit already allocated */
-        if (keymap_put_hashed(m, key, n, hash, offset, &previous) < 0) {
-            return -1;
-        }
-        bit = previous - m->bits_base;
-        if (previous >= 0 && bit >= 0) {
-            m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
-        }
-        m->bits_last = offset;
-        return 0;
+        return keymap_put_superseding(m, key, n, hash, offset);
     }
     if (m->bits_state == BITS_EMPTY) {
         m->bits_state = BITS_VALID;
@@ -698,15 +705,7 @@ keymap_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t h
     if (m->bits_state != BITS_VALID) {
         return keymap_put_hashed(m, key, n, hash, offset, NULL);
     }
-    if (keymap_put_hashed(m, key, n, hash, offset, &previous) < 0) {
-        return -1;
-    }
-    bit = previous - m->bits_base;
-    if (previous >= 0 && bit >= 0) {
-        m->bits[bit / 64] |= (uint64_t)1 << (bit % 64);
-    }
-    m->bits_last = offset;
-    return 0;
+    return keymap_put_superseding(m, key, n, hash, offset);
 }
 
 /* 1: the record at `offset` is superseded, 0: it is its key's latest, -1: the bitmap cannot tell. */
@@ -1970,15 +1969,25 @@ get_le(const unsigned char *p, int bytes)
     return value;
 }
 
+/* `arg` as a KeyMap, or NULL with a TypeError naming `function`. */
+static KeyMap *
+key_map_arg(PyObject *arg, const char *function)
+{
+    if (!PyObject_TypeCheck(arg, &KeyMapType)) {
+        PyErr_Format(PyExc_TypeError, "%s needs a KeyMap", function);
+        return NULL;
+    }
+    return (KeyMap *)arg;
+}
+
 /* dump_key_map(key_map) -> bytes: every (key, offset) entry, in table order. */
 static PyObject *
 dump_key_map(PyObject *self, PyObject *arg)
 {
-    if (!PyObject_TypeCheck(arg, &KeyMapType)) {
-        PyErr_SetString(PyExc_TypeError, "dump_key_map needs a KeyMap");
+    KeyMap *m = key_map_arg(arg, "dump_key_map");
+    if (m == NULL) {
         return NULL;
     }
-    KeyMap *m = (KeyMap *)arg;
     if (keymap_complete(m) < 0) {
         return PyErr_NoMemory();
     }
@@ -2067,11 +2076,10 @@ load_key_map(PyObject *self, PyObject *args)
 static PyObject *
 dump_superseded_bits(PyObject *self, PyObject *arg)
 {
-    if (!PyObject_TypeCheck(arg, &KeyMapType)) {
-        PyErr_SetString(PyExc_TypeError, "dump_superseded_bits needs a KeyMap");
+    KeyMap *m = key_map_arg(arg, "dump_superseded_bits");
+    if (m == NULL) {
         return NULL;
     }
-    KeyMap *m = (KeyMap *)arg;
     if (m->bits_state != BITS_VALID || m->bits_last < m->bits_base) {
         Py_RETURN_NONE;
     }
