@@ -8,8 +8,9 @@
  * delta against the new base timestamp, every other field copied), exactly as the Python encoder writes
  * them. KeyMap.map_batches and filter_batches do the same for a run of plain batches (header and CRC-32C
  * included); the map built by such scans in offset order also answers "is this record superseded?" from a
- * bitmap, without a second lookup. scan_producer_headers reads a segment's batch headers. All release the
- * GIL for their loops.
+ * bitmap, without a second lookup; between start_pipeline and finish_pipeline a map's scans hand their
+ * puts to a thread of the map's own. scan_producer_headers reads a segment's batch headers. All release
+ * the GIL for their loops.
  *
  * On ANY anomaly (truncation, bad lengths, a varint not in its shortest form, invalid UTF-8 in a header
  * key, overflow) they raise Fallback, and the caller runs the Python rules, which stay the specification
@@ -25,6 +26,7 @@
 #include <sys/mman.h>
 #include <errno.h>
 #include <unistd.h>
+#include <pthread.h>
 #if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10))
 #define CRC32C_VPCLMUL 1 /* the compiler knows the AVX-512 carry-less multiply: crc32c_vpclmul */
 #include <immintrin.h>
@@ -334,9 +336,11 @@ typedef struct {
     uint32_t classes;
     Py_buffer *deferred; /* blobs put only when the map is first read (defer_key_map) */
     Py_ssize_t deferred_count, deferred_done, deferred_capacity;
+    struct PutPipe *pipe; /* while the scan's puts run on their own thread (start_pipeline), else NULL */
 } KeyMap;
 
 static int keymap_complete(KeyMap *m); /* with the blob functions, at the end of the file */
+static int pipe_finish(KeyMap *m); /* with the put pipeline, after the map's scans */
 
 static uint64_t
 hash_bytes(const unsigned char *s, Py_ssize_t n)
@@ -761,6 +765,7 @@ keymap_dealloc(KeyMap *m)
     /* A round's map is megabytes of touched pages: giving them back (munmap) runs without the GIL, as
      * nothing else can reach the map any more. */
     Py_BEGIN_ALLOW_THREADS
+    (void)pipe_finish(m);
     free_slots(m);
     free(m->arena);
     free(m->bits);
@@ -1042,95 +1047,378 @@ crc32c_py(PyObject *self, PyObject *arg)
 
 /* -- mapping records ------------------------------------------------------------------------------- */
 
-/* Per-call work arrays, grown as batches need them (malloc: used with the GIL released). */
-typedef struct {
-    RecordView *views;
-    uint64_t *hashes;
-    int64_t *offsets;
-    Py_ssize_t capacity;
-} Scratch;
+/*
+ * A scan parses records into entries (key hash, offset, key bytes: a copy, so the read buffer can be
+ * reused at once), then puts them in order. The two halves are about equal work (the puts wait on the
+ * table's cache misses), so while a pipeline runs (start_pipeline) the puts go to a thread of their own:
+ * the parsing thread hands over each call's entries as a block and goes on with the next read chunk.
+ */
+typedef struct PutBlock {
+    unsigned char *data;
+    size_t used, capacity;
+    struct PutBlock *next;
+} PutBlock;
 
-/* Grow the array *slot to n items of item_size bytes; on failure it keeps its old block (freed later). */
-static int
-grow_array(void *slot, Py_ssize_t n, size_t item_size)
+#define ENTRY_HEADER 20 /* key hash (uint64), offset (int64), key length (uint32); then the key, to 8 bytes */
+
+static inline size_t
+entry_size(uint32_t key_length)
 {
-    void **array = (void **)slot;
-    void *grown = realloc(*array, (size_t)n * item_size);
-    if (grown == NULL) {
-        return -1;
-    }
-    *array = grown;
-    return 0;
+    return (ENTRY_HEADER + (size_t)key_length + 7) & ~(size_t)7;
 }
 
+/* Room for `more` bytes of entries; 0, or -1 (no memory: the block is as it was). */
 static int
-scratch_reserve(Scratch *sc, Py_ssize_t n)
+block_reserve(PutBlock *b, size_t more)
 {
-    if (n <= sc->capacity) {
+    if (b->used + more <= b->capacity) {
         return 0;
     }
-    if (grow_array(&sc->views, n, sizeof(RecordView)) < 0 || grow_array(&sc->hashes, n, sizeof(uint64_t)) < 0
-        || grow_array(&sc->offsets, n, sizeof(int64_t)) < 0) {
+    size_t capacity = b->capacity ? b->capacity : 1 << 16;
+    while (capacity < b->used + more) {
+        capacity *= 2;
+    }
+    unsigned char *data = realloc(b->data, capacity);
+    if (data == NULL) {
         return -1;
     }
-    sc->capacity = n;
+    b->data = data;
+    b->capacity = capacity;
     return 0;
 }
 
-static void
-scratch_free(Scratch *sc)
+/* The entry after `e`. */
+static inline const unsigned char *
+next_entry(const unsigned char *e)
 {
-    free(sc->views);
-    free(sc->hashes);
-    free(sc->offsets);
+    uint32_t n;
+    memcpy(&n, e + 16, 4);
+    return e + entry_size(n);
 }
 
-/* Put the keyed records at or above `start` of one records area: 0 ok, 1 fallback (the map untouched:
- * every record is parsed before the first put), 2 no memory. Pass 1 parses and prefetches the slots. */
+/* The superseded bit a put of the entry at `e` will set, asked for ahead: its key's slot (asked for
+ * PREFETCH_DISTANCE entries earlier) holds the offset it supersedes, whose bit is a random access too. */
+static inline void
+prefetch_superseded_bit(const KeyMap *m, const unsigned char *e)
+{
+    uint64_t hash;
+    memcpy(&hash, e, 8);
+    const Slot *s = &m->slots[hash & (uint64_t)(m->capacity - 1)];
+    if (m->bits != NULL && s->hash == hash && s->key_length >= 0) {
+        int64_t bit = s->offset - m->bits_base;
+        if (bit >= 0 && bit < m->bits_words * 64) {
+            __builtin_prefetch(&m->bits[bit / 64], 1);
+        }
+    }
+}
+
+#define BITS_PREFETCH_DISTANCE 8 /* entries ahead: their slots (asked for earlier) have come in */
+
+/* Put entries [p, end) in order, each slot asked for PREFETCH_DISTANCE entries ahead and the bit it
+ * supersedes BITS_PREFETCH_DISTANCE ahead: 0, or -1 (no memory). */
 static int
-map_area(KeyMap *m, Scratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ssize_t count,
-         int64_t base_offset, int64_t start, int64_t *last_put, int checks)
+put_entries(KeyMap *m, const unsigned char *p, const unsigned char *end)
+{
+    const unsigned char *ahead = p, *near = p;
+    for (int i = 0; i < PREFETCH_DISTANCE && ahead < end; i++) {
+        uint64_t hash;
+        memcpy(&hash, ahead, 8);
+        keymap_prefetch(m, hash);
+        ahead = next_entry(ahead);
+    }
+    for (int i = 0; i < BITS_PREFETCH_DISTANCE && near < end; i++) {
+        near = next_entry(near);
+    }
+    while (p < end) {
+        uint64_t hash;
+        int64_t offset;
+        uint32_t n;
+        memcpy(&hash, p, 8);
+        memcpy(&offset, p + 8, 8);
+        memcpy(&n, p + 16, 4);
+        if (ahead < end) {
+            uint64_t next_hash;
+            memcpy(&next_hash, ahead, 8);
+            keymap_prefetch(m, next_hash);
+            ahead = next_entry(ahead);
+        }
+        if (near < end) {
+            prefetch_superseded_bit(m, near);
+            near = next_entry(near);
+        }
+        if (keymap_put_scanned(m, p + ENTRY_HEADER, (Py_ssize_t)n, hash, offset) < 0) {
+            return -1;
+        }
+        p += entry_size(n);
+    }
+    return 0;
+}
+
+/* -- the put pipeline: a thread that puts the scan's blocks of entries, in the order they came -------- */
+
+#define PIPE_BLOCKS 4 /* blocks in flight: the parser waits for a free one beyond that */
+
+typedef struct PutPipe {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    PutBlock *head, *tail; /* to put, in order */
+    PutBlock *spare;       /* put, to reuse */
+    int blocks;            /* allocated */
+    int busy;              /* the thread is putting a block */
+    int stop;
+    int failed;            /* a put ran out of memory: the map is incomplete, the next drain says so */
+} PutPipe;
+
+static void *
+pipe_main(void *arg)
+{
+    KeyMap *m = arg;
+    PutPipe *p = m->pipe;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (p->head == NULL && !p->stop) {
+            pthread_cond_wait(&p->changed, &p->lock);
+        }
+        PutBlock *b = p->head;
+        if (b == NULL) {
+            break;
+        }
+        p->head = b->next;
+        if (p->head == NULL) {
+            p->tail = NULL;
+        }
+        p->busy = 1;
+        int failed = p->failed;
+        pthread_mutex_unlock(&p->lock);
+        if (!failed && put_entries(m, b->data, b->data + b->used) < 0) {
+            failed = 1;
+        }
+        pthread_mutex_lock(&p->lock);
+        p->failed = failed;
+        p->busy = 0;
+        b->used = 0;
+        b->next = p->spare;
+        p->spare = b;
+        pthread_cond_broadcast(&p->changed);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+/* A block to fill (waits while PIPE_BLOCKS are in flight), or NULL (no memory). */
+static PutBlock *
+pipe_take(PutPipe *p)
+{
+    pthread_mutex_lock(&p->lock);
+    while (p->spare == NULL && p->blocks >= PIPE_BLOCKS) {
+        pthread_cond_wait(&p->changed, &p->lock);
+    }
+    PutBlock *b = p->spare;
+    if (b != NULL) {
+        p->spare = b->next;
+    }
+    else if ((b = calloc(1, sizeof(PutBlock))) != NULL) {
+        p->blocks++;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return b;
+}
+
+/* Hand a filled block to the putting thread (an empty one goes back to the spares). */
+static void
+pipe_push(PutPipe *p, PutBlock *b)
+{
+    pthread_mutex_lock(&p->lock);
+    b->next = NULL;
+    if (b->used == 0) {
+        b->next = p->spare;
+        p->spare = b;
+    }
+    else if (p->tail != NULL) {
+        p->tail->next = b;
+        p->tail = b;
+    }
+    else {
+        p->head = p->tail = b;
+    }
+    pthread_cond_broadcast(&p->changed);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Wait until every block handed over is put: 0, or -1 (a put ran out of memory). No GIL needed. */
+static int
+pipe_drain(PutPipe *p)
+{
+    if (p == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&p->lock);
+    while (p->head != NULL || p->busy) {
+        pthread_cond_wait(&p->changed, &p->lock);
+    }
+    int failed = p->failed;
+    pthread_mutex_unlock(&p->lock);
+    return failed ? -1 : 0;
+}
+
+/* Stop the thread once every block is put, free the pipeline: 0, or -1 (a put ran out of memory). */
+static int
+pipe_finish(KeyMap *m)
+{
+    PutPipe *p = m->pipe;
+    if (p == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->changed);
+    pthread_mutex_unlock(&p->lock);
+    pthread_join(p->thread, NULL);
+    int failed = p->failed;
+    while (p->spare != NULL) {
+        PutBlock *b = p->spare;
+        p->spare = b->next;
+        free(b->data);
+        free(b);
+    }
+    pthread_cond_destroy(&p->changed);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+    m->pipe = NULL;
+    return failed ? -1 : 0;
+}
+
+/* The map settled for a read or a put from Python: the pipeline's blocks put (the GIL released while
+ * waiting), and with `complete`, the deferred blobs too. 0, or -1 with MemoryError set. */
+static int
+keymap_settle(KeyMap *m, int complete)
+{
+    int rc = 0;
+    if (m->pipe != NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = pipe_drain(m->pipe);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc == 0 && complete) {
+        rc = keymap_complete(m);
+    }
+    if (rc < 0) {
+        PyErr_NoMemory();
+    }
+    return rc;
+}
+
+/* start_pipeline() -> bool: from now on map_batches and map_records hand their puts to a thread of the
+ * map's own (False: no thread could start; the puts stay on the caller's thread). Until finish_pipeline,
+ * every other use of the map first waits for the puts handed over. */
+static PyObject *
+keymap_start_pipeline(KeyMap *m, PyObject *unused)
+{
+    if (m->pipe != NULL) {
+        Py_RETURN_TRUE;
+    }
+    PutPipe *p = calloc(1, sizeof(PutPipe));
+    if (p == NULL) {
+        return PyErr_NoMemory();
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->changed, NULL);
+    m->pipe = p;
+    if (pthread_create(&p->thread, NULL, pipe_main, m) != 0) {
+        pthread_cond_destroy(&p->changed);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        m->pipe = NULL;
+        Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
+/* finish_pipeline() -> None: every handed-over put done, the thread ended (MemoryError if a put failed). */
+static PyObject *
+keymap_finish_pipeline(KeyMap *m, PyObject *unused)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pipe_finish(m);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        return PyErr_NoMemory();
+    }
+    Py_RETURN_NONE;
+}
+
+/* Parse one records area into entries appended to `b` (the keyed records at or above `start` of this
+ * map's class): 0 ok, 1 fallback (nothing appended: every record is parsed before the caller puts), 2 no
+ * memory. *last_put: the last entry's offset, or unchanged. */
+static int
+parse_area(const KeyMap *m, PutBlock *b, const unsigned char *buf, Py_ssize_t end, Py_ssize_t count,
+           int64_t base_offset, int64_t start, int64_t *last_put, int checks)
 {
     if (count < 0 || count > end) { /* a record takes at least 7 bytes: a corrupt count */
         return 1;
     }
-    if (scratch_reserve(sc, count) < 0) {
+    /* each entry is at most its key plus ENTRY_HEADER + 7 */
+    if (block_reserve(b, (size_t)end + (size_t)count * (ENTRY_HEADER + 7)) < 0) {
         return 2;
     }
-    Py_ssize_t pos = 0, mapped = 0;
+    size_t mark = b->used;
+    int64_t last = -1;
+    Py_ssize_t pos = 0;
     for (Py_ssize_t n = 0; n < count; n++) {
-        RecordView *r = &sc->views[mapped];
+        RecordView r;
         int64_t offset;
-        if ((checks ? read_record(buf, end, &pos, r) : read_record_key(buf, end, &pos, r)) < 0
-            || __builtin_add_overflow(base_offset, r->offset_delta, &offset)) {
+        if ((checks ? read_record(buf, end, &pos, &r) : read_record_key(buf, end, &pos, &r)) < 0
+            || __builtin_add_overflow(base_offset, r.offset_delta, &offset)) {
+            b->used = mark;
             return 1;
         }
-        if (r->key >= 0 && offset >= start) {
-            uint64_t hash = hash_bytes(buf + r->key, r->key_length);
+        if (r.key >= 0 && offset >= start) {
+            uint64_t hash = hash_bytes(buf + r.key, r.key_length);
             if (!keymap_takes(m, hash)) {
                 continue; /* another class's key (a map by key hash) */
             }
-            sc->hashes[mapped] = hash;
-            if (mapped < PREFETCH_DISTANCE) {
-                keymap_prefetch(m, hash);
-            }
-            sc->offsets[mapped++] = offset;
+            unsigned char *e = b->data + b->used;
+            uint32_t n32 = (uint32_t)r.key_length;
+            memcpy(e, &hash, 8);
+            memcpy(e + 8, &offset, 8);
+            memcpy(e + 16, &n32, 4);
+            memcpy(e + ENTRY_HEADER, buf + r.key, (size_t)r.key_length);
+            b->used += entry_size(n32);
+            last = offset;
         }
     }
     if (pos != end) {
+        b->used = mark;
         return 1;
     }
-    for (Py_ssize_t i = 0; i < mapped; i++) {
-        RecordView *r = &sc->views[i];
-        if (i + PREFETCH_DISTANCE < mapped) {
-            keymap_prefetch(m, sc->hashes[i + PREFETCH_DISTANCE]);
-        }
-        if (keymap_put_scanned(m, buf + r->key, r->key_length, sc->hashes[i], sc->offsets[i]) < 0) {
-            return 2;
-        }
-        *last_put = sc->offsets[i];
+    if (last >= 0) {
+        *last_put = last;
     }
     return 0;
+}
+
+/* The entries a call parsed into `b`: handed to the pipeline (which then owns `b`), or put here and `b`
+ * emptied for the next batch. 0, or 2 (no memory). */
+static int
+put_or_hand_over(KeyMap *m, PutBlock *b)
+{
+    if (m->pipe != NULL) {
+        pipe_push(m->pipe, b);
+        return 0;
+    }
+    int rc = put_entries(m, b->data, b->data + b->used);
+    b->used = 0;
+    return rc < 0 ? 2 : 0;
+}
+
+/* The block a call parses into: the pipeline's next one, or `own` (emptied); NULL if no memory. */
+static PutBlock *
+block_for_call(KeyMap *m, PutBlock *own)
+{
+    own->used = 0;
+    return m->pipe != NULL ? pipe_take(m->pipe) : own;
 }
 
 /* map_records(raw, count, base_offset, start) -> (records read, last offset put or -1) */
@@ -1143,17 +1431,27 @@ keymap_map_records(KeyMap *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nLL", &view, &count, &base_offset, &start)) {
         return NULL;
     }
-    if (keymap_complete(m) < 0) {
+    if (m->deferred_done < m->deferred_count && keymap_settle(m, 1) < 0) {
         PyBuffer_Release(&view);
-        return PyErr_NoMemory();
+        return NULL;
     }
-    Scratch sc = {0};
+    PutBlock own = {0};
     int64_t last_put = -1;
-    int status;
+    int status = 2;
     Py_BEGIN_ALLOW_THREADS
-    status = map_area(m, &sc, view.buf, view.len, count, base_offset, start, &last_put, 1);
+    PutBlock *b = block_for_call(m, &own);
+    if (b != NULL) {
+        status = parse_area(m, b, view.buf, view.len, count, base_offset, start, &last_put, 1);
+        if (status == 0) {
+            status = put_or_hand_over(m, b);
+        }
+        else if (b != &own) {
+            b->used = 0;
+            pipe_push(m->pipe, b);
+        }
+    }
     Py_END_ALLOW_THREADS
-    scratch_free(&sc);
+    free(own.data);
     PyBuffer_Release(&view);
     if (status == 1) {
         PyErr_SetString(fallback_error, "records area needs the Python decoder");
@@ -1199,20 +1497,22 @@ keymap_map_batches(KeyMap *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nnL", &view, &pos, &limit, &start)) {
         return NULL;
     }
-    if (keymap_complete(m) < 0) {
+    if (m->deferred_done < m->deferred_count && keymap_settle(m, 1) < 0) {
         PyBuffer_Release(&view);
-        return PyErr_NoMemory();
+        return NULL;
     }
     const unsigned char *buf = view.buf;
     Py_ssize_t len = view.len, batches = 0, records = 0, bytes = 0;
     int64_t last_offset = -1, latest = -1;
     int status = 0;
-    Scratch sc = {0};
+    PutBlock own = {0};
     if (pos < 0) {
         pos = len;
     }
     Py_BEGIN_ALLOW_THREADS
-    while (pos < limit && pos + BATCH_OVERHEAD <= len) {
+    PutBlock *block = block_for_call(m, &own);
+    status = block == NULL ? 2 : 0;
+    while (status == 0 && pos < limit && pos + BATCH_OVERHEAD <= len) {
         const unsigned char *b = buf + pos;
         int64_t size = (int64_t)(int32_t)be32(b + 8) + 12;
         if (size < BATCH_OVERHEAD || size > len - pos || b[16] != 2) {
@@ -1228,8 +1528,11 @@ keymap_map_batches(KeyMap *m, PyObject *args)
             break;
         }
         int64_t last_put = -1;
-        status = map_area(m, &sc, b + BATCH_OVERHEAD, (Py_ssize_t)size - BATCH_OVERHEAD, count, base, start, &last_put,
-                          checks);
+        status = parse_area(m, block, b + BATCH_OVERHEAD, (Py_ssize_t)size - BATCH_OVERHEAD, count, base, start,
+                            &last_put, checks);
+        if (status == 0 && block == &own) {
+            status = put_or_hand_over(m, block); /* batch by batch: its keys still in cache */
+        }
         if (status != 0) {
             status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
             break;
@@ -1246,8 +1549,11 @@ keymap_map_batches(KeyMap *m, PyObject *args)
         }
         pos += (Py_ssize_t)size;
     }
+    if (block != NULL && block != &own) {
+        pipe_push(m->pipe, block); /* what it parsed: the run's batches before any it stopped at */
+    }
     Py_END_ALLOW_THREADS
-    scratch_free(&sc);
+    free(own.data);
     PyBuffer_Release(&view);
     if (status == 2) {
         return PyErr_NoMemory();
@@ -1259,7 +1565,7 @@ static PyObject *
 keymap_get_py(KeyMap *m, PyObject *arg)
 {
     Py_buffer view;
-    if (keymap_complete(m) < 0) {
+    if (keymap_settle(m, 1) < 0) {
         return PyErr_NoMemory();
     }
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
@@ -1278,7 +1584,7 @@ keymap_put_py(KeyMap *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*L", &view, &offset)) {
         return NULL;
     }
-    int rc = keymap_complete(m) < 0 ? -1 : keymap_put(m, view.buf, view.len, offset);
+    int rc = keymap_settle(m, 1) < 0 ? -1 : keymap_put(m, view.buf, view.len, offset);
     PyBuffer_Release(&view);
     if (rc < 0) {
         return PyErr_NoMemory();
@@ -1289,6 +1595,9 @@ keymap_put_py(KeyMap *m, PyObject *args)
 static PyObject *
 keymap_clear(KeyMap *m, PyObject *unused)
 {
+    if (keymap_settle(m, 0) < 0) {
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < m->capacity; i++) {
         m->slots[i].key_length = -1;
     }
@@ -1305,7 +1614,7 @@ keymap_clear(KeyMap *m, PyObject *unused)
 static Py_ssize_t
 keymap_len(KeyMap *m)
 {
-    if (keymap_complete(m) < 0) {
+    if (keymap_settle(m, 1) < 0) {
         PyErr_NoMemory();
         return -1;
     }
@@ -1320,6 +1629,10 @@ static PyMethodDef keymap_methods[] = {
     {"get", (PyCFunction)keymap_get_py, METH_O, "The key's latest offset, -1 if absent."},
     {"put", (PyCFunction)keymap_put_py, METH_VARARGS, "Map key to offset."},
     {"clear", (PyCFunction)keymap_clear, METH_NOARGS, "Forget every key."},
+    {"start_pipeline", (PyCFunction)keymap_start_pipeline, METH_NOARGS,
+     "Hand the scans' puts to a thread of the map's own, until finish_pipeline."},
+    {"finish_pipeline", (PyCFunction)keymap_finish_pipeline, METH_NOARGS,
+     "Wait for every handed-over put and end the map's put thread."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1349,6 +1662,19 @@ typedef struct {
     unsigned char *out; /* the survivors' records area */
     size_t out_capacity;
 } FilterScratch;
+
+/* Grow the array *slot to n items of item_size bytes; on failure it keeps its old block (freed later). */
+static int
+grow_array(void *slot, Py_ssize_t n, size_t item_size)
+{
+    void **array = (void **)slot;
+    void *grown = realloc(*array, (size_t)n * item_size);
+    if (grown == NULL) {
+        return -1;
+    }
+    *array = grown;
+    return 0;
+}
 
 static int
 filter_scratch_reserve(FilterScratch *sc, Py_ssize_t n, size_t out_bytes)
@@ -1510,12 +1836,15 @@ filter_area(FilterScratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ssiz
 /*
  * filter_records(raw, count, base_offset, base_timestamp, log_append_time|None, key_map|None,
  *                map_latest_offset, now_ms, existing_horizon|None, new_horizon, discard_all,
- *                is_control, can_discard)
+ *                is_control, can_discard[, use_bitmap])
  * -> (area|None, records read, kept, invalid, max kept timestamp, base timestamp used, horizon|None)
  *
  * area is None when nothing is kept, or when everything is kept and no horizon is added (the batch is
  * unchanged). The horizon is the batch's own, else `new_horizon` if a kept record is a tombstone (or a
- * discardable control batch keeps records), else none.
+ * discardable control batch keeps records), else none. With use_bitmap (a data batch outside any
+ * transaction: the map's scan put its keyed records of the dirty section, as it puts a plain batch's),
+ * "superseded" comes from the key map's bitmap where it covers the record, as in filter_batches: a Spark
+ * task's map then needs its deferred blobs only for records the bitmap does not cover.
  */
 static PyObject *
 filter_records(PyObject *self, PyObject *args)
@@ -1524,10 +1853,11 @@ filter_records(PyObject *self, PyObject *args)
     Py_ssize_t count;
     long long base_offset, base_timestamp, map_latest_offset, now_ms, new_horizon;
     PyObject *log_append_time_obj, *key_map_obj, *existing_horizon_obj;
-    int discard_all, is_control, can_discard;
-    if (!PyArg_ParseTuple(args, "y*nLLOOLLOLppp", &view, &count, &base_offset, &base_timestamp,
+    int discard_all, is_control, can_discard, use_bitmap = 0;
+    if (!PyArg_ParseTuple(args, "y*nLLOOLLOLppp|p", &view, &count, &base_offset, &base_timestamp,
                           &log_append_time_obj, &key_map_obj, &map_latest_offset, &now_ms,
-                          &existing_horizon_obj, &new_horizon, &discard_all, &is_control, &can_discard)) {
+                          &existing_horizon_obj, &new_horizon, &discard_all, &is_control, &can_discard,
+                          &use_bitmap)) {
         return NULL;
     }
     FilterCall c = {0};
@@ -1538,6 +1868,10 @@ filter_records(PyObject *self, PyObject *args)
             return NULL;
         }
         c.key_map = (KeyMap *)key_map_obj;
+        if (keymap_settle(c.key_map, 0) < 0) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
     }
     c.has_log_append_time = log_append_time_obj != Py_None;
     c.log_append_time = c.has_log_append_time ? PyLong_AsLongLong(log_append_time_obj) : 0;
@@ -1554,6 +1888,7 @@ filter_records(PyObject *self, PyObject *args)
     c.new_horizon = new_horizon;
     c.discard_all = discard_all;
     c.is_control = is_control;
+    c.use_bitmap = use_bitmap;
     c.can_discard = can_discard;
     FilterScratch sc = {0};
     int status;
@@ -1637,6 +1972,10 @@ filter_batches(PyObject *self, PyObject *args)
     if (!PyObject_TypeCheck(key_map_obj, &KeyMapType)) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_TypeError, "key_map must be a KeyMap");
+        return NULL;
+    }
+    if (keymap_settle((KeyMap *)key_map_obj, 0) < 0) {
+        PyBuffer_Release(&view);
         return NULL;
     }
     int has_out = out_obj != Py_None;
@@ -1988,7 +2327,7 @@ dump_key_map(PyObject *self, PyObject *arg)
     if (m == NULL) {
         return NULL;
     }
-    if (keymap_complete(m) < 0) {
+    if (keymap_settle(m, 1) < 0) {
         return PyErr_NoMemory();
     }
     Py_ssize_t total = 0;
@@ -2028,7 +2367,7 @@ load_key_map(PyObject *self, PyObject *args)
         return NULL;
     }
     KeyMap *m = (KeyMap *)target;
-    if (keymap_complete(m) < 0) {
+    if (keymap_settle(m, 1) < 0) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
@@ -2077,7 +2416,7 @@ static PyObject *
 dump_superseded_bits(PyObject *self, PyObject *arg)
 {
     KeyMap *m = key_map_arg(arg, "dump_superseded_bits");
-    if (m == NULL) {
+    if (m == NULL || keymap_settle(m, 0) < 0) {
         return NULL;
     }
     if (m->bits_state != BITS_VALID || m->bits_last < m->bits_base) {
@@ -2170,6 +2509,9 @@ defer_key_map(PyObject *self, PyObject *args)
         return NULL;
     }
     KeyMap *m = (KeyMap *)target;
+    if (keymap_settle(m, 0) < 0) {
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(blob, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
@@ -2204,6 +2546,9 @@ set_key_class(PyObject *self, PyObject *args)
         return NULL;
     }
     KeyMap *m = (KeyMap *)target;
+    if (keymap_settle(m, 0) < 0) {
+        return NULL;
+    }
     if (classes < 1 || key_class >= classes) {
         PyErr_Format(PyExc_ValueError, "key class %u of %u classes", key_class, classes);
         return NULL;
@@ -2268,6 +2613,9 @@ or_superseded_bits(PyObject *self, PyObject *args)
         return NULL;
     }
     KeyMap *m = (KeyMap *)target;
+    if (keymap_settle(m, 0) < 0) {
+        return NULL;
+    }
     if (bits == Py_None) {
         bits_off(m);
         Py_RETURN_NONE;

@@ -8,6 +8,9 @@ per read chunk (``_map_segment_native``), and any other data batch's keys in one
 While every key comes from such a scan in offset order, the C map also keeps a bit per offset of the dirty
 section, set when the key of the record at that offset is put again later: the filter of plain batches then
 reads "superseded" from it instead of looking each key up a second time (a put from Python turns it off).
+With a spare core the C scan parses and the table's puts run on a thread of the map's own
+(``native.puts_on_own_thread``): the two halves of a map build take about the same time, so the build takes
+about half as long, and the puts keep their order, so the map is the same.
 ``kafka_utilization_percent`` still reports what Kafka's buffer would have held, for the
 ``max-buffer-utilization-percent`` gauge.
 ``build_offset_map`` takes an optional ``max_entries`` to reproduce Kafka's partial rounds (a full map
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from cleaner.native import FALLBACK, NativeKeyMap, new_native_key_map
+from cleaner.native import FALLBACK, NativeKeyMap, new_native_key_map, puts_on_own_thread
 from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
@@ -191,12 +194,13 @@ def build_offset_map(
         return False
     txns = CleanedTransactionMetadata()
     txns.add_aborted_transactions(collect_aborted_txns(segments, start, end))
-    for i, segment in enumerate(dirty):
-        next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-        if _map_segment(segment, start, offset_map, txns, stats, max_entries, pacer):
-            pacer.flush()
-            return True
-        offset_map.update_latest_offset(next_start - 1)
+    with puts_on_own_thread(offset_map.native if max_entries is None else None):
+        for i, segment in enumerate(dirty):
+            next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+            if _map_segment(segment, start, offset_map, txns, stats, max_entries, pacer):
+                pacer.flush()
+                return True
+            offset_map.update_latest_offset(next_start - 1)
     pacer.flush()
     return False
 

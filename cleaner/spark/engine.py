@@ -9,7 +9,8 @@ A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
    logs get one each). A log of one range needs one Spark job: its task maps its dirty segments itself in
    C, in offset order, then ``clean_group`` rewrites its groups with that map, as the in-process round
    does. A log of several ranges is mapped by key hash, in the same job: it has one task per range and
-   as many key classes; each task makes sure every class's map file exists (the first task to reach a
+   a key class per two ranges (``key_classes``: a class's map puts on a thread of its own, two cores);
+   each task makes sure every class's map file exists (the first task to reach a
    class maps it in C over the whole dirty section and writes its blob and superseded bitmap to a scratch
    file in the log's dir, under that file's lock; ``partial_maps``), ORs every class's bitmap and keeps
    their blobs for the lookups the bits cannot answer, cuts the log's groups into ranges by what each
@@ -52,6 +53,7 @@ from pyspark.sql import SparkSession
 from cleaner.cleaner import CleaningResult, ScheduleDelete, delete_segments
 from cleaner.engine import LogRound
 from cleaner.errors import CleaningAbortedError
+from cleaner.native import puts_pipelined
 from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark.job_ticket import JobTicket
 from cleaner.spark.jobs import run_action
@@ -340,7 +342,11 @@ class SparkEngine:
                         ticket=tickets[i].path,
                     )
                     for one in class_tasks(
-                        i, splits, plan.first_dirty_offset, plan.map_scan.aborted_batches, len(ranges)
+                        i,
+                        splits,
+                        plan.first_dirty_offset,
+                        plan.map_scan.aborted_batches,
+                        key_classes(len(ranges)),
                     )
                 )
                 map_splits.extend(class_maps)
@@ -562,6 +568,12 @@ def ranges_per_log(sizes: Sequence[int], cores: int, min_range_bytes: int) -> li
             break
         counts[best] += 1
     return counts
+
+
+def key_classes(ranges: int) -> int:
+    """How many key classes a log of ``ranges`` rewrite ranges is mapped in: one per two ranges, as a class's
+    map takes two cores when its puts run on a thread of their own (``native.puts_on_own_thread``)."""
+    return max(1, (ranges + 1) // 2) if puts_pipelined() else ranges
 
 
 def _group_bytes(plan: RoundPlan) -> list[int]:

@@ -1,7 +1,9 @@
 """The round's key map without an aggregation: partial maps built in C, moved as files, used by tasks.
 
 A log's groups are cut into consecutive ranges, one rewrite task each. A log of several ranges is mapped
-by key hash: the map of class k of K (K = its ranges) takes every split of the dirty section
+by key hash: the map of class k of K (K = one per two ranges when a map's puts run on a thread of their
+own, so that a class's map takes two cores; else one per range: ``engine.key_classes``) takes every split
+of the dirty section
 (``segment_splits``: a segment, or a byte range of one cut at a batch start) and maps them as
 ``build_offset_map`` maps the dirty section, but takes only the keys of hash class k (``set_key_class``;
 without C, ``key_class`` in Python): a table of about 1/K of the keys, and the superseded bitmap of its
@@ -56,6 +58,7 @@ from cleaner.native import (
     load_key_map,
     new_native_key_map,
     or_superseded_bits,
+    puts_on_own_thread,
     set_key_class,
 )
 from cleaner.offset_map import OffsetMap, map_data_batch
@@ -258,19 +261,27 @@ def _map_into(task: MapSplit, offset_map: OffsetMap) -> None:
     native = offset_map.native
     stats = CleanerStats()  # the driver's header replay already counted the map pass
     start, aborted = task.start_offset, task.aborted_batches
-    for split in task.splits:
-        with SegmentChunks.of_range(split.log_path, split.start_position, split.end_position) as chunks:
-            while chunks.has_more:
-                buf, at = chunks.chunk()
-                if native is not None:
-                    reached, batches, *_counts = native.map_batches(buf, at, at + RUN_BYTES, start)
-                    if batches:
-                        chunks.position = chunks.buffer_start + reached
-                        continue
-                batch = chunks.batch_here()  # the batch C left (or every batch): Python's, errors included
-                if not batch.is_control and batch.base_offset not in aborted:
-                    map_data_batch(batch, start, offset_map, stats)
-                chunks.position += batch.size_bytes
+    with puts_on_own_thread(native):
+        for split in task.splits:
+            _map_split(split, start, aborted, offset_map, stats)
+
+
+def _map_split(
+    split: SegmentSplit, start: int, aborted: frozenset[int], offset_map: OffsetMap, stats: CleanerStats
+) -> None:
+    native = offset_map.native
+    with SegmentChunks.of_range(split.log_path, split.start_position, split.end_position) as chunks:
+        while chunks.has_more:
+            buf, at = chunks.chunk()
+            if native is not None:
+                reached, batches, *_counts = native.map_batches(buf, at, at + RUN_BYTES, start)
+                if batches:
+                    chunks.position = chunks.buffer_start + reached
+                    continue
+            batch = chunks.batch_here()  # the batch C left (or every batch): Python's, errors included
+            if not batch.is_control and batch.base_offset not in aborted:
+                map_data_batch(batch, start, offset_map, stats)
+            chunks.position += batch.size_bytes
 
 
 def merged_lookup(blobs: Sequence[bytes]) -> tuple[Callable[[bytes], int], int]:

@@ -446,3 +446,110 @@ def test_the_c_header_scan_equals_the_python_one(
         python = [v for h in headers if h[2] >= 0 for v in h[:4]]
         reached = headers[-1][4] if headers else 0
         assert in_c == (reached, python)
+
+
+def thread_count() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    ops=operations,
+    codec=st.sampled_from([CompressionType.NONE, CompressionType.GZIP]),
+    pick=st.integers(0, 99),
+)
+def test_puts_on_their_own_thread_build_the_same_map(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[Op], codec: CompressionType, pick: int
+) -> None:
+    """The map a scan builds with its puts handed to the map's thread is the one it builds putting them
+    itself: the same table, byte for byte, the same superseded bitmap, latest offset and counts."""
+    log = build(tmp_path_factory.mktemp("pipe") / "topic-0", ops, codec, TimestampType.CREATE_TIME)
+    start = pick * log.active_segment.base_offset // 100
+    built = []
+    for pipelined in (True, False):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(cleaner.native, "_SPARE_CORE", pipelined)
+            assert cleaner.native.puts_pipelined() is pipelined
+            offset_map, stats = build_map(log, start, native=True)
+        native = offset_map.native
+        assert native is not None
+        built.append(
+            (
+                cleaner.native.dump_key_map(native),
+                cleaner.native.dump_superseded_bits(native),
+                offset_map.latest_offset,
+                stats.map_records_read,
+                stats.map_bytes_read,
+            )
+        )
+    assert built[0] == built[1]
+
+
+def test_a_read_or_put_from_python_waits_for_the_puts_handed_over(tmp_path: Path) -> None:
+    """While the pipeline runs, get, len, put and the filter first wait for the scan's puts, so they see
+    them all and a put from Python lands after them."""
+    native = cleaner.native._native
+    assert native is not None
+    data = plain_segment_bytes(tmp_path)
+    key_map = native.KeyMap()
+    before = thread_count()
+    assert key_map.start_pipeline() is True
+    assert thread_count() == before + 1
+    key_map.map_batches(data, 0, len(data), 0)
+    assert len(key_map) == 3 and key_map.get(b"k0") == 3
+    assert kept_offsets(data, key_map) == [3, 4, 5]
+    key_map.map_batches(data, 0, len(data), 0)  # the same offsets again: out of order, bitmap off
+    key_map.put(b"k0", 900)
+    assert key_map.get(b"k0") == 900
+    key_map.finish_pipeline()
+    assert thread_count() == before
+    assert kept_offsets(data, key_map) == [4, 5]
+
+
+def test_a_key_map_dropped_while_its_pipeline_runs_ends_the_thread(tmp_path: Path) -> None:
+    native = cleaner.native._native
+    assert native is not None
+    data = plain_segment_bytes(tmp_path)
+    before = thread_count()
+    key_map = native.KeyMap()
+    key_map.start_pipeline()
+    key_map.map_batches(data, 0, len(data), 0)
+    del key_map
+    assert thread_count() == before
+
+
+def test_a_batch_outside_transactions_is_filtered_by_the_bitmap_where_it_covers_it(tmp_path: Path) -> None:
+    """``filter_records`` (a batch ``filter_batches`` leaves: the round's last, a compressed one) reads
+    "superseded" from the scan's bitmap as ``filter_batches`` does, so a Spark task whose entries are
+    deferred puts them only for a record the bits do not cover. Shown with deferred entries that disagree
+    with the bits: which of them answered is seen in what is kept."""
+    native = cleaner.native._native
+    assert native is not None
+    segment = plain_log(tmp_path / "topic-0")[0]
+    data = segment.log_path.read_bytes()
+    scanned = native.KeyMap()
+    scanned.map_batches(data, 0, len(data), 0)  # k0 k1 k2 at 0-2 superseded by 3-5
+    bits = native.dump_superseded_bits(scanned)
+    stale = native.dump_key_map(native.KeyMap())  # no entry: every lookup says "not superseded"
+    batch = next(segment.batches())  # k0 at offset 0
+    for use_bitmap, kept in ((True, 0), (False, 1)):
+        key_map = native.KeyMap()
+        native.or_superseded_bits(key_map, bits)
+        native.defer_key_map(key_map, stale)
+        result = native.filter_records(
+            batch.records_bytes(),
+            1,
+            0,
+            batch.base_timestamp,
+            None,
+            key_map,
+            5,
+            START,
+            None,
+            START,
+            False,
+            False,
+            False,
+            use_bitmap,
+        )
+        assert result[2] == kept

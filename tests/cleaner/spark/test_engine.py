@@ -145,8 +145,8 @@ def test_consecutive_groups_share_a_task_and_the_tasks_spread_over_the_cores(
     tmp_path: Path, spark_holder: SparkSessionHolder
 ) -> None:
     """Groups are packed in offset order into about one rewrite task per core (``local[2]``: two, when no
-    size floor applies, as with ``max_split_bytes=1``; the log is then mapped by key hash in two classes);
-    each group is rewritten once."""
+    size floor applies, as with ``max_split_bytes=1``; the log's one key class is then mapped by one of
+    them and its file read by both); each group is rewritten once."""
     oracle, spark = build_twins(tmp_path, CONFIG, mixed_ops(60))
     engine = SparkEngine(clock=spark.clock, session=spark_holder, max_split_bytes=1)
     seen: list[list[int]] = []
