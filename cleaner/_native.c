@@ -558,8 +558,8 @@ keymap_grow(KeyMap *m)
     return 0;
 }
 
-/* The slot holding the key, or the empty slot where it would go. */
-static Slot *
+/* The slot holding the key, or the empty slot where it would go. Inlined: a scan's put is mostly this. */
+static inline __attribute__((always_inline)) Slot *
 keymap_find(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash)
 {
     Py_ssize_t j = (Py_ssize_t)(hash & (uint64_t)(m->capacity - 1));
@@ -584,47 +584,57 @@ keymap_prefetch(const KeyMap *m, uint64_t hash)
     __builtin_prefetch(&m->slots[hash & (uint64_t)(m->capacity - 1)]);
 }
 
+/* A new key into its empty slot *s (the table grown first if it would fill past 3/4, *s found again):
+ * 0, or -1 (no memory). Out of line: most puts of a scan find their key. */
+static __attribute__((noinline)) int
+keymap_insert(KeyMap *m, Slot **s, const unsigned char *key, Py_ssize_t n, uint64_t hash)
+{
+    if (n > INT32_MAX) {
+        return -1;
+    }
+    if ((m->size + 1) * 4 > m->capacity * 3) { /* a new key would fill the table past 3/4 */
+        if (keymap_grow(m) < 0) {
+            return -1;
+        }
+        *s = keymap_find(m, key, n, hash);
+    }
+    Slot *slot = *s;
+    if (n <= INLINE_KEY_BYTES) {
+        memcpy(slot->key, key, (size_t)n);
+    }
+    else {
+        if (m->arena_used + n > m->arena_capacity) {
+            Py_ssize_t capacity = m->arena_capacity ? m->arena_capacity * 2 : 65536;
+            while (capacity < m->arena_used + n) {
+                capacity *= 2;
+            }
+            unsigned char *arena = realloc(m->arena, (size_t)capacity);
+            if (arena == NULL) {
+                return -1;
+            }
+            m->arena = arena;
+            m->arena_capacity = capacity;
+        }
+        memcpy(m->arena + m->arena_used, key, (size_t)n);
+        int64_t at = (int64_t)m->arena_used;
+        memcpy(slot->key, &at, sizeof at);
+        m->arena_used += n;
+    }
+    slot->hash = hash;
+    slot->key_length = (int32_t)n;
+    slot->offset = -1;
+    m->size++;
+    return 0;
+}
+
 /* Map the key to offset; *previous (if given) gets the offset it replaced, or -1. */
-static int
+static inline int
 keymap_put_hashed(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset,
                   int64_t *previous)
 {
     Slot *s = keymap_find(m, key, n, hash);
-    if (s->key_length < 0) {
-        if (n > INT32_MAX) {
-            return -1;
-        }
-        if ((m->size + 1) * 4 > m->capacity * 3) { /* a new key would fill the table past 3/4 */
-            if (keymap_grow(m) < 0) {
-                return -1;
-            }
-            s = keymap_find(m, key, n, hash);
-        }
-        if (n <= INLINE_KEY_BYTES) {
-            memcpy(s->key, key, (size_t)n);
-        }
-        else {
-            if (m->arena_used + n > m->arena_capacity) {
-                Py_ssize_t capacity = m->arena_capacity ? m->arena_capacity * 2 : 65536;
-                while (capacity < m->arena_used + n) {
-                    capacity *= 2;
-                }
-                unsigned char *arena = realloc(m->arena, (size_t)capacity);
-                if (arena == NULL) {
-                    return -1;
-                }
-                m->arena = arena;
-                m->arena_capacity = capacity;
-            }
-            memcpy(m->arena + m->arena_used, key, (size_t)n);
-            int64_t at = (int64_t)m->arena_used;
-            memcpy(s->key, &at, sizeof at);
-            m->arena_used += n;
-        }
-        s->hash = hash;
-        s->key_length = (int32_t)n;
-        s->offset = -1;
-        m->size++;
+    if (s->key_length < 0 && keymap_insert(m, &s, key, n, hash) < 0) {
+        return -1;
     }
     if (previous != NULL) {
         *previous = s->offset;
@@ -1096,38 +1106,16 @@ next_entry(const unsigned char *e)
     return e + entry_size(n);
 }
 
-/* The superseded bit a put of the entry at `e` will set, asked for ahead: its key's slot (asked for
- * PREFETCH_DISTANCE entries earlier) holds the offset it supersedes, whose bit is a random access too. */
-static inline void
-prefetch_superseded_bit(const KeyMap *m, const unsigned char *e)
-{
-    uint64_t hash;
-    memcpy(&hash, e, 8);
-    const Slot *s = &m->slots[hash & (uint64_t)(m->capacity - 1)];
-    if (m->bits != NULL && s->hash == hash && s->key_length >= 0) {
-        int64_t bit = s->offset - m->bits_base;
-        if (bit >= 0 && bit < m->bits_words * 64) {
-            __builtin_prefetch(&m->bits[bit / 64], 1);
-        }
-    }
-}
-
-#define BITS_PREFETCH_DISTANCE 8 /* entries ahead: their slots (asked for earlier) have come in */
-
-/* Put entries [p, end) in order, each slot asked for PREFETCH_DISTANCE entries ahead and the bit it
- * supersedes BITS_PREFETCH_DISTANCE ahead: 0, or -1 (no memory). */
+/* Put entries [p, end) in order, each slot asked for PREFETCH_DISTANCE entries ahead: 0, or -1 (no memory). */
 static int
 put_entries(KeyMap *m, const unsigned char *p, const unsigned char *end)
 {
-    const unsigned char *ahead = p, *near = p;
+    const unsigned char *ahead = p;
     for (int i = 0; i < PREFETCH_DISTANCE && ahead < end; i++) {
         uint64_t hash;
         memcpy(&hash, ahead, 8);
         keymap_prefetch(m, hash);
         ahead = next_entry(ahead);
-    }
-    for (int i = 0; i < BITS_PREFETCH_DISTANCE && near < end; i++) {
-        near = next_entry(near);
     }
     while (p < end) {
         uint64_t hash;
@@ -1141,10 +1129,6 @@ put_entries(KeyMap *m, const unsigned char *p, const unsigned char *end)
             memcpy(&next_hash, ahead, 8);
             keymap_prefetch(m, next_hash);
             ahead = next_entry(ahead);
-        }
-        if (near < end) {
-            prefetch_superseded_bit(m, near);
-            near = next_entry(near);
         }
         if (keymap_put_scanned(m, p + ENTRY_HEADER, (Py_ssize_t)n, hash, offset) < 0) {
             return -1;

@@ -30,7 +30,7 @@ from pathlib import Path
 from cleaner.cleaned_writer import META_FIELDS, CleanedWriter
 from cleaner.group_swap import GroupSwap, SwapThread
 from cleaner.grouping import group_segments_by_size
-from cleaner.native import NativeKeyMap, filter_batches, native_key_map
+from cleaner.native import NativeKeyMap, cleaning_round, filter_batches, native_key_map
 from cleaner.offset_map import OffsetMap, ReadPacer, build_offset_map, segments_overlapping
 from cleaner.rules import (
     BatchOutcome,
@@ -119,6 +119,10 @@ class Cleaner:
         every segment below the upper bound still goes through the horizon, empty-batch and transaction
         rules (and is rewritten where they change anything).
         """
+        with cleaning_round():  # counted: its map's puts take a thread only while a core is spare
+            return self._clean(log, first_dirty_offset, upper_bound_offset)
+
+    def _clean(self, log: PartitionLog, first_dirty_offset: int, upper_bound_offset: int) -> CleaningResult:
         now_ms = self.clock.now_ms()
         stats = CleanerStats.start(self.clock)
         pacer = ReadPacer(self.check_aborted, self.throttle)

@@ -17,6 +17,7 @@ as None or ``Fallback``, or is left to the caller, who runs the Python rules, wh
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,6 +53,7 @@ __all__ = [
     "native_key_map",
     "new_native_key_map",
     "or_superseded_bits",
+    "cleaning_round",
     "puts_on_own_thread",
     "puts_pipelined",
     "scan_producer_headers",
@@ -105,21 +107,40 @@ def new_native_key_map() -> NativeKeyMap | None:
     return None if _native is None else _native.KeyMap()
 
 
-_SPARE_CORE = len(os.sched_getaffinity(0)) > 1
+_CORES = len(os.sched_getaffinity(0))
+_rounds_running = 0  # this process's cleaning rounds at this moment (``cleaning_round``)
+_rounds_lock = threading.Lock()
 
 
 def puts_pipelined() -> bool:
-    """Whether ``puts_on_own_thread`` gives a map's puts a thread of their own here (C, and a spare core)."""
-    return _native is not None and _SPARE_CORE
+    """Whether a map's puts can run on a thread of their own here (C, and more than one core)."""
+    return _native is not None and _CORES > 1
 
 
 @contextmanager
-def puts_on_own_thread(key_map: NativeKeyMap | None) -> Iterator[None]:
+def cleaning_round() -> Iterator[None]:
+    """Counts the rounds this process runs at once (``log.cleaner.threads``): a map's puts take a thread of
+    their own only while fewer rounds than cores run (``puts_on_own_thread``)."""
+    global _rounds_running
+    with _rounds_lock:
+        _rounds_running += 1
+    try:
+        yield
+    finally:
+        with _rounds_lock:
+            _rounds_running -= 1
+
+
+@contextmanager
+def puts_on_own_thread(key_map: NativeKeyMap | None, *, spare_core: bool | None = None) -> Iterator[None]:
     """While a scan in offset order builds ``key_map``, its puts run on a thread of the map's own
     (``start_pipeline``): the table's cache misses, half of a map's time, then overlap the parsing of the
-    next read chunk. The puts keep their order, so the map (and its superseded bitmap) is the same. Nothing
-    changes without C or on one core."""
-    if key_map is None or not puts_pipelined() or not key_map.start_pipeline():
+    next read chunk. The puts keep their order, so the map (and its superseded bitmap) is the same.
+    ``spare_core``: whether a core is free for that thread (default: fewer rounds run than there are
+    cores). Nothing changes without C or on one core."""
+    if spare_core is None:
+        spare_core = _rounds_running < _CORES
+    if key_map is None or not spare_core or not puts_pipelined() or not key_map.start_pipeline():
         yield
         return
     try:

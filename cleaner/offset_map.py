@@ -177,6 +177,7 @@ def build_offset_map(
     *,
     max_entries: int | None = None,
     pacer: ReadPacer | None = None,
+    spare_core: bool | None = None,
 ) -> bool:
     """Map every key of the dirty section [start, end) to its latest offset (§12.2); True if it filled up.
 
@@ -184,7 +185,8 @@ def build_offset_map(
     aborted transactions, whose keys must not shadow older committed values; unkeyed records are ignored.
     After a segment read to its end, ``latest_offset`` jumps to the next segment's base − 1 (or end − 1),
     skipping offset gaps. With no dirty segment (a rewrite-only round, start == end) ``latest_offset`` is
-    end − 1: every record below ``end`` was "looked at" and nothing supersedes it.
+    end − 1: every record below ``end`` was "looked at" and nothing supersedes it. ``spare_core``: see
+    ``native.puts_on_own_thread``.
     """
     pacer = pacer or ReadPacer(lambda: None, lambda _bytes: None)
     offset_map.clear()
@@ -194,7 +196,7 @@ def build_offset_map(
         return False
     txns = CleanedTransactionMetadata()
     txns.add_aborted_transactions(collect_aborted_txns(segments, start, end))
-    with puts_on_own_thread(offset_map.native if max_entries is None else None):
+    with puts_on_own_thread(offset_map.native if max_entries is None else None, spare_core=spare_core):
         for i, segment in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             if _map_segment(segment, start, offset_map, txns, stats, max_entries, pacer):

@@ -134,7 +134,7 @@ def _task_map(task: MapSplit) -> OffsetMap:
 def build_partial_map(task: MapSplit) -> bytes:
     """The task's keys → their latest offset in its splits, as one blob (runs on an executor)."""
     offset_map = _task_map(task)  # the C table, unless LOGCLEANER_PURE_PYTHON=1
-    _map_into(task, offset_map)
+    _map_into(task, offset_map, spare_core=False)
     native = offset_map.native
     if native is not None:
         return dump_key_map(native)
@@ -172,7 +172,7 @@ def _write_class_file(task: MapSplit, fd: int) -> None:
     """Map ``task``'s class and write its file: header, blob, bitmap (a writer that dies half way leaves
     a file shorter than its header says: not complete)."""
     offset_map = _task_map(task)
-    _map_into(task, offset_map)
+    _map_into(task, offset_map, spare_core=True)  # one class per two ranges: the other task waits for it
     native = offset_map.native
     blob = _dump_entries(offset_map) if native is None else dump_key_map(native)
     bits = (None if native is None else dump_superseded_bits(native)) or b""
@@ -224,7 +224,7 @@ def range_lookup(own: MapSplit | None, blob_paths: Sequence[str]) -> tuple[Calla
     (see the module docstring)."""
     offset_map = OffsetMap()
     if own is not None:
-        _map_into(own, offset_map)
+        _map_into(own, offset_map, spare_core=False)  # one task a log: every core has its own task
         return offset_map.lookup, offset_map.size
     keys = 0
     for path in blob_paths:
@@ -256,12 +256,13 @@ def _load_class_file(offset_map: OffsetMap, path: str) -> int:
     return int(keys)
 
 
-def _map_into(task: MapSplit, offset_map: OffsetMap) -> None:
-    """Map ``task``'s splits into ``offset_map``, in offset order."""
+def _map_into(task: MapSplit, offset_map: OffsetMap, *, spare_core: bool) -> None:
+    """Map ``task``'s splits into ``offset_map``, in offset order; ``spare_core``: its puts on a thread of
+    their own (a key class's map, while the log's other task waits for its file)."""
     native = offset_map.native
     stats = CleanerStats()  # the driver's header replay already counted the map pass
     start, aborted = task.start_offset, task.aborted_batches
-    with puts_on_own_thread(native):
+    with puts_on_own_thread(native, spare_core=spare_core):
         for split in task.splits:
             _map_split(split, start, aborted, offset_map, stats)
 

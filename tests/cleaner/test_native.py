@@ -3,6 +3,7 @@ must come out byte for byte the same, and ``LOGCLEANER_PURE_PYTHON=1`` must leav
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -224,9 +225,13 @@ def test_crc32c_in_c_matches_the_crc32c_package(data: bytes) -> None:
     assert native.crc32c(data) == native.crc32c_by_table(data) == crc32c.crc32c(data)
 
 
-def build_map(log: PartitionLog, start: int, *, native: bool) -> tuple[OffsetMap, CleanerStats]:
+def build_map(
+    log: PartitionLog, start: int, *, native: bool, spare_core: bool | None = None
+) -> tuple[OffsetMap, CleanerStats]:
     offset_map, stats = OffsetMap(native=native), CleanerStats()
-    build_offset_map(log.segments, start, log.active_segment.base_offset, offset_map, stats)
+    build_offset_map(
+        log.segments, start, log.active_segment.base_offset, offset_map, stats, spare_core=spare_core
+    )
     return offset_map, stats
 
 
@@ -452,6 +457,24 @@ def thread_count() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
+def test_a_map_puts_on_a_thread_of_its_own_only_while_a_core_is_spare(tmp_path: Path) -> None:
+    """As many rounds at once as cores (``log.cleaner.threads``): the puts stay on the round's thread."""
+    native = cleaner.native._native
+    assert native is not None and cleaner.native.puts_pipelined()  # CI and this project's machines: 2 cores
+    data = plain_segment_bytes(tmp_path)
+    cores = len(os.sched_getaffinity(0))
+    threads: list[int] = []
+    with contextlib.ExitStack() as rounds:
+        for _running in range(cores + 1):
+            key_map = native.KeyMap()
+            with cleaner.native.puts_on_own_thread(key_map):
+                threads.append(thread_count())
+                key_map.map_batches(data, 0, len(data), 0)
+            rounds.enter_context(cleaner.native.cleaning_round())
+    assert threads[:cores] == [threads[0]] * cores  # 0 .. cores - 1 rounds running: the map's own thread
+    assert threads[cores] == threads[0] - 1  # as many rounds as cores: none
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     ops=operations,
@@ -467,10 +490,7 @@ def test_puts_on_their_own_thread_build_the_same_map(
     start = pick * log.active_segment.base_offset // 100
     built = []
     for pipelined in (True, False):
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(cleaner.native, "_SPARE_CORE", pipelined)
-            assert cleaner.native.puts_pipelined() is pipelined
-            offset_map, stats = build_map(log, start, native=True)
+        offset_map, stats = build_map(log, start, native=True, spare_core=pipelined)
         native = offset_map.native
         assert native is not None
         built.append(

@@ -116,7 +116,7 @@ def ored_class_bits(tasks: list[MapSplit]) -> bytes | None:
     assert merged is not None
     for task in tasks:
         class_map = partial_maps._task_map(task)
-        partial_maps._map_into(task, class_map)
+        partial_maps._map_into(task, class_map, spare_core=True)  # as a class map task does
         assert class_map.native is not None
         if class_map.size:
             cleaner.native.or_superseded_bits(merged, cleaner.native.dump_superseded_bits(class_map.native))
