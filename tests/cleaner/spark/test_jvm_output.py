@@ -18,6 +18,7 @@ from cleaner.spark.jvm_output import (
     line_level,
     with_log4j_config,
 )
+from cleaner.spark.session import SparkSessionHolder
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -84,6 +85,13 @@ def test_log4j_config_joins_the_driver_options_unless_one_is_named() -> None:
     assert conf["spark.driver.extraJavaOptions"] == f"-Xss4m {LOG4J_PROPERTY}/s/log4j2.properties"
     own = {"spark.driver.extraJavaOptions": f"{LOG4J_PROPERTY}/etc/mine.properties"}
     assert with_log4j_config(own, "/s/log4j2.properties") == own
+
+
+def test_the_driver_jvm_skips_its_optimizing_compiler_unless_options_are_given() -> None:
+    """It only schedules tasks: C2 would spend a core on compiling during the first rounds."""
+    key = "spark.driver.extraJavaOptions"
+    assert SparkSessionHolder().conf[key] == "-XX:TieredStopAtLevel=1"
+    assert SparkSessionHolder({key: "-Xss4m"}).conf[key] == "-Xss4m"
 
 
 def run_spark_clean(tmp_path: Path, *verbosity: str) -> str:
