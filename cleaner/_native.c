@@ -334,6 +334,7 @@ typedef struct {
     unsigned char *reserve; /* the address range the slots grow in (see keymap_grow), or NULL: malloc'd */
     uint32_t key_class;  /* with classes > 1, the map takes only the keys of this hash class (set_key_class) */
     uint32_t classes;
+    int checks_none;     /* its scans check no batch: a later pass checks them all first (skip_batch_checks) */
     Py_buffer *deferred; /* blobs put only when the map is first read (defer_key_map) */
     Py_ssize_t deferred_count, deferred_done, deferred_capacity;
     struct PutPipe *pipe; /* while the scan's puts run on their own thread (start_pipeline), else NULL */
@@ -381,11 +382,15 @@ keymap_takes(const KeyMap *m, uint64_t hash)
  * reads its keys. A map of every key checks every batch. Of K maps by key hash over one log, each checks
  * the batches of one class of base offsets (hashed), so every batch is checked once by one of them; if a
  * batch is corrupt, the map that checks it fails (the Python decoder raises) and with it the round, so the
- * keys that another map read from it unchecked are never used.
+ * keys that another map read from it unchecked are never used. A map told to skip the checks
+ * (skip_batch_checks) checks none: its round checks every batch again before anything is used.
  */
 static inline int
 keymap_checks_batch(const KeyMap *m, int64_t base_offset)
 {
+    if (m->checks_none) {
+        return 0;
+    }
     if (m->classes <= 1) {
         return 1;
     }
@@ -2546,6 +2551,21 @@ set_key_class(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* skip_batch_checks(key_map) -> None: from now on the map's scans read only the keys of a plain batch (no
+ * CRC, no check of the other fields). For a map whose round reads every batch it maps again, checked,
+ * before anything of the round is used: a Spark round's tasks rewrite every batch, and the driver swaps
+ * nothing in unless every task succeeded. */
+static PyObject *
+skip_batch_checks(PyObject *self, PyObject *arg)
+{
+    KeyMap *m = key_map_arg(arg, "skip_batch_checks");
+    if (m == NULL) {
+        return NULL;
+    }
+    m->checks_none = 1;
+    Py_RETURN_NONE;
+}
+
 /* key_class(key, classes) -> int: the key's hash class (the one whose map takes it). */
 static PyObject *
 key_class(PyObject *self, PyObject *args)
@@ -2668,6 +2688,7 @@ or_superseded_bits(PyObject *self, PyObject *args)
 static PyMethodDef key_map_blob_methods[] = {
     {"defer_key_map", defer_key_map, METH_VARARGS, "Put a blob's entries when the map is first read."},
     {"set_key_class", set_key_class, METH_VARARGS, "Make a KeyMap take only the keys of one hash class."},
+    {"skip_batch_checks", skip_batch_checks, METH_O, "Make a KeyMap's scans read only the keys of batches."},
     {"key_class", key_class, METH_VARARGS, "A key's hash class."},
     {"or_superseded_bits", or_superseded_bits, METH_VARARGS, "OR a key class's superseded bitmap in."},
     {"dump_key_map", dump_key_map, METH_O, "A KeyMap's entries as one blob."},

@@ -58,6 +58,7 @@ __all__ = [
     "puts_pipelined",
     "scan_producer_headers",
     "set_key_class",
+    "skip_batch_checks",
 ]
 
 _TRANSACTIONAL_BIT = 0x10
@@ -191,6 +192,16 @@ def set_key_class(key_map: NativeKeyMap, key_class_: int, classes: int) -> None:
     if _native is None:
         raise RuntimeError("set_key_class needs cleaner._native")
     _native.set_key_class(key_map, key_class_, classes)
+
+
+def skip_batch_checks(key_map: NativeKeyMap) -> None:
+    """Make a C key map's scans read only the keys of plain batches, no CRC or other check: for a map whose
+    round checks every batch it maps again before using anything (a Spark round: its tasks rewrite every
+    batch and the driver swaps only after they all succeeded). Not for the in-process round, which swaps
+    each group as it goes: there a corrupt batch must fail the map, before the first swap."""
+    if _native is None:
+        raise RuntimeError("skip_batch_checks needs cleaner._native")
+    _native.skip_batch_checks(key_map)
 
 
 def key_class(key: bytes, classes: int) -> int:

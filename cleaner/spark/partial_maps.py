@@ -13,9 +13,10 @@ data records (not control) at or above the first dirty offset outside aborted tr
 batches are aborted the driver already knows from its header replay (``MapScan.aborted_batches``), so a
 split needs no transaction state of its own. Runs of plain batches go through ``KeyMap.map_batches``
 (header, CRC, records in one C call per read chunk), any other batch through ``map_data_batch`` (its
-records area in C when it can, else the Python rules, which stay the oracle). Each class's scan checks
-(CRC, every record field) only its share of the batches and reads only the keys of the others, so every
-batch is checked once; a corrupt batch fails the task that checks it, and with it the round.
+records area in C when it can, else the Python rules, which stay the oracle). A task's scan of plain
+batches reads only their keys (``skip_batch_checks``: no CRC): every batch it maps is read again, checked,
+by the rewrite task whose range holds it, and a corrupt one fails that task, the job, and with it the round
+before anything is swapped in.
 
 The classes are mapped by the log's rewrite tasks themselves (``ensure_class_files``), no job of their
 own: a task takes each class's file lock in turn, starting at its own class, and maps the class if its
@@ -60,6 +61,7 @@ from cleaner.native import (
     or_superseded_bits,
     puts_on_own_thread,
     set_key_class,
+    skip_batch_checks,
 )
 from cleaner.offset_map import OffsetMap, map_data_batch
 from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
@@ -128,7 +130,12 @@ class _KeyClassMap(OffsetMap):
 
 
 def _task_map(task: MapSplit) -> OffsetMap:
-    return OffsetMap() if task.classes <= 1 else _KeyClassMap(task.key_class, task.classes)
+    """The map a task builds; its scans check no batch (``skip_batch_checks``): the round's rewrite tasks
+    check every batch it maps, and the driver swaps nothing in unless they all succeeded."""
+    offset_map = OffsetMap() if task.classes <= 1 else _KeyClassMap(task.key_class, task.classes)
+    if offset_map.native is not None:
+        skip_batch_checks(offset_map.native)
+    return offset_map
 
 
 def build_partial_map(task: MapSplit) -> bytes:
@@ -222,11 +229,11 @@ def range_lookup(own: MapSplit | None, blob_paths: Sequence[str]) -> tuple[Calla
     """A rewrite task's lookup and its number of keys: ``own``'s splits mapped here in offset order (a log
     of one range), or the key classes' files of ``blob_paths``: their bitmaps OR'd, their blobs deferred
     (see the module docstring)."""
-    offset_map = OffsetMap()
     if own is not None:
+        offset_map = _task_map(own)
         _map_into(own, offset_map, spare_core=False)  # one task a log: every core has its own task
         return offset_map.lookup, offset_map.size
-    keys = 0
+    offset_map, keys = OffsetMap(), 0
     for path in blob_paths:
         keys += _load_class_file(offset_map, path)
     return offset_map.lookup, keys

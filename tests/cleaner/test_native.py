@@ -573,3 +573,17 @@ def test_a_batch_outside_transactions_is_filtered_by_the_bitmap_where_it_covers_
             use_bitmap,
         )
         assert result[2] == kept
+
+
+def test_a_map_told_to_skip_batch_checks_reads_a_damaged_batch_s_keys(tmp_path: Path) -> None:
+    """A Spark task's map reads only keys (its round's rewrite checks every batch before anything is used):
+    a batch whose CRC no longer matches stops a checking scan, not this one."""
+    native = cleaner.native._native
+    assert native is not None
+    data = bytearray(plain_segment_bytes(tmp_path))
+    data[-3] ^= 0xFF  # the last batch's value: its CRC no longer matches, its key is intact
+    checking, reading = native.KeyMap(), native.KeyMap()
+    cleaner.native.skip_batch_checks(reading)
+    assert checking.map_batches(bytes(data), 0, len(data), 0)[1] == 5  # stops at the damaged sixth batch
+    assert reading.map_batches(bytes(data), 0, len(data), 0)[1] == 6
+    assert (checking.get(b"k2"), reading.get(b"k2")) == (2, 5)
