@@ -229,8 +229,11 @@ def spark_round_process(master: str, directory: Path, warm_source: Path, tree: P
 
 
 def fresh_copy(source: Path, target: Path) -> Path:
+    """A copy of ``source`` written back to disk before it is used: the kernel's writeback of the copy does
+    not run during the round that is timed on it."""
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(source, target)
+    os.sync()
     return target
 
 
