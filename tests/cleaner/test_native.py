@@ -244,9 +244,18 @@ def build_map(
 def test_the_c_key_map_build_equals_the_python_one(
     tmp_path_factory: pytest.TempPathFactory, ops: list[Op], codec: CompressionType, pick: int
 ) -> None:
+    """Also: the C map built with its puts handed to the map's own thread is the one built putting them on
+    the scan's thread (the same table byte for byte, the same superseded bitmap, latest offset, counts)."""
     log = build(tmp_path_factory.mktemp("map") / "topic-0", ops, codec, TimestampType.CREATE_TIME)
     start = pick * log.active_segment.base_offset // 100  # a first dirty offset anywhere in the log
-    in_c, c_stats = build_map(log, start, native=True)
+    in_c, c_stats = build_map(log, start, native=True, spare_core=True)
+    on_one_thread, one_thread_stats = build_map(log, start, native=True, spare_core=False)
+    assert in_c.native is not None and on_one_thread.native is not None
+    assert cleaner.native.dump_key_map(in_c.native) == cleaner.native.dump_key_map(on_one_thread.native)
+    assert cleaner.native.dump_superseded_bits(in_c.native) == cleaner.native.dump_superseded_bits(
+        on_one_thread.native
+    )
+    assert (in_c.latest_offset, c_stats) == (on_one_thread.latest_offset, one_thread_stats)
     in_python, python_stats = build_map(log, start, native=False)
     assert in_c.native is not None and in_python.native is None
     assert (in_c.size, in_c.latest_offset) == (in_python.size, in_python.latest_offset)
@@ -473,36 +482,6 @@ def test_a_map_puts_on_a_thread_of_its_own_only_while_a_core_is_spare(tmp_path: 
             rounds.enter_context(cleaner.native.cleaning_round())
     assert threads[:cores] == [threads[0]] * cores  # 0 .. cores - 1 rounds running: the map's own thread
     assert threads[cores] == threads[0] - 1  # as many rounds as cores: none
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    ops=operations,
-    codec=st.sampled_from([CompressionType.NONE, CompressionType.GZIP]),
-    pick=st.integers(0, 99),
-)
-def test_puts_on_their_own_thread_build_the_same_map(
-    tmp_path_factory: pytest.TempPathFactory, ops: list[Op], codec: CompressionType, pick: int
-) -> None:
-    """The map a scan builds with its puts handed to the map's thread is the one it builds putting them
-    itself: the same table, byte for byte, the same superseded bitmap, latest offset and counts."""
-    log = build(tmp_path_factory.mktemp("pipe") / "topic-0", ops, codec, TimestampType.CREATE_TIME)
-    start = pick * log.active_segment.base_offset // 100
-    built = []
-    for pipelined in (True, False):
-        offset_map, stats = build_map(log, start, native=True, spare_core=pipelined)
-        native = offset_map.native
-        assert native is not None
-        built.append(
-            (
-                cleaner.native.dump_key_map(native),
-                cleaner.native.dump_superseded_bits(native),
-                offset_map.latest_offset,
-                stats.map_records_read,
-                stats.map_bytes_read,
-            )
-        )
-    assert built[0] == built[1]
 
 
 def test_a_read_or_put_from_python_waits_for_the_puts_handed_over(tmp_path: Path) -> None:
