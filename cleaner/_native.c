@@ -2129,7 +2129,8 @@ filter_batches(PyObject *self, PyObject *args)
  * scan_producer_headers(fd, position, end) -> (position reached, rows)
  *
  * rules._iter_headers over the batches of a .log from `position`, reading only around each batch header
- * (8 KiB at a time: the headers of small batches come in one read, a large batch costs one read),
+ * (8 KiB at a time: the headers of small batches come in one read; after a batch of 8 KiB or more, only
+ * the next header),
  * with the GIL released. Per batch with a producer id (>= 0), four int64 in native order: attributes (as
  * the signed int16 of the header), last offset, producer id, producer epoch. Stops before a header that
  * does not fit before `end`, or a batch whose size is below the header's or that ends past `end` (a
@@ -2152,12 +2153,15 @@ scan_producer_headers(PyObject *self, PyObject *args)
         return PyErr_NoMemory();
     }
     int error = 0, no_memory = 0;
-    long long buf_start = position;
+    long long buf_start = position, last_size = 0;
     Py_ssize_t buf_len = 0;
     Py_BEGIN_ALLOW_THREADS
     while (position + BATCH_OVERHEAD <= end) {
         if (position + BATCH_OVERHEAD > buf_start + buf_len) {
-            long long want = end - position < HEADER_READ_BYTES ? end - position : HEADER_READ_BYTES;
+            long long want = last_size >= HEADER_READ_BYTES ? BATCH_OVERHEAD : HEADER_READ_BYTES;
+            if (want > end - position) {
+                want = end - position;
+            }
             ssize_t got = pread(fd, buf, (size_t)want, (off_t)position);
             if (got < 0) {
                 if (errno == EINTR) {
@@ -2196,6 +2200,7 @@ scan_producer_headers(PyObject *self, PyObject *args)
             rows_used++;
         }
         position += size;
+        last_size = size;
     }
     Py_END_ALLOW_THREADS
     free(buf);
@@ -2238,10 +2243,163 @@ start_writeback(PyObject *self, PyObject *args)
     return PyBool_FromLong(rc == 0);
 }
 
+#define RUN_SCAN_CHUNK (1 << 20)
+#define RUN_SCAN_LARGE 8192 /* after a batch this large, the next read is the next header alone */
+#define RUN_FIELDS 5
+enum { RUN_PLAIN = 0, RUN_OTHER = 1 };
+
+/* Append one row of RUN_FIELDS to *rows (grown as needed): 0, or -1 (no memory). */
+static int
+append_run_row(int64_t **rows, size_t *used, size_t *capacity, const int64_t row[RUN_FIELDS])
+{
+    if (*used == *capacity) {
+        size_t grown = *capacity ? *capacity * 2 : 64;
+        int64_t *more = realloc(*rows, grown * RUN_FIELDS * sizeof(int64_t));
+        if (more == NULL) {
+            return -1;
+        }
+        *rows = more;
+        *capacity = grown;
+    }
+    memcpy(*rows + *used * RUN_FIELDS, row, RUN_FIELDS * sizeof(int64_t));
+    (*used)++;
+    return 0;
+}
+
+/*
+ * scan_batch_runs(fd, end, split) -> (position reached, rows, headers)
+ *
+ * The batch headers of a .log from position 0 for the Spark driver's transaction replay (txn_replay), with
+ * the GIL released: runs of consecutive plain data batches (neither transactional nor control) collapse
+ * into one row, since all such a batch does to the replay's state is move it to its last offset. Per row,
+ * five int64 in native order: kind (0 a run of plain batches, 1 any other batch), its first position, its
+ * bytes, its last offset, its records. A run does not cross `split` (the map pass's first position in the
+ * segment; -1: none). `headers` holds the RECORD_BATCH header (61 bytes) of each kind-1 row, in order.
+ * Reads 1 MiB at a time while batches are small, only the next header after a large one. Stops before a
+ * header that does not fit before `end` or a batch that ends past it: the caller reads on from the
+ * position reached, in Python, which raises the error that names it.
+ */
+static PyObject *
+scan_batch_runs(PyObject *self, PyObject *args)
+{
+    int fd;
+    long long end, split;
+    if (!PyArg_ParseTuple(args, "iLL", &fd, &end, &split)) {
+        return NULL;
+    }
+    unsigned char *buf = malloc(RUN_SCAN_CHUNK);
+    size_t rows_used = 0, rows_capacity = 0, headers_used = 0, headers_capacity = 0;
+    int64_t *rows = NULL;
+    unsigned char *headers = NULL;
+    if (buf == NULL) {
+        return PyErr_NoMemory();
+    }
+    int error = 0, no_memory = 0;
+    long long position = 0, buf_start = 0, last_size = 0;
+    Py_ssize_t buf_len = 0;
+    int64_t run[RUN_FIELDS] = {0};
+    int in_run = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (position + BATCH_OVERHEAD <= end) {
+        if (position + BATCH_OVERHEAD > buf_start + buf_len) {
+            long long want = last_size >= RUN_SCAN_LARGE ? BATCH_OVERHEAD : RUN_SCAN_CHUNK;
+            if (want > end - position) {
+                want = end - position;
+            }
+            ssize_t got = pread(fd, buf, (size_t)want, (off_t)position);
+            if (got < 0) {
+                if (errno == EINTR) {
+                    continue;
+                }
+                error = errno;
+                break;
+            }
+            buf_start = position;
+            buf_len = got;
+            if (got < BATCH_OVERHEAD) {
+                break;
+            }
+        }
+        const unsigned char *b = buf + (position - buf_start);
+        int64_t size = (int64_t)(int32_t)be32(b + 8) + 12;
+        if (size < BATCH_OVERHEAD || position + size > end) {
+            break;
+        }
+        unsigned attributes = (unsigned)b[21] << 8 | b[22];
+        int64_t last_offset = (int64_t)((uint64_t)be64(b) + (uint64_t)(int64_t)(int32_t)be32(b + 23));
+        int64_t records = (int32_t)be32(b + 57);
+        int plain = (attributes & 0x30) == 0; /* neither transactional (0x10) nor control (0x20) */
+        if (in_run && (!plain || position == split)) {
+            if (append_run_row(&rows, &rows_used, &rows_capacity, run) < 0) {
+                no_memory = 1;
+                break;
+            }
+            in_run = 0;
+        }
+        if (plain) {
+            if (!in_run) {
+                run[0] = RUN_PLAIN;
+                run[1] = position;
+                run[2] = 0;
+                run[4] = 0;
+                in_run = 1;
+            }
+            run[2] += size;
+            run[3] = last_offset;
+            run[4] += records;
+        }
+        else {
+            int64_t row[RUN_FIELDS] = {RUN_OTHER, position, size, last_offset, records};
+            if (headers_used + BATCH_OVERHEAD > headers_capacity) {
+                size_t grown = headers_capacity ? headers_capacity * 2 : 64 * BATCH_OVERHEAD;
+                unsigned char *more = realloc(headers, grown);
+                if (more == NULL) {
+                    no_memory = 1;
+                    break;
+                }
+                headers = more;
+                headers_capacity = grown;
+            }
+            if (append_run_row(&rows, &rows_used, &rows_capacity, row) < 0) {
+                no_memory = 1;
+                break;
+            }
+            memcpy(headers + headers_used, b, BATCH_OVERHEAD);
+            headers_used += BATCH_OVERHEAD;
+        }
+        position += size;
+        last_size = size;
+    }
+    if (in_run && !error && !no_memory && append_run_row(&rows, &rows_used, &rows_capacity, run) < 0) {
+        no_memory = 1;
+    }
+    Py_END_ALLOW_THREADS
+    free(buf);
+    PyObject *result = NULL;
+    if (error) {
+        errno = error;
+        PyErr_SetFromErrno(PyExc_OSError);
+    }
+    else if (no_memory) {
+        PyErr_NoMemory();
+    }
+    else {
+        /* y# of NULL is None: an empty segment gives empty bytes */
+        result = Py_BuildValue("Ly#y#", position, rows ? (const char *)rows : "",
+                               (Py_ssize_t)(rows_used * RUN_FIELDS * sizeof(int64_t)),
+                               headers ? (const char *)headers : "", (Py_ssize_t)headers_used);
+    }
+    free(rows);
+    free(headers);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"start_writeback", start_writeback, METH_VARARGS, "Start writing a file range's dirty pages (a hint)."},
     {"scan_producer_headers", scan_producer_headers, METH_VARARGS,
      "The producer batches' headers of a .log from a position, read around each header."},
+    {"scan_batch_runs", scan_batch_runs, METH_VARARGS,
+     "A .log's batch headers, runs of plain batches collapsed, for the transaction replay."},
     {"filter_records", filter_records, METH_VARARGS, "Filter and re-encode one records area."},
     {"filter_batches", filter_batches, METH_VARARGS,
      "Filter the plain batches of a buffer from a position; stop at the first other one."},

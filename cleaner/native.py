@@ -56,6 +56,7 @@ __all__ = [
     "cleaning_round",
     "puts_on_own_thread",
     "puts_pipelined",
+    "scan_batch_runs",
     "scan_producer_headers",
     "set_key_class",
     "skip_batch_checks",
@@ -320,6 +321,16 @@ def scan_producer_headers(fd: int, position: int, end: int) -> tuple[int, list[i
         return None
     reached, rows = _native.scan_producer_headers(fd, position, end)
     return reached, memoryview(rows).cast("q").tolist()
+
+
+def scan_batch_runs(fd: int, end: int, split: int) -> tuple[int, list[int], bytes] | None:
+    """The C header scan of ``txn_replay`` (see ``_native.scan_batch_runs``): the position reached, per row
+    (flat) kind (0 a run of plain batches, 1 another batch), position, bytes, last offset, records, and the
+    61-byte header of each kind-1 row; runs do not cross ``split`` (-1: none). None without the module."""
+    if _native is None:
+        return None
+    reached, rows, headers = _native.scan_batch_runs(fd, end, split)
+    return reached, memoryview(rows).cast("q").tolist(), headers
 
 
 WRITEBACK_BYTES = 8 << 20

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from cleaner.native import scan_batch_runs
 from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from service.errors import CorruptDataError
 from service.storage.records import (
@@ -95,7 +96,14 @@ def replay_headers(
             clean_state.add_aborted_transactions(aborted)
             map_position = map_from.get(id(segment))
             with _HeaderReader(segment) as reader:
-                for header in reader.headers():
+                for header in reader.batches(-1 if map_position is None else map_position):
+                    if isinstance(header, _PlainRun):  # plain batches only move the states on
+                        clean_state.on_plain_batch_read(header.last_offset)
+                        if map_position is not None and header.position >= map_position:
+                            map_state.on_plain_batch_read(header.last_offset)
+                            bytes_read += header.size
+                            records_read += header.records
+                        continue
                     attributes = header.fields[5]
                     control = reader.read_batch(header) if attributes & _CONTROL_BIT else None
                     _advance(clean_state, header, control)
@@ -127,6 +135,15 @@ def _header_only_batch(header: _Header) -> RecordBatch:
     )
 
 
+class _PlainRun(NamedTuple):
+    """Consecutive plain data batches (neither transactional nor control) of one segment."""
+
+    position: int
+    size: int
+    last_offset: int
+    records: int
+
+
 class _HeaderReader:
     """Batch headers of one ``.log`` in 1 MiB reads; whole batches on request (control batches only)."""
 
@@ -142,10 +159,30 @@ class _HeaderReader:
     def __exit__(self, *_exc: object) -> None:
         os.close(self._fd)
 
-    def headers(self) -> Iterator[_Header]:
+    def batches(self, split: int) -> Iterator[_Header | _PlainRun]:
+        """The segment's batches in order, consecutive plain ones as one ``_PlainRun`` (not crossing the
+        position ``split``), in C (``native.scan_batch_runs``); where C stops (a damaged header), or without
+        C, ``headers`` goes on, one batch at a time, and raises the error that names the damage."""
+        scanned = scan_batch_runs(self._fd, self._end, split)
+        if scanned is None:
+            yield from self.headers(0)
+            return
+        reached, rows, headers = scanned
+        other = 0
+        for at in range(0, len(rows), 5):
+            kind, position, size, last_offset, records = rows[at : at + 5]
+            if kind == 0:
+                yield _PlainRun(position, size, last_offset, records)
+            else:
+                yield _Header(position, BATCH_HEADER.unpack_from(headers, other))
+                other += RECORD_BATCH_OVERHEAD
+        if reached < self._end:
+            yield from self.headers(reached)
+
+    def headers(self, start: int) -> Iterator[_Header]:
         """Read 1 MiB at a time while batches are small; after a large one, only the next header (most of
         a log of large batches is then never copied out of the page cache)."""
-        position, end = 0, self._end
+        position, end = start, self._end
         buf, buf_start = b"", 0
         last_size = 0
         while position < end:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import cleaner.native
 from cleaner.offset_map import OffsetMap, build_offset_map
-from cleaner.spark import partial_maps
+from cleaner.spark import partial_maps, txn_replay
 from cleaner.spark.job_ticket import JobTicket, TaskTicket
 from cleaner.spark.partial_maps import (
     MapSplit,
@@ -32,12 +32,14 @@ from cleaner.spark.partial_maps import (
 )
 from cleaner.spark.round_plan import plan_round
 from cleaner.spark.segment_splits import plan_splits
+from cleaner.spark.txn_replay import MapScan
 from cleaner.stats import CleanerStats
 from service.clock import ManualClock, SystemClock
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.tools.gen import GenOptions, generate
+from tests.cleaner.helpers import compact_config
 from tests.cleaner.spark.random_logs import KEYS, START_MS, Op, Writer, configs, operations
 
 
@@ -371,3 +373,35 @@ def test_a_class_file_is_mapped_once_and_again_only_if_it_is_not_complete(many_k
         ticket.close()
         for path in paths:
             path.unlink(missing_ok=True)
+
+
+def replayed(writer: Writer, first_dirty: int) -> tuple[object, ...]:
+    plan = plan_round(writer.log, first_dirty, writer.log.active_segment.base_offset, START_MS)
+    assert plan is not None
+    return plan.map_scan, [group.txn_state.__getstate__() for group in plan.groups]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(config=configs, ops=operations, dirty_fraction=st.floats(0, 1))
+def test_the_driver_s_replay_over_runs_of_plain_batches_equals_the_one_batch_by_batch(
+    config: LogConfig, ops: list[Op], dirty_fraction: float
+) -> None:
+    """The transaction replay reads runs of plain batches in C (``scan_batch_runs``) as one step each: the
+    groups' starting states and the map pass it replays are those of the replay batch by batch."""
+    with random_log(config, ops, dirty_fraction) as (writer, first_dirty):
+        in_runs = replayed(writer, first_dirty)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(txn_replay, "scan_batch_runs", lambda *_args: None)
+            assert replayed(writer, first_dirty) == in_runs
+
+
+def test_a_run_of_plain_batches_is_cut_where_the_map_pass_starts() -> None:
+    """Eight plain batches in one segment, an index entry per batch, the first dirty offset at the fifth:
+    the map pass replayed counts the last four, as batch by batch."""
+    config = compact_config(segment_bytes=4096, segment_index_bytes=1024, index_interval_bytes=1)
+    with random_log(config, [Op("put", -1, ((b"a", b"x"),))] * 8, 0.5) as (writer, first_dirty):
+        map_scan = replayed(writer, first_dirty)[0]
+        assert isinstance(map_scan, MapScan) and (map_scan.records_read, first_dirty) == (4, 4)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(txn_replay, "scan_batch_runs", lambda *_args: None)
+            assert replayed(writer, first_dirty)[0] == map_scan
