@@ -2123,6 +2123,77 @@ filter_batches(PyObject *self, PyObject *args)
     return result;
 }
 
+/* A walk over a .log's batch headers from a position, reading around each header (the header scans). */
+typedef struct {
+    int fd;
+    long long position, end;
+    unsigned char *buf;
+    long long chunk;      /* bytes a read takes while batches are small */
+    long long buf_start, last_size;
+    Py_ssize_t buf_len;
+    int error;            /* errno of a failed read */
+} HeaderWalk;
+
+/* The header of the batch at w->position, whole in w->buf, and the batch's size in *size; NULL at the end,
+ * after a short or failed read (w->error), or at a batch whose size is below a header's or that ends past
+ * w->end. Reads w->chunk bytes at a time, only the next header after a batch of 8 KiB or more (most of a log
+ * of large batches is never copied out of the page cache). Runs without the GIL. */
+static const unsigned char *
+header_walk_at(HeaderWalk *w, int64_t *size)
+{
+    while (w->position + BATCH_OVERHEAD <= w->end) {
+        if (w->position + BATCH_OVERHEAD > w->buf_start + w->buf_len) {
+            long long want = w->last_size >= 8192 ? BATCH_OVERHEAD : w->chunk;
+            if (want > w->end - w->position) {
+                want = w->end - w->position;
+            }
+            ssize_t got = pread(w->fd, w->buf, (size_t)want, (off_t)w->position);
+            if (got < 0) {
+                if (errno == EINTR) {
+                    continue;
+                }
+                w->error = errno;
+                return NULL;
+            }
+            w->buf_start = w->position;
+            w->buf_len = got;
+            if (got < BATCH_OVERHEAD) {
+                return NULL;
+            }
+        }
+        const unsigned char *b = w->buf + (w->position - w->buf_start);
+        *size = (int64_t)(int32_t)be32(b + 8) + 12;
+        if (*size < BATCH_OVERHEAD || w->position + *size > w->end) {
+            return NULL;
+        }
+        return b;
+    }
+    return NULL;
+}
+
+static inline void
+header_walk_next(HeaderWalk *w, int64_t size)
+{
+    w->position += size;
+    w->last_size = size;
+}
+
+/* After a walk, with the GIL: the Python error of a failed read, or of no memory; 1 if one was set. */
+static int
+header_walk_failed(const HeaderWalk *w, int no_memory)
+{
+    if (w->error) {
+        errno = w->error;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return 1;
+    }
+    if (no_memory) {
+        PyErr_NoMemory();
+        return 1;
+    }
+    return 0;
+}
+
 #define HEADER_READ_BYTES 8192
 
 /*
@@ -2152,35 +2223,13 @@ scan_producer_headers(PyObject *self, PyObject *args)
         free(rows);
         return PyErr_NoMemory();
     }
-    int error = 0, no_memory = 0;
-    long long buf_start = position, last_size = 0;
-    Py_ssize_t buf_len = 0;
+    int no_memory = 0;
+    HeaderWalk w = {.fd = fd, .position = position, .end = end, .buf = buf, .chunk = HEADER_READ_BYTES,
+                    .buf_start = position};
+    const unsigned char *b;
+    int64_t size;
     Py_BEGIN_ALLOW_THREADS
-    while (position + BATCH_OVERHEAD <= end) {
-        if (position + BATCH_OVERHEAD > buf_start + buf_len) {
-            long long want = last_size >= HEADER_READ_BYTES ? BATCH_OVERHEAD : HEADER_READ_BYTES;
-            if (want > end - position) {
-                want = end - position;
-            }
-            ssize_t got = pread(fd, buf, (size_t)want, (off_t)position);
-            if (got < 0) {
-                if (errno == EINTR) {
-                    continue;
-                }
-                error = errno;
-                break;
-            }
-            buf_start = position;
-            buf_len = got;
-            if (got < BATCH_OVERHEAD) {
-                break;
-            }
-        }
-        const unsigned char *b = buf + (position - buf_start);
-        int64_t size = (int64_t)(int32_t)be32(b + 8) + 12;
-        if (size < BATCH_OVERHEAD || position + size > end) {
-            break;
-        }
+    while ((b = header_walk_at(&w, &size)) != NULL) {
         int64_t producer_id = be64(b + 43);
         if (producer_id >= 0) {
             if (rows_used == rows_capacity) {
@@ -2199,22 +2248,13 @@ scan_producer_headers(PyObject *self, PyObject *args)
             row[3] = (int16_t)((unsigned)b[51] << 8 | b[52]);
             rows_used++;
         }
-        position += size;
-        last_size = size;
+        header_walk_next(&w, size);
     }
     Py_END_ALLOW_THREADS
     free(buf);
-    PyObject *result = NULL;
-    if (error) {
-        errno = error;
-        PyErr_SetFromErrno(PyExc_OSError);
-    }
-    else if (no_memory) {
-        PyErr_NoMemory();
-    }
-    else {
-        result = Py_BuildValue("Ly#", position, (const char *)rows, (Py_ssize_t)(rows_used * 4 * sizeof(int64_t)));
-    }
+    PyObject *result = header_walk_failed(&w, no_memory) ? NULL
+                       : Py_BuildValue("Ly#", w.position, (const char *)rows,
+                                       (Py_ssize_t)(rows_used * 4 * sizeof(int64_t)));
     free(rows);
     return result;
 }
@@ -2244,7 +2284,6 @@ start_writeback(PyObject *self, PyObject *args)
 }
 
 #define RUN_SCAN_CHUNK (1 << 20)
-#define RUN_SCAN_LARGE 8192 /* after a batch this large, the next read is the next header alone */
 #define RUN_FIELDS 5
 enum { RUN_PLAIN = 0, RUN_OTHER = 1 };
 
@@ -2294,37 +2333,15 @@ scan_batch_runs(PyObject *self, PyObject *args)
     if (buf == NULL) {
         return PyErr_NoMemory();
     }
-    int error = 0, no_memory = 0;
-    long long position = 0, buf_start = 0, last_size = 0;
-    Py_ssize_t buf_len = 0;
+    int no_memory = 0;
+    HeaderWalk w = {.fd = fd, .end = end, .buf = buf, .chunk = RUN_SCAN_CHUNK};
     int64_t run[RUN_FIELDS] = {0};
     int in_run = 0;
+    const unsigned char *b;
+    int64_t size;
     Py_BEGIN_ALLOW_THREADS
-    while (position + BATCH_OVERHEAD <= end) {
-        if (position + BATCH_OVERHEAD > buf_start + buf_len) {
-            long long want = last_size >= RUN_SCAN_LARGE ? BATCH_OVERHEAD : RUN_SCAN_CHUNK;
-            if (want > end - position) {
-                want = end - position;
-            }
-            ssize_t got = pread(fd, buf, (size_t)want, (off_t)position);
-            if (got < 0) {
-                if (errno == EINTR) {
-                    continue;
-                }
-                error = errno;
-                break;
-            }
-            buf_start = position;
-            buf_len = got;
-            if (got < BATCH_OVERHEAD) {
-                break;
-            }
-        }
-        const unsigned char *b = buf + (position - buf_start);
-        int64_t size = (int64_t)(int32_t)be32(b + 8) + 12;
-        if (size < BATCH_OVERHEAD || position + size > end) {
-            break;
-        }
+    while ((b = header_walk_at(&w, &size)) != NULL) {
+        long long position = w.position;
         unsigned attributes = (unsigned)b[21] << 8 | b[22];
         int64_t last_offset = (int64_t)((uint64_t)be64(b) + (uint64_t)(int64_t)(int32_t)be32(b + 23));
         int64_t records = (int32_t)be32(b + 57);
@@ -2367,28 +2384,18 @@ scan_batch_runs(PyObject *self, PyObject *args)
             memcpy(headers + headers_used, b, BATCH_OVERHEAD);
             headers_used += BATCH_OVERHEAD;
         }
-        position += size;
-        last_size = size;
+        header_walk_next(&w, size);
     }
-    if (in_run && !error && !no_memory && append_run_row(&rows, &rows_used, &rows_capacity, run) < 0) {
+    if (in_run && !w.error && !no_memory && append_run_row(&rows, &rows_used, &rows_capacity, run) < 0) {
         no_memory = 1;
     }
     Py_END_ALLOW_THREADS
     free(buf);
-    PyObject *result = NULL;
-    if (error) {
-        errno = error;
-        PyErr_SetFromErrno(PyExc_OSError);
-    }
-    else if (no_memory) {
-        PyErr_NoMemory();
-    }
-    else {
-        /* y# of NULL is None: an empty segment gives empty bytes */
-        result = Py_BuildValue("Ly#y#", position, rows ? (const char *)rows : "",
-                               (Py_ssize_t)(rows_used * RUN_FIELDS * sizeof(int64_t)),
-                               headers ? (const char *)headers : "", (Py_ssize_t)headers_used);
-    }
+    /* y# of NULL is None: an empty segment gives empty bytes */
+    PyObject *result = header_walk_failed(&w, no_memory) ? NULL
+                       : Py_BuildValue("Ly#y#", w.position, rows ? (const char *)rows : "",
+                                       (Py_ssize_t)(rows_used * RUN_FIELDS * sizeof(int64_t)),
+                                       headers ? (const char *)headers : "", (Py_ssize_t)headers_used);
     free(rows);
     free(headers);
     return result;
