@@ -1435,8 +1435,7 @@ keymap_map_records(KeyMap *m, PyObject *args)
             status = put_or_hand_over(m, b);
         }
         else if (b != &own) {
-            b->used = 0;
-            pipe_push(m->pipe, b);
+            pipe_push(m->pipe, b); /* left empty by the parse: back to the spares */
         }
     }
     Py_END_ALLOW_THREADS
@@ -1555,7 +1554,7 @@ keymap_get_py(KeyMap *m, PyObject *arg)
 {
     Py_buffer view;
     if (keymap_settle(m, 1) < 0) {
-        return PyErr_NoMemory();
+        return NULL;
     }
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
@@ -1576,7 +1575,7 @@ keymap_put_py(KeyMap *m, PyObject *args)
     int rc = keymap_settle(m, 1) < 0 ? -1 : keymap_put(m, view.buf, view.len, offset);
     PyBuffer_Release(&view);
     if (rc < 0) {
-        return PyErr_NoMemory();
+        return PyErr_NoMemory(); /* the settle's or the put's: either ran out of memory */
     }
     Py_RETURN_NONE;
 }
@@ -1604,7 +1603,6 @@ static Py_ssize_t
 keymap_len(KeyMap *m)
 {
     if (keymap_settle(m, 1) < 0) {
-        PyErr_NoMemory();
         return -1;
     }
     return m->size;
@@ -2123,6 +2121,8 @@ filter_batches(PyObject *self, PyObject *args)
     return result;
 }
 
+#define HEADER_READ_BYTES 8192 /* a producer scan's reads; after a batch this large, only the next header */
+
 /* A walk over a .log's batch headers from a position, reading around each header (the header scans). */
 typedef struct {
     int fd;
@@ -2143,7 +2143,7 @@ header_walk_at(HeaderWalk *w, int64_t *size)
 {
     while (w->position + BATCH_OVERHEAD <= w->end) {
         if (w->position + BATCH_OVERHEAD > w->buf_start + w->buf_len) {
-            long long want = w->last_size >= 8192 ? BATCH_OVERHEAD : w->chunk;
+            long long want = w->last_size >= HEADER_READ_BYTES ? BATCH_OVERHEAD : w->chunk;
             if (want > w->end - w->position) {
                 want = w->end - w->position;
             }
@@ -2178,6 +2178,24 @@ header_walk_next(HeaderWalk *w, int64_t size)
     w->last_size = size;
 }
 
+/* Append one row of `width` int64 to *rows (grown as needed): 0, or -1 (no memory). */
+static int
+append_row(int64_t **rows, size_t *used, size_t *capacity, const int64_t *row, size_t width)
+{
+    if (*used == *capacity) {
+        size_t grown = *capacity ? *capacity * 2 : 64;
+        int64_t *more = realloc(*rows, grown * width * sizeof(int64_t));
+        if (more == NULL) {
+            return -1;
+        }
+        *rows = more;
+        *capacity = grown;
+    }
+    memcpy(*rows + *used * width, row, width * sizeof(int64_t));
+    (*used)++;
+    return 0;
+}
+
 /* After a walk, with the GIL: the Python error of a failed read, or of no memory; 1 if one was set. */
 static int
 header_walk_failed(const HeaderWalk *w, int no_memory)
@@ -2193,8 +2211,6 @@ header_walk_failed(const HeaderWalk *w, int no_memory)
     }
     return 0;
 }
-
-#define HEADER_READ_BYTES 8192
 
 /*
  * scan_producer_headers(fd, position, end) -> (position reached, rows)
@@ -2216,11 +2232,9 @@ scan_producer_headers(PyObject *self, PyObject *args)
         return NULL;
     }
     unsigned char *buf = malloc(HEADER_READ_BYTES);
-    size_t rows_capacity = 64, rows_used = 0;
-    int64_t *rows = malloc(rows_capacity * 4 * sizeof(int64_t));
-    if (buf == NULL || rows == NULL) {
-        free(buf);
-        free(rows);
+    size_t rows_capacity = 0, rows_used = 0;
+    int64_t *rows = NULL;
+    if (buf == NULL) {
         return PyErr_NoMemory();
     }
     int no_memory = 0;
@@ -2232,28 +2246,23 @@ scan_producer_headers(PyObject *self, PyObject *args)
     while ((b = header_walk_at(&w, &size)) != NULL) {
         int64_t producer_id = be64(b + 43);
         if (producer_id >= 0) {
-            if (rows_used == rows_capacity) {
-                int64_t *grown = realloc(rows, rows_capacity * 2 * 4 * sizeof(int64_t));
-                if (grown == NULL) {
-                    no_memory = 1;
-                    break;
-                }
-                rows = grown;
-                rows_capacity *= 2;
+            int64_t row[4] = {
+                (int16_t)((unsigned)b[21] << 8 | b[22]),
+                (int64_t)((uint64_t)be64(b) + (uint64_t)(int64_t)(int32_t)be32(b + 23)), /* wraps, never UB */
+                producer_id,
+                (int16_t)((unsigned)b[51] << 8 | b[52]),
+            };
+            if (append_row(&rows, &rows_used, &rows_capacity, row, 4) < 0) {
+                no_memory = 1;
+                break;
             }
-            int64_t *row = rows + rows_used * 4;
-            row[0] = (int16_t)((unsigned)b[21] << 8 | b[22]);
-            row[1] = (int64_t)((uint64_t)be64(b) + (uint64_t)(int64_t)(int32_t)be32(b + 23)); /* wraps, never UB */
-            row[2] = producer_id;
-            row[3] = (int16_t)((unsigned)b[51] << 8 | b[52]);
-            rows_used++;
         }
         header_walk_next(&w, size);
     }
     Py_END_ALLOW_THREADS
     free(buf);
     PyObject *result = header_walk_failed(&w, no_memory) ? NULL
-                       : Py_BuildValue("Ly#", w.position, (const char *)rows,
+                       : Py_BuildValue("Ly#", w.position, rows ? (const char *)rows : "",
                                        (Py_ssize_t)(rows_used * 4 * sizeof(int64_t)));
     free(rows);
     return result;
@@ -2286,24 +2295,6 @@ start_writeback(PyObject *self, PyObject *args)
 #define RUN_SCAN_CHUNK (1 << 20)
 #define RUN_FIELDS 5
 enum { RUN_PLAIN = 0, RUN_OTHER = 1 };
-
-/* Append one row of RUN_FIELDS to *rows (grown as needed): 0, or -1 (no memory). */
-static int
-append_run_row(int64_t **rows, size_t *used, size_t *capacity, const int64_t row[RUN_FIELDS])
-{
-    if (*used == *capacity) {
-        size_t grown = *capacity ? *capacity * 2 : 64;
-        int64_t *more = realloc(*rows, grown * RUN_FIELDS * sizeof(int64_t));
-        if (more == NULL) {
-            return -1;
-        }
-        *rows = more;
-        *capacity = grown;
-    }
-    memcpy(*rows + *used * RUN_FIELDS, row, RUN_FIELDS * sizeof(int64_t));
-    (*used)++;
-    return 0;
-}
 
 /*
  * scan_batch_runs(fd, end, split) -> (position reached, rows, headers)
@@ -2347,7 +2338,7 @@ scan_batch_runs(PyObject *self, PyObject *args)
         int64_t records = (int32_t)be32(b + 57);
         int plain = (attributes & 0x30) == 0; /* neither transactional (0x10) nor control (0x20) */
         if (in_run && (!plain || position == split)) {
-            if (append_run_row(&rows, &rows_used, &rows_capacity, run) < 0) {
+            if (append_row(&rows, &rows_used, &rows_capacity, run, RUN_FIELDS) < 0) {
                 no_memory = 1;
                 break;
             }
@@ -2377,7 +2368,7 @@ scan_batch_runs(PyObject *self, PyObject *args)
                 headers = more;
                 headers_capacity = grown;
             }
-            if (append_run_row(&rows, &rows_used, &rows_capacity, row) < 0) {
+            if (append_row(&rows, &rows_used, &rows_capacity, row, RUN_FIELDS) < 0) {
                 no_memory = 1;
                 break;
             }
@@ -2386,7 +2377,7 @@ scan_batch_runs(PyObject *self, PyObject *args)
         }
         header_walk_next(&w, size);
     }
-    if (in_run && !w.error && !no_memory && append_run_row(&rows, &rows_used, &rows_capacity, run) < 0) {
+    if (in_run && !w.error && !no_memory && append_row(&rows, &rows_used, &rows_capacity, run, RUN_FIELDS) < 0) {
         no_memory = 1;
     }
     Py_END_ALLOW_THREADS
@@ -2482,7 +2473,7 @@ dump_key_map(PyObject *self, PyObject *arg)
         return NULL;
     }
     if (keymap_settle(m, 1) < 0) {
-        return PyErr_NoMemory();
+        return NULL;
     }
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < m->capacity; i++) {
@@ -2523,7 +2514,7 @@ load_key_map(PyObject *self, PyObject *args)
     KeyMap *m = (KeyMap *)target;
     if (keymap_settle(m, 1) < 0) {
         PyBuffer_Release(&view);
-        return PyErr_NoMemory();
+        return NULL;
     }
     const unsigned char *p = view.buf;
     Py_ssize_t left = view.len;

@@ -277,6 +277,8 @@ def _map_into(task: MapSplit, offset_map: OffsetMap, *, spare_core: bool) -> Non
 def _map_split(
     split: SegmentSplit, start: int, aborted: frozenset[int], offset_map: OffsetMap, stats: CleanerStats
 ) -> None:
+    """One split's batches into ``offset_map``: runs of plain ones in C, any other (not control, not
+    aborted) through ``map_data_batch``."""
     native = offset_map.native
     with SegmentChunks.of_range(split.log_path, split.start_position, split.end_position) as chunks:
         while chunks.has_more:
