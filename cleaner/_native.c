@@ -738,6 +738,25 @@ keymap_superseded(const KeyMap *m, int64_t offset)
     return (int)((m->bits[bit / 64] >> (bit % 64)) & 1);
 }
 
+/* Whether the bitmap covers [first, last] and marks every offset in it superseded (a word at a time). */
+static int
+keymap_all_superseded(const KeyMap *m, int64_t first, int64_t last)
+{
+    if (m->bits_state != BITS_VALID || first < m->bits_base || last > m->bits_last || first > last) {
+        return 0;
+    }
+    int64_t bit = first - m->bits_base, end = last - m->bits_base + 1;
+    while (bit < end) {
+        int64_t word = bit / 64, shift = bit % 64, take = 64 - shift < end - bit ? 64 - shift : end - bit;
+        uint64_t mask = (take == 64 ? ~(uint64_t)0 : (((uint64_t)1 << take) - 1)) << shift;
+        if ((m->bits[word] & mask) != mask) {
+            return 0;
+        }
+        bit += take;
+    }
+    return 1;
+}
+
 static int
 keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
 {
@@ -2010,21 +2029,28 @@ filter_batches(PyObject *self, PyObject *args)
             break;
         }
         FilterCall c = {0};
-        c.base_offset = base;
-        c.base_timestamp = base_ts;
-        c.has_log_append_time = (attributes & 0x08) != 0;
-        c.log_append_time = max_ts;
-        c.has_horizon = (attributes & 0x40) != 0;
-        c.horizon = base_ts;
-        c.key_map = (KeyMap *)key_map_obj;
-        c.use_bitmap = 1;
-        c.map_latest_offset = map_latest_offset;
-        c.now_ms = now_ms;
-        c.new_horizon = new_horizon;
-        status = filter_area(&sc, b + BATCH_OVERHEAD, (Py_ssize_t)size - BATCH_OVERHEAD, count, &c);
-        if (status != 0) {
-            status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
-            break;
+        if (count == (int64_t)last_delta + 1 && base + last_delta <= map_latest_offset &&
+            keymap_all_superseded((KeyMap *)key_map_obj, base, base + last_delta)) {
+            /* every offset holds a keyed record a later one supersedes: none survives, none is parsed */
+            c.read = count;
+        }
+        else {
+            c.base_offset = base;
+            c.base_timestamp = base_ts;
+            c.has_log_append_time = (attributes & 0x08) != 0;
+            c.log_append_time = max_ts;
+            c.has_horizon = (attributes & 0x40) != 0;
+            c.horizon = base_ts;
+            c.key_map = (KeyMap *)key_map_obj;
+            c.use_bitmap = 1;
+            c.map_latest_offset = map_latest_offset;
+            c.now_ms = now_ms;
+            c.new_horizon = new_horizon;
+            status = filter_area(&sc, b + BATCH_OVERHEAD, (Py_ssize_t)size - BATCH_OVERHEAD, count, &c);
+            if (status != 0) {
+                status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
+                break;
+            }
         }
         int64_t outcome, written_max_ts = max_ts;
         Py_ssize_t written = 0;

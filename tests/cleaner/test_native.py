@@ -31,7 +31,7 @@ from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
-from service.storage.records import Header, Record, TimestampType
+from service.storage.records import Header, Record, RecordBatch, TimestampType, iter_batches
 from service.storage.segment import LogSegment
 from tests.cleaner.helpers import DAY_MS, Producer, compact_config
 
@@ -372,6 +372,39 @@ def kept_offsets(data: bytes, key_map: object) -> list[int]:
     assert reached == len(data)
     rows = memoryview(meta).cast("q")
     return [rows[i + 5] for i in range(0, len(rows), 10) if rows[i + 8]]  # last offsets of batches kept
+
+
+def test_a_batch_the_bitmap_marks_wholly_superseded_is_dropped_and_no_other(tmp_path: Path) -> None:
+    """``filter_batches`` drops a plain batch whose every offset the bitmap marks superseded without
+    parsing its records; a batch with one survivor anywhere in it, or with offsets no record holds
+    (compacted before), goes through the record rules. The three rounds match the Python rules'."""
+    batches = [
+        [b"a0", b"a1", b"a2", b"a3"],  # offsets 0-3: all superseded by the last batch
+        [b"b0", b"only", b"b2"],  # 4-6: the middle record survives
+        [b"b0", b"c1", b"b2", b"c3"],  # 7-10: c1 and c3 are superseded by the last batch
+        [b"a0", b"a1", b"a2", b"a3", b"c1", b"c3"],  # 11-16
+    ]
+    seen = []
+    for native in (True, False):
+        directory = tmp_path / f"n{native}" / "topic-0"
+        directory.mkdir(parents=True)
+        log = load_partition_log(directory, compact_config(), clock=ManualClock(START)).log
+        for keys in batches:
+            log.append_records([Record(0, START, key, b"v-" + key) for key in keys])
+        log.roll()
+        log.close()
+        with pytest.MonkeyPatch.context() as patch:
+            if not native:
+                patch.setattr(cleaner.native, "_native", None)
+            seen.append(clean_three_times(directory))
+    assert seen[0] == seen[1]
+    kept = [r.key for b in _batches_of(seen[0][0]) for r in b.records()]
+    assert kept == [b"only", b"b0", b"b2", b"a0", b"a1", b"a2", b"a3", b"c1", b"c3"]
+
+
+def _batches_of(files_seen: dict[str, bytes]) -> list[RecordBatch]:
+    data = b"".join(body for name, body in sorted(files_seen.items()) if name.endswith(".log"))
+    return list(iter_batches(data))
 
 
 def test_filter_batches_writes_into_a_given_buffer_what_it_would_return(tmp_path: Path) -> None:
