@@ -17,11 +17,14 @@ from collections.abc import Iterable, Sequence
 __all__ = ["KEPT_COST", "balanced_ranges", "rewrite_costs"]
 
 # A group's rewrite costs its bytes, and this much more per byte for the share of its records it keeps (the
-# survivors re-encoded and written); fitted on this project's benchmark (groups of a 1.1 GiB log, 1M keys,
-# in a Spark task: 128 MiB keeping ~0% of its records 0.031 s, 10% 0.040 s, 32% 0.060 s; 71 MiB keeping
-# 75% 0.054 s). An earlier fit (8) held while the last group's batch at the round's upper bound made its
-# task put every deferred entry of the map (``native.filter_records`` now reads the bitmap for it).
-KEPT_COST = 3.0
+# survivors re-encoded and written). Fitted on this project's benchmark (groups of a 1.1 GiB log, 1M keys;
+# a batch the bitmap marks wholly superseded is dropped unparsed): 127 MiB keeping ~0% of its records
+# 15-20 ms; 10% 38 ms in-process, 69 ms in a Spark task; 31% 52 and 157 ms; 70 MiB keeping 74% 84 and
+# 148 ms. That is 5-9 in-process and 23-37 in Spark tasks, whose new pages cost more on this project's VM
+# (the first touch of memory not used recently); every value from 8 to 20 cuts that log the same way.
+# Earlier fits: 8 (the upper bound's batch made its task put every deferred entry), then 3 (before the
+# dropped batches went unparsed, when the pages written were warm).
+KEPT_COST = 10.0
 
 
 def rewrite_costs(
