@@ -8,7 +8,8 @@ Everything else a group needs was decided on the driver (``round_plan``) and
 travels with the task as a ``RoundTask``. The task reads its group's segment files itself and writes
 ``<base>.log.cleaned`` and its indexes next to them (executors must see the log dirs: local modes share the
 disk; a real cluster needs them on shared storage), then returns one metadata row per group. The driver
-swaps the files in; a task never touches the live segments.
+swaps the files in; a task never touches the live segments. A group's files are fsynced on a thread of the
+task's own while it cleans its next group (``CleanedSyncs``): the task returns its rows once all are durable.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 from cleaner.cleaner import clean_group
+from cleaner.group_swap import SwapThread
 from cleaner.rules import LastRecord
 from cleaner.spark.job_ticket import TaskTicket
 from cleaner.spark.partial_maps import MapSplit, ensure_class_files, range_lookup, superseded_in
@@ -30,6 +33,7 @@ from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn
 
 __all__ = [
+    "CleanedSyncs",
     "GroupResult",
     "GroupTask",
     "RewriteItem",
@@ -129,9 +133,10 @@ class RewriteItem:
 
 
 def rewrite_group(
-    task: RoundTask, slot: int, lookup: Callable[[bytes], int], lookup_keys: int
+    task: RoundTask, slot: int, lookup: Callable[[bytes], int], lookup_keys: int, syncs: CleanedSyncs
 ) -> dict[str, object]:
-    """Clean one group into its ``.cleaned`` segment (or leave it, as ``clean_group`` decides)."""
+    """Clean one group into its ``.cleaned`` segment (or leave it, as ``clean_group`` decides), handed to
+    ``syncs`` to be made durable."""
     started_ms = time.time_ns() // 1_000_000
     group = task.groups[slot]
     directory = Path(task.directory)
@@ -140,7 +145,6 @@ def rewrite_group(
         for base, size in zip(group.base_offsets, group.sizes_bytes, strict=True)
     ]
     stats = CleanerStats()
-    cleaned = None
     try:
         cleaned = clean_group(
             segments,
@@ -155,10 +159,13 @@ def rewrite_group(
             directory=directory,
             config=task.config,
             stats=stats,
+            fsync=False,
         )
     finally:
-        for segment in [*segments, *([cleaned] if cleaned is not None else [])]:
+        for segment in segments:
             _release(segment)
+    if cleaned is not None:
+        syncs.hand_over(cleaned)
     row: dict[str, object] = {
         "slot": slot,
         "base_offset": group.base_offsets[0],
@@ -176,6 +183,43 @@ def _release(segment: LogSegment) -> None:
     segment.close_file()
     for index in (segment.offset_index, segment.time_index, segment.txn_index):
         index.close()
+
+
+class CleanedSyncs:
+    """A task's finished ``.cleaned`` segments made durable on a thread of its own (``SwapThread``), one
+    after the other, while the task cleans its next group: a group's four fsyncs (log and indexes) wait
+    on the disk, ms each, and a round of many small logs has a group per 16 MiB. Leaving the ``with``
+    waits for every one handed over (the task's ticket is still held) and raises the first failure: the
+    task fails, and the driver swaps nothing of its job. The driver swaps only after the job."""
+
+    def __init__(self) -> None:
+        self._thread = SwapThread("logcleaner-cleaned-fsync")
+        self._failure: BaseException | None = None
+
+    def hand_over(self, cleaned: LogSegment) -> None:
+        self._thread.submit(lambda: self._sync(cleaned))
+
+    def _sync(self, cleaned: LogSegment) -> None:
+        try:
+            if self._failure is None:
+                cleaned.flush()
+        except BaseException as exc:  # raised on the task's thread, leaving the with
+            self._failure = exc
+        finally:
+            try:
+                _release(cleaned)
+            except BaseException as exc:
+                self._failure = self._failure or exc
+
+    def __enter__(self) -> CleanedSyncs:
+        return self
+
+    def __exit__(
+        self, _type: type[BaseException] | None, _exc: BaseException | None, _tb: TracebackType | None
+    ) -> None:
+        self._thread.close()  # on the way out of a failed task too: nothing runs after the ticket
+        if _exc is None and self._failure is not None:
+            raise self._failure
 
 
 def _own_range(task: RoundTask, item: RewriteItem, class_files: Sequence[str]) -> tuple[int, ...]:
@@ -203,7 +247,7 @@ def rewrite_partition(
         rows = []
         for item in received:
             task = tasks[item.log]
-            with TaskTicket(task.ticket) as ticket:
+            with TaskTicket(task.ticket) as ticket, CleanedSyncs() as syncs:
                 started_ms = time.time_ns() // 1_000_000
                 paths = [one.blob_path for one in item.class_maps]
                 if item.class_maps:
@@ -213,7 +257,7 @@ def rewrite_partition(
                 started_ms += lookup_ms
                 for slot in _own_range(task, item, paths):
                     ticket.check()
-                    row = rewrite_group(task, slot, lookup, size)
+                    row = rewrite_group(task, slot, lookup, size, syncs)
                     rows.append(
                         {**row, "started_ms": started_ms, "task_partition": partition, "lookup_ms": lookup_ms}
                     )

@@ -629,6 +629,11 @@ class LogSegment:
         if self._fd is not None:
             os.ftruncate(self._fd, self._size)
 
+    @property
+    def awaits_flush(self) -> bool:
+        """Whether the ``.log`` was written since its last fsync (``flush``)."""
+        return self._is_dirty
+
     def flush(self) -> None:
         """fsync what was written since the last flush, through the writer's descriptor or a new one."""
         if self._is_dirty:
