@@ -9,8 +9,8 @@ import pytest
 
 from cleaner.spark.rewrite import CleanedSyncs
 from service.storage.log_config import LogConfig
-from service.storage.records import Record, encode_batch
 from service.storage.log_files import CLEANED_SUFFIX
+from service.storage.records import Record, encode_batch
 from service.storage.segment import LogSegment
 
 NOW_MS = 1_700_000_000_000
