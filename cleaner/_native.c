@@ -1952,7 +1952,8 @@ enum { BATCH_DROPPED = 0, BATCH_UNCHANGED = 1, BATCH_REWRITTEN = 2 };
  *
  * rules.filter_batch over the plain batches from `position` on (magic 2, CRC-32C valid, no codec, neither
  * transactional nor control, no producer id, at least one record, not ending at the round's upper bound,
- * records in the encoder's form), each whole in `buf`, while the position is below `limit`; stops at the
+ * records in the encoder's form), each whole in `buf`, while the position is below `limit` (a batch whose
+ * every offset the key map's bitmap marks superseded is dropped without reading its records); stops at the
  * first other batch, which the caller runs through the Python rules. Such a batch's retention is
  * DELETE_EMPTY: it goes when no record survives. Per batch, ten int64 in native order: outcome (0
  * dropped, 1 unchanged, 2 rewritten), its position in buf, its size, where its bytes start in the output
@@ -2031,7 +2032,8 @@ filter_batches(PyObject *self, PyObject *args)
         FilterCall c = {0};
         if (count == (int64_t)last_delta + 1 && base + last_delta <= map_latest_offset &&
             keymap_all_superseded((KeyMap *)key_map_obj, base, base + last_delta)) {
-            /* every offset holds a keyed record a later one supersedes: none survives, none is parsed */
+            /* every offset holds a keyed record a later one supersedes (the map's scan read each of them
+             * this round, so they are well formed): none survives, none is parsed */
             c.read = count;
         }
         else {
