@@ -45,7 +45,8 @@ class SwapThread:
     """The thread a round's group swaps run on, one after the other in the order handed over: one thread
     per round, started at the first group, not one per group (a thread's start costs the round's thread
     GIL time, and a round has a group per 16 MiB or so). ``close`` (or leaving the ``with``) waits until
-    every swap handed over has run, then ends the thread."""
+    every swap handed over has run, then ends the thread. A Spark task's fsyncs run on one too
+    (``spark.rewrite.CleanedSyncs``)."""
 
     def __init__(self, name: str) -> None:
         self._name = name
