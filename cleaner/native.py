@@ -44,6 +44,7 @@ __all__ = [
     "cleaning_round",
     "defer_key_map",
     "dump_key_map",
+    "dump_key_map_to",
     "dump_superseded_bits",
     "encode_rebuilt_batch",
     "filter_batches",
@@ -167,6 +168,14 @@ def dump_key_map(key_map: NativeKeyMap) -> bytes:
     if _native is None:
         raise RuntimeError("dump_key_map needs cleaner._native")
     return _native.dump_key_map(key_map)  # type: ignore[no-any-return]
+
+
+def dump_key_map_to(key_map: NativeKeyMap, fd: int, position: int) -> int:
+    """``dump_key_map``'s blob written into the file ``fd`` from ``position`` on, from a reused buffer (no
+    blob object of the map's size); the bytes written."""
+    if _native is None:
+        raise RuntimeError("dump_key_map_to needs cleaner._native")
+    return _native.dump_key_map_to(key_map, fd, position)  # type: ignore[no-any-return]
 
 
 def load_key_map(key_map: NativeKeyMap, blob: bytes | memoryview) -> None:

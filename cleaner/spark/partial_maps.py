@@ -54,6 +54,7 @@ from typing import TypeVar
 from cleaner.native import (
     defer_key_map,
     dump_key_map,
+    dump_key_map_to,
     dump_superseded_bits,
     key_class,
     load_key_map,
@@ -89,6 +90,7 @@ T = TypeVar("T")
 _ENTRY = struct.Struct("<Iq")  # key length, offset; then the key bytes (cleaner/_native.c's blob form)
 # A blob file: the blob's length, the bitmap's (0: none), the map's keys; then the blob, the bitmap.
 _FILE_HEADER = struct.Struct("<qqq")
+_WRITING = 1 << 62  # the blob size in a class file's header while its writer is still at it
 _BITS_BASE = struct.Struct("<q")  # a bitmap (``dump_superseded_bits``): its first offset, its last, the words
 _BITS_HEADER = 16
 SUPERSEDED_BUCKET = 1 << 16  # offsets a count of ``superseded_counts`` covers
@@ -176,18 +178,29 @@ def _is_complete(fd: int) -> bool:
 
 
 def _write_class_file(task: MapSplit, fd: int) -> None:
-    """Map ``task``'s class and write its file: header, blob, bitmap (a writer that dies half way leaves
-    a file shorter than its header says: not complete)."""
+    """Map ``task``'s class and write its file: blob, bitmap, then the header with their sizes (a writer
+    that dies half way leaves the header that says it is writing: not complete)."""
     offset_map = _task_map(task)
     _map_into(task, offset_map, spare_core=True)  # one class per two ranges: the other task waits for it
     native = offset_map.native
-    blob = _dump_entries(offset_map) if native is None else dump_key_map(native)
-    bits = (None if native is None else dump_superseded_bits(native)) or b""
     os.ftruncate(fd, 0)
-    with os.fdopen(os.dup(fd), "wb") as file:
-        file.write(_FILE_HEADER.pack(len(blob), len(bits), offset_map.size))
-        file.write(blob)
-        file.write(bits)
+    _pwrite_all(fd, _FILE_HEADER.pack(_WRITING, 0, 0), 0)  # a header no file's size matches: not complete
+    if native is None:
+        blob = _dump_entries(offset_map)
+        _pwrite_all(fd, blob, _FILE_HEADER.size)
+        blob_bytes = len(blob)
+    else:
+        blob_bytes = dump_key_map_to(native, fd, _FILE_HEADER.size)
+    bits = (None if native is None else dump_superseded_bits(native)) or b""
+    _pwrite_all(fd, bits, _FILE_HEADER.size + blob_bytes)
+    _pwrite_all(fd, _FILE_HEADER.pack(blob_bytes, len(bits), offset_map.size), 0)
+
+
+def _pwrite_all(fd: int, data: bytes, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view, position = view[written:], position + written
 
 
 def write_partial_map(task: MapSplit) -> None:

@@ -407,6 +407,27 @@ def _batches_of(files_seen: dict[str, bytes]) -> list[RecordBatch]:
     return list(iter_batches(data))
 
 
+def test_a_key_map_dumped_into_a_file_is_the_blob_dump_key_map_returns(tmp_path: Path) -> None:
+    """``dump_key_map_to`` writes through a 1 MiB buffer: many entries cross its ends, and a key longer
+    than the buffer goes to the file on its own."""
+    key_map = cleaner.native.new_native_key_map()
+    assert key_map is not None
+    for i in range(120_000):
+        key_map.put(b"key-%d" % i, i)
+    key_map.put(b"L" * (3 << 20), 120_000)
+    key_map.put(b"after-the-long-key", 120_001)
+    path = tmp_path / "dump"
+    path.write_bytes(b"head")
+    fd = os.open(path, os.O_RDWR)
+    try:
+        written = cleaner.native.dump_key_map_to(key_map, fd, 4)
+    finally:
+        os.close(fd)
+    blob = cleaner.native.dump_key_map(key_map)
+    assert written == len(blob) > 3 << 20
+    assert path.read_bytes() == b"head" + blob
+
+
 def test_filter_batches_writes_into_a_given_buffer_what_it_would_return(tmp_path: Path) -> None:
     """Given ``out``, the same output goes into it (a length comes back); a run stops before a batch whose
     output would not fit, and a first batch that does not fit is an error, not a partial write."""
