@@ -21,7 +21,7 @@ before anything is swapped in.
 The classes are mapped by the log's rewrite tasks themselves (``ensure_class_files``), no job of their
 own: a task takes each class's file lock in turn, starting at its own class, and maps the class if its
 file is not complete yet; so with a core each, each task maps one class, and every task then finds the
-others' files. A class's map leaves its task as one blob (``dump_key_map``: per entry the key's length,
+others' files. A class's map leaves its task as one blob (``dump_key_map_to``: per entry the key's length,
 its offset, the key bytes) and its bitmap, in a scratch file in the log's own dir: only paths go through
 Spark, no Python object per record or key, and nothing is aggregated by key. The files are named
 ``<round end offset>.keymap-<class>.cleaned``: the loader deletes any ``.cleaned`` file left by a crash,
