@@ -2471,6 +2471,23 @@ put_le(unsigned char *p, uint64_t value, int bytes)
     }
 }
 
+/* A blob entry's header (the key's length, uint32; its offset, int64; little-endian) at out. */
+static void
+blob_entry_header(unsigned char *out, const Slot *s)
+{
+    put_le(out, (uint64_t)(uint32_t)s->key_length, 4);
+    put_le(out + 4, (uint64_t)s->offset, 8);
+}
+
+/* The slot's whole blob entry at out (header, then the key bytes); its size. */
+static size_t
+blob_entry(unsigned char *out, const KeyMap *m, const Slot *s)
+{
+    blob_entry_header(out, s);
+    memcpy(out + BLOB_ENTRY_HEADER, slot_key(m->arena, s), (size_t)s->key_length);
+    return BLOB_ENTRY_HEADER + (size_t)s->key_length;
+}
+
 static uint64_t
 get_le(const unsigned char *p, int bytes)
 {
@@ -2520,10 +2537,7 @@ dump_key_map(PyObject *self, PyObject *arg)
         if (s->key_length < 0) {
             continue;
         }
-        put_le(out, (uint64_t)(uint32_t)s->key_length, 4);
-        put_le(out + 4, (uint64_t)s->offset, 8);
-        memcpy(out + BLOB_ENTRY_HEADER, slot_key(m->arena, s), (size_t)s->key_length);
-        out += BLOB_ENTRY_HEADER + s->key_length;
+        out += blob_entry(out, m, s);
     }
     Py_END_ALLOW_THREADS
     return blob;
@@ -2587,18 +2601,15 @@ dump_key_map_to(PyObject *self, PyObject *args)
             position += (int64_t)used;
             used = 0;
         }
-        unsigned char header[BLOB_ENTRY_HEADER];
-        put_le(header, (uint64_t)(uint32_t)s->key_length, 4);
-        put_le(header + 4, (uint64_t)s->offset, 8);
         if (!failed && need > DUMP_CHUNK_BYTES) { /* a key longer than the buffer: straight to the file */
+            unsigned char header[BLOB_ENTRY_HEADER];
+            blob_entry_header(header, s);
             failed = pwrite_all(fd, header, BLOB_ENTRY_HEADER, position) < 0 ||
                      pwrite_all(fd, slot_key(m->arena, s), (size_t)s->key_length, position + BLOB_ENTRY_HEADER) < 0;
             position += (int64_t)need;
         }
         else if (!failed) {
-            memcpy(buf + used, header, BLOB_ENTRY_HEADER);
-            memcpy(buf + used + BLOB_ENTRY_HEADER, slot_key(m->arena, s), (size_t)s->key_length);
-            used += need;
+            used += blob_entry(buf + used, m, s);
         }
     }
     if (!failed && used > 0) {
