@@ -5,9 +5,16 @@ whose rounds come minutes apart gets fresh workers for most of them. Imported he
 modules a cleaning task needs (the C extension, the storage layer, the rules: 0.1–0.2 s per worker on a
 small machine) come with every worker for free. Executors run ``python -m cleaner.spark.worker_daemon``, so
 the package must be installed where they run (it must be anyway: the tasks import it).
+
+The daemon's objects are then frozen out of the cyclic collector (``gc.freeze``): PySpark's worker runs
+``gc.collect()`` after every task, and walking the 46,000 objects of these modules took 16–35 ms a task on
+a 2-core VM (200 empty tasks: 25 ms a task without the freeze, 4–6 ms with it). Module objects are never
+garbage.
 """
 
 from __future__ import annotations
+
+import gc
 
 from pyspark import daemon
 
@@ -19,4 +26,5 @@ __all__ = ["PRELOADED"]
 PRELOADED = (cleaner.spark.partial_maps.__name__, cleaner.spark.rewrite.__name__)
 
 if __name__ == "__main__":
+    gc.freeze()
     daemon.manager()
