@@ -7,9 +7,10 @@ it; ``-delete``/``-future``/``-stray`` dirs are skipped). Only finished names co
 A segment is one split, or several when it is larger than ``max_split_bytes``: cuts fall on positions from
 its ``.index``, which are batch starts, so a split never begins inside a batch. ``from_offset`` starts the
 first overlapping segment at its index entry for that offset (Kafka's fetch does the same); segments
-wholly outside [from_offset, until_offset) are not read at all. Reading the index here costs one small
-file read per segment, on the planning side only. A damaged index (a crash can leave zero-filled slots)
-only makes splits coarser: entries are used while they increase and stay inside the ``.log``.
+wholly outside [from_offset, until_offset) are not read at all. The index is read (on the planning side
+only) just for a segment that holds ``from_offset`` past its base or is larger than ``max_split_bytes``.
+A damaged index (a crash can leave zero-filled slots) only makes splits coarser: entries are used while
+they increase and stay inside the ``.log``.
 """
 
 from __future__ import annotations
@@ -105,7 +106,9 @@ def _partition_splits(
             size = os.stat(log_path).st_size
         except FileNotFoundError:
             continue  # removed by retention or a swap since the listing
-        entries = _index_entries(directory / f"{base:020d}{INDEX_SUFFIX}", base, size)
+        entries: list[OffsetPosition] = []
+        if from_offset > base or size > max_split_bytes:  # else neither a start nor a cut can come of it
+            entries = _index_entries(directory / f"{base:020d}{INDEX_SUFFIX}", base, size)
         start = 0
         if from_offset > base:
             start = max((e.position for e in entries if e.offset <= from_offset), default=0)
