@@ -79,6 +79,9 @@ from service.storage.segment import LogSegment
 __all__ = ["SparkEngine"]
 
 _NO_PACKING = 1 << 62  # one map task for all of a range's splits
+# A log's splits all go to one map (its own range's, or each key class's), so segments are not cut: no
+# segment's index is read but the one holding the first dirty offset.
+_WHOLE_SEGMENTS = 1 << 62
 # A log is cut into ranges only if none holds more than this share of its bytes: mapping each key class
 # over the whole log and the map files cost more than a range that is only a little shorter saves.
 _MAX_RANGE_SHARE = 0.75
@@ -407,7 +410,7 @@ class SparkEngine:
             log.directory,
             from_offset=plan.first_dirty_offset,
             until_offset=plan.end_offset,
-            max_split_bytes=self.max_split_bytes,
+            max_split_bytes=_WHOLE_SEGMENTS,
         )
 
     def _started_session(self, check_aborted: Callable[[], None]) -> SparkSession:
