@@ -52,7 +52,7 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
     # An executor and its Python workers talk over a Unix domain socket, not TCP on loopback (measured:
     # 200 empty tasks on local[2] took 48-52 ms a task over TCP, 25 ms over a Unix socket, 4-6 ms with the
-    # worker daemon's objects also frozen; the benchmarks' section "issue 10, a task's fixed cost").
+    # worker daemon's objects also frozen; the benchmarks' section "issue 10, a Spark task's fixed cost").
     # Executors and their workers always share a machine.
     "spark.python.unix.domain.socket.enabled": "true",
 }
