@@ -5,7 +5,7 @@ A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
 1. driver: ``plan_round`` (upper bound, groups, each group's aborted txns and starting transaction state,
    active producers, the dirty section's aborted data batches; one pass over batch headers);
 2. the log's groups are cut into consecutive ranges of about equal bytes, one rewrite task each
-   (``ranges_per_log``: about one task per core over the job, ranges of at least ``max_split_bytes``; many
+   (``ranges_per_log``: about one task per core over the job, ranges of at least ``min_range_bytes``; many
    logs get one each). A log of one range needs one Spark job: its task maps its dirty segments itself in
    C, in offset order, then ``clean_group`` rewrites its groups with that map, as the in-process round
    does. A log of several ranges is mapped by key hash, in the same job: it has one task per range and
@@ -61,7 +61,7 @@ from cleaner.spark.partial_maps import MapSplit, blob_path, class_tasks, map_tas
 from cleaner.spark.rewrite import GroupResult, GroupTask, RewriteItem, RoundTask, rewrite_partition
 from cleaner.spark.rewrite_ranges import balanced_ranges
 from cleaner.spark.round_plan import GroupPlan, RoundPlan, plan_round
-from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_splits
+from cleaner.spark.segment_splits import SegmentSplit, plan_splits
 from cleaner.spark.session import SparkSessionHolder, pool_name
 from cleaner.stats import CleanerStats
 from service.clock import Clock
@@ -82,6 +82,8 @@ _NO_PACKING = 1 << 62  # one map task for all of a range's splits
 # A log's splits all go to one map (its own range's, or each key class's), so segments are not cut: no
 # segment's index is read but the one holding the first dirty offset.
 _WHOLE_SEGMENTS = 1 << 62
+# A log is cut into more rewrite ranges (tasks) only while each stays at least this large.
+DEFAULT_MIN_RANGE_BYTES = 64 << 20
 # A log is cut into ranges only if none holds more than this share of its bytes: mapping each key class
 # over the whole log and the map files cost more than a range that is only a little shorter saves.
 _MAX_RANGE_SHARE = 0.75
@@ -113,7 +115,7 @@ class SparkEngine:
         load_factor: float = 0.9,
         on_job: Callable[[float], None] | None = None,
         session: SparkSessionHolder | None = None,
-        max_split_bytes: int = DEFAULT_SPLIT_BYTES,
+        min_range_bytes: int = DEFAULT_MIN_RANGE_BYTES,
         poll_interval_s: float = 0.1,
     ) -> None:
         self.clock = clock
@@ -121,7 +123,7 @@ class SparkEngine:
         self.dedupe_buffer_bytes = dedupe_buffer_bytes
         self.load_factor = load_factor
         self.on_job = on_job
-        self.max_split_bytes = max_split_bytes
+        self.min_range_bytes = min_range_bytes
         self.poll_interval_s = poll_interval_s
 
     def close(self) -> None:
@@ -323,7 +325,7 @@ class SparkEngine:
             used += len(slots)
             round_tasks.append(_round_task(round_.log, plan, slots, ticket.path))
         sizes = [sum(s.size_bytes for g in plan.groups for s in g.segments) for plan in plans]
-        counts = ranges_per_log(sizes, context.defaultParallelism, self.max_split_bytes)
+        counts = ranges_per_log(sizes, context.defaultParallelism, self.min_range_bytes)
         items: list[RewriteItem] = []  # rewrite partition p cleans the groups of items[p]
         map_splits: list[MapSplit] = []
         for i, (round_, plan, task) in enumerate(zip(rounds, plans, round_tasks, strict=True)):

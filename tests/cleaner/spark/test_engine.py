@@ -104,14 +104,14 @@ def test_an_abort_before_the_first_swap_leaves_the_log_as_it_was(
     assert no_cleaned_files(spark.log.directory)
 
 
-@pytest.mark.parametrize("split_bytes", [64 << 20, 1])  # one task; ranges, with a map job and files
+@pytest.mark.parametrize("range_bytes", [64 << 20, 1])  # one task; ranges, with a map job and files
 def test_an_abort_during_the_job_cancels_it_and_a_later_round_still_matches_the_oracle(
-    tmp_path: Path, spark_holder: SparkSessionHolder, split_bytes: int
+    tmp_path: Path, spark_holder: SparkSessionHolder, range_bytes: int
 ) -> None:
     oracle, spark = twins(tmp_path)
     before = files(spark.log.directory)
     engine = SparkEngine(
-        clock=spark.clock, session=spark_holder, poll_interval_s=0.01, max_split_bytes=split_bytes
+        clock=spark.clock, session=spark_holder, poll_interval_s=0.01, min_range_bytes=range_bytes
     )
     upper = spark.log.active_segment.base_offset
     with pytest.raises(CleaningAbortedError):
@@ -125,9 +125,9 @@ def test_an_abort_during_the_job_cancels_it_and_a_later_round_still_matches_the_
     assert files(spark.log.directory) == files(oracle.log.directory)
 
 
-@pytest.mark.parametrize("split_bytes", [64 << 20, 1])  # one task; ranges, with a map job and files
+@pytest.mark.parametrize("range_bytes", [64 << 20, 1])  # one task; ranges, with a map job and files
 def test_a_corrupt_batch_fails_the_round_and_changes_nothing(
-    tmp_path: Path, spark_holder: SparkSessionHolder, split_bytes: int
+    tmp_path: Path, spark_holder: SparkSessionHolder, range_bytes: int
 ) -> None:
     _oracle, spark = twins(tmp_path)
     victim = spark.log.segments[2].log_path
@@ -135,7 +135,7 @@ def test_a_corrupt_batch_fails_the_round_and_changes_nothing(
     data[-3] ^= 0xFF  # inside the last batch's records: its CRC no longer matches
     victim.write_bytes(bytes(data))
     before = files(spark.log.directory)
-    engine = SparkEngine(clock=spark.clock, session=spark_holder, max_split_bytes=split_bytes)
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, min_range_bytes=range_bytes)
     with pytest.raises((PySparkException, CorruptDataError), match="CRC mismatch"):  # task, or driver
         clean_round(engine, spark.log)
     assert files(spark.log.directory) == before  # no .cleaned segment, map file or ticket left
@@ -145,10 +145,10 @@ def test_consecutive_groups_share_a_task_and_the_tasks_spread_over_the_cores(
     tmp_path: Path, spark_holder: SparkSessionHolder
 ) -> None:
     """Groups are packed in offset order into about one rewrite task per core (``local[2]``: two, when no
-    size floor applies, as with ``max_split_bytes=1``; the log's one key class is then mapped by one of
+    size floor applies, as with ``min_range_bytes=1``; the log's one key class is then mapped by one of
     them and its file read by both); each group is rewritten once."""
     oracle, spark = build_twins(tmp_path, CONFIG, mixed_ops(60))
-    engine = SparkEngine(clock=spark.clock, session=spark_holder, max_split_bytes=1)
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, min_range_bytes=1)
     seen: list[list[int]] = []
     rewrite = engine._rewrite
 
@@ -223,17 +223,17 @@ def test_two_workers_clean_two_logs_at_once(tmp_path: Path, spark_holder: SparkS
         assert files(spark.log.directory) == files(oracle.log.directory)
 
 
-@pytest.mark.parametrize("max_split_bytes", [64 << 20, 200])
-def test_splits_and_aborted_batches_match_the_oracle(
-    tmp_path: Path, spark_holder: SparkSessionHolder, max_split_bytes: int
+@pytest.mark.parametrize("min_range_bytes", [64 << 20, 200])
+def test_ranges_and_aborted_batches_match_the_oracle(
+    tmp_path: Path, spark_holder: SparkSessionHolder, min_range_bytes: int
 ) -> None:
-    """Partial maps of whole segments or of byte ranges of them (a split per index entry), over a log
-    whose dirty section holds aborted data."""
+    """One range, mapped by its own task, or several, mapped by key hash, over a log whose dirty section
+    holds aborted data."""
     oracle, spark = twins(tmp_path)
     upper = spark.log.active_segment.base_offset
     plan = plan_round(spark.log, 0, upper, spark.clock.now_ms())
     assert plan is not None and plan.map_scan.aborted_batches
-    engine = SparkEngine(clock=spark.clock, session=spark_holder, max_split_bytes=max_split_bytes)
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, min_range_bytes=min_range_bytes)
     result = clean_round(engine, spark.log, 0, upper)
     expected = clean_round(InProcessEngine(oracle.clock), oracle.log, 0, upper)
     assert (result.end_offset, result.stats.map_size) == (expected.end_offset, expected.stats.map_size)

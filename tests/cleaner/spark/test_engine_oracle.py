@@ -98,7 +98,7 @@ rounds = st.lists(
     config=configs,
     ops=operations,
     rounds=rounds,
-    split_bytes=st.sampled_from([200, 64 << 20]),
+    range_bytes=st.sampled_from([200, 64 << 20]),
     first_dirty_share=st.sampled_from([0.0, 0.0, 0.5]),
 )
 def test_spark_rounds_equal_the_oracle_byte_for_byte(
@@ -107,10 +107,10 @@ def test_spark_rounds_equal_the_oracle_byte_for_byte(
     config: LogConfig,
     ops: list[Op],
     rounds: list[tuple[list[Op], int, int]],
-    split_bytes: int,
+    range_bytes: int,
     first_dirty_share: float,
 ) -> None:
-    check_rounds(tmp_path_factory, spark_holder, config, ops, rounds, split_bytes, first_dirty_share)
+    check_rounds(tmp_path_factory, spark_holder, config, ops, rounds, range_bytes, first_dirty_share)
 
 
 @settings(
@@ -148,12 +148,12 @@ def check_rounds(
     config: LogConfig,
     ops: list[Op],
     rounds: list[tuple[list[Op], int, int]],
-    split_bytes: int,
+    range_bytes: int,
     first_dirty_share: float,
 ) -> None:
     root = tmp_path_factory.mktemp("twins")
     oracle, spark = build_twins(root, config, ops)
-    engine = SparkEngine(clock=spark.clock, session=spark_holder, max_split_bytes=split_bytes)
+    engine = SparkEngine(clock=spark.clock, session=spark_holder, min_range_bytes=range_bytes)
     first_dirty = int(oracle.log.log_end_offset * first_dirty_share)
     for more_ops, upper_pick, delta_ms in rounds:
         for writer in (oracle, spark):
