@@ -74,7 +74,9 @@ class SparkSessionHolder:
 
     ``_lock`` guards ``_session`` and ``_scratch`` (the temporary dir of the worker dir and the pool file):
     workers may ask for the session concurrently, and only one may start it. The ``kafka-log`` data source
-    is registered as the session starts.
+    is not registered: the cleaner does not read through it, and a registration starts PySpark's own
+    worker daemon to look up installed data sources (``pyspark.daemon``, not ``worker_daemon``), whose
+    idle worker then prints a ``BrokenPipeError`` traceback when Spark lets it go a minute later.
     """
 
     def __init__(self, conf: Mapping[str, str] | None = None) -> None:
@@ -146,8 +148,6 @@ class SparkSessionHolder:
         self._prepare_environment(scratch)
         from pyspark.sql import SparkSession
 
-        from cleaner.spark.data_source import register_kafka_log_source
-
         logger.info("Starting a SparkSession (master %s)", self.conf["spark.master"])
         conf = with_log4j_config(self.conf, write_log4j_config(scratch))
         conf.setdefault("spark.scheduler.allocation.file", _write_pools(scratch))
@@ -157,7 +157,6 @@ class SparkSessionHolder:
             builder = builder.config(key, value)
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("WARN")
-        register_kafka_log_source(session)
         if not self._atexit_registered:
             atexit.register(self.stop)
             self._atexit_registered = True

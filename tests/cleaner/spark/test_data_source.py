@@ -111,7 +111,9 @@ def as_tuples(rows: list[Any]) -> list[tuple[Any, ...]]:
 
 @pytest.fixture(scope="module")
 def spark(spark_holder: SparkSessionHolder) -> SparkSession:
-    return spark_holder.get()
+    session = spark_holder.get()
+    register_kafka_log_source(session)
+    return session
 
 
 def test_sql_over_a_log_dir_reads_what_the_storage_layer_reads(spark: SparkSession, log_dir: Path) -> None:
