@@ -13,7 +13,7 @@ import socket
 import struct
 import subprocess
 import sys
-import time
+from functools import partial
 from pathlib import Path
 from subprocess import PIPE
 
@@ -21,6 +21,7 @@ import pytest
 
 from cleaner.spark.session import SparkSessionHolder
 from tests.cleaner.spark.worker_state import worker_state
+from tests.service.stop_helpers import wait_until
 
 
 def test_a_task_runs_in_a_worker_whose_preloaded_modules_the_collector_skips(
@@ -64,23 +65,20 @@ def closed_idle_workers_stderr(daemon_module: str, sock_dir: Path, workers: int 
                     executor_end.connect(path)
                     pids.append(struct.unpack(">i", executor_end.recv(4))[0])  # the forked worker's
             for pid in pids:
-                wait_until_gone(pid)
+                wait_until(partial(is_gone, pid), f"worker {pid} to end once its socket closed")
             daemon.stdin.close()  # the executor's end: the daemon stops
             return daemon.stderr.read().decode()
         finally:
             daemon.kill()
 
 
-def wait_until_gone(pid: int, timeout_s: float = 30.0) -> None:
-    """Until process ``pid`` has exited and its parent (the daemon) has reaped it."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"worker {pid} still runs {timeout_s} s after its socket was closed")
+def is_gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited and its parent (the daemon) has reaped it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 @pytest.mark.parametrize(
