@@ -31,10 +31,10 @@ has its lookup (tasks report wall-clock times), rewrite = the rest. The driver n
 
 Several logs in one job (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
 together): each log is planned on its own; the tasks of every log make the one job (a log's map files
-go only to its own tasks); after the job each log is swapped in
-and reported (``on_done``) on its own. An abort of one log (seen by the job's poll) cancels the job and
-runs it again without that log; a job that fails is run again as one job per log, so a log whose data
-breaks its tasks fails alone.
+go only to its own tasks); each log is swapped in and reported (``on_done``) on its own as soon as its own
+tasks have ended (``task_reports``), while the job's other tasks still run. An abort of one log (seen by
+the job's poll) cancels the job and runs it again without that log; a job that fails is run again as one
+job per log (those not settled yet), so a log whose data breaks its tasks fails alone.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from cleaner.cleaner import CleaningResult, ScheduleDelete, delete_segments
@@ -63,6 +64,7 @@ from cleaner.spark.rewrite_ranges import balanced_ranges
 from cleaner.spark.round_plan import GroupPlan, RoundPlan, plan_round
 from cleaner.spark.segment_splits import SegmentSplit, plan_splits
 from cleaner.spark.session import SparkSessionHolder, pool_name
+from cleaner.spark.task_reports import ReportChannel
 from cleaner.stats import CleanerStats
 from service.clock import Clock
 from service.storage.log import PartitionLog
@@ -88,6 +90,7 @@ DEFAULT_MIN_RANGE_BYTES = 64 << 20
 # over the whole log and the map files cost more than a range that is only a little shorter saves.
 _MAX_RANGE_SHARE = 0.75
 T = TypeVar("T")
+_LogOutcome = tuple[list[GroupResult], int]  # a log's group results in offset order, and its map size
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +128,8 @@ class SparkEngine:
         self.on_job = on_job
         self.min_range_bytes = min_range_bytes
         self.poll_interval_s = poll_interval_s
+        self._channel: ReportChannel | None = None
+        self._channel_lock = threading.Lock()
 
     def close(self) -> None:
         """Stop the SparkSession (the daemon calls this once, at shutdown)."""
@@ -178,25 +183,36 @@ class SparkEngine:
             else:
                 pending.append(round_)
                 owner[id(round_)] = one
+        settled: set[int] = set()  # ids of the rounds settled while their job still ran
+
+        def settle(round_: _Round, outcome: _LogOutcome | BaseException) -> None:
+            settled.add(id(round_))
+            if isinstance(outcome, BaseException):
+                owner[id(round_)].on_done(outcome)
+            else:
+                self._finish(owner[id(round_)], round_, *outcome, throttle, schedule_delete, thread_id)
+
         while len(pending) > 1:
             try:
-                outcomes = self._rewrite_many(pending, thread_id)
+                outcomes = self._rewrite_many(pending, thread_id, settle)
             except _LogsAborted as exc:
                 for round_, error in exc.aborted:
                     owner[id(round_)].on_done(error)
-                pending = [r for r in pending if all(r is not a for a, _ in exc.aborted)]
+                pending = [
+                    r for r in pending if id(r) not in settled and all(r is not a for a, _ in exc.aborted)
+                ]
                 continue
             except Exception:
+                pending = [r for r in pending if id(r) not in settled]
                 logger.warning(
                     "One Spark job for %s failed; cleaning each log in a job of its own",
                     ", ".join(str(r.log.topic_partition) for r in pending),
                     exc_info=True,
                 )
                 break
-            for round_, (results, map_size) in zip(pending, outcomes, strict=True):
-                self._finish(
-                    owner[id(round_)], round_, results, map_size, throttle, schedule_delete, thread_id
-                )
+            for round_, outcome in zip(pending, outcomes, strict=True):
+                if outcome is not None:
+                    settle(round_, outcome)
             return
         for round_ in pending:  # one log left, or the shared job failed
             one = owner[id(round_)]
@@ -260,24 +276,37 @@ class SparkEngine:
             logger.warning("\tFound %d invalid messages during compaction.", stats.invalid_records)
         return CleaningResult(plan.end_offset, stats, self.name)
 
-    def _rewrite(self, round_: _Round, thread_id: int) -> tuple[list[GroupResult], int]:
+    def _rewrite(self, round_: _Round, thread_id: int) -> _LogOutcome:
         """One log's Spark job: its groups' ``.cleaned`` files written; their metadata, in offset order,
         and the map's size."""
         plan = round_.plan_or_fail()
         tp = round_.log.topic_partition
-        return self._run_job(
+        (outcome,) = self._run_job(
             [round_],
             thread_id=thread_id,
             check_aborted=round_.check_aborted,
             name=f"{tp} [{plan.first_dirty_offset}, {plan.end_offset})",
-        )[0]
+        )
+        if outcome is None:  # only a job given ``settle_early`` settles a log during the job
+            raise RuntimeError(f"{tp}: its round was settled during its job")
+        return outcome
 
-    def _rewrite_many(self, rounds: list[_Round], thread_id: int) -> list[tuple[list[GroupResult], int]]:
-        """One Spark job for every log of ``rounds``: per log, its groups' metadata and its map size."""
+    def _rewrite_many(
+        self,
+        rounds: list[_Round],
+        thread_id: int,
+        settle: Callable[[_Round, _LogOutcome | BaseException], None],
+    ) -> list[_LogOutcome | None]:
+        """One Spark job for every log of ``rounds``: per log, its groups' metadata and its map size, or
+        None for a log handed to ``settle`` as soon as its own tasks had ended (its abort no longer
+        checked)."""
+        settled: set[int] = set()
 
         def check_aborted() -> None:
             aborted: list[tuple[_Round, BaseException]] = []
-            for round_ in rounds:
+            for i, round_ in enumerate(rounds):
+                if i in settled:
+                    continue
                 try:
                     round_.check_aborted()
                 except CleaningAbortedError as exc:
@@ -285,84 +314,51 @@ class SparkEngine:
             if aborted:
                 raise _LogsAborted(aborted)
 
+        def settle_early(i: int, outcome: _LogOutcome | BaseException) -> None:
+            settled.add(i)
+            settle(rounds[i], outcome)
+
         names = ", ".join(str(r.log.topic_partition) for r in rounds)
         return self._run_job(
-            rounds, thread_id=thread_id, check_aborted=check_aborted, name=f"{len(rounds)} logs ({names})"
+            rounds,
+            thread_id=thread_id,
+            check_aborted=check_aborted,
+            name=f"{len(rounds)} logs ({names})",
+            settle_early=settle_early,
         )
 
     def _run_job(
-        self, rounds: Sequence[_Round], *, thread_id: int, check_aborted: Callable[[], None], name: str
-    ) -> list[tuple[list[GroupResult], int]]:
+        self,
+        rounds: Sequence[_Round],
+        *,
+        thread_id: int,
+        check_aborted: Callable[[], None],
+        name: str,
+        settle_early: Callable[[int, _LogOutcome | BaseException], None] | None = None,
+    ) -> list[_LogOutcome | None]:
         """The round's Spark job: every log's groups cut into ranges (about one task per core in all); a
         log of several ranges is mapped by key hash, one class a range, by its tasks into map files, which
-        are removed after the job, whatever happened. Per log, its results and map size."""
+        are removed after the job, whatever happened. Per log, its results and map size; with
+        ``settle_early``, a log whose tasks have all ended is handed to it while the job runs (its ticket
+        closed, its map files removed), and its entry is None."""
         spark = self._started_session(check_aborted)
         plans = [r.plan_or_fail() for r in rounds]
         tickets: list[JobTicket] = []
         try:
             for round_, plan in zip(rounds, plans, strict=True):
                 tickets.append(JobTicket.create(str(round_.log.directory), plan.end_offset))
-            return self._run_jobs(spark, rounds, plans, tickets, thread_id, check_aborted, name)
+            job = _Job(rounds, plans, tickets, settle_early)
+            return self._run_jobs(spark, job, thread_id, check_aborted, name)
         finally:
             for ticket in tickets:  # a second time (a no-op) unless the jobs raised before their cleanup
                 ticket.close()
 
     def _run_jobs(
-        self,
-        spark: SparkSession,
-        rounds: Sequence[_Round],
-        plans: list[RoundPlan],
-        tickets: list[JobTicket],
-        thread_id: int,
-        check_aborted: Callable[[], None],
-        name: str,
-    ) -> list[tuple[list[GroupResult], int]]:
+        self, spark: SparkSession, job: _Job, thread_id: int, check_aborted: Callable[[], None], name: str
+    ) -> list[_LogOutcome | None]:
         context = spark.sparkContext
-        round_tasks: list[RoundTask] = []
-        used = 0
-        for round_, plan, ticket in zip(rounds, plans, tickets, strict=True):
-            slots = list(range(used, used + len(plan.groups)))
-            used += len(slots)
-            round_tasks.append(_round_task(round_.log, plan, slots, ticket.path))
-        sizes = [sum(s.size_bytes for g in plan.groups for s in g.segments) for plan in plans]
-        counts = ranges_per_log(sizes, context.defaultParallelism, self.min_range_bytes)
-        items: list[RewriteItem] = []  # rewrite partition p cleans the groups of items[p]
-        map_splits: list[MapSplit] = []
-        for i, (round_, plan, task) in enumerate(zip(rounds, plans, round_tasks, strict=True)):
-            ranges = balanced_ranges(_group_bytes(plan), list(task.groups), counts[i])
-            if max(_range_bytes(task, run) for run in ranges) > _MAX_RANGE_SHARE * sizes[i]:
-                ranges = [tuple(task.groups)]  # cutting would not shorten the longest task enough
-            splits = self._dirty_splits(round_.log, plan)
-            if len(ranges) == 1:
-                aborted = plan.map_scan.aborted_batches
-                own = map_tasks(i, splits, plan.first_dirty_offset, aborted, _NO_PACKING)
-                items.append(RewriteItem(i, ranges[0], own[0] if own else None))
-                continue
-            class_maps: tuple[MapSplit, ...] = ()
-            if splits:  # the map by key hash: one class a range, mapped by the rewrite tasks (partial_maps)
-                class_maps = tuple(
-                    replace(
-                        one,
-                        blob_path=blob_path(str(round_.log.directory), plan.end_offset, one.key_class),
-                        ticket=tickets[i].path,
-                    )
-                    for one in class_tasks(
-                        i,
-                        splits,
-                        plan.first_dirty_offset,
-                        plan.map_scan.aborted_batches,
-                        key_classes(len(ranges)),
-                    )
-                )
-                map_splits.extend(class_maps)
-            items.extend(
-                RewriteItem(i, tuple(task.groups), class_maps=class_maps, range_index=r, ranges=len(ranges))
-                for r in range(len(ranges))
-            )
-
-        def delete_every_cleaned() -> None:
-            for round_, plan in zip(rounds, plans, strict=True):
-                _delete_cleaned(round_.log.directory, plan.groups)
+        self._plan_tasks(job, context.defaultParallelism)
+        reports = self._report_channel(context).open_job() if job.settle_early is not None else None
 
         def run(action: Callable[[], list[T]], what: str) -> list[T]:
             return run_action(
@@ -373,37 +369,87 @@ class SparkEngine:
                 check_aborted=check_aborted,
                 on_job=self.on_job,
                 poll_interval_s=self.poll_interval_s,
+                reports=reports,
+                on_report=job.on_report,
             )
 
         try:
-            for split in map_splits:  # a complete file is used as found: none may come from elsewhere
+            for split in job.map_splits:  # a complete file is used as found: none may come from elsewhere
                 Path(split.blob_path).unlink(missing_ok=True)
-            rewritten = context.parallelize(items, len(items)).mapPartitionsWithIndex(
-                rewrite_partition(round_tasks)
+            sender = reports.sender if reports is not None else None
+            rewritten = context.parallelize(job.items, len(job.items)).mapPartitionsWithIndex(
+                rewrite_partition(job.round_tasks, sender)
             )
             rows = run(rewritten.collect, "clean")
         except BaseException:
-            for ticket in tickets:  # no task writes after this
-                ticket.close()
-            delete_every_cleaned()
+            job.withdraw_tickets()  # no task writes after this
+            job.delete_cleaned()
             raise
         finally:
-            for ticket in tickets:
-                ticket.close()
-            for split in map_splits:  # before any swap: see partial_maps on these names
-                Path(split.blob_path).unlink(missing_ok=True)
+            if reports is not None:
+                reports.close()
+            job.withdraw_tickets()
+            job.delete_map_files()  # before any swap: see partial_maps on these names
         by_slot = {r.slot: r for r in map(GroupResult.from_row, rows)}
         if len(by_slot) != len(rows):  # two tasks cut a log's ranges differently: never swap such a round
-            delete_every_cleaned()
+            job.delete_cleaned()
             raise RuntimeError(f"the Spark job {name} rewrote some groups twice")
-        outcomes = []
-        for round_, plan, task in zip(rounds, plans, round_tasks, strict=True):
+        outcomes: list[_LogOutcome | None] = []
+        for i in range(len(job.rounds)):
             try:
-                outcomes.append(_results_of(round_.log, plan, list(task.groups), by_slot))
+                outcomes.append(None if i in job.settled else job.results_of(i, by_slot))
             except BaseException:
-                delete_every_cleaned()
+                job.delete_cleaned()
                 raise
         return outcomes
+
+    def _plan_tasks(self, job: _Job, cores: int) -> None:
+        """The job's rewrite tasks (``job.items``) and key class maps: every log's groups cut into ranges."""
+        used = 0
+        for round_, plan, ticket in zip(job.rounds, job.plans, job.tickets, strict=True):
+            slots = list(range(used, used + len(plan.groups)))
+            used += len(slots)
+            job.round_tasks.append(_round_task(round_.log, plan, slots, ticket.path))
+        sizes = [sum(s.size_bytes for g in plan.groups for s in g.segments) for plan in job.plans]
+        counts = ranges_per_log(sizes, cores, self.min_range_bytes)
+        for i, (round_, plan, task) in enumerate(zip(job.rounds, job.plans, job.round_tasks, strict=True)):
+            ranges = balanced_ranges(_group_bytes(plan), list(task.groups), counts[i])
+            if max(_range_bytes(task, run) for run in ranges) > _MAX_RANGE_SHARE * sizes[i]:
+                ranges = [tuple(task.groups)]  # cutting would not shorten the longest task enough
+            splits = self._dirty_splits(round_.log, plan)
+            if len(ranges) == 1:
+                aborted = plan.map_scan.aborted_batches
+                own = map_tasks(i, splits, plan.first_dirty_offset, aborted, _NO_PACKING)
+                job.items.append(RewriteItem(i, ranges[0], own[0] if own else None))
+                continue
+            class_maps: tuple[MapSplit, ...] = ()
+            if splits:  # the map by key hash: one class a range, mapped by the rewrite tasks (partial_maps)
+                class_maps = tuple(
+                    replace(
+                        one,
+                        blob_path=blob_path(str(round_.log.directory), plan.end_offset, one.key_class),
+                        ticket=job.tickets[i].path,
+                    )
+                    for one in class_tasks(
+                        i,
+                        splits,
+                        plan.first_dirty_offset,
+                        plan.map_scan.aborted_batches,
+                        key_classes(len(ranges)),
+                    )
+                )
+                job.map_splits.extend(class_maps)
+            job.items.extend(
+                RewriteItem(i, tuple(task.groups), class_maps=class_maps, range_index=r, ranges=len(ranges))
+                for r in range(len(ranges))
+            )
+
+    def _report_channel(self, context: SparkContext) -> ReportChannel:
+        """The session's one accumulator of task reports (a new one after the session restarted)."""
+        with self._channel_lock:
+            if self._channel is None or self._channel.context is not context:
+                self._channel = ReportChannel(context)
+            return self._channel
 
     def _dirty_splits(self, log: PartitionLog, plan: RoundPlan) -> list[SegmentSplit]:
         if not plan.has_dirty_segments:
@@ -484,6 +530,74 @@ class _LogsAborted(CleaningAbortedError):
         self.aborted = aborted
 
 
+class _Job:
+    """One Spark job's logs on the driver: their plans, tickets, rewrite tasks and map files, and which logs
+    were settled while the job ran. Used on the worker's thread only (``on_report`` runs there too)."""
+
+    def __init__(
+        self,
+        rounds: Sequence[_Round],
+        plans: list[RoundPlan],
+        tickets: list[JobTicket],
+        settle_early: Callable[[int, _LogOutcome | BaseException], None] | None,
+    ) -> None:
+        self.rounds = rounds
+        self.plans = plans
+        self.tickets = tickets
+        self.settle_early = settle_early
+        self.round_tasks: list[RoundTask] = []
+        self.items: list[RewriteItem] = []  # rewrite partition p cleans the groups of items[p]
+        self.map_splits: list[MapSplit] = []
+        self.settled: set[int] = set()
+        self._reported: dict[int, list[Mapping[str, object]]] = {}
+        self._reports: dict[int, int] = {}
+
+    def on_report(self, report: object) -> None:
+        """A task's ``(log, rows)`` (``task_reports``): once every task of that log has reported, the log
+        is settled now, its ticket withdrawn (no attempt of its tasks writes after this) and its map files
+        removed."""
+        if self.settle_early is None:
+            return
+        log, rows = cast(tuple[int, list[Mapping[str, object]]], report)  # what rewrite_partition sends
+        self._reported.setdefault(log, []).extend(rows)
+        self._reports[log] = self._reports.get(log, 0) + 1
+        if self._reports[log] < sum(1 for item in self.items if item.log == log) or log in self.settled:
+            return
+        self.settled.add(log)
+        self.tickets[log].close()
+        self.delete_map_files(log)
+        by_slot = {r.slot: r for r in map(GroupResult.from_row, self._reported[log])}
+        outcome: _LogOutcome | BaseException
+        try:
+            if len(by_slot) != len(self._reported[log]):
+                tp = self.rounds[log].log.topic_partition
+                raise RuntimeError(f"{tp}: two of its Spark tasks rewrote the same groups")
+            outcome = self.results_of(log, by_slot)
+        except Exception as exc:
+            _delete_cleaned(self.rounds[log].log.directory, self.plans[log].groups)
+            outcome = exc
+        self.settle_early(log, outcome)
+
+    def results_of(self, log: int, by_slot: Mapping[int, GroupResult]) -> _LogOutcome:
+        return _results_of(self.rounds[log].log, self.plans[log], list(self.round_tasks[log].groups), by_slot)
+
+    def withdraw_tickets(self) -> None:
+        for ticket in self.tickets:
+            ticket.close()
+
+    def delete_cleaned(self) -> None:
+        """The ``.cleaned`` files of every log not settled yet."""
+        for i, (round_, plan) in enumerate(zip(self.rounds, self.plans, strict=True)):
+            if i not in self.settled:
+                _delete_cleaned(round_.log.directory, plan.groups)
+
+    def delete_map_files(self, log: int | None = None) -> None:
+        """The key class files of ``log``, or of every log not settled yet."""
+        for split in self.map_splits:
+            if split.log == log or (log is None and split.log not in self.settled):
+                Path(split.blob_path).unlink(missing_ok=True)
+
+
 @dataclass(slots=True)
 class _Round:
     """One log's round on the driver: its plan (None: nothing to clean), stats and abort check."""
@@ -526,7 +640,7 @@ class _Round:
 
 def _results_of(
     log: PartitionLog, plan: RoundPlan, slots: list[int], by_slot: Mapping[int, GroupResult]
-) -> tuple[list[GroupResult], int]:
+) -> _LogOutcome:
     """One log's group results in offset order, and its map size; an error if a group reported nothing."""
     missing = [g.base_offset for g, s in zip(plan.groups, slots, strict=True) if s not in by_slot]
     if missing:

@@ -5,7 +5,8 @@ released with it) that tags its jobs with a job group and the worker's scheduler
 meanwhile calls ``check_aborted`` every ``poll_interval_s``: an abort (partition deleted, cleaner shutting
 down) cancels the job group at once instead of after the whole job, and the abort is re-raised once the
 action has returned. ``on_job`` hears each action's wall time in seconds, failed ones included
-(``logcleaner_spark_job_duration_seconds``).
+(``logcleaner_spark_job_duration_seconds``). With ``reports`` (``task_reports``), the worker's thread waits on
+them instead and hands each to ``on_report`` as it arrives, between the abort checks.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from pyspark.sql import SparkSession
 from pyspark.util import InheritableThread
+
+if TYPE_CHECKING:
+    from cleaner.spark.task_reports import JobReports
 
 __all__ = ["run_action"]
 
@@ -42,8 +46,11 @@ def run_action(
     check_aborted: Callable[[], None],
     on_job: Callable[[float], None] | None = None,
     poll_interval_s: float = 0.1,
+    reports: JobReports | None = None,
+    on_report: Callable[[object], None] = lambda _report: None,
 ) -> T:
-    """``action()`` on Spark in ``pool``; raises what it raised, or the abort that cancelled it."""
+    """``action()`` on Spark in ``pool``; raises what it raised, or the abort that cancelled it. An error
+    ``on_report`` raises cancels the job, as an abort does."""
     context = spark.sparkContext
     group = f"logcleaner-{uuid.uuid4().hex}"
     outcome: _Outcome[T] = _Outcome()
@@ -56,6 +63,9 @@ def run_action(
             outcome.done = True
         except BaseException as exc:  # handed to the caller's thread
             outcome.error = exc
+        finally:
+            if reports is not None:
+                reports.wake()
 
     check_aborted()
     thread = InheritableThread(target=target, name=f"{threading.current_thread().name}-spark", daemon=True)
@@ -63,7 +73,10 @@ def run_action(
     thread.start()
     try:
         while thread.is_alive():
-            thread.join(poll_interval_s)
+            if reports is None:
+                thread.join(poll_interval_s)
+            elif reports.wait(poll_interval_s, on_report):
+                thread.join()  # the action has returned: its thread ends now
             if thread.is_alive():
                 check_aborted()
     except BaseException:

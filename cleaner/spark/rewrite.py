@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from cleaner.cleaner import clean_group
 from cleaner.group_swap import SwapThread
@@ -31,6 +32,9 @@ from cleaner.txn_metadata import CleanedTransactionMetadata
 from service.storage.log_config import LogConfig
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from cleaner.spark.task_reports import ReportSender
 
 __all__ = [
     "CleanedSyncs",
@@ -190,7 +194,8 @@ class CleanedSyncs:
     after the other, while the task cleans its next group: a group's four fsyncs (log and indexes) wait
     on the disk, ms each, and a round of many small logs has a group per 16 MiB. Leaving the ``with``
     waits for every one handed over (the task's ticket is still held) and raises the first failure: the
-    task fails, and the driver swaps nothing of its job. The driver swaps only after the job."""
+    task fails, and the driver swaps nothing of its log. The driver swaps a log only once all its tasks
+    have ended."""
 
     def __init__(self) -> None:
         self._thread = SwapThread("logcleaner-cleaned-fsync")
@@ -238,14 +243,17 @@ def _own_range(task: RoundTask, item: RewriteItem, class_files: Sequence[str]) -
 
 
 def rewrite_partition(
-    tasks: Sequence[RoundTask],
+    tasks: Sequence[RoundTask], reports: ReportSender | None = None
 ) -> Callable[[int, Iterable[RewriteItem]], Iterator[dict[str, object]]]:
     """The function a rewrite task runs (``mapPartitionsWithIndex`` over one ``RewriteItem`` a partition):
-    it builds its lookup, then cleans its groups of its log (``tasks[item.log]``) one after the other."""
+    it builds its lookup, then cleans its groups of its log (``tasks[item.log]``) one after the other.
+    With ``reports``, each item's rows also go to the driver as ``(log, rows)`` when the task ends
+    (``task_reports``), its files durable and its ticket released."""
 
     def run(partition: int, received: Iterable[RewriteItem]) -> Iterator[dict[str, object]]:
-        rows = []
+        rows: list[dict[str, object]] = []
         for item in received:
+            first = len(rows)
             task = tasks[item.log]
             with TaskTicket(task.ticket) as ticket, CleanedSyncs() as syncs:
                 started_ms = time.time_ns() // 1_000_000
@@ -262,6 +270,8 @@ def rewrite_partition(
                         {**row, "started_ms": started_ms, "task_partition": partition, "lookup_ms": lookup_ms}
                     )
                     started_ms, lookup_ms = time.time_ns() // 1_000_000, 0
+            if reports is not None:
+                reports.send((item.log, rows[first:]))
         return iter(rows)  # after the ticket is released: nothing is written while Spark reads the rows
 
     return run

@@ -4,8 +4,10 @@ leaving the others cleaned; and the cleaner's workers taking the filthiest logs 
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from cleaner.cleaner import CleaningResult
@@ -14,6 +16,7 @@ from cleaner.errors import CleaningAbortedError
 from cleaner.log_cleaner import LogCleaner
 from cleaner.setup import build_log_cleaner
 from cleaner.spark.engine import SparkEngine
+from cleaner.spark.job_ticket import ticket_path
 from cleaner.spark.session import SparkSessionHolder
 from service.cleanable import log_to_clean
 from service.clock import ManualClock
@@ -62,15 +65,21 @@ def corrupt_last_batch(log: PartitionLog, segment: int = 2) -> None:
 
 
 def clean_many(
-    engine: SparkEngine, logs: list[PartitionLog], checks: list[Callable[[], None]] | None = None
+    engine: SparkEngine,
+    logs: list[PartitionLog],
+    checks: list[Callable[[], None]] | None = None,
+    hooks: Mapping[int, Callable[[], None]] | None = None,
 ) -> list[CleaningResult | BaseException]:
-    """One ``clean_many`` of every log from 0 up to its active segment; what each ``on_done`` got."""
+    """One ``clean_many`` of every log from 0 up to its active segment; what each ``on_done`` got.
+    ``hooks[i]`` runs right after log ``i``'s ``on_done``."""
     ended: dict[int, CleaningResult | BaseException] = {}
 
     def reporter(i: int) -> Callable[[CleaningResult | BaseException], None]:
         def report(outcome: CleaningResult | BaseException) -> None:
             assert i not in ended, "on_done is called once per log"
             ended[i] = outcome
+            if hooks and i in hooks:
+                hooks[i]()
 
         return report
 
@@ -163,6 +172,102 @@ def test_an_abort_of_one_log_during_the_job_leaves_the_others_cleaned(
     for oracle, spark in pairs[1:]:
         oracle_round(oracle.log, oracle.clock)
         assert files(spark.log.directory) == files(oracle.log.directory)
+
+
+class HeldTicket:
+    """An exclusive lock on the ticket file of a log's next Spark job (``job_ticket``): that log's tasks
+    wait for it. Released by ``release``, or after 20 s whatever happens (a test must not hang)."""
+
+    def __init__(self, log: PartitionLog) -> None:
+        path = ticket_path(str(log.directory), log.active_segment.base_offset)
+        self._fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)  # the driver's ticket reuses this file
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        self._lock = threading.Lock()
+        self.is_released = False
+        self._timer = threading.Timer(20.0, self.release)
+        self._timer.start()
+
+    def release(self) -> None:
+        with self._lock:
+            if not self.is_released:
+                self.is_released = True
+                os.close(self._fd)
+
+    def __enter__(self) -> HeldTicket:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._timer.cancel()
+        self.release()
+
+
+def test_each_log_is_swapped_in_as_soon_as_its_own_tasks_end(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    """The second log's task waits for its ticket, held here until the first log is settled: the first
+    log must be swapped in and reported while the shared job still runs."""
+    pairs = twin_logs(tmp_path)
+    context = spark_holder.get().sparkContext
+    settled_while_held: list[bool] = []
+    jobs: list[float] = []
+    engine = SparkEngine(clock=ManualClock(START_MS), session=spark_holder, on_job=jobs.append)
+    with HeldTicket(pairs[1][1].log) as held:
+
+        def first_settled() -> None:
+            settled_while_held.append(
+                not held.is_released and bool(context.statusTracker().getActiveJobsIds())
+            )
+            held.release()
+
+        results = clean_many(engine, [spark.log for _oracle, spark in pairs], hooks={0: first_settled})
+    assert settled_while_held == [True], "the first log was settled only after the job"
+    assert len(jobs) == 1
+    for (oracle, spark), result in zip(pairs, results, strict=True):
+        assert isinstance(result, CleaningResult), result
+        oracle_round(oracle.log, oracle.clock)
+        assert files(spark.log.directory) == files(oracle.log.directory)
+
+
+def test_a_log_settled_during_a_job_that_then_fails_stays_settled(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    """The first log is settled; then its abort check fails (as a deletion after its round would), the
+    corrupt second log's task starts and fails the job: the first log is neither reported again nor
+    cleaned again, and only the corrupt log runs again, alone."""
+    pairs = twin_logs(tmp_path)
+    broken = pairs[1][1].log
+    corrupt_last_batch(broken)
+    before = files(broken.directory)
+    first_is_settled = threading.Event()
+
+    def first_check() -> None:
+        if first_is_settled.is_set():
+            raise CleaningAbortedError("the first log was deleted after its round")
+
+    jobs: list[float] = []
+    engine = SparkEngine(
+        clock=ManualClock(START_MS), session=spark_holder, on_job=jobs.append, poll_interval_s=0.01
+    )
+    with HeldTicket(broken) as held:
+
+        def first_settled() -> None:
+            first_is_settled.set()
+            threading.Timer(0.3, held.release).start()  # the job's polls go on meanwhile
+
+        results = clean_many(
+            engine,
+            [spark.log for _oracle, spark in pairs],
+            [first_check, lambda: None, lambda: None],
+            hooks={0: first_settled},
+        )
+    assert isinstance(results[0], CleaningResult), results[0]
+    assert isinstance(results[1], Exception) and "CRC mismatch" in str(results[1])
+    assert isinstance(results[2], CleaningResult), results[2]
+    assert len(jobs) == 2, "the shared job, then the corrupt log alone"
+    assert files(broken.directory) == before
+    oracle = pairs[0][0]
+    oracle_round(oracle.log, oracle.clock)
+    assert files(pairs[0][1].log.directory) == files(oracle.log.directory)
 
 
 # -- the workers ---------------------------------------------------------------------------------------
