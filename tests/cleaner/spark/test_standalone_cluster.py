@@ -118,7 +118,17 @@ def _files(log_dir: Path) -> dict[str, bytes]:
 def test_clean_on_a_standalone_cluster_equals_the_in_process_engine(
     tmp_path: Path, standalone_master: str
 ) -> None:
-    gen = ["gen", "--log-dir", str(tmp_path / "spark"), "--records", "4000", "--keys", "300"]
+    gen = [
+        "gen",
+        "--log-dir",
+        str(tmp_path / "spark"),
+        "--records",
+        "4000",
+        "--keys",
+        "300",
+        "--partitions",
+        "3",
+    ]
     gen += [
         "--batch-size",
         "50",
@@ -146,6 +156,6 @@ def test_clean_on_a_standalone_cluster_equals_the_in_process_engine(
     assert in_process.returncode == 0, in_process.stderr[-3000:]
 
     cleaned = json.loads(on_cluster.stdout)["cleaned"]
-    assert [entry["engine"] for entry in cleaned] == ["spark"]
+    assert [entry["engine"] for entry in cleaned] == ["spark"] * 3  # the 3 logs in one job, on the cluster
     assert _files(tmp_path / "spark") != before, "the round rewrote something"
     assert _files(tmp_path / "spark") == _files(tmp_path / "in-process")
