@@ -13,8 +13,8 @@ A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
    each task makes sure every class's map file exists (the first task to reach a
    class maps it in C over the whole dirty section and writes its blob and superseded bitmap to a scratch
    file in the log's dir, under that file's lock; ``partial_maps``), ORs every class's bitmap and keeps
-   their blobs for the lookups the bits cannot answer, cuts the log's groups into ranges by what each
-   group keeps (``rewrite_ranges``: every task the same cut) and cleans its own range (only paths go
+   their blobs for the lookups the bits cannot answer, then takes the log's groups one at a time, the
+   costliest free one first by what each keeps (``group_claims``), and cleans them (only paths go
    through Spark; no exchange, no aggregation by key, no Python object per record), writing
    ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. A round ticket
    (``job_ticket``) guarantees that no task of a cancelled or failed job writes after the driver removed
@@ -56,6 +56,7 @@ from cleaner.engine import LogRound
 from cleaner.errors import CleaningAbortedError
 from cleaner.native import puts_pipelined
 from cleaner.offset_map import kafka_utilization_percent
+from cleaner.spark.group_claims import claims_path
 from cleaner.spark.job_ticket import JobTicket
 from cleaner.spark.jobs import run_action
 from cleaner.spark.partial_maps import MapSplit, blob_path, class_tasks, map_tasks
@@ -374,8 +375,7 @@ class SparkEngine:
             )
 
         try:
-            for split in job.map_splits:  # a complete file is used as found: none may come from elsewhere
-                Path(split.blob_path).unlink(missing_ok=True)
+            job.delete_scratch_files()  # a complete file is used as found: none may come from elsewhere
             sender = reports.sender if reports is not None else None
             rewritten = context.parallelize(job.items, len(job.items)).mapPartitionsWithIndex(
                 rewrite_partition(job.round_tasks, sender)
@@ -389,7 +389,7 @@ class SparkEngine:
             if reports is not None:
                 reports.close()
             job.withdraw_tickets()
-            job.delete_map_files()  # before any swap: see partial_maps on these names
+            job.delete_scratch_files()  # before any swap: see partial_maps on these names
         by_slot = {r.slot: r for r in map(GroupResult.from_row, rows)}
         if len(by_slot) != len(rows):  # two tasks cut a log's ranges differently: never swap such a round
             job.delete_cleaned()
@@ -438,9 +438,18 @@ class SparkEngine:
                         key_classes(len(ranges)),
                     )
                 )
-                job.map_splits.extend(class_maps)
+                job.scratch.extend((i, one.blob_path) for one in class_maps)
+            claims = claims_path(str(round_.log.directory), plan.end_offset)
+            job.scratch.append((i, claims))
             job.items.extend(
-                RewriteItem(i, tuple(task.groups), class_maps=class_maps, range_index=r, ranges=len(ranges))
+                RewriteItem(
+                    i,
+                    tuple(task.groups),
+                    class_maps=class_maps,
+                    range_index=r,
+                    ranges=len(ranges),
+                    claims_path=claims,
+                )
                 for r in range(len(ranges))
             )
 
@@ -547,7 +556,7 @@ class _Job:
         self.settle_early = settle_early
         self.round_tasks: list[RoundTask] = []
         self.items: list[RewriteItem] = []  # rewrite partition p cleans the groups of items[p]
-        self.map_splits: list[MapSplit] = []
+        self.scratch: list[tuple[int, str]] = []  # (log, path): its map and claims files (removed after)
         self.settled: set[int] = set()
         self._reported: dict[int, list[Mapping[str, object]]] = {}
         self._reports: dict[int, int] = {}
@@ -565,7 +574,7 @@ class _Job:
             return
         self.settled.add(log)
         self.tickets[log].close()
-        self.delete_map_files(log)
+        self.delete_scratch_files(log)
         by_slot = {r.slot: r for r in map(GroupResult.from_row, self._reported[log])}
         outcome: _LogOutcome | BaseException
         try:
@@ -591,11 +600,11 @@ class _Job:
             if i not in self.settled:
                 _delete_cleaned(round_.log.directory, plan.groups)
 
-    def delete_map_files(self, log: int | None = None) -> None:
-        """The key class files of ``log``, or of every log not settled yet."""
-        for split in self.map_splits:
-            if split.log == log or (log is None and split.log not in self.settled):
-                Path(split.blob_path).unlink(missing_ok=True)
+    def delete_scratch_files(self, log: int | None = None) -> None:
+        """The key class and claims files of ``log``, or of every log not settled yet."""
+        for owner, path in self.scratch:
+            if owner == log or (log is None and owner not in self.settled):
+                Path(path).unlink(missing_ok=True)
 
 
 @dataclass(slots=True)

@@ -32,9 +32,9 @@ blobs (``defer_key_map``): the filter of the dirty section's plain batches reads
 bits, and only a lookup the bits cannot answer (a record below the first dirty offset, a batch the C
 filter leaves to Python or reads without the bitmap) puts the blobs, once, into the table. The map size is
 the classes' key counts added; the bitmaps' counts per bucket of offsets (``superseded_in``) tell how much
-each group keeps, by which the log's ranges are cut (``rewrite_ranges``). A log of one range needs no
-file: its one task maps its dirty segments itself, in offset order, so the C map keeps its superseded
-bitmap for the filter, exactly as in the in-process round.
+each group keeps, which orders the log's groups as its tasks take them (``group_claims``). A log of one
+range needs no file: its one task maps its dirty segments itself, in offset order, so the C map keeps its
+superseded bitmap for the filter, exactly as in the in-process round.
 
 Without the C module (``LOGCLEANER_PURE_PYTHON=1``) the same blobs are written and read by ``struct`` (no
 bitmap: every record is looked up in the classes' entries, merged).

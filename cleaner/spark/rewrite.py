@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 from cleaner.cleaner import clean_group
 from cleaner.group_swap import SwapThread
 from cleaner.rules import LastRecord
+from cleaner.spark.group_claims import claimed_groups
 from cleaner.spark.job_ticket import TaskTicket
 from cleaner.spark.partial_maps import MapSplit, ensure_class_files, range_lookup, superseded_in
-from cleaner.spark.rewrite_ranges import balanced_ranges, rewrite_costs
+from cleaner.spark.rewrite_ranges import rewrite_costs
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata
 from service.storage.log_config import LogConfig
@@ -125,8 +126,8 @@ class RewriteItem:
     """One rewrite task's input: consecutive groups (``slots``) of the job's ``log``-th round, and where
     its lookup comes from (``partial_maps.range_lookup``): the splits it maps itself (``own``; a log of one
     range), or its log's key classes (``class_maps``: their files, made by whichever task gets to a class
-    first). With ``ranges`` > 1, ``slots`` are all of the log's groups: the task cleans range
-    ``range_index`` of them, cut by their rewrite costs once the classes' files exist (``rewrite_ranges``)."""
+    first). With ``ranges`` > 1, ``slots`` are all of the log's groups: the task cleans those it takes
+    from ``claims_path`` (``group_claims``), and ``range_index`` says which class it maps first."""
 
     log: int
     slots: tuple[int, ...]
@@ -134,6 +135,7 @@ class RewriteItem:
     class_maps: tuple[MapSplit, ...] = ()
     range_index: int = 0
     ranges: int = 1
+    claims_path: str = ""  # with ranges > 1: where its log's tasks take their groups (``group_claims``)
 
 
 def rewrite_group(
@@ -227,8 +229,11 @@ class CleanedSyncs:
             raise self._failure
 
 
-def _own_range(task: RoundTask, item: RewriteItem, class_files: Sequence[str]) -> tuple[int, ...]:
-    """The groups this task cleans: its item's, or its range of them (``rewrite_ranges``)."""
+def _own_groups(
+    task: RoundTask, item: RewriteItem, class_files: Sequence[str], partition: int
+) -> Iterable[int]:
+    """The groups this task cleans: its item's, or those it takes one by one from its log's claims, the
+    costliest first (``group_claims``; the costs from the classes' bitmaps, ``rewrite_ranges``)."""
     if item.ranges <= 1:
         return item.slots
     groups = [task.groups[slot] for slot in item.slots]
@@ -238,8 +243,7 @@ def _own_range(task: RoundTask, item: RewriteItem, class_files: Sequence[str]) -
         [sum(g.sizes_bytes) for g in groups],
         superseded_in(class_files),
     )
-    ranges = balanced_ranges(costs, item.slots, item.ranges)
-    return ranges[item.range_index] if item.range_index < len(ranges) else ()
+    return claimed_groups(item.claims_path, partition, item.slots, costs)
 
 
 def rewrite_partition(
@@ -263,7 +267,7 @@ def rewrite_partition(
                 lookup, size = range_lookup(item.own, paths)
                 lookup_ms = time.time_ns() // 1_000_000 - started_ms
                 started_ms += lookup_ms
-                for slot in _own_range(task, item, paths):
+                for slot in _own_groups(task, item, paths, partition):
                     ticket.check()
                     row = rewrite_group(task, slot, lookup, size, syncs)
                     rows.append(

@@ -1,11 +1,11 @@
-"""How a log's groups are cut into the consecutive ranges its rewrite tasks clean.
+"""How a log's groups are cut into the consecutive ranges of its rewrite tasks, and what each group costs.
 
-Before anything is mapped, by bytes (``ranges_per_log`` in the engine decides how many). A log mapped by
-key hash is cut again by each rewrite task itself, once the key classes' files exist: by each group's
-rewrite cost (``rewrite_costs``), which the classes' superseded bitmaps tell. A group's rewrite reads all
-of its bytes, and re-encodes and writes the records it keeps; in a log whose keys are updated all along,
-the first groups keep almost nothing and the last ones most, so equal bytes are far from equal work. Every
-task of the log computes the same cut from the same files, and takes the range of its own index.
+Before anything is mapped, the driver cuts by bytes (``ranges_per_log`` in the engine decides how many), to
+decide whether cutting a log shortens its longest task enough. A log mapped by key hash is then cleaned
+by tasks that take its groups one at a time (``group_claims``), the costliest first by ``rewrite_costs``,
+which the classes' superseded bitmaps tell. A group's rewrite reads all of its bytes, and re-encodes and
+writes the records it keeps; in a log whose keys are updated all along, the first groups keep almost
+nothing and the last ones most, so equal bytes are far from equal work.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ __all__ = ["KEPT_COST", "balanced_ranges", "rewrite_costs"]
 # 148 ms. That is 5-9 in-process and 23-37 in Spark tasks, whose new pages cost more on this project's VM
 # (the first touch of memory not used recently); every value from 8 to 20 cuts that log the same way.
 # Earlier fits: 8 (the upper bound's batch made its task put every deferred entry), then 3 (before the
-# dropped batches went unparsed, when the pages written were warm).
+# dropped batches went unparsed, when the pages written were warm). It now only orders the groups the
+# tasks take (``group_claims``): a poor fit costs at most about one group's time at the end.
 KEPT_COST = 10.0
 
 
