@@ -5,12 +5,12 @@ A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
 1. driver: ``plan_round`` (upper bound, groups, each group's aborted txns and starting transaction state,
    active producers, the dirty section's aborted data batches; one pass over batch headers);
 2. the log's groups are cut into consecutive ranges of about equal bytes, one rewrite task each
-   (``ranges_per_log``: about one task per core over the job, ranges of at least ``min_range_bytes``; many
-   logs get one each). A log of one range needs one Spark job: its task maps its dirty segments itself in
-   C, in offset order, then ``clean_group`` rewrites its groups with that map, as the in-process round
-   does. A log of several ranges is mapped by key hash, in the same job: it has one task per range and
-   a key class per two ranges (``key_classes``: a class's map puts on a thread of its own, two cores);
-   each task makes sure every class's map file exists (the first task to reach a
+   (``job_plan``: about one task per core over the job, ranges of at least ``min_range_bytes``; many logs
+   get one each). A log of one range needs one Spark job: its task maps its dirty segments itself in C,
+   in offset order, then ``clean_group`` rewrites its groups with that map, as the in-process round does.
+   A log of several ranges is mapped by key hash, in the same job: it has one task per range and a key
+   class per two ranges (``key_classes``: a class's map puts on a thread of its own, two cores); each
+   task makes sure every class's map file exists (the first task to reach a
    class maps it in C over the whole dirty section and writes its blob and superseded bitmap to a scratch
    file in the log's dir, under that file's lock; ``partial_maps``), ORs every class's bitmap and keeps
    their blobs for the lookups the bits cannot answer, then takes the log's groups one at a time, the
@@ -43,10 +43,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
@@ -54,44 +53,24 @@ from pyspark.sql import SparkSession
 from cleaner.cleaner import CleaningResult, ScheduleDelete, delete_segments
 from cleaner.engine import LogRound
 from cleaner.errors import CleaningAbortedError
-from cleaner.native import puts_pipelined
 from cleaner.offset_map import kafka_utilization_percent
-from cleaner.spark.group_claims import claims_path
+from cleaner.spark.job_logs import JobLogs, LogOutcome, delete_cleaned
+from cleaner.spark.job_plan import DEFAULT_MIN_RANGE_BYTES, plan_tasks
 from cleaner.spark.job_ticket import JobTicket
 from cleaner.spark.jobs import run_action
-from cleaner.spark.partial_maps import MapSplit, blob_path, class_tasks, map_tasks
-from cleaner.spark.rewrite import GroupResult, GroupTask, RewriteItem, RoundTask, rewrite_partition
-from cleaner.spark.rewrite_ranges import balanced_ranges
-from cleaner.spark.round_plan import GroupPlan, RoundPlan, plan_round
-from cleaner.spark.segment_splits import SegmentSplit, plan_splits
+from cleaner.spark.rewrite import GroupResult, rewrite_partition
+from cleaner.spark.round_plan import RoundPlan, plan_round
 from cleaner.spark.session import SparkSessionHolder, pool_name
 from cleaner.spark.task_reports import ReportChannel
 from cleaner.stats import CleanerStats
 from service.clock import Clock
 from service.storage.log import PartitionLog
-from service.storage.log_files import (
-    CLEANED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    segment_path,
-)
+from service.storage.log_files import CLEANED_SUFFIX
 from service.storage.segment import LogSegment
 
 __all__ = ["SparkEngine"]
 
-_NO_PACKING = 1 << 62  # one map task for all of a range's splits
-# A log's splits all go to one map (its own range's, or each key class's), so segments are not cut: no
-# segment's index is read but the one holding the first dirty offset.
-_WHOLE_SEGMENTS = 1 << 62
-# A log is cut into more rewrite ranges (tasks) only while each stays at least this large.
-DEFAULT_MIN_RANGE_BYTES = 64 << 20
-# A log is cut into ranges only if none holds more than this share of its bytes: mapping each key class
-# over the whole log and the map files cost more than a range that is only a little shorter saves.
-_MAX_RANGE_SHARE = 0.75
 T = TypeVar("T")
-_LogOutcome = tuple[list[GroupResult], int]  # a log's group results in offset order, and its map size
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +165,7 @@ class SparkEngine:
                 owner[id(round_)] = one
         settled: set[int] = set()  # ids of the rounds settled while their job still ran
 
-        def settle(round_: _Round, outcome: _LogOutcome | BaseException) -> None:
+        def settle(round_: _Round, outcome: LogOutcome | BaseException) -> None:
             settled.add(id(round_))
             if isinstance(outcome, BaseException):
                 owner[id(round_)].on_done(outcome)
@@ -277,7 +256,7 @@ class SparkEngine:
             logger.warning("\tFound %d invalid messages during compaction.", stats.invalid_records)
         return CleaningResult(plan.end_offset, stats, self.name)
 
-    def _rewrite(self, round_: _Round, thread_id: int) -> _LogOutcome:
+    def _rewrite(self, round_: _Round, thread_id: int) -> LogOutcome:
         """One log's Spark job: its groups' ``.cleaned`` files written; their metadata, in offset order,
         and the map's size."""
         plan = round_.plan_or_fail()
@@ -296,8 +275,8 @@ class SparkEngine:
         self,
         rounds: list[_Round],
         thread_id: int,
-        settle: Callable[[_Round, _LogOutcome | BaseException], None],
-    ) -> list[_LogOutcome | None]:
+        settle: Callable[[_Round, LogOutcome | BaseException], None],
+    ) -> list[LogOutcome | None]:
         """One Spark job for every log of ``rounds``: per log, its groups' metadata and its map size, or
         None for a log handed to ``settle`` as soon as its own tasks had ended (its abort no longer
         checked)."""
@@ -315,7 +294,7 @@ class SparkEngine:
             if aborted:
                 raise _LogsAborted(aborted)
 
-        def settle_early(i: int, outcome: _LogOutcome | BaseException) -> None:
+        def settle_early(i: int, outcome: LogOutcome | BaseException) -> None:
             settled.add(i)
             settle(rounds[i], outcome)
 
@@ -335,8 +314,8 @@ class SparkEngine:
         thread_id: int,
         check_aborted: Callable[[], None],
         name: str,
-        settle_early: Callable[[int, _LogOutcome | BaseException], None] | None = None,
-    ) -> list[_LogOutcome | None]:
+        settle_early: Callable[[int, LogOutcome | BaseException], None] | None = None,
+    ) -> list[LogOutcome | None]:
         """The round's Spark job: every log's groups cut into ranges (about one task per core in all); a
         log of several ranges is mapped by key hash, one class a range, by its tasks into map files, which
         are removed after the job, whatever happened. Per log, its results and map size; with
@@ -348,17 +327,17 @@ class SparkEngine:
         try:
             for round_, plan in zip(rounds, plans, strict=True):
                 tickets.append(JobTicket.create(str(round_.log.directory), plan.end_offset))
-            job = _Job(rounds, plans, tickets, settle_early)
+            job = JobLogs([r.log for r in rounds], plans, tickets, settle_early)
             return self._run_jobs(spark, job, thread_id, check_aborted, name)
         finally:
             for ticket in tickets:  # a second time (a no-op) unless the jobs raised before their cleanup
                 ticket.close()
 
     def _run_jobs(
-        self, spark: SparkSession, job: _Job, thread_id: int, check_aborted: Callable[[], None], name: str
-    ) -> list[_LogOutcome | None]:
+        self, spark: SparkSession, job: JobLogs, thread_id: int, check_aborted: Callable[[], None], name: str
+    ) -> list[LogOutcome | None]:
         context = spark.sparkContext
-        self._plan_tasks(job, context.defaultParallelism)
+        plan_tasks(job, context.defaultParallelism, self.min_range_bytes)
         reports = self._report_channel(context).open_job() if job.settle_early is not None else None
 
         def run(action: Callable[[], list[T]], what: str) -> list[T]:
@@ -391,11 +370,11 @@ class SparkEngine:
             job.withdraw_tickets()
             job.delete_scratch_files()  # before any swap: see partial_maps on these names
         by_slot = {r.slot: r for r in map(GroupResult.from_row, rows)}
-        if len(by_slot) != len(rows):  # two tasks cut a log's ranges differently: never swap such a round
+        if len(by_slot) != len(rows):  # a group rewritten by two tasks: never swap such a round
             job.delete_cleaned()
             raise RuntimeError(f"the Spark job {name} rewrote some groups twice")
-        outcomes: list[_LogOutcome | None] = []
-        for i in range(len(job.rounds)):
+        outcomes: list[LogOutcome | None] = []
+        for i in range(len(job.logs)):
             try:
                 outcomes.append(None if i in job.settled else job.results_of(i, by_slot))
             except BaseException:
@@ -403,72 +382,12 @@ class SparkEngine:
                 raise
         return outcomes
 
-    def _plan_tasks(self, job: _Job, cores: int) -> None:
-        """The job's rewrite tasks (``job.items``) and key class maps: every log's groups cut into ranges."""
-        used = 0
-        for round_, plan, ticket in zip(job.rounds, job.plans, job.tickets, strict=True):
-            slots = list(range(used, used + len(plan.groups)))
-            used += len(slots)
-            job.round_tasks.append(_round_task(round_.log, plan, slots, ticket.path))
-        sizes = [sum(s.size_bytes for g in plan.groups for s in g.segments) for plan in job.plans]
-        counts = ranges_per_log(sizes, cores, self.min_range_bytes)
-        for i, (round_, plan, task) in enumerate(zip(job.rounds, job.plans, job.round_tasks, strict=True)):
-            ranges = balanced_ranges(_group_bytes(plan), list(task.groups), counts[i])
-            if max(_range_bytes(task, run) for run in ranges) > _MAX_RANGE_SHARE * sizes[i]:
-                ranges = [tuple(task.groups)]  # cutting would not shorten the longest task enough
-            splits = self._dirty_splits(round_.log, plan)
-            if len(ranges) == 1:
-                aborted = plan.map_scan.aborted_batches
-                own = map_tasks(i, splits, plan.first_dirty_offset, aborted, _NO_PACKING)
-                job.items.append(RewriteItem(i, ranges[0], own[0] if own else None))
-                continue
-            class_maps: tuple[MapSplit, ...] = ()
-            if splits:  # the map by key hash: one class a range, mapped by the rewrite tasks (partial_maps)
-                class_maps = tuple(
-                    replace(
-                        one,
-                        blob_path=blob_path(str(round_.log.directory), plan.end_offset, one.key_class),
-                        ticket=job.tickets[i].path,
-                    )
-                    for one in class_tasks(
-                        i,
-                        splits,
-                        plan.first_dirty_offset,
-                        plan.map_scan.aborted_batches,
-                        key_classes(len(ranges)),
-                    )
-                )
-                job.scratch.extend((i, one.blob_path) for one in class_maps)
-            claims = claims_path(str(round_.log.directory), plan.end_offset)
-            job.scratch.append((i, claims))
-            job.items.extend(
-                RewriteItem(
-                    i,
-                    tuple(task.groups),
-                    class_maps=class_maps,
-                    range_index=r,
-                    ranges=len(ranges),
-                    claims_path=claims,
-                )
-                for r in range(len(ranges))
-            )
-
     def _report_channel(self, context: SparkContext) -> ReportChannel:
         """The session's one accumulator of task reports (a new one after the session restarted)."""
         with self._channel_lock:
             if self._channel is None or self._channel.context is not context:
                 self._channel = ReportChannel(context)
             return self._channel
-
-    def _dirty_splits(self, log: PartitionLog, plan: RoundPlan) -> list[SegmentSplit]:
-        if not plan.has_dirty_segments:
-            return []
-        return plan_splits(
-            log.directory,
-            from_offset=plan.first_dirty_offset,
-            until_offset=plan.end_offset,
-            max_split_bytes=_WHOLE_SEGMENTS,
-        )
 
     def _started_session(self, check_aborted: Callable[[], None]) -> SparkSession:
         """The session; a start (tens of seconds on a busy machine) runs on its own thread while the round
@@ -514,7 +433,7 @@ class SparkEngine:
                     suffix=CLEANED_SUFFIX,
                 )
             except BaseException:
-                _delete_cleaned(log.directory, plan.groups[i:])
+                delete_cleaned(log.directory, plan.groups[i:])
                 raise
             logger.debug(
                 "%s: swapping in %s for segment(s) %s",
@@ -525,7 +444,7 @@ class SparkEngine:
             try:
                 doomed = log.replace_segments([cleaned], group.segments)
             except BaseException:  # this group's files are the loader's to finish or drop (§10.1)
-                _delete_cleaned(log.directory, plan.groups[i + 1 :])
+                delete_cleaned(log.directory, plan.groups[i + 1 :])
                 raise
             if doomed:  # retention may have removed (and will delete) them all meanwhile
                 schedule_delete(log.config.file_delete_delay_ms, partial(delete_segments, doomed))
@@ -537,74 +456,6 @@ class _LogsAborted(CleaningAbortedError):
     def __init__(self, aborted: list[tuple[_Round, BaseException]]) -> None:
         super().__init__(", ".join(str(error) for _round, error in aborted))
         self.aborted = aborted
-
-
-class _Job:
-    """One Spark job's logs on the driver: their plans, tickets, rewrite tasks and map files, and which logs
-    were settled while the job ran. Used on the worker's thread only (``on_report`` runs there too)."""
-
-    def __init__(
-        self,
-        rounds: Sequence[_Round],
-        plans: list[RoundPlan],
-        tickets: list[JobTicket],
-        settle_early: Callable[[int, _LogOutcome | BaseException], None] | None,
-    ) -> None:
-        self.rounds = rounds
-        self.plans = plans
-        self.tickets = tickets
-        self.settle_early = settle_early
-        self.round_tasks: list[RoundTask] = []
-        self.items: list[RewriteItem] = []  # rewrite partition p cleans the groups of items[p]
-        self.scratch: list[tuple[int, str]] = []  # (log, path): its map and claims files (removed after)
-        self.settled: set[int] = set()
-        self._reported: dict[int, list[Mapping[str, object]]] = {}
-        self._reports: dict[int, int] = {}
-
-    def on_report(self, report: object) -> None:
-        """A task's ``(log, rows)`` (``task_reports``): once every task of that log has reported, the log
-        is settled now, its ticket withdrawn (no attempt of its tasks writes after this) and its map files
-        removed."""
-        if self.settle_early is None:
-            return
-        log, rows = cast(tuple[int, list[Mapping[str, object]]], report)  # what rewrite_partition sends
-        self._reported.setdefault(log, []).extend(rows)
-        self._reports[log] = self._reports.get(log, 0) + 1
-        if self._reports[log] < sum(1 for item in self.items if item.log == log) or log in self.settled:
-            return
-        self.settled.add(log)
-        self.tickets[log].close()
-        self.delete_scratch_files(log)
-        by_slot = {r.slot: r for r in map(GroupResult.from_row, self._reported[log])}
-        outcome: _LogOutcome | BaseException
-        try:
-            if len(by_slot) != len(self._reported[log]):
-                tp = self.rounds[log].log.topic_partition
-                raise RuntimeError(f"{tp}: two of its Spark tasks rewrote the same groups")
-            outcome = self.results_of(log, by_slot)
-        except Exception as exc:
-            _delete_cleaned(self.rounds[log].log.directory, self.plans[log].groups)
-            outcome = exc
-        self.settle_early(log, outcome)
-
-    def results_of(self, log: int, by_slot: Mapping[int, GroupResult]) -> _LogOutcome:
-        return _results_of(self.rounds[log].log, self.plans[log], list(self.round_tasks[log].groups), by_slot)
-
-    def withdraw_tickets(self) -> None:
-        for ticket in self.tickets:
-            ticket.close()
-
-    def delete_cleaned(self) -> None:
-        """The ``.cleaned`` files of every log not settled yet."""
-        for i, (round_, plan) in enumerate(zip(self.rounds, self.plans, strict=True)):
-            if i not in self.settled:
-                _delete_cleaned(round_.log.directory, plan.groups)
-
-    def delete_scratch_files(self, log: int | None = None) -> None:
-        """The key class and claims files of ``log``, or of every log not settled yet."""
-        for owner, path in self.scratch:
-            if owner == log or (log is None and owner not in self.settled):
-                Path(path).unlink(missing_ok=True)
 
 
 @dataclass(slots=True)
@@ -647,71 +498,6 @@ class _Round:
         return CleaningResult(self.first_dirty_offset, self.stats, engine)
 
 
-def _results_of(
-    log: PartitionLog, plan: RoundPlan, slots: list[int], by_slot: Mapping[int, GroupResult]
-) -> _LogOutcome:
-    """One log's group results in offset order, and its map size; an error if a group reported nothing."""
-    missing = [g.base_offset for g, s in zip(plan.groups, slots, strict=True) if s not in by_slot]
-    if missing:
-        _delete_cleaned(log.directory, plan.groups)
-        raise RuntimeError(
-            f"{log.topic_partition}: the Spark job reported no result for groups based at {missing}"
-        )
-    results = [by_slot[s] for s in slots]
-    return results, max((r.lookup_keys for r in results), default=0)  # the first group's: the whole map
-
-
-def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int], ticket: str) -> RoundTask:
-    return RoundTask(
-        ticket=ticket,
-        directory=str(log.directory),
-        config=log.config,
-        now_ms=plan.now_ms,
-        upper_bound=plan.upper_bound,
-        map_latest_offset=plan.map_latest_offset,
-        active_producers=dict(plan.active_producers),
-        groups={
-            slot: GroupTask(
-                end_offset=next_base,
-                base_offsets=tuple(s.base_offset for s in group.segments),
-                sizes_bytes=tuple(s.size_bytes for s in group.segments),
-                aborted_txns=group.aborted_txns,
-                txn_state=group.txn_state,
-            )
-            for group, slot, next_base in zip(
-                plan.groups, slots, [*(g.base_offset for g in plan.groups[1:]), plan.end_offset], strict=True
-            )
-        },
-    )
-
-
-def ranges_per_log(sizes: Sequence[int], cores: int, min_range_bytes: int) -> list[int]:
-    """How many ranges (rewrite tasks) each log of a job is cut into: one each, then, while the job has
-    fewer than ``cores``, one more for the log with the most bytes a range, as long as its ranges stay at
-    least ``min_range_bytes``. Many logs: one task each, no blob file; one large log: about one a core."""
-    counts = [1] * len(sizes)
-    for _ in range(cores - len(sizes)):
-        best = max(range(len(sizes)), key=lambda i: sizes[i] / counts[i], default=None)
-        if best is None or sizes[best] // (counts[best] + 1) < min_range_bytes:
-            break
-        counts[best] += 1
-    return counts
-
-
-def key_classes(ranges: int) -> int:
-    """How many key classes a log of ``ranges`` rewrite ranges is mapped in: one per two ranges, as a class's
-    map takes two cores when its puts run on a thread of their own (``native.puts_on_own_thread``)."""
-    return max(1, (ranges + 1) // 2) if puts_pipelined() else ranges
-
-
-def _group_bytes(plan: RoundPlan) -> list[int]:
-    return [sum(s.size_bytes for s in g.segments) for g in plan.groups]
-
-
-def _range_bytes(task: RoundTask, run: tuple[int, ...]) -> int:
-    return sum(sum(task.groups[slot].sizes_bytes) for slot in run)
-
-
 def _record_phases(stats: CleanerStats, clock: Clock, start_wall_ms: int, results: list[GroupResult]) -> None:
     """Map build ends when the first rewrite task starts (the stage boundary the job's tasks show)."""
     first_task_ms = min((r.started_ms for r in results), default=None)
@@ -719,10 +505,3 @@ def _record_phases(stats: CleanerStats, clock: Clock, start_wall_ms: int, result
         stats.map_done(clock)
         return
     stats.map_done_monotonic_ms = stats.start_monotonic_ms + max(first_task_ms - start_wall_ms, 0)
-
-
-def _delete_cleaned(directory: Path, groups: tuple[GroupPlan, ...]) -> None:
-    """Remove the ``.cleaned`` files the tasks may have written for ``groups`` (none are live segments)."""
-    for group in groups:
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            segment_path(directory, group.base_offset, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)

@@ -2,7 +2,7 @@
 
 A log's groups are cut into consecutive ranges, one rewrite task each. A log of several ranges is mapped
 by key hash: the map of class k of K (K = one per two ranges when a map's puts run on a thread of their
-own, so that a class's map takes two cores; else one per range: ``engine.key_classes``) takes every split
+own, so that a class's map takes two cores; else one per range: ``job_plan.key_classes``) takes every split
 of the dirty section
 (``segment_splits``: a segment, or a byte range of one cut at a batch start) and maps them as
 ``build_offset_map`` maps the dirty section, but takes only the keys of hash class k (``set_key_class``;

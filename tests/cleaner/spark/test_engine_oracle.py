@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from cleaner.cleaner import CleaningResult
 from cleaner.engine import InProcessEngine
-from cleaner.spark import engine as spark_engine
+from cleaner.spark import job_plan
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.session import SparkSessionHolder
 from service.storage.log import PartitionLog
@@ -137,8 +137,8 @@ def test_a_log_cut_into_many_ranges_equals_the_oracle(
     """More ranges than local[2]'s cores: the log is mapped by key hash in 2 or 3 classes (one per two ranges,
     ``key_classes``), and each rewrite task ORs their bitmaps and puts their deferred blobs when a lookup
     needs them."""
-    monkeypatch.setattr(spark_engine, "ranges_per_log", lambda sizes, _cores, _min: [ranges] * len(sizes))
-    monkeypatch.setattr(spark_engine, "_MAX_RANGE_SHARE", 1.0)  # however unequal the ranges come out
+    monkeypatch.setattr(job_plan, "ranges_per_log", lambda sizes, _cores, _min: [ranges] * len(sizes))
+    monkeypatch.setattr(job_plan, "_MAX_RANGE_SHARE", 1.0)  # however unequal the ranges come out
     check_rounds(tmp_path_factory, spark_holder, config, ops, rounds, 200, first_dirty_share)
 
 

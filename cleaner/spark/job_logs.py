@@ -1,0 +1,116 @@
+"""One Spark job's logs on the driver, from the job's start until each is settled.
+
+A job cleans one log, or several (``SparkEngine.clean_many``). For each it holds the round's plan, ticket,
+rewrite tasks and scratch files (key class maps, group claims), and which logs were settled while the job
+ran: as soon as every task of a log has reported (``task_reports``), the log's ticket is withdrawn, its
+scratch files removed, its results checked and the log handed on to be swapped in, while the job's other
+tasks still run. Whatever the job then does (fails, is cancelled), a settled log's files are no longer
+touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import cast
+
+from cleaner.spark.job_ticket import JobTicket
+from cleaner.spark.rewrite import GroupResult, RewriteItem, RoundTask
+from cleaner.spark.round_plan import GroupPlan, RoundPlan
+from service.storage.log import PartitionLog
+from service.storage.log_files import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_path,
+)
+
+__all__ = ["JobLogs", "LogOutcome", "delete_cleaned"]
+
+LogOutcome = tuple[list[GroupResult], int]  # a log's group results in offset order, and its map size
+
+
+class JobLogs:
+    """The logs of one job (see the module docstring). Used on the worker's thread only: ``on_report`` runs
+    there too, between the job's abort checks."""
+
+    def __init__(
+        self,
+        logs: Sequence[PartitionLog],
+        plans: list[RoundPlan],
+        tickets: list[JobTicket],
+        settle_early: Callable[[int, LogOutcome | BaseException], None] | None,
+    ) -> None:
+        self.logs = logs
+        self.plans = plans
+        self.tickets = tickets
+        self.settle_early = settle_early
+        self.round_tasks: list[RoundTask] = []
+        self.items: list[RewriteItem] = []  # rewrite partition p cleans the groups of items[p]
+        self.scratch: list[tuple[int, str]] = []  # (log, path): its map and claims files (removed after)
+        self.settled: set[int] = set()
+        self._reported: dict[int, list[Mapping[str, object]]] = {}
+        self._reports: dict[int, int] = {}
+
+    def on_report(self, report: object) -> None:
+        """A task's ``(log, rows)`` (``rewrite_partition``): once every task of that log has reported, the
+        log is settled now (``settle_early``)."""
+        if self.settle_early is None:
+            return
+        log, rows = cast(tuple[int, list[Mapping[str, object]]], report)  # what rewrite_partition sends
+        self._reported.setdefault(log, []).extend(rows)
+        self._reports[log] = self._reports.get(log, 0) + 1
+        if self._reports[log] < sum(1 for item in self.items if item.log == log) or log in self.settled:
+            return
+        self.settled.add(log)
+        self.tickets[log].close()  # no attempt of its tasks writes after this
+        self.delete_scratch_files(log)
+        by_slot = {r.slot: r for r in map(GroupResult.from_row, self._reported[log])}
+        outcome: LogOutcome | BaseException
+        try:
+            if len(by_slot) != len(self._reported[log]):
+                raise RuntimeError(
+                    f"{self.logs[log].topic_partition}: two of its Spark tasks rewrote one group"
+                )
+            outcome = self.results_of(log, by_slot)
+        except Exception as exc:
+            delete_cleaned(self.logs[log].directory, self.plans[log].groups)
+            outcome = exc
+        self.settle_early(log, outcome)
+
+    def results_of(self, log: int, by_slot: Mapping[int, GroupResult]) -> LogOutcome:
+        """The log's group results in offset order, and its map size; an error if a group reported nothing
+        (its ``.cleaned`` files then deleted)."""
+        slots, plan, directory = list(self.round_tasks[log].groups), self.plans[log], self.logs[log].directory
+        missing = [g.base_offset for g, s in zip(plan.groups, slots, strict=True) if s not in by_slot]
+        if missing:
+            delete_cleaned(directory, plan.groups)
+            tp = self.logs[log].topic_partition
+            raise RuntimeError(f"{tp}: the Spark job reported no result for groups based at {missing}")
+        results = [by_slot[s] for s in slots]
+        return results, max((r.lookup_keys for r in results), default=0)  # the first group's: the whole map
+
+    def withdraw_tickets(self) -> None:
+        for ticket in self.tickets:
+            ticket.close()
+
+    def delete_cleaned(self) -> None:
+        """The ``.cleaned`` files of every log not settled yet."""
+        for i, (log, plan) in enumerate(zip(self.logs, self.plans, strict=True)):
+            if i not in self.settled:
+                delete_cleaned(log.directory, plan.groups)
+
+    def delete_scratch_files(self, log: int | None = None) -> None:
+        """The key class and claims files of ``log``, or of every log not settled yet."""
+        for owner, path in self.scratch:
+            if owner == log or (log is None and owner not in self.settled):
+                Path(path).unlink(missing_ok=True)
+
+
+def delete_cleaned(directory: Path, groups: Sequence[GroupPlan]) -> None:
+    """Remove the ``.cleaned`` files the tasks may have written for ``groups`` (none are live segments)."""
+    for group in groups:
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            segment_path(directory, group.base_offset, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)

@@ -1,0 +1,148 @@
+"""How a Spark job's logs become its rewrite tasks: how many ranges each log is cut into, how its key map
+is built, and each task's input (``RewriteItem``).
+
+Every log's groups are cut into ranges, about one task per core over the job (``ranges_per_log``: many
+logs get one each, ranges of at least ``min_range_bytes``). A log of one range is one task that maps its
+dirty segments itself, in offset order. A log of several ranges is mapped by key hash: its tasks map the
+key classes into files first (``partial_maps``), then take its groups one at a time (``group_claims``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from cleaner.native import puts_pipelined
+from cleaner.spark.group_claims import claims_path
+from cleaner.spark.job_logs import JobLogs
+from cleaner.spark.partial_maps import MapSplit, blob_path, class_tasks, map_tasks
+from cleaner.spark.rewrite import GroupTask, RewriteItem, RoundTask
+from cleaner.spark.rewrite_ranges import balanced_ranges
+from cleaner.spark.round_plan import RoundPlan
+from cleaner.spark.segment_splits import SegmentSplit, plan_splits
+from service.storage.log import PartitionLog
+
+__all__ = ["DEFAULT_MIN_RANGE_BYTES", "key_classes", "plan_tasks", "ranges_per_log"]
+
+_NO_PACKING = 1 << 62  # one map task for all of a range's splits
+# A log's splits all go to one map (its own range's, or each key class's), so segments are not cut: no
+# segment's index is read but the one holding the first dirty offset.
+_WHOLE_SEGMENTS = 1 << 62
+# A log is cut into more rewrite ranges (tasks) only while each stays at least this large.
+DEFAULT_MIN_RANGE_BYTES = 64 << 20
+# A log is cut into ranges only if none holds more than this share of its bytes: mapping each key class
+# over the whole log and the map files cost more than a range that is only a little shorter saves.
+_MAX_RANGE_SHARE = 0.75
+
+
+def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
+    """The job's rewrite tasks (``job.items``, ``job.round_tasks``) and scratch files (``job.scratch``)."""
+    used = 0
+    for log, plan, ticket in zip(job.logs, job.plans, job.tickets, strict=True):
+        slots = list(range(used, used + len(plan.groups)))
+        used += len(slots)
+        job.round_tasks.append(_round_task(log, plan, slots, ticket.path))
+    sizes = [sum(s.size_bytes for g in plan.groups for s in g.segments) for plan in job.plans]
+    counts = ranges_per_log(sizes, cores, min_range_bytes)
+    for i, (log, plan, task) in enumerate(zip(job.logs, job.plans, job.round_tasks, strict=True)):
+        ranges = balanced_ranges(_group_bytes(plan), list(task.groups), counts[i])
+        if max(_range_bytes(task, run) for run in ranges) > _MAX_RANGE_SHARE * sizes[i]:
+            ranges = [tuple(task.groups)]  # cutting would not shorten the longest task enough
+        splits = _dirty_splits(log, plan)
+        if len(ranges) == 1:
+            aborted = plan.map_scan.aborted_batches
+            own = map_tasks(i, splits, plan.first_dirty_offset, aborted, _NO_PACKING)
+            job.items.append(RewriteItem(i, ranges[0], own[0] if own else None))
+            continue
+        class_maps: tuple[MapSplit, ...] = ()
+        if splits:  # the map by key hash, mapped by the rewrite tasks (partial_maps)
+            class_maps = tuple(
+                replace(
+                    one,
+                    blob_path=blob_path(str(log.directory), plan.end_offset, one.key_class),
+                    ticket=job.tickets[i].path,
+                )
+                for one in class_tasks(
+                    i,
+                    splits,
+                    plan.first_dirty_offset,
+                    plan.map_scan.aborted_batches,
+                    key_classes(len(ranges)),
+                )
+            )
+            job.scratch.extend((i, one.blob_path) for one in class_maps)
+        claims = claims_path(str(log.directory), plan.end_offset)
+        job.scratch.append((i, claims))
+        job.items.extend(
+            RewriteItem(
+                i,
+                tuple(task.groups),
+                class_maps=class_maps,
+                range_index=r,
+                ranges=len(ranges),
+                claims_path=claims,
+            )
+            for r in range(len(ranges))
+        )
+
+
+def ranges_per_log(sizes: Sequence[int], cores: int, min_range_bytes: int) -> list[int]:
+    """How many ranges (rewrite tasks) each log of a job is cut into: one each, then, while the job has
+    fewer than ``cores``, one more for the log with the most bytes a range, as long as its ranges stay at
+    least ``min_range_bytes``. Many logs: one task each, no blob file; one large log: about one a core."""
+    counts = [1] * len(sizes)
+    for _ in range(cores - len(sizes)):
+        best = max(range(len(sizes)), key=lambda i: sizes[i] / counts[i], default=None)
+        if best is None or sizes[best] // (counts[best] + 1) < min_range_bytes:
+            break
+        counts[best] += 1
+    return counts
+
+
+def key_classes(ranges: int) -> int:
+    """How many key classes a log of ``ranges`` rewrite ranges is mapped in: one per two ranges, as a class's
+    map takes two cores when its puts run on a thread of their own (``native.puts_on_own_thread``)."""
+    return max(1, (ranges + 1) // 2) if puts_pipelined() else ranges
+
+
+def _dirty_splits(log: PartitionLog, plan: RoundPlan) -> list[SegmentSplit]:
+    if not plan.has_dirty_segments:
+        return []
+    return plan_splits(
+        log.directory,
+        from_offset=plan.first_dirty_offset,
+        until_offset=plan.end_offset,
+        max_split_bytes=_WHOLE_SEGMENTS,
+    )
+
+
+def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int], ticket: str) -> RoundTask:
+    return RoundTask(
+        ticket=ticket,
+        directory=str(log.directory),
+        config=log.config,
+        now_ms=plan.now_ms,
+        upper_bound=plan.upper_bound,
+        map_latest_offset=plan.map_latest_offset,
+        active_producers=dict(plan.active_producers),
+        groups={
+            slot: GroupTask(
+                end_offset=next_base,
+                base_offsets=tuple(s.base_offset for s in group.segments),
+                sizes_bytes=tuple(s.size_bytes for s in group.segments),
+                aborted_txns=group.aborted_txns,
+                txn_state=group.txn_state,
+            )
+            for group, slot, next_base in zip(
+                plan.groups, slots, [*(g.base_offset for g in plan.groups[1:]), plan.end_offset], strict=True
+            )
+        },
+    )
+
+
+def _group_bytes(plan: RoundPlan) -> list[int]:
+    return [sum(s.size_bytes for s in g.segments) for g in plan.groups]
+
+
+def _range_bytes(task: RoundTask, run: tuple[int, ...]) -> int:
+    return sum(sum(task.groups[slot].sizes_bytes) for slot in run)
