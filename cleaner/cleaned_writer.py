@@ -23,7 +23,7 @@ from service.storage.records import RecordBatch
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn
 
-__all__ = ["BATCH_UNCHANGED", "META_FIELDS", "CleanedWriter"]
+__all__ = ["BATCH_UNCHANGED", "META_FIELDS", "CleanedWriter", "delete_cleaned_files"]
 
 META_FIELDS = 10  # per batch of filter_batches: see cleaner/_native.c
 BATCH_UNCHANGED = 1  # a row's outcome: the batch comes out as it went in
@@ -126,8 +126,7 @@ class CleanedWriter:
             self._writeback = None
 
     def _open(self) -> LogSegment:
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            segment_path(self._directory, self._base, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
+        delete_cleaned_files(self._directory, self._base)
         cleaned = LogSegment.create(
             self._directory,
             self._base,
@@ -144,6 +143,12 @@ class CleanedWriter:
                     break
                 _append(cleaned, batch.data, batch.last_offset, batch.max_timestamp)
         return cleaned
+
+
+def delete_cleaned_files(directory: Path, base_offset: int) -> None:
+    """The ``.cleaned`` segment files of ``base_offset`` (a cleaning's output, never a live segment's)."""
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        segment_path(directory, base_offset, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
 
 
 def _append(segment: LogSegment, data: bytes, last_offset: int, max_timestamp: int) -> None:

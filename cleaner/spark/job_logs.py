@@ -14,18 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import cast
 
+from cleaner.cleaned_writer import delete_cleaned_files
 from cleaner.spark.job_ticket import JobTicket
 from cleaner.spark.rewrite import GroupResult, RewriteItem, RoundTask
 from cleaner.spark.round_plan import GroupPlan, RoundPlan
 from service.storage.log import PartitionLog
-from service.storage.log_files import (
-    CLEANED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    segment_path,
-)
 
 __all__ = ["JobLogs", "LogOutcome", "delete_cleaned"]
 
@@ -112,5 +105,4 @@ class JobLogs:
 def delete_cleaned(directory: Path, groups: Sequence[GroupPlan]) -> None:
     """Remove the ``.cleaned`` files the tasks may have written for ``groups`` (none are live segments)."""
     for group in groups:
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            segment_path(directory, group.base_offset, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
+        delete_cleaned_files(directory, group.base_offset)

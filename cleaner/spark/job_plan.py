@@ -15,7 +15,7 @@ from dataclasses import replace
 from cleaner.native import puts_pipelined
 from cleaner.spark.group_claims import claims_path
 from cleaner.spark.job_logs import JobLogs
-from cleaner.spark.partial_maps import MapSplit, blob_path, class_tasks, map_tasks
+from cleaner.spark.partial_maps import MapSplit, blob_path, class_tasks, own_map
 from cleaner.spark.rewrite import GroupTask, RewriteItem, RoundTask
 from cleaner.spark.rewrite_ranges import balanced_ranges
 from cleaner.spark.round_plan import RoundPlan
@@ -24,7 +24,6 @@ from service.storage.log import PartitionLog
 
 __all__ = ["DEFAULT_MIN_RANGE_BYTES", "key_classes", "plan_tasks", "ranges_per_log"]
 
-_NO_PACKING = 1 << 62  # one map task for all of a range's splits
 # A log's splits all go to one map (its own range's, or each key class's), so segments are not cut: no
 # segment's index is read but the one holding the first dirty offset.
 _WHOLE_SEGMENTS = 1 << 62
@@ -50,9 +49,8 @@ def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
             ranges = [tuple(task.groups)]  # cutting would not shorten the longest task enough
         splits = _dirty_splits(log, plan)
         if len(ranges) == 1:
-            aborted = plan.map_scan.aborted_batches
-            own = map_tasks(i, splits, plan.first_dirty_offset, aborted, _NO_PACKING)
-            job.items.append(RewriteItem(i, ranges[0], own[0] if own else None))
+            own = own_map(i, splits, plan.first_dirty_offset, plan.map_scan.aborted_batches)
+            job.items.append(RewriteItem(i, ranges[0], own))
             continue
         class_maps: tuple[MapSplit, ...] = ()
         if splits:  # the map by key hash, mapped by the rewrite tasks (partial_maps)

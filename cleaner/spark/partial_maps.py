@@ -42,23 +42,18 @@ bitmap: every record is looked up in the classes' entries, merged).
 
 from __future__ import annotations
 
-import bisect
 import fcntl
 import mmap
 import os
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from cleaner.native import (
     defer_key_map,
-    dump_key_map,
     dump_key_map_to,
     dump_superseded_bits,
     key_class,
-    load_key_map,
-    new_native_key_map,
     or_superseded_bits,
     puts_on_own_thread,
     set_key_class,
@@ -73,19 +68,14 @@ from cleaner.stats import CleanerStats
 __all__ = [
     "MapSplit",
     "blob_path",
-    "build_partial_map",
     "class_tasks",
     "ensure_class_files",
-    "map_tasks",
-    "merged_lookup",
-    "pack_consecutive",
+    "own_map",
     "range_lookup",
     "superseded_counts",
     "superseded_in",
     "write_partial_map",
 ]
-
-T = TypeVar("T")
 
 _ENTRY = struct.Struct("<Iq")  # key length, offset; then the key bytes (cleaner/_native.c's blob form)
 # A blob file: the blob's length, the bitmap's (0: none), the map's keys; then the blob, the bitmap.
@@ -138,16 +128,6 @@ def _task_map(task: MapSplit) -> OffsetMap:
     if offset_map.native is not None:
         skip_batch_checks(offset_map.native)
     return offset_map
-
-
-def build_partial_map(task: MapSplit) -> bytes:
-    """The task's keys → their latest offset in its splits, as one blob (runs on an executor)."""
-    offset_map = _task_map(task)  # the C table, unless LOGCLEANER_PURE_PYTHON=1
-    _map_into(task, offset_map, spare_core=False)
-    native = offset_map.native
-    if native is not None:
-        return dump_key_map(native)
-    return _dump_entries(offset_map)
 
 
 def ensure_class_files(tasks: Sequence[MapSplit], first: int, ticket: TaskTicket) -> None:
@@ -307,19 +287,6 @@ def _map_split(
             chunks.position += batch.size_bytes
 
 
-def merged_lookup(blobs: Sequence[bytes]) -> tuple[Callable[[bytes], int], int]:
-    """The lookup over ``blobs`` put in order (a later blob wins), and its number of keys."""
-    native = new_native_key_map()
-    if native is not None:
-        for blob in blobs:
-            load_key_map(native, blob)
-        return native.get, len(native)
-    entries: dict[bytes, int] = {}
-    for blob in blobs:
-        entries.update(_entries_of(blob))
-    return lambda key: entries.get(key, -1), len(entries)
-
-
 def _dump_entries(offset_map: OffsetMap) -> bytes:
     parts = []
     for key, offset in offset_map.entries().items():
@@ -354,41 +321,9 @@ def class_tasks(
     ]
 
 
-def map_tasks(
-    log: int,
-    splits: Sequence[SegmentSplit],
-    start_offset: int,
-    aborted: Sequence[int],
-    task_bytes: int,
-) -> list[MapSplit]:
-    """One log's map tasks, in split order: consecutive splits packed up to ``task_bytes`` a task (a split
-    larger than that alone). A task's aborted batches are those of its segments' range."""
-    ordered = sorted(aborted)
-    bases = sorted({s.segment_base_offset for s in splits})
-    tasks = []
-    for index, run in enumerate(pack_consecutive(splits, _split_bytes, task_bytes)):
-        first, last = run[0].segment_base_offset, run[-1].segment_base_offset
-        at = bisect.bisect_right(bases, last)
-        end = bases[at] if at < len(bases) else run[-1].until_offset
-        lo, hi = bisect.bisect_left(ordered, first), bisect.bisect_left(ordered, end)
-        tasks.append(MapSplit(log, index, run, start_offset, frozenset(ordered[lo:hi])))
-    return tasks
-
-
-def pack_consecutive(items: Sequence[T], size_of: Callable[[T], int], task_bytes: int) -> list[tuple[T, ...]]:
-    """``items`` in order, cut into runs of up to ``task_bytes`` (an item larger than that alone): what one
-    task takes, so that many small splits or groups do not become many tiny tasks."""
-    runs: list[list[T]] = []
-    size = 0
-    for item in items:
-        length = size_of(item)
-        if not runs or size + length > task_bytes:
-            runs.append([])
-            size = 0
-        runs[-1].append(item)
-        size += length
-    return [tuple(run) for run in runs]
-
-
-def _split_bytes(split: SegmentSplit) -> int:
-    return split.end_position - split.start_position
+def own_map(
+    log: int, splits: Sequence[SegmentSplit], start_offset: int, aborted: Sequence[int]
+) -> MapSplit | None:
+    """The map of a log of one range: its one task maps every split itself, in offset order, with all of
+    the dirty section's aborted data batches (None without dirty segments)."""
+    return MapSplit(log, 0, tuple(splits), start_offset, frozenset(aborted)) if splits else None

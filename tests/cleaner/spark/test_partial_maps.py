@@ -1,6 +1,6 @@
-"""The Spark engine's map tasks without Spark: partial maps of splits, merged in split order, and the maps
-by key hash, written to files and loaded by a rewrite task, equal the key map the in-process round builds
-(``build_offset_map``), in C and in pure Python; the key classes' bitmaps OR'd equal the bitmap of one map
+"""The Spark engine's map tasks without Spark: a log's own map, and the maps by key hash, written to files
+and loaded by a rewrite task, equal the key map the in-process round builds (``build_offset_map``), in C
+and in pure Python; the key classes' bitmaps OR'd equal the bitmap of one map
 of every key; the blob form is the same both ways."""
 
 from __future__ import annotations
@@ -22,11 +22,8 @@ from cleaner.spark.job_ticket import JobTicket, TaskTicket
 from cleaner.spark.partial_maps import (
     MapSplit,
     blob_path,
-    build_partial_map,
     class_tasks,
     ensure_class_files,
-    map_tasks,
-    merged_lookup,
     range_lookup,
     write_partial_map,
 )
@@ -41,23 +38,6 @@ from service.storage.log_config import LogConfig
 from service.tools.gen import GenOptions, generate
 from tests.cleaner.helpers import compact_config
 from tests.cleaner.spark.random_logs import KEYS, START_MS, Op, Writer, configs, operations
-
-
-def partial_then_merged(
-    writer: Writer, first_dirty: int, split_bytes: int, task_bytes: int
-) -> tuple[dict[bytes, int], int]:
-    log = writer.log
-    plan = plan_round(log, first_dirty, log.active_segment.base_offset, writer.clock.now_ms())
-    assert plan is not None
-    blobs = []
-    if plan.has_dirty_segments:
-        splits = plan_splits(
-            log.directory, from_offset=first_dirty, until_offset=plan.end_offset, max_split_bytes=split_bytes
-        )
-        tasks = map_tasks(0, splits, first_dirty, plan.map_scan.aborted_batches, task_bytes)
-        blobs = [build_partial_map(task) for task in tasks]
-    lookup, size = merged_lookup(blobs)
-    return {key: lookup(key) for key in KEYS}, size
 
 
 def class_maps(writer: Writer, first_dirty: int, split_bytes: int, classes: int) -> list[MapSplit]:
@@ -146,32 +126,6 @@ def random_log(config: LogConfig, ops: list[Op], dirty_fraction: float) -> Itera
 
 
 @pytest.mark.parametrize("pure_python", [False, True])
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    config=configs,
-    ops=operations,
-    dirty_fraction=st.floats(0, 1),
-    split_bytes=st.sampled_from([1, 200, 1 << 20]),
-    task_bytes=st.sampled_from([1, 500, 1 << 20]),
-)
-def test_merged_partial_maps_equal_the_in_process_map(
-    monkeypatch: pytest.MonkeyPatch,
-    pure_python: bool,
-    config: LogConfig,
-    ops: list[Op],
-    dirty_fraction: float,
-    split_bytes: int,
-    task_bytes: int,
-) -> None:
-    if pure_python:
-        monkeypatch.setattr(cleaner.native, "_native", None)
-    with random_log(config, ops, dirty_fraction) as (writer, first_dirty):
-        assert partial_then_merged(writer, first_dirty, split_bytes, task_bytes) == in_process_map(
-            writer, first_dirty
-        )
-
-
-@pytest.mark.parametrize("pure_python", [False, True])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     config=configs,
@@ -210,10 +164,9 @@ def test_the_blob_form_is_the_same_in_c_and_in_python() -> None:
     python_map = OffsetMap(native=False)
     for key, offset in entries.items():
         python_map.put(key, offset)
-    lookup, size = merged_lookup(
-        [partial_maps._dump_entries(python_map), cleaner.native.dump_key_map(native.KeyMap())]
-    )
-    assert size == len(entries) and all(lookup(key) == offset for key, offset in entries.items())
+    loaded = native.KeyMap()
+    cleaner.native.load_key_map(loaded, partial_maps._dump_entries(python_map))
+    assert len(loaded) == len(entries) and all(loaded.get(key) == offset for key, offset in entries.items())
 
 
 def test_a_later_blob_wins_and_a_cut_blob_is_refused() -> None:
@@ -224,10 +177,13 @@ def test_a_later_blob_wins_and_a_cut_blob_is_refused() -> None:
     native_first, native_second = first.native, second.native
     assert native_first is not None and native_second is not None
     blobs = [cleaner.native.dump_key_map(native_first), cleaner.native.dump_key_map(native_second)]
-    lookup, size = merged_lookup(blobs)
-    assert (lookup(b"a"), lookup(b"b"), lookup(b"c"), size) == (9, 2, -1, 2)
+    merged = OffsetMap()
+    assert merged.native is not None
+    for blob in blobs:
+        cleaner.native.defer_key_map(merged.native, blob)
+    assert (merged.get(b"a"), merged.get(b"b"), merged.get(b"c"), merged.size) == (9, 2, -1, 2)
     with pytest.raises(ValueError, match="runs past its end"):
-        merged_lookup([blobs[0][:-1]])
+        cleaner.native.defer_key_map(native_first, blobs[0][:-1])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
