@@ -54,7 +54,7 @@ from cleaner.cleaner import CleaningResult, ScheduleDelete, delete_segments
 from cleaner.engine import LogRound
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
-from cleaner.spark.job_logs import JobLogs, LogOutcome, delete_cleaned
+from cleaner.spark.job_logs import JobLogs, LogOutcome, delete_cleaned, rows_by_slot
 from cleaner.spark.job_plan import DEFAULT_MIN_RANGE_BYTES, plan_tasks
 from cleaner.spark.job_ticket import JobTicket
 from cleaner.spark.jobs import run_action
@@ -174,7 +174,7 @@ class SparkEngine:
 
         while len(pending) > 1:
             try:
-                outcomes = self._rewrite_many(pending, thread_id, settle)
+                outcomes = self._rewrite_many(pending, thread_id, settle, settled)
             except _LogsAborted as exc:
                 for round_, error in exc.aborted:
                     owner[id(round_)].on_done(error)
@@ -276,16 +276,16 @@ class SparkEngine:
         rounds: list[_Round],
         thread_id: int,
         settle: Callable[[_Round, LogOutcome | BaseException], None],
+        settled: set[int],
     ) -> list[LogOutcome | None]:
         """One Spark job for every log of ``rounds``: per log, its groups' metadata and its map size, or
-        None for a log handed to ``settle`` as soon as its own tasks had ended (its abort no longer
-        checked)."""
-        settled: set[int] = set()
+        None for a log handed to ``settle`` as soon as its own tasks had ended (``settle`` adds its id to
+        ``settled``, and its abort is no longer checked)."""
 
         def check_aborted() -> None:
             aborted: list[tuple[_Round, BaseException]] = []
-            for i, round_ in enumerate(rounds):
-                if i in settled:
+            for round_ in rounds:
+                if id(round_) in settled:
                     continue
                 try:
                     round_.check_aborted()
@@ -295,7 +295,6 @@ class SparkEngine:
                 raise _LogsAborted(aborted)
 
         def settle_early(i: int, outcome: LogOutcome | BaseException) -> None:
-            settled.add(i)
             settle(rounds[i], outcome)
 
         names = ", ".join(str(r.log.topic_partition) for r in rounds)
@@ -369,18 +368,12 @@ class SparkEngine:
                 reports.close()
             job.withdraw_tickets()
             job.delete_scratch_files()  # before any swap: see partial_maps on these names
-        by_slot = {r.slot: r for r in map(GroupResult.from_row, rows)}
-        if len(by_slot) != len(rows):  # a group rewritten by two tasks: never swap such a round
+        try:
+            by_slot = rows_by_slot(rows, f"the Spark job {name}")
+            return [None if i in job.settled else job.results_of(i, by_slot) for i in range(len(job.logs))]
+        except BaseException:
             job.delete_cleaned()
-            raise RuntimeError(f"the Spark job {name} rewrote some groups twice")
-        outcomes: list[LogOutcome | None] = []
-        for i in range(len(job.logs)):
-            try:
-                outcomes.append(None if i in job.settled else job.results_of(i, by_slot))
-            except BaseException:
-                job.delete_cleaned()
-                raise
-        return outcomes
+            raise
 
     def _report_channel(self, context: SparkContext) -> ReportChannel:
         """The session's one accumulator of task reports (a new one after the session restarted)."""

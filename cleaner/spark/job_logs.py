@@ -20,7 +20,7 @@ from cleaner.spark.rewrite import GroupResult, RewriteItem, RoundTask
 from cleaner.spark.round_plan import GroupPlan, RoundPlan
 from service.storage.log import PartitionLog
 
-__all__ = ["JobLogs", "LogOutcome", "delete_cleaned"]
+__all__ = ["JobLogs", "LogOutcome", "delete_cleaned", "rows_by_slot"]
 
 LogOutcome = tuple[list[GroupResult], int]  # a log's group results in offset order, and its map size
 
@@ -60,14 +60,11 @@ class JobLogs:
         self.settled.add(log)
         self.tickets[log].close()  # no attempt of its tasks writes after this
         self.delete_scratch_files(log)
-        by_slot = {r.slot: r for r in map(GroupResult.from_row, self._reported[log])}
         outcome: LogOutcome | BaseException
         try:
-            if len(by_slot) != len(self._reported[log]):
-                raise RuntimeError(
-                    f"{self.logs[log].topic_partition}: two of its Spark tasks rewrote one group"
-                )
-            outcome = self.results_of(log, by_slot)
+            outcome = self.results_of(
+                log, rows_by_slot(self._reported[log], str(self.logs[log].topic_partition))
+            )
         except Exception as exc:
             delete_cleaned(self.logs[log].directory, self.plans[log].groups)
             outcome = exc
@@ -100,6 +97,14 @@ class JobLogs:
         for owner, path in self.scratch:
             if owner == log or (log is None and owner not in self.settled):
                 Path(path).unlink(missing_ok=True)
+
+
+def rows_by_slot(rows: Sequence[Mapping[str, object]], what: str) -> dict[int, GroupResult]:
+    """The tasks' rows by group slot; an error if two tasks rewrote one group (never swap such a round)."""
+    by_slot = {r.slot: r for r in map(GroupResult.from_row, rows)}
+    if len(by_slot) != len(rows):
+        raise RuntimeError(f"{what}: two Spark tasks rewrote one group")
+    return by_slot
 
 
 def delete_cleaned(directory: Path, groups: Sequence[GroupPlan]) -> None:
