@@ -31,10 +31,11 @@ has its lookup (tasks report wall-clock times), rewrite = the rest. The driver n
 
 Several logs in one job (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
 together): each log is planned on its own; the tasks of every log make the one job (a log's map files
-go only to its own tasks); each log is swapped in and reported (``on_done``) on its own as soon as its own
-tasks have ended (``task_reports``), while the job's other tasks still run. An abort of one log (seen by
-the job's poll) cancels the job and runs it again without that log; a job that fails is run again as one
-job per log (those not settled yet), so a log whose data breaks its tasks fails alone.
+go only to its own tasks; with more logs of one range than cores, one task a core takes the logs one
+after the other, ``item_claims``); each log is swapped in and reported (``on_done``) on its own as soon
+as its own items have ended (``task_reports``), while the job's other tasks still run. An abort of one
+log (seen by the job's poll) cancels the job and runs it again without that log; a job that fails is run
+again as one job per log (those not settled yet), so a log whose data breaks its tasks fails alone.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
-from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from cleaner.cleaner import CleaningResult, ScheduleDelete, delete_segments
@@ -61,7 +61,7 @@ from cleaner.spark.jobs import run_action
 from cleaner.spark.rewrite import GroupResult, rewrite_partition
 from cleaner.spark.round_plan import RoundPlan, plan_round
 from cleaner.spark.session import SparkSessionHolder, pool_name
-from cleaner.spark.task_reports import ReportChannel
+from cleaner.spark.task_reports import JobReports
 from cleaner.stats import CleanerStats
 from service.clock import Clock
 from service.storage.log import PartitionLog
@@ -108,8 +108,6 @@ class SparkEngine:
         self.on_job = on_job
         self.min_range_bytes = min_range_bytes
         self.poll_interval_s = poll_interval_s
-        self._channel: ReportChannel | None = None
-        self._channel_lock = threading.Lock()
 
     def close(self) -> None:
         """Stop the SparkSession (the daemon calls this once, at shutdown)."""
@@ -337,7 +335,9 @@ class SparkEngine:
     ) -> list[LogOutcome | None]:
         context = spark.sparkContext
         plan_tasks(job, context.defaultParallelism, self.min_range_bytes)
-        reports = self._report_channel(context).open_job() if job.settle_early is not None else None
+        reports = (
+            JobReports([(i.log, i.report_path) for i in job.items]) if job.settle_early is not None else None
+        )
 
         def run(action: Callable[[], list[T]], what: str) -> list[T]:
             return run_action(
@@ -354,9 +354,8 @@ class SparkEngine:
 
         try:
             job.delete_scratch_files()  # a complete file is used as found: none may come from elsewhere
-            sender = reports.sender if reports is not None else None
-            rewritten = context.parallelize(job.items, len(job.items)).mapPartitionsWithIndex(
-                rewrite_partition(job.round_tasks, sender)
+            rewritten = context.parallelize(range(job.partitions), job.partitions).mapPartitionsWithIndex(
+                rewrite_partition(job.round_tasks, job.items)
             )
             rows = run(rewritten.collect, "clean")
         except BaseException:
@@ -364,8 +363,6 @@ class SparkEngine:
             job.delete_cleaned()
             raise
         finally:
-            if reports is not None:
-                reports.close()
             job.withdraw_tickets()
             job.delete_scratch_files()  # before any swap: see partial_maps on these names
         try:
@@ -374,13 +371,6 @@ class SparkEngine:
         except BaseException:
             job.delete_cleaned()
             raise
-
-    def _report_channel(self, context: SparkContext) -> ReportChannel:
-        """The session's one accumulator of task reports (a new one after the session restarted)."""
-        with self._channel_lock:
-            if self._channel is None or self._channel.context is not context:
-                self._channel = ReportChannel(context)
-            return self._channel
 
     def _started_session(self, check_aborted: Callable[[], None]) -> SparkSession:
         """The session; a start (tens of seconds on a busy machine) runs on its own thread while the round

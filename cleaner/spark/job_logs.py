@@ -2,7 +2,7 @@
 
 A job cleans one log, or several (``SparkEngine.clean_many``). For each it holds the round's plan, ticket,
 rewrite tasks and scratch files (key class maps, group claims), and which logs were settled while the job
-ran: as soon as every task of a log has reported (``task_reports``), the log's ticket is withdrawn, its
+ran: as soon as every item of a log has reported (``task_reports``), the log's ticket is withdrawn, its
 scratch files removed, its results checked and the log handed on to be swapped in, while the job's other
 tasks still run. Whatever the job then does (fails, is cancelled), a settled log's files are no longer
 touched.
@@ -41,15 +41,16 @@ class JobLogs:
         self.tickets = tickets
         self.settle_early = settle_early
         self.round_tasks: list[RoundTask] = []
-        self.items: list[RewriteItem] = []  # rewrite partition p cleans the groups of items[p]
+        self.items: list[RewriteItem] = []  # rewrite partition p cleans items[p], or those it takes
+        self.partitions = 0  # the job's rewrite tasks
         self.scratch: list[tuple[int, str]] = []  # (log, path): its map and claims files (removed after)
         self.settled: set[int] = set()
         self._reported: dict[int, list[Mapping[str, object]]] = {}
         self._reports: dict[int, int] = {}
 
     def on_report(self, report: object) -> None:
-        """A task's ``(log, rows)`` (``rewrite_partition``): once every task of that log has reported, the
-        log is settled now (``settle_early``)."""
+        """An item's ``(log, rows)`` (``task_reports``): once every item of that log has reported, the log
+        is settled now (``settle_early``)."""
         if self.settle_early is None:
             return
         log, rows = cast(tuple[int, list[Mapping[str, object]]], report)  # what rewrite_partition sends
@@ -93,7 +94,7 @@ class JobLogs:
                 delete_cleaned(log.directory, plan.groups)
 
     def delete_scratch_files(self, log: int | None = None) -> None:
-        """The key class and claims files of ``log``, or of every log not settled yet."""
+        """The key class, claim and report files of ``log``, or of every log not settled yet."""
         for owner, path in self.scratch:
             if owner == log or (log is None and owner not in self.settled):
                 Path(path).unlink(missing_ok=True)

@@ -1,10 +1,12 @@
 """How a Spark job's logs become its rewrite tasks: how many ranges each log is cut into, how its key map
-is built, and each task's input (``RewriteItem``).
+is built, each range's input (``RewriteItem``), and how many tasks run them.
 
 Every log's groups are cut into ranges, about one task per core over the job (``ranges_per_log``: many
 logs get one each, ranges of at least ``min_range_bytes``). A log of one range is one task that maps its
 dirty segments itself, in offset order. A log of several ranges is mapped by key hash: its tasks map the
 key classes into files first (``partial_maps``), then take its groups one at a time (``group_claims``).
+A job of more logs of one range than cores runs one task a core, each taking the logs one after the other,
+the largest first (``item_claims``): a task costs 10–35 ms more than the work it does.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from dataclasses import replace
 
 from cleaner.native import puts_pipelined
 from cleaner.spark.group_claims import claims_path
+from cleaner.spark.item_claims import claim_path
 from cleaner.spark.job_logs import JobLogs
+from cleaner.spark.job_ticket import TicketRef
 from cleaner.spark.partial_maps import MapSplit, blob_path, class_tasks, own_map
 from cleaner.spark.rewrite import GroupTask, RewriteItem, RoundTask
 from cleaner.spark.rewrite_ranges import balanced_ranges
 from cleaner.spark.round_plan import RoundPlan
 from cleaner.spark.segment_splits import SegmentSplit, plan_splits
+from cleaner.spark.task_reports import report_path
 from service.storage.log import PartitionLog
 
 __all__ = ["DEFAULT_MIN_RANGE_BYTES", "key_classes", "plan_tasks", "ranges_per_log"]
@@ -35,12 +40,13 @@ _MAX_RANGE_SHARE = 0.75
 
 
 def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
-    """The job's rewrite tasks (``job.items``, ``job.round_tasks``) and scratch files (``job.scratch``)."""
+    """The job's rewrite items (``job.items``, ``job.round_tasks``), its task count (``job.partitions``)
+    and scratch files (``job.scratch``)."""
     used = 0
     for log, plan, ticket in zip(job.logs, job.plans, job.tickets, strict=True):
         slots = list(range(used, used + len(plan.groups)))
         used += len(slots)
-        job.round_tasks.append(_round_task(log, plan, slots, ticket.path))
+        job.round_tasks.append(_round_task(log, plan, slots, ticket.ref))
     sizes = [sum(s.size_bytes for g in plan.groups for s in g.segments) for plan in job.plans]
     counts = ranges_per_log(sizes, cores, min_range_bytes)
     for i, (log, plan, task) in enumerate(zip(job.logs, job.plans, job.round_tasks, strict=True)):
@@ -58,7 +64,7 @@ def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
                 replace(
                     one,
                     blob_path=blob_path(str(log.directory), plan.end_offset, one.key_class),
-                    ticket=job.tickets[i].path,
+                    ticket=job.tickets[i].ref,
                 )
                 for one in class_tasks(
                     i,
@@ -82,12 +88,31 @@ def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
             )
             for r in range(len(ranges))
         )
+    _report_and_claim(job, sizes, cores)
+
+
+def _report_and_claim(job: JobLogs, sizes: Sequence[int], cores: int) -> None:
+    """Each item's report file, if the job settles logs early (``task_reports``); with more logs of one
+    range than cores, one task a core, taking the items the largest first (``item_claims``)."""
+    taking = len(job.items) > cores and all(item.ranges == 1 for item in job.items)
+    items = sorted(job.items, key=lambda item: -sizes[item.log]) if taking else job.items
+    job.items = []
+    for item in items:
+        directory, end = str(job.logs[item.log].directory), job.plans[item.log].end_offset
+        if job.settle_early is not None:
+            item = replace(item, report_path=report_path(directory, end, item.range_index))
+            job.scratch.append((item.log, item.report_path))
+        if taking:
+            item = replace(item, claim_path=claim_path(directory, end))
+            job.scratch.append((item.log, item.claim_path))
+        job.items.append(item)
+    job.partitions = cores if taking else len(job.items)
 
 
 def ranges_per_log(sizes: Sequence[int], cores: int, min_range_bytes: int) -> list[int]:
     """How many ranges (rewrite tasks) each log of a job is cut into: one each, then, while the job has
     fewer than ``cores``, one more for the log with the most bytes a range, as long as its ranges stay at
-    least ``min_range_bytes``. Many logs: one task each, no blob file; one large log: about one a core."""
+    least ``min_range_bytes``. Many logs: one range each, no blob file; one large log: about one a core."""
     counts = [1] * len(sizes)
     for _ in range(cores - len(sizes)):
         best = max(range(len(sizes)), key=lambda i: sizes[i] / counts[i], default=None)
@@ -114,7 +139,7 @@ def _dirty_splits(log: PartitionLog, plan: RoundPlan) -> list[SegmentSplit]:
     )
 
 
-def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int], ticket: str) -> RoundTask:
+def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int], ticket: TicketRef) -> RoundTask:
     return RoundTask(
         ticket=ticket,
         directory=str(log.directory),

@@ -4,8 +4,11 @@ A cancelled Spark job ends at once on the JVM side, but its Python workers may k
 is its side effects: ``.cleaned`` segments, key map blobs), so "no task is active" is not "no file will be
 written". The driver therefore creates one ticket file per log in the log's dir before the job
 (``<round end offset>.job.cleaned``: a ``.cleaned`` name, which the loader deletes after a crash) and keeps
-it open. Each task opens it, takes a shared ``flock`` for its whole life, checks that the path is still the
-ticket it holds, and checks again between groups (``TaskTicket.check``). To finish, the driver unlinks the
+it open. The file holds a token of its job's own (``TicketRef``), so a task of an earlier job of the same
+round (one cancelled when another log of its job was aborted) never takes the ticket of the job run again
+at the same path. Each task opens it, takes a shared ``flock`` for its whole life, checks that the file
+holds its job's token and that the path is still the ticket it holds, and checks the path again between
+groups (``TaskTicket.check``). To finish, the driver unlinks the
 path (a task that looks stops; one that starts finds nothing and writes nothing), then takes an exclusive
 lock, which waits until every task holding the ticket has ended or died; only then does it remove the
 tasks' files. A task writes only while it holds the ticket, so every file a task writes exists before the
@@ -17,13 +20,15 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from service.errors import LogCleanerError
 
-__all__ = ["JobCancelledError", "JobTicket", "TaskTicket", "ticket_path"]
+__all__ = ["JobCancelledError", "JobTicket", "TaskTicket", "TicketRef", "ticket_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,18 +43,32 @@ def ticket_path(directory: str, end_offset: int) -> str:
     return os.path.join(directory, f"{end_offset:020d}.job.cleaned")
 
 
+@dataclass(frozen=True, slots=True)
+class TicketRef:
+    """What a task is given of its job's ticket: the path, and the token the job's ticket holds."""
+
+    path: str
+    token: str
+
+
 class JobTicket:
     """The driver's side: ``create`` before the job, ``close`` after it (whatever happened)."""
 
-    def __init__(self, path: str, fd: int) -> None:
-        self.path = path
+    def __init__(self, ref: TicketRef, fd: int) -> None:
+        self.ref = ref
+        self.path = ref.path
         self._fd = fd
 
     @classmethod
     def create(cls, directory: str, end_offset: int) -> JobTicket:
-        path = ticket_path(directory, end_offset)
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        return cls(path, fd)
+        ref = TicketRef(ticket_path(directory, end_offset), secrets.token_hex(16))
+        fd = os.open(ref.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, ref.token.encode("ascii"))
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(ref, fd)
 
     def close(self) -> None:
         """Withdraw the ticket and wait until no task holds it."""
@@ -73,10 +92,11 @@ class JobTicket:
 
 
 class TaskTicket:
-    """A task's side: ``with TaskTicket(path):`` around everything the task writes."""
+    """A task's side: ``with TaskTicket(ref):`` around everything the task writes."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, ref: TicketRef) -> None:
+        self.path = ref.path
+        self._token = ref.token.encode("ascii")
         self._fd = -1
 
     def __enter__(self) -> TaskTicket:
@@ -86,6 +106,8 @@ class TaskTicket:
             raise JobCancelledError(f"{self.path}: the round's job was cancelled") from None
         fcntl.flock(self._fd, fcntl.LOCK_SH)
         try:
+            if os.pread(self._fd, len(self._token) + 1, 0) != self._token:
+                raise JobCancelledError(f"{self.path}: the ticket of another job of the round")
             self.check()
         except BaseException:
             self._release()

@@ -6,7 +6,8 @@ meanwhile calls ``check_aborted`` every ``poll_interval_s``: an abort (partition
 down) cancels the job group at once instead of after the whole job, and the abort is re-raised once the
 action has returned. ``on_job`` hears each action's wall time in seconds, failed ones included
 (``logcleaner_spark_job_duration_seconds``). With ``reports`` (``task_reports``), the worker's thread waits on
-them instead and hands each to ``on_report`` as it arrives, between the abort checks.
+them instead and hands each to ``on_report`` as it arrives, between the abort checks, and once more after
+the action has returned.
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ def run_action(
         raise outcome.error
     if not outcome.done:
         raise RuntimeError(f"Spark action {description!r} ended without a result")
+    if reports is not None:
+        reports.wait(0.0, on_report)  # the last ones: an item a retried task skipped is reported only here
     return outcome.value  # type: ignore[return-value]  # done: the action returned a T
 
 

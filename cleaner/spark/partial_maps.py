@@ -61,7 +61,7 @@ from cleaner.native import (
 )
 from cleaner.offset_map import OffsetMap, map_data_batch
 from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
-from cleaner.spark.job_ticket import TaskTicket
+from cleaner.spark.job_ticket import TaskTicket, TicketRef
 from cleaner.spark.segment_splits import SegmentSplit
 from cleaner.stats import CleanerStats
 
@@ -99,7 +99,7 @@ class MapSplit:
     start_offset: int
     aborted_batches: frozenset[int]
     blob_path: str = ""
-    ticket: str = ""  # the round's ticket file (``job_ticket``), held while the blob is written
+    ticket: TicketRef | None = None  # the round's ticket (``job_ticket``), held while the blob is written
     key_class: int = 0
     classes: int = 1
 
@@ -185,6 +185,8 @@ def _pwrite_all(fd: int, data: bytes, position: int) -> None:
 
 def write_partial_map(task: MapSplit) -> None:
     """One class's map file, alone (``ensure_class_files`` of that class), inside the round's ticket."""
+    if task.ticket is None:
+        raise ValueError("a map file is written only under its round's ticket")
     with TaskTicket(task.ticket) as ticket:
         ensure_class_files([task], 0, ticket)
 

@@ -1,6 +1,7 @@
 """The rewrite of segment groups inside Spark tasks: the same ``clean_group`` the in-process cleaner runs.
 
-Each task cleans one range of consecutive groups of a log, with the key lookup ``partial_maps`` gives it:
+Each item cleans one range of consecutive groups of a log (a task runs one item, or takes several of a
+shared job one after the other: ``item_claims``), with the key lookup ``partial_maps`` gives it:
 the files of the log's key classes (written by the round's map job), their bitmaps OR'd into a C key map
 and their blobs put only if a lookup needs them; or, for a log of one range, its dirty segments mapped by
 the task itself.
@@ -9,33 +10,33 @@ travels with the task as a ``RoundTask``. The task reads its group's segment fil
 ``<base>.log.cleaned`` and its indexes next to them (executors must see the log dirs: local modes share the
 disk; a real cluster needs them on shared storage), then returns one metadata row per group. The driver
 swaps the files in; a task never touches the live segments. A group's files are fsynced on a thread of the
-task's own while it cleans its next group (``CleanedSyncs``): the task returns its rows once all are durable.
+task's own while it cleans its next group (``CleanedSyncs``): an item reports its rows (``task_reports``),
+and the task returns them, once all are durable.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from cleaner.cleaner import clean_group
 from cleaner.group_swap import SwapThread
 from cleaner.rules import LastRecord
 from cleaner.spark.group_claims import claimed_groups
-from cleaner.spark.job_ticket import TaskTicket
+from cleaner.spark.item_claims import take
+from cleaner.spark.job_ticket import JobCancelledError, TaskTicket, TicketRef
 from cleaner.spark.partial_maps import MapSplit, ensure_class_files, range_lookup, superseded_in
 from cleaner.spark.rewrite_ranges import rewrite_costs
+from cleaner.spark.task_reports import write_report
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata
 from service.storage.log_config import LogConfig
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn
-
-if TYPE_CHECKING:
-    from cleaner.spark.task_reports import ReportSender
 
 __all__ = [
     "CleanedSyncs",
@@ -82,7 +83,7 @@ class RoundTask:
     map_latest_offset: int
     active_producers: Mapping[int, LastRecord]
     groups: Mapping[int, GroupTask]
-    ticket: str  # the round's ticket file (``job_ticket``): held while the task writes
+    ticket: TicketRef  # the round's ticket (``job_ticket``): held while the task writes
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +137,8 @@ class RewriteItem:
     range_index: int = 0
     ranges: int = 1
     claims_path: str = ""  # with ranges > 1: where its log's tasks take their groups (``group_claims``)
+    report_path: str = ""  # where its rows go as it ends (``task_reports``), if the driver settles early
+    claim_path: str = ""  # where a task takes it (``item_claims``): then every task tries every item
 
 
 def rewrite_group(
@@ -247,35 +250,49 @@ def _own_groups(
 
 
 def rewrite_partition(
-    tasks: Sequence[RoundTask], reports: ReportSender | None = None
-) -> Callable[[int, Iterable[RewriteItem]], Iterator[dict[str, object]]]:
-    """The function a rewrite task runs (``mapPartitionsWithIndex`` over one ``RewriteItem`` a partition):
-    it builds its lookup, then cleans its groups of its log (``tasks[item.log]``) one after the other.
-    With ``reports``, each item's rows also go to the driver as ``(log, rows)`` when the task ends
-    (``task_reports``), its files durable and its ticket released."""
+    tasks: Sequence[RoundTask], items: Sequence[RewriteItem]
+) -> Callable[[int, Iterable[object]], Iterator[dict[str, object]]]:
+    """The function rewrite task ``partition`` runs (``mapPartitionsWithIndex``): the item it takes, or
+    ``items[partition]``; per item, it builds its lookup, then cleans its groups of its log
+    (``tasks[item.log]``) one after the other. An item with a report path leaves its rows there as it
+    ends (``task_reports``), its files durable and still under its ticket."""
 
-    def run(partition: int, received: Iterable[RewriteItem]) -> Iterator[dict[str, object]]:
+    def run(partition: int, _input: Iterable[object]) -> Iterator[dict[str, object]]:
         rows: list[dict[str, object]] = []
-        for item in received:
-            first = len(rows)
+        for item in items if items[0].claim_path else items[partition : partition + 1]:
             task = tasks[item.log]
-            with TaskTicket(task.ticket) as ticket, CleanedSyncs() as syncs:
-                started_ms = time.time_ns() // 1_000_000
-                paths = [one.blob_path for one in item.class_maps]
-                if item.class_maps:
-                    ensure_class_files(item.class_maps, item.range_index, ticket)
-                lookup, size = range_lookup(item.own, paths)
-                lookup_ms = time.time_ns() // 1_000_000 - started_ms
-                started_ms += lookup_ms
-                for slot in _own_groups(task, item, paths, partition):
-                    ticket.check()
-                    row = rewrite_group(task, slot, lookup, size, syncs)
-                    rows.append(
-                        {**row, "started_ms": started_ms, "task_partition": partition, "lookup_ms": lookup_ms}
-                    )
-                    started_ms, lookup_ms = time.time_ns() // 1_000_000, 0
-            if reports is not None:
-                reports.send((item.log, rows[first:]))
+            with ExitStack() as held:
+                try:
+                    ticket = held.enter_context(TaskTicket(task.ticket))
+                except JobCancelledError:
+                    if item.claim_path:
+                        continue  # its log was settled, or the job is ending: nothing to take
+                    raise
+                if item.claim_path and not take(item.claim_path, item.report_path, partition):
+                    continue
+                first = len(rows)
+                rows.extend(_clean_item(task, item, ticket, partition))
+                if item.report_path:
+                    write_report(item.report_path, rows[first:])
         return iter(rows)  # after the ticket is released: nothing is written while Spark reads the rows
 
     return run
+
+
+def _clean_item(
+    task: RoundTask, item: RewriteItem, ticket: TaskTicket, partition: int
+) -> Iterator[dict[str, object]]:
+    """The item's rows, one per group it cleaned; the groups' files durable once the last row is out."""
+    with CleanedSyncs() as syncs:
+        started_ms = time.time_ns() // 1_000_000
+        paths = [one.blob_path for one in item.class_maps]
+        if item.class_maps:
+            ensure_class_files(item.class_maps, item.range_index, ticket)
+        lookup, size = range_lookup(item.own, paths)
+        lookup_ms = time.time_ns() // 1_000_000 - started_ms
+        started_ms += lookup_ms
+        for slot in _own_groups(task, item, paths, partition):
+            ticket.check()
+            row = rewrite_group(task, slot, lookup, size, syncs)
+            yield {**row, "started_ms": started_ms, "task_partition": partition, "lookup_ms": lookup_ms}
+            started_ms, lookup_ms = time.time_ns() // 1_000_000, 0

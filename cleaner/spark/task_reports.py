@@ -1,118 +1,83 @@
-"""Reports that Spark tasks send the driver as each task ends, not when its whole job does.
+"""Reports that Spark tasks leave for the driver as each rewrite item ends, not when the whole job does.
 
-A task's return value reaches the driver only with every other task's, when ``collect`` returns. A PySpark
-accumulator's update is merged on the driver as each task completes: the DAGScheduler applies a successful
-result task's updates once per partition, before the job ends, and drops those of failed attempts. A shared
-job's driver uses this to swap each log in as soon as its last task has ended, while other logs' tasks
-still run (``SparkEngine.clean_many``). The reports only bring that forward: the job's ``collect`` still
-returns every row, and whatever no report settled is settled from those rows after the job.
-
-One accumulator serves every job of a SparkContext (``ReportChannel``); a report names its job's key, and
-the driver hands it to that job's ``JobReports`` queue. On an executor the accumulator only collects the
-task's reports, which Spark sends with the task's result.
+A task's return value reaches the driver only with every other task's, when ``collect`` returns, and a
+task of a shared job cleans several logs one after the other (``job_plan``). So once an item's files are
+durable, its task writes the item's rows to the item's report file in its log's dir
+(``<round end offset>.rows.<range>.cleaned``, a ``.cleaned`` name, which the loader deletes after a crash:
+written whole under a name of its own, then renamed, while the task holds the round's ticket) and goes
+on. Between its abort checks the driver looks for the report files of the items it has not heard from
+(``JobReports``), and a job's driver uses them to swap each log in as soon as its last item has ended
+(``SparkEngine.clean_many``). The reports only bring that forward: ``collect`` still returns every row, and
+whatever no report settled is settled from those rows after the job. Executors already write the log dirs
+(``rewrite``), so this works on a real cluster as on ``local[*]``.
 """
 
 from __future__ import annotations
 
-import queue
+import json
+import os
 import threading
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable, Mapping, Sequence
 
-from pyspark.accumulators import AccumulatorParam
+__all__ = ["JobReports", "Rows", "report_path", "write_report"]
 
-if TYPE_CHECKING:
-    from pyspark import SparkContext
-    from pyspark.accumulators import Accumulator
+Rows = list[Mapping[str, object]]
 
-__all__ = ["JobReports", "ReportChannel", "ReportSender"]
-
-Report = tuple[str, object]  # (job key, payload)
-
-# On the driver: job key → where its reports go. Executors leave it empty and never set _ON_DRIVER.
-_LISTENERS: dict[str, Callable[[object], None]] = {}
-_LISTENERS_LOCK = threading.Lock()
-_ON_DRIVER = False
-_WAKE = object()  # put by ``JobReports.wake``: the wait ends without a report
+_POLL_S = 0.005  # how often a waiting driver looks for new report files: a stat per item not heard from
 
 
-class _ReportsParam(AccumulatorParam[list[Report]]):
-    """On an executor, a task's reports are collected in a list; on the driver each is handed on as it
-    arrives (on PySpark's accumulator server thread) and none is kept."""
-
-    def zero(self, value: list[Report]) -> list[Report]:
-        return []
-
-    def addInPlace(self, value1: list[Report], value2: list[Report]) -> list[Report]:
-        if not _ON_DRIVER:
-            value1.extend(value2)
-            return value1
-        for key, payload in value2:
-            with _LISTENERS_LOCK:
-                listener = _LISTENERS.get(key)
-            if listener is not None:  # else its job is over: the job's rows settle it
-                listener(payload)
-        return value1
+def report_path(directory: str, end_offset: int, range_index: int) -> str:
+    return os.path.join(directory, f"{end_offset:020d}.rows.{range_index}.cleaned")
 
 
-@dataclass(frozen=True, slots=True)
-class ReportSender:
-    """What a task holds (pickled with the task's function): ``send`` a payload to its job's driver."""
-
-    accumulator: Accumulator[list[Report]]
-    key: str
-
-    def send(self, payload: object) -> None:
-        self.accumulator.add([(self.key, payload)])
-
-
-class ReportChannel:
-    """The SparkContext's one accumulator of reports; create it on the driver."""
-
-    def __init__(self, context: SparkContext) -> None:
-        global _ON_DRIVER
-        _ON_DRIVER = True
-        self.context = context
-        self._accumulator = context.accumulator([], _ReportsParam())
-
-    def open_job(self) -> JobReports:
-        return JobReports(self._accumulator)
+def write_report(path: str, rows: Sequence[Mapping[str, object]]) -> None:
+    """The item's rows at ``path``, appearing whole (not durable: a crash ends the job, and the loader
+    deletes the file)."""
+    base, _, suffix = path.rpartition(".")
+    partial = f"{base}-{os.getpid()}-{threading.get_ident()}.{suffix}"
+    with open(partial, "w", encoding="utf-8") as out:
+        json.dump(rows, out)
+    os.replace(partial, path)
 
 
 class JobReports:
-    """One job's reports on the driver: ``sender`` goes to its tasks; ``wait`` hands what arrived to
-    ``handle`` on the caller's thread. ``close`` when the job is over (later reports are dropped)."""
+    """One job's reports on the driver: ``wait`` hands each item's ``(log, rows)`` to ``handle`` on the
+    caller's thread, once. ``items``: each item's log and report path."""
 
-    def __init__(self, accumulator: Accumulator[list[Report]]) -> None:
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self.sender = ReportSender(accumulator, uuid.uuid4().hex)
-        with _LISTENERS_LOCK:
-            _LISTENERS[self.sender.key] = self._queue.put
+    def __init__(self, items: Sequence[tuple[int, str]]) -> None:
+        self._pending = list(items)
+        self._woken = threading.Event()
 
-    def wait(self, timeout_s: float, handle: Callable[[object], None]) -> bool:
+    def wait(self, timeout_s: float, handle: Callable[[tuple[int, Rows]], None]) -> bool:
         """Up to ``timeout_s`` for a report or a ``wake``; every report already there goes to ``handle``.
         True once woken."""
-        woken = False
-        try:
-            item = self._queue.get(timeout=timeout_s)
-        except queue.Empty:
-            return woken
+        deadline = time.monotonic() + timeout_s
         while True:
-            if item is _WAKE:
-                woken = True
-            else:
-                handle(item)
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
+            woken = self._woken.is_set()
+            if self._hand_on(handle) or woken:
                 return woken
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._woken.wait(min(_POLL_S, left))
 
     def wake(self) -> None:
         """End a ``wait`` now (the job's action has returned)."""
-        self._queue.put(_WAKE)
+        self._woken.set()
 
-    def close(self) -> None:
-        with _LISTENERS_LOCK:
-            _LISTENERS.pop(self.sender.key, None)
+    def _hand_on(self, handle: Callable[[tuple[int, Rows]], None]) -> bool:
+        arrived = []
+        for log, path in self._pending:
+            try:
+                with open(path, encoding="utf-8") as report:
+                    arrived.append((log, path, json.load(report)))
+            except FileNotFoundError:
+                continue
+        if not arrived:
+            return False
+        heard = {path for _log, path, _rows in arrived}
+        self._pending = [(log, path) for log, path in self._pending if path not in heard]
+        for log, _path, rows in arrived:
+            handle((log, rows))
+        return True

@@ -19,7 +19,7 @@ def test_a_task_holds_the_ticket_until_it_ends_and_the_close_waits_for_it(tmp_pa
     seen: list[str] = []
 
     def task() -> None:
-        with TaskTicket(ticket.path) as mine:
+        with TaskTicket(ticket.ref) as mine:
             held.set()
             release.wait(5)
             try:
@@ -47,17 +47,30 @@ def test_a_task_holds_the_ticket_until_it_ends_and_the_close_waits_for_it(tmp_pa
 def test_a_task_that_starts_after_the_close_writes_nothing(tmp_path: Path) -> None:
     ticket = JobTicket.create(str(tmp_path), 7)
     ticket.close()
-    with pytest.raises(JobCancelledError), TaskTicket(ticket.path):
+    with pytest.raises(JobCancelledError), TaskTicket(ticket.ref):
         pytest.fail("entered without a ticket")
     ticket.close()  # twice: a no-op
 
 
 def test_a_new_ticket_at_the_same_path_is_not_the_one_a_task_opened(tmp_path: Path) -> None:
     first = JobTicket.create(str(tmp_path), 7)
-    with TaskTicket(first.path) as mine:
+    with TaskTicket(first.ref) as mine:
         Path(first.path).unlink()
         second = JobTicket.create(str(tmp_path), 7)  # the next round of the log, same end offset
         with pytest.raises(JobCancelledError):
             mine.check()
     first.close()
+    second.close()
+
+
+def test_a_task_of_an_earlier_job_of_the_round_takes_no_later_ticket(tmp_path: Path) -> None:
+    """A job cancelled and run again (another log of it was aborted) has a new ticket at the same path: a
+    task of the first job still running must not take it and write for the second."""
+    first = JobTicket.create(str(tmp_path), 7)
+    first.close()
+    second = JobTicket.create(str(tmp_path), 7)
+    with pytest.raises(JobCancelledError), TaskTicket(first.ref):
+        pytest.fail("a task of the earlier job took the later job's ticket")
+    with TaskTicket(second.ref) as mine:
+        mine.check()
     second.close()

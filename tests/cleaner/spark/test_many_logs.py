@@ -10,12 +10,17 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import pytest
+
 from cleaner.cleaner import CleaningResult
 from cleaner.engine import InProcessEngine, LogRound, PerRoundEngine
 from cleaner.errors import CleaningAbortedError
 from cleaner.log_cleaner import LogCleaner
 from cleaner.setup import build_log_cleaner
+from cleaner.spark import engine as spark_engine
+from cleaner.spark import job_plan
 from cleaner.spark.engine import SparkEngine
+from cleaner.spark.job_logs import JobLogs
 from cleaner.spark.job_ticket import ticket_path
 from cleaner.spark.session import SparkSessionHolder
 from service.cleanable import log_to_clean
@@ -104,13 +109,24 @@ def oracle_round(log: PartitionLog, clock: ManualClock) -> CleaningResult:
 
 
 def test_several_logs_in_one_job_equal_the_in_process_engine(
-    tmp_path: Path, spark_holder: SparkSessionHolder
+    tmp_path: Path, spark_holder: SparkSessionHolder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pairs = twin_logs(tmp_path)
+    """More logs than cores: two tasks, each taking the logs one after the other (``item_claims``)."""
+    pairs = twin_logs(tmp_path / "a") + twin_logs(tmp_path / "b")
     jobs: list[float] = []
+    planned: list[JobLogs] = []
+
+    def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
+        job_plan.plan_tasks(job, cores, min_range_bytes)
+        planned.append(job)
+
+    monkeypatch.setattr(spark_engine, "plan_tasks", plan_tasks)
     engine = SparkEngine(clock=ManualClock(START_MS), session=spark_holder, on_job=jobs.append)
     results = clean_many(engine, [spark.log for _oracle, spark in pairs])
     assert len(jobs) == 1, "one Spark job cleaned every log"
+    (job,) = planned
+    assert len(job.items) > job.partitions == 2
+    assert all(item.claim_path and item.report_path for item in job.items)
     for (oracle, spark), result in zip(pairs, results, strict=True):
         expected = oracle_round(oracle.log, oracle.clock)
         assert isinstance(result, CleaningResult), result

@@ -1,46 +1,47 @@
-"""Task reports (``task_reports``): each job's driver hears its own tasks' reports, by the time the job
-ends; a closed job's reports are dropped; the driver keeps none; a wake ends a wait at once."""
+"""Task reports (``task_reports``): the driver hears each item's rows once, whole, as soon as its file is
+there; a wake ends a wait at once."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 
-from cleaner.spark.session import SparkSessionHolder
-from cleaner.spark.task_reports import ReportChannel, ReportSender
-
-
-def sending(sender: ReportSender, tag: str) -> Callable[[int, Iterable[int]], Iterator[int]]:
-    def run(partition: int, rows: Iterable[int]) -> Iterator[int]:
-        sender.send((tag, partition))
-        return iter(rows)
-
-    return run
+from cleaner.spark.task_reports import JobReports, Rows, report_path, write_report
 
 
-def test_each_job_hears_its_own_tasks_and_the_driver_keeps_nothing(spark_holder: SparkSessionHolder) -> None:
-    context = spark_holder.get().sparkContext
-    channel = ReportChannel(context)
-    first, second, closed = channel.open_job(), channel.open_job(), channel.open_job()
-    closed.close()
-    for job, tag in ((first, "first"), (second, "second"), (closed, "closed")):
-        context.parallelize(range(6), 3).mapPartitionsWithIndex(sending(job.sender, tag)).collect()
-    heard: dict[str, list[object]] = {"first": [], "second": [], "closed": []}
-    for job, tag in ((first, "first"), (second, "second"), (closed, "closed")):
-        job.wait(0.0, heard[tag].append)
-    assert len(heard["first"]) == 3 and set(heard["first"]) == {("first", 0), ("first", 1), ("first", 2)}
-    assert len(heard["second"]) == 3 and set(heard["second"]) == {("second", 0), ("second", 1), ("second", 2)}
-    assert heard["closed"] == []
-    assert first.sender.accumulator.value == [], "the driver's accumulator holds no report"
-    first.close()
-    second.close()
+def test_each_report_is_heard_once_with_its_log(tmp_path: Path) -> None:
+    paths = [report_path(str(tmp_path), 100, r) for r in range(3)]
+    reports = JobReports([(7, paths[0]), (7, paths[1]), (9, paths[2])])
+    heard: list[tuple[int, Rows]] = []
+    assert reports.wait(0.0, heard.append) is False and heard == []
+    write_report(paths[2], [{"slot": 2}])
+    write_report(paths[0], [{"slot": 0}, {"slot": 1}])
+    assert reports.wait(0.0, heard.append) is False
+    assert sorted(heard, key=lambda h: h[0]) == [(7, [{"slot": 0}, {"slot": 1}]), (9, [{"slot": 2}])]
+    heard.clear()
+    assert reports.wait(0.02, heard.append) is False and heard == [], "a report is heard once"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(Path(p).name for p in (paths[0], paths[2]))
 
 
-def test_a_wake_ends_a_wait_at_once(spark_holder: SparkSessionHolder) -> None:
-    job = ReportChannel(spark_holder.get().sparkContext).open_job()
+def test_a_report_is_read_whole_while_it_is_written(tmp_path: Path) -> None:
+    path = report_path(str(tmp_path), 5, 0)
+    rows: Rows = [{"slot": i, "bytes_read": i * 1000} for i in range(20_000)]
+    reports = JobReports([(0, path)])
+    heard: list[tuple[int, Rows]] = []
+    writer = threading.Thread(target=write_report, args=(path, rows))
+    writer.start()
+    while not heard:
+        reports.wait(0.001, heard.append)
+    writer.join()
+    assert heard == [(0, rows)]
+
+
+def test_a_wake_ends_a_wait_at_once(tmp_path: Path) -> None:
+    reports = JobReports([(0, report_path(str(tmp_path), 1, 0))])
     started = time.monotonic()
-    assert job.wait(0.05, print) is False
-    job.wake()
-    assert job.wait(30.0, print) is True
+    assert reports.wait(0.05, print) is False
+    assert time.monotonic() - started >= 0.05
+    threading.Timer(0.05, reports.wake).start()
+    assert reports.wait(30.0, print) is True
     assert time.monotonic() - started < 5.0
-    job.close()
