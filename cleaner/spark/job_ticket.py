@@ -62,13 +62,9 @@ class JobTicket:
     @classmethod
     def create(cls, directory: str, end_offset: int) -> JobTicket:
         ref = TicketRef(ticket_path(directory, end_offset), secrets.token_hex(16))
-        fd = os.open(ref.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, ref.token.encode("ascii"))
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls(ref, fd)
+        with open(ref.path, "w", encoding="ascii") as ticket:  # closed: on NFS, other hosts now read it
+            ticket.write(ref.token)
+        return cls(ref, os.open(ref.path, os.O_RDONLY | os.O_CLOEXEC))
 
     def close(self) -> None:
         """Withdraw the ticket and wait until no task holds it."""
