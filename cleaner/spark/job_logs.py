@@ -1,7 +1,7 @@
 """One Spark job's logs on the driver, from the job's start until each is settled.
 
 A job cleans one log, or several (``SparkEngine.clean_many``). For each it holds the round's plan, ticket,
-rewrite tasks and scratch files (key class maps, group claims), and which logs were settled while the job
+rewrite items and scratch files (key class maps, claims, reports), and which logs were settled while the job
 ran: as soon as every item of a log has reported (``task_reports``), the log's ticket is withdrawn, its
 scratch files removed, its results checked and the log handed on to be swapped in, while the job's other
 tasks still run. Whatever the job then does (fails, is cancelled), a settled log's files are no longer
@@ -43,7 +43,7 @@ class JobLogs:
         self.round_tasks: list[RoundTask] = []
         self.items: list[RewriteItem] = []  # rewrite partition p cleans items[p], or those it takes
         self.partitions = 0  # the job's rewrite tasks
-        self.scratch: list[tuple[int, str]] = []  # (log, path): its map and claims files (removed after)
+        self.scratch: list[tuple[int, str]] = []  # (log, path): its map, claim, report files (removed after)
         self.settled: set[int] = set()
         self._reported: dict[int, list[Mapping[str, object]]] = {}
         self._reports: dict[int, int] = {}

@@ -8,11 +8,11 @@ it open. The file holds a token of its job's own (``TicketRef``), so a task of a
 round (one cancelled when another log of its job was aborted) never takes the ticket of the job run again
 at the same path. Each task opens it, takes a shared ``flock`` for its whole life, checks that the file
 holds its job's token and that the path is still the ticket it holds, and checks the path again between
-groups (``TaskTicket.check``). To finish, the driver unlinks the
-path (a task that looks stops; one that starts finds nothing and writes nothing), then takes an exclusive
-lock, which waits until every task holding the ticket has ended or died; only then does it remove the
-tasks' files. A task writes only while it holds the ticket, so every file a task writes exists before the
-driver removes the tasks' files. Executors must see the log dirs (they already read and write segments there).
+groups (``TaskTicket.check``). To finish, the driver unlinks the path (a task that looks stops; one that
+starts finds nothing and writes nothing), then takes an exclusive lock, which waits until every task
+holding the ticket has ended or died; only then does it remove the tasks' files. A task writes only
+while it holds the ticket, so every file a task writes exists before the driver removes the tasks' files.
+Executors must see the log dirs (they already read and write segments there).
 """
 
 from __future__ import annotations
