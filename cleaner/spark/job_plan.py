@@ -94,6 +94,8 @@ def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
 def _report_and_claim(job: JobLogs, sizes: Sequence[int], cores: int) -> None:
     """Each item's report file, if the job settles logs early (``task_reports``); with more logs of one
     range than cores, one task a core, taking the items the largest first (``item_claims``)."""
+    # A log of several ranges is never taken: its group claims name a task's partition (``group_claims``),
+    # and a task taking two of its ranges would take its own groups again.
     taking = len(job.items) > cores and all(item.ranges == 1 for item in job.items)
     items = sorted(job.items, key=lambda item: -sizes[item.log]) if taking else job.items
     job.items = []
