@@ -20,9 +20,14 @@ from cleaner.setup import build_log_cleaner
 from cleaner.spark import engine as spark_engine
 from cleaner.spark import job_plan
 from cleaner.spark.engine import SparkEngine
+from cleaner.spark.item_claims import take
 from cleaner.spark.job_logs import JobLogs
-from cleaner.spark.job_ticket import ticket_path
+from cleaner.spark.job_plan import DEFAULT_MIN_RANGE_BYTES, plan_tasks
+from cleaner.spark.job_ticket import JobTicket, ticket_path
+from cleaner.spark.rewrite import rewrite_partition
+from cleaner.spark.round_plan import plan_round
 from cleaner.spark.session import SparkSessionHolder
+from cleaner.spark.task_reports import write_report
 from service.cleanable import log_to_clean
 from service.clock import ManualClock
 from service.config.broker_config import BrokerConfig
@@ -357,3 +362,24 @@ def test_a_worker_takes_the_filthiest_logs_into_one_job_and_settles_each(
         assert cleaner.clean_filthiest_logs() == []
     finally:
         env.close()
+
+
+def test_a_task_takes_again_only_what_its_partition_left_unreported(tmp_path: Path) -> None:
+    """A task of a shared job run outside Spark, as a retried attempt of partition 0 finds the job: of four
+    logs, one reported, one taken by partition 0 and not reported, one taken by partition 1, one settled
+    (its ticket withdrawn). The task cleans only the second, and leaves its report."""
+    logs = [spark.log for _oracle, spark in twin_logs(tmp_path / "a") + twin_logs(tmp_path / "b")]
+    plans = [plan_round(log, 0, log.active_segment.base_offset, START_MS) for log in logs]
+    rounds = [(log, plan) for log, plan in zip(logs, plans, strict=True) if plan is not None and plan.groups]
+    tickets = [JobTicket.create(str(log.directory), plan.end_offset) for log, plan in rounds]
+    job = JobLogs([log for log, _ in rounds], [plan for _, plan in rounds], tickets, lambda _log, _out: None)
+    plan_tasks(job, 2, DEFAULT_MIN_RANGE_BYTES)
+    assert len(job.items) == 4 and job.partitions == 2
+    reported, own, others, settled = job.items
+    write_report(reported.report_path, [])
+    assert take(own.claim_path, own.report_path, 0) and take(others.claim_path, others.report_path, 1)
+    tickets[settled.log].close()
+    rows = list(rewrite_partition(job.round_tasks, job.items)(0, []))
+    assert len(rows) == len(own.slots) and {row["slot"] for row in rows} == set(own.slots)
+    assert Path(own.report_path).exists() and not Path(others.report_path).exists()
+    job.withdraw_tickets()
