@@ -144,7 +144,8 @@ def test_several_logs_in_one_job_equal_the_in_process_engine(
 def test_a_corrupt_log_fails_alone_and_the_others_are_cleaned(
     tmp_path: Path, spark_holder: SparkSessionHolder
 ) -> None:
-    pairs = twin_logs(tmp_path)
+    """Six logs on two cores (tasks taking the logs in turn): the corrupt one fails alone."""
+    pairs = twin_logs(tmp_path / "a") + twin_logs(tmp_path / "b")
     broken = pairs[1][1].log
     corrupt_last_batch(broken)
     before = files(broken.directory)
@@ -152,7 +153,7 @@ def test_a_corrupt_log_fails_alone_and_the_others_are_cleaned(
     results = clean_many(engine, [spark.log for _oracle, spark in pairs])
     assert isinstance(results[1], Exception) and "CRC mismatch" in str(results[1])
     assert files(broken.directory) == before, "the corrupt log is left as it was"
-    for i in (0, 2):
+    for i in (0, 2, 3, 4, 5):
         oracle, spark = pairs[i]
         oracle_round(oracle.log, oracle.clock)
         assert isinstance(results[i], CleaningResult), results[i]
@@ -162,29 +163,23 @@ def test_a_corrupt_log_fails_alone_and_the_others_are_cleaned(
 def test_an_abort_of_one_log_during_the_job_leaves_the_others_cleaned(
     tmp_path: Path, spark_holder: SparkSessionHolder
 ) -> None:
-    pairs = twin_logs(tmp_path)
+    pairs = twin_logs(tmp_path / "a") + twin_logs(tmp_path / "b")  # more logs than cores: taken in turn
     victim = pairs[0][1].log
     before = files(victim.directory)
-    started = threading.Event()
+    checks = 0
 
-    def abort_once_running() -> None:
-        if started.is_set():
+    def abort_once_running() -> None:  # its 1st check is before the job; from the 3rd, the job runs
+        nonlocal checks
+        checks += 1
+        if checks >= 3:
             raise CleaningAbortedError(f"cleaning of {victim.topic_partition} was aborted")
-
-    calls = 0
-
-    def note_polls() -> None:  # the job's poll calls every log's check: from the 3rd call it is running
-        nonlocal calls
-        calls += 1
-        if calls >= 3:
-            started.set()
 
     jobs: list[float] = []
     engine = SparkEngine(
         clock=ManualClock(START_MS), session=spark_holder, on_job=jobs.append, poll_interval_s=0.01
     )
     results = clean_many(
-        engine, [spark.log for _o, spark in pairs], [abort_once_running, note_polls, note_polls]
+        engine, [spark.log for _o, spark in pairs], [abort_once_running] + [lambda: None] * (len(pairs) - 1)
     )
     assert isinstance(results[0], CleaningAbortedError)
     assert files(victim.directory) == before
