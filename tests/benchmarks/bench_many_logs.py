@@ -2,7 +2,7 @@
 
 Run on demand (not part of CI's pass/fail):
 
-    python tests/benchmarks/bench_many_logs.py [--logs 8] [--records 300000] [--skip-spark]
+    python tests/benchmarks/bench_many_logs.py [--logs 8] [--records 300000] [--pairs 3] [--skip-spark]
 
 Under a temporary folder it generates with ``logcleaner gen``'s library one compacted topic of ``--logs``
 partitions (``--records`` records each, 100-byte values, ``--records / 10`` keys, 5% tombstones, 16 MiB
@@ -11,13 +11,15 @@ same run:
 
 - ``cp -r`` of the log dir (the baseline);
 - the daemon's cleaner pool, in-process engine, after one unmeasured run, ``log.cleaner.threads=1`` then
-  ``=2``, twice: from start until every log's checkpoint reached its active segment (read after each
-  round's end, which sets an event: the benchmark takes no GIL while the workers run), with each worker's
-  time on a CPU, waiting for one (other processes, the swap threads) and asleep (the GIL, locks, fsyncs);
+  ``=2``, ``--pairs`` times: from start until every log's checkpoint reached its active segment (read
+  after each round's end, which sets an event: the benchmark takes no GIL while the workers run), with
+  each worker's time on a CPU, waiting for one (other processes, the swap threads) and asleep (the GIL,
+  locks, fsyncs);
 - Spark forced (``local[*]``, one SparkSession, warmed up on a small log first), every log cleaned as
   ``logcleaner clean`` does (``LogCleaner.clean_filthiest_logs`` until none is left) with
   ``log.cleaner.spark.max.logs.per.job=1`` (one job per log) and ``=--logs`` (all in one job), alternating,
-  three times each after one unmeasured job of all the logs. (Spark's output is checked against the
+  ``--pairs`` times each after one unmeasured job of all the logs. Each comparison prints its pairs' ratios
+  and the ratio of its medians. (Spark's output is checked against the
   in-process engine by the tests, not here.)
 """
 
@@ -160,7 +162,7 @@ def offline_clean(log_dir: Path, engine: CompactionEngine, config: BrokerConfig)
     return elapsed, rounds
 
 
-def spark_runs(source: Path, work: Path, logs: int) -> None:
+def spark_runs(source: Path, work: Path, logs: int, pairs: int) -> None:
     from cleaner.spark.engine import SparkEngine
     from cleaner.spark.session import SparkSessionHolder
 
@@ -180,7 +182,7 @@ def spark_runs(source: Path, work: Path, logs: int) -> None:
         seconds_by: dict[int, list[float]] = {logs: [], 1: []}
         # the first full-size job of a session runs on memory its workers never touched, which costs more
         # on this project's VM: an unmeasured one first, then alternating pairs
-        for turn, per_job in enumerate((logs, logs, 1, logs, 1, logs, 1)):
+        for turn, per_job in enumerate((logs,) + (logs, 1) * pairs):
             config = broker(
                 work / "spark",
                 **{"log.cleaner.engine": "spark", "log.cleaner.spark.max.logs.per.job": str(per_job)},
@@ -197,10 +199,10 @@ def spark_runs(source: Path, work: Path, logs: int) -> None:
                 + ("" if turn else " (warm-up, not counted)"),
                 flush=True,
             )
-        pairs = [one / per_log for one, per_log in zip(seconds_by[logs], seconds_by[1], strict=True)]
+        ratios = [one / per_log for one, per_log in zip(seconds_by[logs], seconds_by[1], strict=True)]
         print(
             f"  {logs} logs in one job / one job per log: "
-            + ", ".join(f"{r:.2f}" for r in pairs)
+            + ", ".join(f"{r:.2f}" for r in ratios)
             + f"; medians {statistics.median(seconds_by[logs]) / statistics.median(seconds_by[1]):.2f}"
             + " (target <= 0.5)"
         )
@@ -214,6 +216,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=300_000, help="records per log")
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--work-dir", type=Path)
+    parser.add_argument("--pairs", type=int, default=3, help="measured pairs of each comparison")
     args = parser.parse_args()
     if args.work_dir is not None:
         args.work_dir.mkdir(parents=True, exist_ok=True)
@@ -235,7 +238,7 @@ def main() -> None:
         # later runs reuse: an unmeasured one first, then alternating pairs
         daemon_until_clean(fresh_copy(source, work / "daemon"), 1)
         daemon_seconds: dict[int, list[float]] = {1: [], 2: []}
-        for threads in (1, 2, 1, 2):
+        for threads in (1, 2) * args.pairs:
             seconds, times = daemon_until_clean(fresh_copy(source, work / "daemon"), threads)
             daemon_seconds[threads].append(seconds)
             split = ", ".join(
@@ -247,13 +250,16 @@ def main() -> None:
                 f"(per worker, ms on a CPU/waiting for a CPU/asleep: {split})",
                 flush=True,
             )
-        pairs = [two / one for one, two in zip(daemon_seconds[1], daemon_seconds[2], strict=True)]
+        ratios = [two / one for one, two in zip(daemon_seconds[1], daemon_seconds[2], strict=True)]
         print(
-            "  threads=2 / threads=1: " + ", ".join(f"{r:.2f}" for r in pairs) + " (target <= 0.6)",
+            "  threads=2 / threads=1: "
+            + ", ".join(f"{r:.2f}" for r in ratios)
+            + f"; medians {statistics.median(daemon_seconds[2]) / statistics.median(daemon_seconds[1]):.2f}"
+            + " (target <= 0.6)",
             flush=True,
         )
         if not args.skip_spark:
-            spark_runs(source, work, args.logs)
+            spark_runs(source, work, args.logs, args.pairs)
 
 
 if __name__ == "__main__":
