@@ -61,7 +61,6 @@ from cleaner.spark.jobs import run_action
 from cleaner.spark.rewrite import GroupResult, rewrite_partition
 from cleaner.spark.round_plan import RoundPlan, plan_round
 from cleaner.spark.session import SparkSessionHolder, pool_name
-from cleaner.spark.task_reports import JobReports
 from cleaner.stats import CleanerStats
 from service.clock import Clock
 from service.storage.log import PartitionLog
@@ -335,9 +334,7 @@ class SparkEngine:
     ) -> list[LogOutcome | None]:
         context = spark.sparkContext
         plan_tasks(job, context.defaultParallelism, self.min_range_bytes)
-        reports = (
-            JobReports([(i.log, i.report_path) for i in job.items]) if job.settle_early is not None else None
-        )
+        reports = job.reports()
 
         def run(action: Callable[[], list[T]], what: str) -> list[T]:
             return run_action(

@@ -17,7 +17,8 @@ exists is done.
 from __future__ import annotations
 
 import os
-import threading
+
+from cleaner.spark.task_reports import private_name
 
 __all__ = ["claim_path", "take"]
 
@@ -31,8 +32,7 @@ def take(path: str, report: str, partition: int) -> bool:
     attempt of ``partition`` took it and left no ``report``."""
     if os.path.exists(report):
         return False
-    base, _, suffix = path.rpartition(".")
-    own = f"{base}-{partition}-{os.getpid()}-{threading.get_ident()}.{suffix}"
+    own = private_name(path)
     with open(own, "w", encoding="ascii") as out:
         out.write(str(partition))
     try:

@@ -18,6 +18,7 @@ from cleaner.cleaned_writer import delete_cleaned_files
 from cleaner.spark.job_ticket import JobTicket
 from cleaner.spark.rewrite import GroupResult, RewriteItem, RoundTask
 from cleaner.spark.round_plan import GroupPlan, RoundPlan
+from cleaner.spark.task_reports import JobReports
 from service.storage.log import PartitionLog
 
 __all__ = ["JobLogs", "LogOutcome", "delete_cleaned", "rows_by_slot"]
@@ -47,6 +48,12 @@ class JobLogs:
         self.settled: set[int] = set()
         self._reported: dict[int, list[Mapping[str, object]]] = {}
         self._reports: dict[int, int] = {}
+
+    def reports(self) -> JobReports | None:
+        """What the driver waits on for its items' reports, if it settles logs early."""
+        if self.settle_early is None:
+            return None
+        return JobReports([(item.log, item.report_path) for item in self.items])
 
     def on_report(self, report: object) -> None:
         """An item's ``(log, rows)`` (``task_reports``): once every item of that log has reported, the log

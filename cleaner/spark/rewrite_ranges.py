@@ -1,6 +1,6 @@
 """How a log's groups are cut into the consecutive ranges of its rewrite tasks, and what each group costs.
 
-Before anything is mapped, the driver cuts by bytes (``ranges_per_log`` in the engine decides how many), to
+Before anything is mapped, the driver cuts by bytes (``job_plan.ranges_per_log`` decides how many), to
 decide whether cutting a log shortens its longest task enough. A log mapped by key hash is then cleaned
 by tasks that take its groups one at a time (``group_claims``), the costliest first by ``rewrite_costs``,
 which the classes' superseded bitmaps tell. A group's rewrite reads all of its bytes, and re-encodes and

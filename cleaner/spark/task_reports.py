@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["JobReports", "Rows", "report_path", "write_report"]
+__all__ = ["JobReports", "Rows", "private_name", "report_path", "write_report"]
 
 Rows = list[Mapping[str, object]]
 
@@ -31,11 +31,18 @@ def report_path(directory: str, end_offset: int, range_index: int) -> str:
     return os.path.join(directory, f"{end_offset:020d}.rows.{range_index}.cleaned")
 
 
+def private_name(path: str) -> str:
+    """A name next to ``path`` that only this thread of this process writes, with ``path``'s suffix (a
+    ``.cleaned`` one: the loader deletes what a killed task left): a file is written whole under it, then
+    given ``path``'s name at once."""
+    base, _, suffix = path.rpartition(".")
+    return f"{base}-{os.getpid()}-{threading.get_ident()}.{suffix}"
+
+
 def write_report(path: str, rows: Sequence[Mapping[str, object]]) -> None:
     """The item's rows at ``path``, appearing whole (not durable: a crash ends the job, and the loader
     deletes the file)."""
-    base, _, suffix = path.rpartition(".")
-    partial = f"{base}-{os.getpid()}-{threading.get_ident()}.{suffix}"
+    partial = private_name(path)
     with open(partial, "w", encoding="utf-8") as out:
         json.dump(rows, out)
     os.replace(partial, path)
