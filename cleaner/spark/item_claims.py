@@ -20,10 +20,10 @@ import os
 
 from cleaner.spark.task_reports import private_name
 
-__all__ = ["claim_path", "take"]
+__all__ = ["take", "taken_path"]
 
 
-def claim_path(directory: str, end_offset: int) -> str:
+def taken_path(directory: str, end_offset: int) -> str:
     return os.path.join(directory, f"{end_offset:020d}.taken.cleaned")
 
 

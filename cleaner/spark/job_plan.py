@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from cleaner.native import puts_pipelined
 from cleaner.spark.group_claims import claims_path
-from cleaner.spark.item_claims import claim_path
+from cleaner.spark.item_claims import taken_path
 from cleaner.spark.job_logs import JobLogs
 from cleaner.spark.job_ticket import TicketRef
 from cleaner.spark.partial_maps import MapSplit, blob_path, class_tasks, own_map
@@ -105,8 +105,8 @@ def _report_and_claim(job: JobLogs, sizes: Sequence[int], cores: int) -> None:
             item = replace(item, report_path=report_path(directory, end, item.range_index))
             job.scratch.append((item.log, item.report_path))
         if taking:
-            item = replace(item, claim_path=claim_path(directory, end))
-            job.scratch.append((item.log, item.claim_path))
+            item = replace(item, taken_path=taken_path(directory, end))
+            job.scratch.append((item.log, item.taken_path))
         job.items.append(item)
     job.partitions = cores if taking else len(job.items)
 

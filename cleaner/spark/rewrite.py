@@ -138,7 +138,7 @@ class RewriteItem:
     ranges: int = 1
     claims_path: str = ""  # with ranges > 1: where its log's tasks take their groups (``group_claims``)
     report_path: str = ""  # where its rows go as it ends (``task_reports``), if the driver settles early
-    claim_path: str = ""  # where a task takes it (``item_claims``): then every task tries every item
+    taken_path: str = ""  # where a task takes it (``item_claims``), if every task tries every item
 
 
 def rewrite_group(
@@ -259,16 +259,16 @@ def rewrite_partition(
 
     def run(partition: int, _input: Iterable[object]) -> Iterator[dict[str, object]]:
         rows: list[dict[str, object]] = []
-        for item in items if items[0].claim_path else items[partition : partition + 1]:
+        for item in items if items[0].taken_path else items[partition : partition + 1]:
             task = tasks[item.log]
             with ExitStack() as held:
                 try:
                     ticket = held.enter_context(TaskTicket(task.ticket))
                 except JobCancelledError:
-                    if item.claim_path:
+                    if item.taken_path:
                         continue  # its log was settled, or the job is ending: nothing to take
                     raise
-                if item.claim_path and not take(item.claim_path, item.report_path, partition):
+                if item.taken_path and not take(item.taken_path, item.report_path, partition):
                     continue
                 first = len(rows)
                 rows.extend(_clean_item(task, item, ticket, partition))

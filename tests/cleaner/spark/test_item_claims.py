@@ -6,12 +6,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from cleaner.spark.item_claims import claim_path, take
+from cleaner.spark.item_claims import take, taken_path
 from cleaner.spark.task_reports import report_path, write_report
 
 
 def test_each_item_is_taken_by_one_task(tmp_path: Path) -> None:
-    items = [(claim_path(str(tmp_path), end), report_path(str(tmp_path), end, 0)) for end in range(300)]
+    items = [(taken_path(str(tmp_path), end), report_path(str(tmp_path), end, 0)) for end in range(300)]
     taken: dict[int, list[int]] = {p: [] for p in range(4)}
     start = threading.Barrier(4)
 
@@ -32,7 +32,7 @@ def test_each_item_is_taken_by_one_task(tmp_path: Path) -> None:
 
 def test_a_retry_takes_again_what_its_partition_left_unreported(tmp_path: Path) -> None:
     (done, done_report), (left, left_report) = (
-        (claim_path(str(tmp_path), end), report_path(str(tmp_path), end, 0)) for end in (10, 20)
+        (taken_path(str(tmp_path), end), report_path(str(tmp_path), end, 0)) for end in (10, 20)
     )
     assert take(done, done_report, 1) and take(left, left_report, 1)
     write_report(done_report, [])

@@ -131,7 +131,7 @@ def test_several_logs_in_one_job_equal_the_in_process_engine(
     assert len(jobs) == 1, "one Spark job cleaned every log"
     (job,) = planned
     assert len(job.items) > job.partitions == 2
-    assert all(item.claim_path and item.report_path for item in job.items)
+    assert all(item.taken_path and item.report_path for item in job.items)
     for (oracle, spark), result in zip(pairs, results, strict=True):
         expected = oracle_round(oracle.log, oracle.clock)
         assert isinstance(result, CleaningResult), result
@@ -372,7 +372,7 @@ def test_a_task_takes_again_only_what_its_partition_left_unreported(tmp_path: Pa
     assert len(job.items) == 4 and job.partitions == 2
     reported, own, others, settled = job.items
     write_report(reported.report_path, [])
-    assert take(own.claim_path, own.report_path, 0) and take(others.claim_path, others.report_path, 1)
+    assert take(own.taken_path, own.report_path, 0) and take(others.taken_path, others.report_path, 1)
     tickets[settled.log].close()
     rows = list(rewrite_partition(job.round_tasks, job.items)(0, []))
     assert len(rows) == len(own.slots) and {row["slot"] for row in rows} == set(own.slots)
