@@ -67,6 +67,12 @@ def twin_logs(root: Path) -> list[tuple[Writer, Writer]]:
     return pairs
 
 
+def six_logs(root: Path) -> list[tuple[Writer, Writer]]:
+    """``twin_logs`` twice: more logs to clean than ``local[2]`` has cores, so its tasks take them in
+    turn (``item_claims``)."""
+    return twin_logs(root / "a") + twin_logs(root / "b")
+
+
 def corrupt_last_batch(log: PartitionLog, segment: int = 2) -> None:
     victim = log.segments[segment].log_path
     data = bytearray(victim.read_bytes())
@@ -117,7 +123,7 @@ def test_several_logs_in_one_job_equal_the_in_process_engine(
     tmp_path: Path, spark_holder: SparkSessionHolder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """More logs than cores: two tasks, each taking the logs one after the other (``item_claims``)."""
-    pairs = twin_logs(tmp_path / "a") + twin_logs(tmp_path / "b")
+    pairs = six_logs(tmp_path)
     jobs: list[float] = []
     planned: list[JobLogs] = []
 
@@ -145,7 +151,7 @@ def test_a_corrupt_log_fails_alone_and_the_others_are_cleaned(
     tmp_path: Path, spark_holder: SparkSessionHolder
 ) -> None:
     """Six logs on two cores (tasks taking the logs in turn): the corrupt one fails alone."""
-    pairs = twin_logs(tmp_path / "a") + twin_logs(tmp_path / "b")
+    pairs = six_logs(tmp_path)
     broken = pairs[1][1].log
     corrupt_last_batch(broken)
     before = files(broken.directory)
@@ -163,7 +169,7 @@ def test_a_corrupt_log_fails_alone_and_the_others_are_cleaned(
 def test_an_abort_of_one_log_during_the_job_leaves_the_others_cleaned(
     tmp_path: Path, spark_holder: SparkSessionHolder
 ) -> None:
-    pairs = twin_logs(tmp_path / "a") + twin_logs(tmp_path / "b")  # more logs than cores: taken in turn
+    pairs = six_logs(tmp_path)
     victim = pairs[0][1].log
     before = files(victim.directory)
     checks = 0
@@ -363,7 +369,7 @@ def test_a_task_takes_again_only_what_its_partition_left_unreported(tmp_path: Pa
     """A task of a shared job run outside Spark, as a retried attempt of partition 0 finds the job: of four
     logs, one reported, one taken by partition 0 and not reported, one taken by partition 1, one settled
     (its ticket withdrawn). The task cleans only the second, and leaves its report."""
-    logs = [spark.log for _oracle, spark in twin_logs(tmp_path / "a") + twin_logs(tmp_path / "b")]
+    logs = [spark.log for _oracle, spark in six_logs(tmp_path)]
     plans = [plan_round(log, 0, log.active_segment.base_offset, START_MS) for log in logs]
     rounds = [(log, plan) for log, plan in zip(logs, plans, strict=True) if plan is not None and plan.groups]
     tickets = [JobTicket.create(str(log.directory), plan.end_offset) for log, plan in rounds]
