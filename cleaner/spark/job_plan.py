@@ -61,11 +61,7 @@ def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
         class_maps: tuple[MapSplit, ...] = ()
         if splits:  # the map by key hash, mapped by the rewrite tasks (partial_maps)
             class_maps = tuple(
-                replace(
-                    one,
-                    blob_path=blob_path(str(log.directory), plan.end_offset, one.key_class),
-                    ticket=job.tickets[i].ref,
-                )
+                replace(one, blob_path=blob_path(str(log.directory), plan.end_offset, one.key_class))
                 for one in class_tasks(
                     i,
                     splits,

@@ -99,7 +99,6 @@ class MapSplit:
     start_offset: int
     aborted_batches: frozenset[int]
     blob_path: str = ""
-    ticket: TicketRef | None = None  # the round's ticket (``job_ticket``), held while the blob is written
     key_class: int = 0
     classes: int = 1
 
@@ -183,11 +182,9 @@ def _pwrite_all(fd: int, data: bytes, position: int) -> None:
         view, position = view[written:], position + written
 
 
-def write_partial_map(task: MapSplit) -> None:
+def write_partial_map(task: MapSplit, round_ticket: TicketRef) -> None:
     """One class's map file, alone (``ensure_class_files`` of that class), inside the round's ticket."""
-    if task.ticket is None:
-        raise ValueError("a map file is written only under its round's ticket")
-    with TaskTicket(task.ticket) as ticket:
+    with TaskTicket(round_ticket) as ticket:
         ensure_class_files([task], 0, ticket)
 
 

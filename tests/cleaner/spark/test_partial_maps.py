@@ -64,7 +64,7 @@ def files_then_loaded(
     paths = []
     for task in class_maps(writer, first_dirty, split_bytes, classes):
         path = blob_path(str(log.directory), end, task.key_class)
-        write_partial_map(replace(task, blob_path=path, ticket=ticket.ref))
+        write_partial_map(replace(task, blob_path=path), ticket.ref)
         paths.append(path)
     lookup, size = range_lookup(None, paths)
     ticket.close()
@@ -243,7 +243,7 @@ def test_many_keys_by_key_hash_give_the_bits_and_the_lookups_of_one_map(
     paths = []
     for task in tasks:
         paths.append(blob_path(str(log.directory), end, task.key_class))
-        write_partial_map(replace(task, blob_path=paths[-1], ticket=ticket.ref))
+        write_partial_map(replace(task, blob_path=paths[-1]), ticket.ref)
     ticket.close()
     lookup, size = range_lookup(None, paths)
     key_map = cleaner.native.native_key_map(lookup)
@@ -305,7 +305,7 @@ def test_a_class_file_is_mapped_once_and_again_only_if_it_is_not_complete(many_k
     splits = plan_splits(log.directory, from_offset=0, until_offset=end, max_split_bytes=1 << 30)
     ticket = JobTicket.create(str(log.directory), end)
     tasks = [
-        replace(task, blob_path=blob_path(str(log.directory), end, task.key_class), ticket=ticket.ref)
+        replace(task, blob_path=blob_path(str(log.directory), end, task.key_class))
         for task in class_tasks(0, splits, 0, [], 3)
     ]
     paths = [Path(task.blob_path) for task in tasks]
