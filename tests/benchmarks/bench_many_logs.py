@@ -18,8 +18,8 @@ same run:
 - Spark forced (``local[*]``, one SparkSession, warmed up on a small log first), every log cleaned as
   ``logcleaner clean`` does (``LogCleaner.clean_filthiest_logs`` until none is left) with
   ``log.cleaner.spark.max.logs.per.job=1`` (one job per log) and ``=--logs`` (all in one job), alternating,
-  ``--pairs`` times each after one unmeasured job of all the logs. Each comparison prints its pairs' ratios
-  and the ratio of its medians. (Spark's output is checked against the
+  ``--pairs`` times each after one unmeasured job of all the logs, each run split into the time its Spark
+  actions took and the rest. Each comparison prints its pairs' ratios and the ratio of its medians. (Spark's output is checked against the
   in-process engine by the tests, not here.)
 """
 
@@ -195,7 +195,9 @@ def spark_runs(source: Path, work: Path, logs: int, pairs: int) -> None:
                 seconds_by[per_job].append(seconds)
             print(
                 f"spark local[*], max.logs.per.job={per_job}: {seconds:.2f} s, {rounds} rounds, "
-                f"{len(jobs)} Spark jobs ({log_bytes(source) / MiB / seconds:.1f} MiB/s)"
+                f"{len(jobs)} Spark jobs ({log_bytes(source) / MiB / seconds:.1f} MiB/s; "
+                f"{sum(jobs):.2f} s in the jobs' actions, {seconds - sum(jobs):.2f} s outside them: "
+                "the plans, and the swaps after an action)"
                 + ("" if turn else " (warm-up, not counted)"),
                 flush=True,
             )
