@@ -19,8 +19,8 @@ same run:
   ``logcleaner clean`` does (``LogCleaner.clean_filthiest_logs`` until none is left) with
   ``log.cleaner.spark.max.logs.per.job=1`` (one job per log) and ``=--logs`` (all in one job), alternating,
   ``--pairs`` times each after one unmeasured job of all the logs, each run split into the time its Spark
-  actions took and the rest. Each comparison prints its pairs' ratios and the ratio of its medians. (Spark's output is checked against the
-  in-process engine by the tests, not here.)
+  actions took and the rest. Each comparison prints its pairs' ratios and the ratio of its medians.
+  (Spark's output is checked against the in-process engine by the tests, not here.)
 """
 
 from __future__ import annotations
