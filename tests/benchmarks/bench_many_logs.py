@@ -197,8 +197,7 @@ def spark_runs(source: Path, work: Path, logs: int, pairs: int) -> None:
                 f"spark local[*], max.logs.per.job={per_job}: {seconds:.2f} s, {rounds} rounds, "
                 f"{len(jobs)} Spark jobs ({log_bytes(source) / MiB / seconds:.1f} MiB/s; "
                 f"{sum(jobs):.2f} s in the jobs' actions, {seconds - sum(jobs):.2f} s outside them: "
-                "the plans, and the swaps after an action)"
-                + ("" if turn else " (warm-up, not counted)"),
+                "the plans, and the swaps after an action)" + ("" if turn else " (warm-up, not counted)"),
                 flush=True,
             )
         ratios = [one / per_log for one, per_log in zip(seconds_by[logs], seconds_by[1], strict=True)]
