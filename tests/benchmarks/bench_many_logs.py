@@ -14,13 +14,16 @@ same run:
   ``=2``, ``--pairs`` times: from start until every log's checkpoint reached its active segment (read
   after each round's end, which sets an event: the benchmark takes no GIL while the workers run), with
   each worker's time on a CPU, waiting for one (other processes, the swap threads) and asleep (the GIL,
-  locks, fsyncs);
+  locks, fsyncs), and the process's CPU (the cores it kept busy);
 - Spark forced (``local[*]``, one SparkSession, warmed up on a small log first), every log cleaned as
   ``logcleaner clean`` does (``LogCleaner.clean_filthiest_logs`` until none is left) with
   ``log.cleaner.spark.max.logs.per.job=1`` (one job per log) and ``=--logs`` (all in one job), alternating,
   ``--pairs`` times each after one unmeasured job of all the logs, each run split into the time its Spark
-  actions took and the rest. Each comparison prints its pairs' ratios and the ratio of its medians.
-  (Spark's output is checked against the in-process engine by the tests, not here.)
+  actions took and the rest, with the CPU of this process, its JVM and Spark's Python workers.
+
+Each comparison prints its pairs' ratios, the ratio of its medians, and the floor that ratio would have on
+this machine with the same work and no core ever idle (a run's CPU over the cores). (Spark's output is
+checked against the in-process engine by the tests, not here.)
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import psutil
 
 from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine
 from cleaner.setup import build_log_cleaner
@@ -53,6 +58,7 @@ SEGMENT_BYTES = 16 << 20
 COMPACT = frozenset({"compact"})
 TOPIC = "bench"
 MiB = 1 << 20
+CORES = len(os.sched_getaffinity(0))
 
 
 def generate_topic(log_dir: Path, logs: int, records: int) -> None:
@@ -112,10 +118,28 @@ def thread_times_ms(native_id: int | None) -> tuple[float, float] | None:
     return int(on_cpu) / 1e6, int(waiting) / 1e6
 
 
-def daemon_until_clean(log_dir: Path, threads: int) -> tuple[float, list[tuple[float, float] | None]]:
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds (user + system) so far of this process (``driver``) and its descendants: the JVM
+    (``jvm``) and Spark's Python workers (``workers``, reused from job to job), when Spark runs."""
+    me = psutil.Process()
+    spent = {"driver": sum(me.cpu_times()[:2])}
+    for child in me.children(recursive=True):
+        try:
+            kind = "jvm" if child.name() == "java" else "workers"
+            spent[kind] = spent.get(kind, 0.0) + sum(child.cpu_times()[:2])
+        except psutil.NoSuchProcess:
+            continue
+    return spent
+
+
+def cpu_since(before: dict[str, float]) -> dict[str, float]:
+    return {kind: spent - before.get(kind, 0.0) for kind, spent in cpu_seconds().items()}
+
+
+def daemon_until_clean(log_dir: Path, threads: int) -> tuple[float, list[tuple[float, float] | None], float]:
     """The cleaner pool with ``threads`` in-process workers, from start until every log is clean: the
-    seconds, and per worker ``thread_times_ms`` over that time (the rest of it the worker slept: the GIL, a
-    lock, a swap's fsyncs)."""
+    seconds, per worker ``thread_times_ms`` over that time (the rest of it the worker slept: the GIL, a
+    lock, a swap's fsyncs), and the process's CPU seconds (its put and swap threads too)."""
     config = broker(log_dir, **{"log.cleaner.engine": "in-process", "log.cleaner.threads": str(threads)})
     manager, tasks = open_manager(config)
     targets = {tp: log.active_segment.base_offset for tp, log in manager.logs.items()}
@@ -128,7 +152,7 @@ def daemon_until_clean(log_dir: Path, threads: int) -> tuple[float, list[tuple[f
         on_round=lambda _engine, _seconds: round_ended.set(),
     )
     checkpoint = OffsetCheckpointFile(log_dir / "cleaner-offset-checkpoint")
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), cpu_seconds()
     cleaner.start()
     try:
         while True:
@@ -137,29 +161,31 @@ def daemon_until_clean(log_dir: Path, threads: int) -> tuple[float, list[tuple[f
             if all(done.get(tp, -1) >= end for tp, end in targets.items()):
                 break
             round_ended.wait(1.0)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, cpu_since(cpu_before)["driver"]
         times = [thread_times_ms(worker.thread.native_id) for worker in cleaner.workers]
     finally:
         cleaner.shutdown()
         tasks.run_all()
         manager.shutdown()
-    return elapsed, times
+    return elapsed, times, cpu
 
 
-def offline_clean(log_dir: Path, engine: CompactionEngine, config: BrokerConfig) -> tuple[float, int]:
-    """``logcleaner clean``'s loop over every log: (seconds, rounds)."""
+def offline_clean(
+    log_dir: Path, engine: CompactionEngine, config: BrokerConfig
+) -> tuple[float, int, dict[str, float]]:
+    """``logcleaner clean``'s loop over every log: (seconds, rounds, ``cpu_seconds`` spent meanwhile)."""
     manager, tasks = open_manager(config)
     cleaner = build_log_cleaner(config, manager, engine, scheduler=tasks, threads=0)
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), cpu_seconds()
     rounds = 0
     while outcomes := cleaner.clean_filthiest_logs():
         if any(o is None for o in outcomes):
             raise RuntimeError("a round failed")
         rounds += len(outcomes)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, cpu_since(cpu_before)
     tasks.run_all()
     manager.shutdown()
-    return elapsed, rounds
+    return elapsed, rounds, cpu
 
 
 def spark_runs(source: Path, work: Path, logs: int, pairs: int) -> None:
@@ -180,6 +206,7 @@ def spark_runs(source: Path, work: Path, logs: int, pairs: int) -> None:
             config,
         )
         seconds_by: dict[int, list[float]] = {logs: [], 1: []}
+        cpu_by: dict[int, list[float]] = {logs: [], 1: []}
         # the first full-size job of a session runs on memory its workers never touched, which costs more
         # on this project's VM: an unmeasured one first, then alternating pairs
         for turn, per_job in enumerate((logs,) + (logs, 1) * pairs):
@@ -190,22 +217,28 @@ def spark_runs(source: Path, work: Path, logs: int, pairs: int) -> None:
             engine = PerRoundEngine(EngineChoice.of(config), InProcessEngine(SystemClock()), lambda: spark)
             target = fresh_copy(source, work / "spark")
             jobs.clear()
-            seconds, rounds = offline_clean(target, engine, config)
+            seconds, rounds, cpu = offline_clean(target, engine, config)
             if turn:
                 seconds_by[per_job].append(seconds)
+                cpu_by[per_job].append(sum(cpu.values()))
             print(
                 f"spark local[*], max.logs.per.job={per_job}: {seconds:.2f} s, {rounds} rounds, "
                 f"{len(jobs)} Spark jobs ({log_bytes(source) / MiB / seconds:.1f} MiB/s; "
                 f"{sum(jobs):.2f} s in the jobs' actions, {seconds - sum(jobs):.2f} s outside them: "
-                "the plans, and the swaps after an action)" + ("" if turn else " (warm-up, not counted)"),
+                "the plans, and the swaps after an action); CPU "
+                + ", ".join(f"{kind} {spent:.2f} s" for kind, spent in cpu.items())
+                + f" ({sum(cpu.values()) / seconds:.2f} cores busy)"
+                + ("" if turn else " (warm-up, not counted)"),
                 flush=True,
             )
         ratios = [one / per_log for one, per_log in zip(seconds_by[logs], seconds_by[1], strict=True)]
+        per_log = statistics.median(seconds_by[1])
         print(
             f"  {logs} logs in one job / one job per log: "
             + ", ".join(f"{r:.2f}" for r in ratios)
-            + f"; medians {statistics.median(seconds_by[logs]) / statistics.median(seconds_by[1]):.2f}"
-            + " (target <= 0.5)"
+            + f"; medians {statistics.median(seconds_by[logs]) / per_log:.2f} (target <= 0.5). "
+            + f"Its CPU spread over all {CORES} cores, none ever idle, would take "
+            + f"{statistics.median(cpu_by[logs]) / CORES / per_log:.2f} of one job per log's time"
         )
     finally:
         spark.close()
@@ -239,16 +272,18 @@ def main() -> None:
         # later runs reuse: an unmeasured one first, then alternating pairs
         daemon_until_clean(fresh_copy(source, work / "daemon"), 1)
         daemon_seconds: dict[int, list[float]] = {1: [], 2: []}
+        busy: dict[int, list[float]] = {1: [], 2: []}  # cores the process kept busy
         for threads in (1, 2) * args.pairs:
-            seconds, times = daemon_until_clean(fresh_copy(source, work / "daemon"), threads)
+            seconds, times, cpu = daemon_until_clean(fresh_copy(source, work / "daemon"), threads)
             daemon_seconds[threads].append(seconds)
+            busy[threads].append(cpu / seconds)
             split = ", ".join(
                 f"{on_cpu:.0f}/{waiting:.0f}/{seconds * 1000 - on_cpu - waiting:.0f}"
                 for on_cpu, waiting in filter(None, times)
             )
             print(
-                f"in-process daemon, log.cleaner.threads={threads}: {seconds:.2f} s "
-                f"(per worker, ms on a CPU/waiting for a CPU/asleep: {split})",
+                f"in-process daemon, log.cleaner.threads={threads}: {seconds:.2f} s, CPU {cpu:.2f} s "
+                f"({cpu / seconds:.2f} cores busy; per worker, ms on a CPU/waiting for one/asleep: {split})",
                 flush=True,
             )
         ratios = [two / one for one, two in zip(daemon_seconds[1], daemon_seconds[2], strict=True)]
@@ -256,7 +291,9 @@ def main() -> None:
             "  threads=2 / threads=1: "
             + ", ".join(f"{r:.2f}" for r in ratios)
             + f"; medians {statistics.median(daemon_seconds[2]) / statistics.median(daemon_seconds[1]):.2f}"
-            + " (target <= 0.6)",
+            + f" (target <= 0.6). One thread keeps {statistics.median(busy[1]):.2f} cores busy: with the same"
+            + f" work and all {CORES} cores always busy, two would take"
+            + f" {statistics.median(busy[1]) / CORES:.2f} of its time",
             flush=True,
         )
         if not args.skip_spark:
