@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
+import psutil  # type: ignore[import-untyped]  # no stubs installed; the CPU of the JVM and its workers
 
 from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine
 from cleaner.setup import build_log_cleaner
