@@ -25,6 +25,7 @@ from typing import Protocol
 
 import crc32c
 
+from service.cpus import usable_cpus
 from service.storage.compression import CompressionType, compress
 from service.storage.native_module import load_native_module
 from service.storage.records import (
@@ -110,7 +111,7 @@ def new_native_key_map() -> NativeKeyMap | None:
     return None if _native is None else _native.KeyMap()
 
 
-_CORES = len(os.sched_getaffinity(0))
+_CORES = usable_cpus()  # the affinity mask, capped by a container's CPU quota
 _rounds_running = 0  # this process's cleaning rounds at this moment (``cleaning_round``)
 _rounds_lock = threading.Lock()
 

@@ -3,8 +3,9 @@
 A read-only load and the inspection after it are Python work holding the GIL: threads gain nothing
 (``num.recovery.threads.per.data.dir`` above 1 did not at start-up, docs/benchmarks.md), processes do. The
 partition dirs of every log dir, in topic-partition order, are cut into contiguous shares, one a process:
-at most one per CPU this process may run on, and each of at least ``PARTITIONS_PER_PROCESS`` partitions
-(below that a fork costs more than it saves, so a small dir is inspected in this process alone, as before).
+at most one per CPU this process may keep busy (``service.cpus``), and each of at least
+``PARTITIONS_PER_PROCESS`` partitions (below that a fork costs more than it saves, so a small dir is
+inspected in this process alone, as before).
 
 The first share is inspected here, each other one in a forked child, which sends back its result (or the
 error it raised) pickled through a pipe and ends with ``os._exit``; the results are concatenated in share
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from service.cpus import usable_cpus
 from service.errors import InvalidInputError, LogCleanerError
 from service.storage.log_files import parse_partition_dir_name
 from service.storage.topic_partition import TopicPartition
@@ -63,8 +65,7 @@ def process_count(partitions: int) -> int:
     process cannot fork."""
     if not hasattr(os, "fork"):
         return 1
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cpus, partitions // PARTITIONS_PER_PROCESS))
+    return max(1, min(usable_cpus(), partitions // PARTITIONS_PER_PROCESS))
 
 
 def run_in_shares(names: list[str], run_share: Callable[[Share], list[T]], processes: int) -> list[T]:

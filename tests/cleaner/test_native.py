@@ -26,6 +26,7 @@ from cleaner.offset_map import OffsetMap, build_offset_map
 from cleaner.oracle import clean_in_process
 from cleaner.stats import CleanerStats
 from service.clock import ManualClock
+from service.cpus import usable_cpus
 from service.errors import CorruptDataError
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
@@ -525,7 +526,7 @@ def test_a_map_puts_on_a_thread_of_its_own_only_while_a_core_is_spare(tmp_path: 
     native = cleaner.native._native
     assert native is not None and cleaner.native.puts_pipelined()  # CI and this project's machines: 2 cores
     data = plain_segment_bytes(tmp_path)
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cpus()
     threads: list[int] = []
     with contextlib.ExitStack() as rounds:
         for _running in range(cores + 1):
