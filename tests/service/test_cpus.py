@@ -4,7 +4,11 @@ cgroup trees written under a temporary folder as the kernel lays them out, and f
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from service.cpus import cgroup_cpu_limit, usable_cpus
 
@@ -68,3 +72,49 @@ def test_this_machines_own_cgroups_are_read() -> None:
     affinity = len(os.sched_getaffinity(0))
     limit_here = cgroup_cpu_limit()
     assert usable_cpus() == (affinity if limit_here is None else max(1, min(affinity, limit_here)))
+
+
+def quota_cgroup(tmp_name: str) -> tuple[Path, Path] | None:
+    """A new cgroup limited to one CPU (v2 ``cpu.max``, else v1's cpu controller): (its dir, its
+    ``cgroup.procs``), or None where this machine does not let the test make one (not root, no writable
+    cgroup file system)."""
+    root = Path("/sys/fs/cgroup")
+    for parent, quota_file, quota in (
+        (root, "cpu.max", "100000 100000"),
+        (root / "cpu", "cpu.cfs_quota_us", "100000"),
+    ):
+        if not (parent / quota_file).exists() and not (parent / "cgroup.controllers").exists():
+            continue  # not a cgroup hierarchy (a hybrid host's /sys/fs/cgroup is a tmpfs)
+        directory = parent / tmp_name
+        try:
+            directory.mkdir()
+        except OSError:
+            continue
+        try:
+            if not (directory / quota_file).exists():  # the kernel makes a cgroup's files; not this one
+                raise OSError(f"{directory} has no {quota_file}")
+            (directory / quota_file).write_text(quota)
+            return directory, directory / "cgroup.procs"
+        except OSError:
+            directory.rmdir()
+    return None
+
+
+def test_a_process_in_a_cgroup_limited_to_one_cpu_may_use_one() -> None:
+    """A real cgroup with a quota of one CPU: a process moved into it counts one, whatever its affinity."""
+    made = quota_cgroup(f"logcleaner-test-{os.getpid()}")
+    if made is None:
+        pytest.skip("this machine does not let the test make a cgroup with a CPU quota (needs root)")
+    directory, procs = made
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "from service.cpus import usable_cpus; print(usable_cpus())"],
+            preexec_fn=lambda: procs.write_text(str(os.getpid())),  # the child moves itself before it runs
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+    finally:
+        directory.rmdir()
+    assert done.stdout.strip() == "1"
