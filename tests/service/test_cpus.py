@@ -107,9 +107,14 @@ def test_a_process_in_a_cgroup_limited_to_one_cpu_may_use_one() -> None:
         pytest.skip("this machine does not let the test make a cgroup with a CPU quota (needs root)")
     directory, procs = made
     try:
+        moved_then_counted = (
+            "import os, pathlib, sys\n"
+            "pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\n"
+            "from service.cpus import usable_cpus\n"
+            "print(usable_cpus())\n"
+        )
         done = subprocess.run(
-            [sys.executable, "-c", "from service.cpus import usable_cpus; print(usable_cpus())"],
-            preexec_fn=lambda: procs.write_text(str(os.getpid())),  # the child moves itself before it runs
+            [sys.executable, "-c", moved_then_counted, str(procs)],
             capture_output=True,
             text=True,
             check=True,
