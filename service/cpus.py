@@ -29,21 +29,20 @@ def usable_cpus(*, proc_cgroup: Path = PROC_CGROUP, cgroup_root: Path = CGROUP_R
 def cgroup_cpu_limit(*, proc_cgroup: Path = PROC_CGROUP, cgroup_root: Path = CGROUP_ROOT) -> int | None:
     """The lowest CPU quota of this process's cgroup and its ancestors, in whole CPUs; None where none is set
     or none can be read (no cgroups, another OS)."""
-    try:
-        lines = proc_cgroup.read_text().splitlines()
+    limits: list[int] = []
+    try:  # a hint only: nothing it cannot read (a sandbox's EACCES included) may stop a start
+        for line in proc_cgroup.read_text().splitlines():
+            parts = line.split(":", 2)
+            if len(parts) != 3:
+                continue
+            _hierarchy, controllers, path = parts
+            if not controllers:  # the v2 hierarchy
+                limits += _quotas(cgroup_root, path, _v2_quota)
+            elif "cpu" in controllers.split(","):  # the v1 hierarchy of the cpu controller
+                mount = cgroup_root / "cpu" if (cgroup_root / "cpu").is_dir() else cgroup_root / controllers
+                limits += _quotas(mount, path, _v1_quota)
     except OSError:
         return None
-    limits: list[int] = []
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        _hierarchy, controllers, path = parts
-        if not controllers:  # the v2 hierarchy
-            limits += _quotas(cgroup_root, path, _v2_quota)
-        elif "cpu" in controllers.split(","):  # the v1 hierarchy of the cpu controller
-            mount = cgroup_root / "cpu" if (cgroup_root / "cpu").is_dir() else cgroup_root / controllers
-            limits += _quotas(mount, path, _v1_quota)
     return min(limits) if limits else None
 
 

@@ -58,6 +58,13 @@ def test_no_quota_set_or_nothing_to_read_is_no_limit(tmp_path: Path) -> None:
     assert cgroup_cpu_limit(proc_cgroup=tmp_path / "missing", cgroup_root=tmp_path) is None
 
 
+def test_a_cgroup_path_the_file_system_refuses_is_no_limit(tmp_path: Path) -> None:
+    """An error other than "no such file" while looking (here a name too long; a sandbox's EACCES alike):
+    the count falls back to the affinity mask, it never stops the service's start."""
+    write(tmp_path / "cgroup" / "cpu.max", "100000 100000\n")
+    assert limit(tmp_path, "0::/" + "x" * 300 + "\n") is None
+
+
 def test_usable_cpus_is_the_affinity_capped_by_the_quota(tmp_path: Path) -> None:
     affinity = len(os.sched_getaffinity(0))
     write(tmp_path / "proc-cgroup", "0::/\n")
