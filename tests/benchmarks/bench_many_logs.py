@@ -45,6 +45,7 @@ from cleaner.setup import build_log_cleaner
 from service.clock import SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
+from service.cpus import usable_cpus
 from service.engine_choice import EngineChoice
 from service.log_manager import LogManager
 from service.log_manager_setup import build_log_manager
@@ -58,7 +59,7 @@ SEGMENT_BYTES = 16 << 20
 COMPACT = frozenset({"compact"})
 TOPIC = "bench"
 MiB = 1 << 20
-CORES = len(os.sched_getaffinity(0))
+CORES = usable_cpus()  # as the cleaner counts them (a container's CPU quota included)
 
 
 def generate_topic(log_dir: Path, logs: int, records: int) -> None:
