@@ -1483,17 +1483,79 @@ be64(const unsigned char *p)
 }
 
 #define BATCH_OVERHEAD 61
-/* attributes that send a batch to Python: a codec, transactional, control */
-#define NOT_PLAIN_BITS 0x37
+#define CODEC_BITS 0x07
+#define TXN_CONTROL_BITS 0x30 /* transactional, control: such a batch is always the Python rules' */
+#define CODECS 5              /* none, gzip, snappy, lz4, zstd */
+
+/*
+ * Compressed batches: the codec library's work, called from the C loops. cleaner.native registers the
+ * decompress and compress functions of service.storage.compression (and its CompressionType members, by
+ * id) at import, so a batch the C loops decompress or re-compress goes through the very functions the Python
+ * rules call: same bytes out, the codecs' framing in one place. Each call takes the GIL back for its time.
+ */
+static PyObject *codec_decompress = NULL, *codec_compress = NULL, *codec_types = NULL;
+
+/* set_codecs(decompress, compress, codec_types) -> None */
+static PyObject *
+set_codecs(PyObject *self, PyObject *args)
+{
+    PyObject *decompress, *compress, *types;
+    if (!PyArg_ParseTuple(args, "OOO!", &decompress, &compress, &PyTuple_Type, &types)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(decompress) || !PyCallable_Check(compress) || PyTuple_GET_SIZE(types) != CODECS) {
+        PyErr_SetString(PyExc_TypeError, "set_codecs(decompress, compress, a tuple of the 5 codec types)");
+        return NULL;
+    }
+    Py_XSETREF(codec_decompress, Py_NewRef(decompress));
+    Py_XSETREF(codec_compress, Py_NewRef(compress));
+    Py_XSETREF(codec_types, Py_NewRef(types));
+    Py_RETURN_NONE;
+}
+
+/* Whether the C loops read a batch with these attributes: neither transactional nor control, with no codec
+ * or one whose functions are registered. */
+static inline int
+loops_read(unsigned attributes)
+{
+    unsigned codec = attributes & CODEC_BITS;
+    return !(attributes & TXN_CONTROL_BITS) && (codec == 0 || (codec < CODECS && codec_types != NULL));
+}
+
+/*
+ * fn(codec, the n bytes at p) for a registered codec function, called with the GIL held: 0 and *out a new
+ * bytes object; 1 when the function raised an Exception or returned no bytes (cleared: the batch is then
+ * the Python rules', which raise the error with its context); 4 when it raised a BaseException that is no
+ * Exception (KeyboardInterrupt, SystemExit), left set for the caller to return.
+ */
+static int
+codec_call(PyObject *fn, unsigned codec, const unsigned char *p, Py_ssize_t n, PyObject **out)
+{
+    PyObject *view = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
+    PyObject *result = view == NULL ? NULL
+                       : PyObject_CallFunctionObjArgs(fn, PyTuple_GET_ITEM(codec_types, codec), view, NULL);
+    Py_XDECREF(view);
+    if (result != NULL && PyBytes_CheckExact(result)) {
+        *out = result;
+        return 0;
+    }
+    Py_XDECREF(result);
+    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) {
+        return 4;
+    }
+    PyErr_Clear();
+    return 1;
+}
 
 /*
  * map_batches(buf, position, limit, start)
  *   -> (position reached, batches, records, bytes, last offset of the last batch or -1, latest or -1)
  *
- * Maps the plain batches (magic 2, CRC-32C valid, no codec, neither transactional nor control, at least
- * one record, records in the encoder's form) from `position` on, each whole in `buf`, while the position
- * is below `limit`; stops at the first other batch, which the caller handles in Python (and which gets
- * the right error message there). `latest` is where the key map's latest offset stands after them.
+ * Maps the data batches outside transactions (magic 2, CRC-32C valid, neither transactional nor control,
+ * at least one record, records in the encoder's form; compressed ones decompressed by the registered codec
+ * function) from `position` on, each whole in `buf`, while the position is below `limit`; stops at the
+ * first other batch, which the caller handles in Python (and which gets the right error message there).
+ * `latest` is where the key map's latest offset stands after them.
  */
 static PyObject *
 keymap_map_batches(KeyMap *m, PyObject *args)
@@ -1513,6 +1575,7 @@ keymap_map_batches(KeyMap *m, PyObject *args)
     int64_t last_offset = -1, latest = -1;
     int status = 0;
     PutBlock own = {0};
+    PyObject *raw = NULL; /* the last compressed batch's records, decompressed (released with the GIL) */
     if (pos < 0) {
         pos = len;
     }
@@ -1530,13 +1593,26 @@ keymap_map_batches(KeyMap *m, PyObject *args)
         int32_t count = (int32_t)be32(b + 57);
         int64_t base = be64(b);
         int checks = keymap_checks_batch(m, base);
-        if ((attributes & NOT_PLAIN_BITS) || last_delta < 0 || count <= 0
+        if (!loops_read(attributes) || last_delta < 0 || count <= 0
             || (checks && crc32c(b + 21, (size_t)size - 21) != be32(b + 17))) {
             break;
         }
+        const unsigned char *area = b + BATCH_OVERHEAD;
+        Py_ssize_t area_length = (Py_ssize_t)size - BATCH_OVERHEAD;
+        if (attributes & CODEC_BITS) {
+            Py_BLOCK_THREADS
+            Py_CLEAR(raw);
+            int rc = codec_call(codec_decompress, attributes & CODEC_BITS, area, area_length, &raw);
+            Py_UNBLOCK_THREADS
+            if (rc != 0) {
+                status = rc == 1 ? 0 : rc;
+                break;
+            }
+            area = (const unsigned char *)PyBytes_AS_STRING(raw);
+            area_length = PyBytes_GET_SIZE(raw);
+        }
         int64_t last_put = -1;
-        status = parse_area(m, block, b + BATCH_OVERHEAD, (Py_ssize_t)size - BATCH_OVERHEAD, count, base, start,
-                            &last_put, checks);
+        status = parse_area(m, block, area, area_length, count, base, start, &last_put, checks);
         if (status == 0 && block == &own) {
             status = put_or_hand_over(m, block); /* batch by batch: its keys still in cache */
         }
@@ -1560,10 +1636,14 @@ keymap_map_batches(KeyMap *m, PyObject *args)
         pipe_push(m->pipe, block); /* what it parsed: the run's batches before any it stopped at */
     }
     Py_END_ALLOW_THREADS
+    Py_XDECREF(raw);
     free(own.data);
     PyBuffer_Release(&view);
     if (status == 2) {
         return PyErr_NoMemory();
+    }
+    if (status == 4) {
+        return NULL; /* a codec call's KeyboardInterrupt or the like */
     }
     return Py_BuildValue("nnnnLL", pos, batches, records, bytes, (long long)last_offset, (long long)latest);
 }
@@ -1945,35 +2025,78 @@ put_be64(unsigned char *p, int64_t v)
 enum { BATCH_DROPPED = 0, BATCH_UNCHANGED = 1, BATCH_REWRITTEN = 2 };
 #define META_FIELDS 10
 
+/* Whether the data batch ending at `last`, of producer `pid`, is that producer's last data batch
+ * (rules.is_last_record_of_producer): `ends` holds n (last data offset, producer id) pairs sorted by offset. */
+static int
+is_producers_last(const int64_t *ends, Py_ssize_t n, int64_t last, int64_t pid)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (ends[2 * mid] < last) {
+            lo = mid + 1;
+        }
+        else {
+            hi = mid;
+        }
+    }
+    for (; lo < n && ends[2 * lo] == last; lo++) {
+        if (ends[2 * lo + 1] == pid) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* rules.empty_batch of the batch at b (Kafka writeEmptyHeader): its header alone, no records, no codec or
+ * horizon, base timestamp -1, every other field kept. */
+static void
+write_empty_batch(unsigned char *o, const unsigned char *b, unsigned attributes)
+{
+    memcpy(o, b, BATCH_OVERHEAD);
+    put_be32(o + 8, BATCH_OVERHEAD - 12);
+    o[16] = 2;
+    o[21] = 0;
+    o[22] = (unsigned char)(attributes & 0x08);
+    put_be64(o + 27, -1);
+    put_be32(o + 57, 0);
+    put_be32(o + 17, crc32c(o + 21, BATCH_OVERHEAD - 21));
+}
+
 /*
- * filter_batches(buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon, upper_bound[, out])
+ * filter_batches(buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon, upper_bound[, out
+ *                [, producer_ends]])
  *   -> (position reached, output bytes, metadata bytes)
  *   or, given `out` (a writable buffer), -> (position reached, output length, metadata bytes)
  *
- * rules.filter_batch over the plain batches from `position` on (magic 2, CRC-32C valid, no codec, neither
- * transactional nor control, no producer id, at least one record, not ending at the round's upper bound,
- * records in the encoder's form), each whole in `buf`, while the position is below `limit` (a batch whose
- * every offset the key map's bitmap marks superseded is dropped without reading its records); stops at the
- * first other batch, which the caller runs through the Python rules. Such a batch's retention is
- * DELETE_EMPTY: it goes when no record survives. Per batch, ten int64 in native order: outcome (0
- * dropped, 1 unchanged, 2 rewritten), its position in buf, its size, where its bytes start in the output
- * and how many, its last offset, its max timestamp as written, records read, kept, invalid. An unchanged
- * batch's bytes are in the output too (the caller needs them once the cleaned segment exists).
+ * rules.filter_batch over the data batches outside transactions from `position` on (magic 2, CRC-32C
+ * valid, neither transactional nor control, at least one record, not ending at the round's upper bound,
+ * records in the encoder's form; with a producer id only given `producer_ends`; compressed ones through the
+ * registered codec functions), each whole in `buf`, while the position is below `limit` (a batch whose every
+ * offset the key map's bitmap marks superseded is dropped without reading its records); stops at the first
+ * other batch, which the caller runs through the Python rules. Such a batch's retention is DELETE_EMPTY (it
+ * goes when no record survives), or RETAIN_EMPTY (kept as its bare header) if it is its producer's last
+ * data batch: `producer_ends` holds the active producers' (last data offset, producer id) as int64 pairs in
+ * native order, sorted by offset. Per batch, ten int64 in native order: outcome (0 dropped, 1 unchanged, 2
+ * rewritten), its position in buf, its size, where its bytes start in the output and how many, its last
+ * offset, its max timestamp as written, records read, kept, invalid. An unchanged batch's bytes are in the
+ * output too (the caller needs them once the cleaned segment exists).
  *
- * With `out`, the output goes straight into it, with the GIL released (the caller's buffer, reused from
- * call to call: no allocation, no fresh pages, no copy into a bytes object while holding the GIL), and the
- * run stops before the first batch whose output would not fit (ValueError if that is the first batch:
- * twice the bytes from `position` to the end of `buf`, plus 64 KiB, always fits).
+ * With `out`, the output goes straight into it, with the GIL released but for codec calls (the caller's
+ * buffer, reused from call to call: no allocation, no fresh pages, no copy into a bytes object while holding
+ * the GIL), and the run stops before the first batch whose output would not fit (ValueError if that is the
+ * first batch and uncompressed: twice the bytes from `position` to the end of `buf`, plus 64 KiB, always
+ * fits it; a compressed one is left to the Python rules).
  */
 static PyObject *
 filter_batches(PyObject *self, PyObject *args)
 {
-    Py_buffer view, out_view = {0};
+    Py_buffer view, out_view = {0}, ends_view = {0};
     Py_ssize_t pos, limit;
-    PyObject *key_map_obj, *out_obj = Py_None;
+    PyObject *key_map_obj, *out_obj = Py_None, *ends_obj = Py_None;
     long long map_latest_offset, now_ms, new_horizon, upper_bound;
-    if (!PyArg_ParseTuple(args, "y*nnOLLLL|O", &view, &pos, &limit, &key_map_obj, &map_latest_offset, &now_ms,
-                          &new_horizon, &upper_bound, &out_obj)) {
+    if (!PyArg_ParseTuple(args, "y*nnOLLLL|OO", &view, &pos, &limit, &key_map_obj, &map_latest_offset, &now_ms,
+                          &new_horizon, &upper_bound, &out_obj, &ends_obj)) {
         return NULL;
     }
     if (!PyObject_TypeCheck(key_map_obj, &KeyMapType)) {
@@ -1985,8 +2108,24 @@ filter_batches(PyObject *self, PyObject *args)
         PyBuffer_Release(&view);
         return NULL;
     }
+    int has_ends = ends_obj != Py_None;
+    if (has_ends && PyObject_GetBuffer(ends_obj, &ends_view, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (has_ends && ends_view.len % 16 != 0) {
+        PyBuffer_Release(&ends_view);
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "producer_ends must hold int64 pairs");
+        return NULL;
+    }
+    const int64_t *ends = has_ends ? ends_view.buf : NULL;
+    Py_ssize_t ends_count = has_ends ? ends_view.len / 16 : 0;
     int has_out = out_obj != Py_None;
     if (has_out && PyObject_GetBuffer(out_obj, &out_view, PyBUF_WRITABLE) < 0) {
+        if (has_ends) {
+            PyBuffer_Release(&ends_view);
+        }
         PyBuffer_Release(&view);
         return NULL;
     }
@@ -2003,12 +2142,16 @@ filter_batches(PyObject *self, PyObject *args)
     Py_ssize_t out_length = 0, batches = 0;
     int status = 0;
     FilterScratch sc = {0};
+    PyObject *raw = NULL, *packed = NULL; /* a compressed batch's records, and its survivors compressed */
     if (out == NULL || meta == NULL) {
         if (has_out) {
             PyBuffer_Release(&out_view);
         }
         else {
             free(out);
+        }
+        if (has_ends) {
+            PyBuffer_Release(&ends_view);
         }
         free(meta);
         PyBuffer_Release(&view);
@@ -2021,14 +2164,15 @@ filter_batches(PyObject *self, PyObject *args)
         if (size < BATCH_OVERHEAD || size > len - pos || b[16] != 2) {
             break;
         }
-        unsigned attributes = (unsigned)b[21] << 8 | b[22];
+        unsigned attributes = (unsigned)b[21] << 8 | b[22], codec = attributes & CODEC_BITS;
         int32_t last_delta = (int32_t)be32(b + 23);
         int64_t base = be64(b), base_ts = be64(b + 27), max_ts = be64(b + 35), producer_id = be64(b + 43);
         int32_t count = (int32_t)be32(b + 57);
-        if ((attributes & NOT_PLAIN_BITS) || producer_id != -1 || last_delta < 0 || count <= 0 ||
+        if (!loops_read(attributes) || (producer_id != -1 && !has_ends) || last_delta < 0 || count <= 0 ||
             base + last_delta + 1 == upper_bound || crc32c(b + 21, (size_t)size - 21) != be32(b + 17)) {
             break;
         }
+        int retain_empty = producer_id != -1 && is_producers_last(ends, ends_count, base + last_delta, producer_id);
         FilterCall c = {0};
         if (count == (int64_t)last_delta + 1 && base + last_delta <= map_latest_offset &&
             keymap_all_superseded((KeyMap *)key_map_obj, base, base + last_delta)) {
@@ -2037,6 +2181,21 @@ filter_batches(PyObject *self, PyObject *args)
             c.read = count;
         }
         else {
+            const unsigned char *area = b + BATCH_OVERHEAD;
+            Py_ssize_t area_length = (Py_ssize_t)size - BATCH_OVERHEAD;
+            if (codec) {
+                Py_BLOCK_THREADS
+                Py_CLEAR(raw);
+                Py_CLEAR(packed);
+                status = codec_call(codec_decompress, codec, area, area_length, &raw);
+                Py_UNBLOCK_THREADS
+                if (status != 0) {
+                    status = status == 1 ? 0 : status; /* the codec refused it: Python's, with its error */
+                    break;
+                }
+                area = (const unsigned char *)PyBytes_AS_STRING(raw);
+                area_length = PyBytes_GET_SIZE(raw);
+            }
             c.base_offset = base;
             c.base_timestamp = base_ts;
             c.has_log_append_time = (attributes & 0x08) != 0;
@@ -2048,17 +2207,36 @@ filter_batches(PyObject *self, PyObject *args)
             c.map_latest_offset = map_latest_offset;
             c.now_ms = now_ms;
             c.new_horizon = new_horizon;
-            status = filter_area(&sc, b + BATCH_OVERHEAD, (Py_ssize_t)size - BATCH_OVERHEAD, count, &c);
+            status = filter_area(&sc, area, area_length, count, &c);
             if (status != 0) {
                 status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
                 break;
             }
         }
+        /* the survivors' records area as written: re-encoded, and compressed again with the batch's codec */
+        const unsigned char *kept_area = sc.out;
+        Py_ssize_t kept_length = c.out_length;
+        if (codec && c.out_length > 0) {
+            Py_BLOCK_THREADS
+            Py_CLEAR(raw);
+            Py_CLEAR(packed);
+            status = codec_call(codec_compress, codec, sc.out, c.out_length, &packed);
+            Py_UNBLOCK_THREADS
+            if (status != 0) {
+                status = status == 1 ? 0 : status;
+                break;
+            }
+            kept_area = (const unsigned char *)PyBytes_AS_STRING(packed);
+            kept_length = PyBytes_GET_SIZE(packed);
+        }
+        int empty = c.kept == 0 && retain_empty;
         int64_t outcome, written_max_ts = max_ts;
-        Py_ssize_t written = 0;
-        size_t need = (size_t)out_length + (size_t)(c.out_length > 0 ? c.out_length + BATCH_OVERHEAD : size);
+        Py_ssize_t written = c.kept == 0 ? (empty ? BATCH_OVERHEAD : 0)
+                             : c.out_length > 0 ? BATCH_OVERHEAD + kept_length : (Py_ssize_t)size;
+        size_t need = (size_t)out_length + (size_t)written;
         if (need > out_capacity && has_out) {
-            status = batches == 0 ? 3 : 0; /* stops before this batch; the caller's next call takes it */
+            /* stops before this batch; the caller's next call takes it (a compressed one: Python's) */
+            status = batches == 0 && !codec ? 3 : 0;
             break;
         }
         if (need > out_capacity) {
@@ -2073,27 +2251,28 @@ filter_batches(PyObject *self, PyObject *args)
         }
         unsigned char *o = out + out_length;
         if (c.kept == 0) {
-            outcome = BATCH_DROPPED;
+            outcome = empty ? BATCH_REWRITTEN : BATCH_DROPPED;
+            if (empty) {
+                write_empty_batch(o, b, attributes);
+            }
         }
         else if (c.out_length == 0) {
             outcome = BATCH_UNCHANGED;
             memcpy(o, b, (size_t)size);
-            written = (Py_ssize_t)size;
         }
         else {
             /* encode_rebuilt_batch: the header with the survivors' count, timestamps and horizon bit */
             written_max_ts = c.has_log_append_time ? max_ts : c.max_ts;
-            written = BATCH_OVERHEAD + c.out_length;
             memcpy(o, b, BATCH_OVERHEAD);
             put_be32(o + 8, (uint32_t)(written - 12));
             o[16] = 2;
-            unsigned new_attributes = (attributes & 0x08) | (c.horizon_out ? 0x40 : 0);
+            unsigned new_attributes = (attributes & 0x0F) | (c.horizon_out ? 0x40 : 0);
             o[21] = (unsigned char)(new_attributes >> 8);
             o[22] = (unsigned char)new_attributes;
             put_be64(o + 27, c.new_base);
             put_be64(o + 35, written_max_ts);
             put_be32(o + 57, (uint32_t)c.kept);
-            memcpy(o + BATCH_OVERHEAD, sc.out, (size_t)c.out_length);
+            memcpy(o + BATCH_OVERHEAD, kept_area, (size_t)kept_length);
             put_be32(o + 17, crc32c(o + 21, (size_t)written - 21));
             outcome = written == size && memcmp(o, b, (size_t)size) == 0 ? BATCH_UNCHANGED : BATCH_REWRITTEN;
         }
@@ -2122,7 +2301,12 @@ filter_batches(PyObject *self, PyObject *args)
         pos += (Py_ssize_t)size;
     }
     Py_END_ALLOW_THREADS
+    Py_XDECREF(raw);
+    Py_XDECREF(packed);
     filter_scratch_free(&sc);
+    if (has_ends) {
+        PyBuffer_Release(&ends_view);
+    }
     PyBuffer_Release(&view);
     PyObject *result = NULL;
     if (status == 2) {
@@ -2130,6 +2314,9 @@ filter_batches(PyObject *self, PyObject *args)
     }
     else if (status == 3) {
         PyErr_Format(PyExc_ValueError, "output buffer of %zd bytes too small for the batch at %zd", out_view.len, pos);
+    }
+    else if (status == 4) {
+        /* a codec call's KeyboardInterrupt or the like: already set */
     }
     else if (has_out) {
         result = Py_BuildValue("nny#", pos, out_length, (const char *)meta,
@@ -2427,6 +2614,7 @@ static PyMethodDef methods[] = {
     {"scan_batch_runs", scan_batch_runs, METH_VARARGS,
      "A .log's batch headers, runs of plain batches collapsed, for the transaction replay."},
     {"filter_records", filter_records, METH_VARARGS, "Filter and re-encode one records area."},
+    {"set_codecs", set_codecs, METH_VARARGS, "Register the codec functions the C loops call."},
     {"filter_batches", filter_batches, METH_VARARGS,
      "Filter the plain batches of a buffer from a position; stop at the first other one."},
     {"crc32c", crc32c_py, METH_O, "CRC-32C of a bytes-like object (Kafka's batch CRC)."},

@@ -30,7 +30,7 @@ from pathlib import Path
 from cleaner.cleaned_writer import META_FIELDS, CleanedWriter
 from cleaner.group_swap import GroupSwap, SwapThread
 from cleaner.grouping import group_segments_by_size
-from cleaner.native import NativeKeyMap, cleaning_round, filter_batches, native_key_map
+from cleaner.native import NativeKeyMap, cleaning_round, filter_batches, native_key_map, producer_ends
 from cleaner.offset_map import OffsetMap, ReadPacer, build_offset_map, segments_overlapping
 from cleaner.rules import (
     BatchOutcome,
@@ -44,6 +44,7 @@ from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from service.clock import Clock
+from service.errors import corrupt_data_in
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.partition_files import delete_marked_snapshot
@@ -346,17 +347,21 @@ def clean_group(
     )
     writer = CleanedWriter(segments, directory, config, now_ms)
     key_map = native_key_map(lookup)
+    ends = producer_ends((pid, last.last_data_offset) for pid, last in active_producers.items())
     try:
         retained: list[AbortedTxn] = []
         for segment, aborted in zip(segments, aborted_txns, strict=True):
             pacer.check()
             txn_state.add_aborted_transactions(aborted)
             stats.segments_read += 1
-            if key_map is not None:
-                _clean_segment_native(segment, key_map, ctx, txn_state, retained, writer, stats, pacer)
-                continue
-            for batch in segment.batches(verify_crc=True):
-                _clean_batch(batch, ctx, txn_state, retained, writer, stats, pacer)
+            with corrupt_data_in(segment.log_path):
+                if key_map is not None:
+                    _clean_segment_native(
+                        segment, key_map, ends, ctx, txn_state, retained, writer, stats, pacer
+                    )
+                    continue
+                for batch in segment.batches(verify_crc=True):
+                    _clean_batch(batch, ctx, txn_state, retained, writer, stats, pacer)
         pacer.flush()
         cleaned = writer.finish(retained, segments[-1].last_modified_ms(), fsync=fsync)
     except BaseException:
@@ -398,6 +403,7 @@ def _clean_batch(
 def _clean_segment_native(
     segment: LogSegment,
     key_map: NativeKeyMap,
+    ends: bytes,
     ctx: CleaningContext,
     txn_state: CleanedTransactionMetadata,
     retained: list[AbortedTxn],
@@ -405,9 +411,9 @@ def _clean_segment_native(
     stats: CleanerStats,
     pacer: ReadPacer,
 ) -> None:
-    """``_clean_batch`` over one segment, with runs of plain batches (no codec, producer, transaction or
-    control; not ending at the upper bound) filtered and re-encoded in C a read chunk at a time; the C loop
-    leaves every other batch to ``_clean_batch``."""
+    """``_clean_batch`` over one segment, with runs of data batches outside transactions (not ending at
+    the upper bound) filtered and re-encoded in C a read chunk at a time (``ends``: ``producer_ends`` of the
+    active producers); the C loop leaves every other batch to ``_clean_batch``."""
     new_horizon = delete_horizon_for(ctx.now_ms, ctx.delete_retention_ms)
     with SegmentChunks(segment, 0) as chunks:
         while chunks.has_more:
@@ -422,6 +428,7 @@ def _clean_segment_native(
                 new_horizon,
                 ctx.upper_bound,
                 chunks.output_space(),
+                ends,
             )
             if not meta:
                 batch = chunks.batch_here()  # the batch C left: Python's, errors included

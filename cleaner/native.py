@@ -3,12 +3,12 @@
 ``KeyMap`` holds the round's key map without a Python object per key; ``map_records`` fills it from one
 batch's records area and ``filter_records`` applies the record rules of ``rules.filter_batch`` to one
 batch and re-encodes the survivors; ``KeyMap.map_batches`` and ``filter_batches`` do the same for a whole
-run of plain batches (no codec, transaction, control or producer id) in a read chunk, batch headers and
-CRC-32C included, so such a run costs one call and no Python object (for the records the map build put,
-the filter reads "superseded" from the map's bitmap rather than looking the key up again);
-``scan_producer_headers`` reads only the batch headers of a segment for ``rules.ProducerScan``. All release
-the GIL. Codec work
-stays in Python (``records_bytes`` decompresses, ``compress`` compresses the survivors). Anything the C
+run of data batches outside transactions (compressed or not, with a producer id or not) in a read chunk,
+batch headers and CRC-32C included, so such a run costs one call and no Python object but a compressed
+batch's bytes (for the records the map build put, the filter reads "superseded" from the map's bitmap
+rather than looking the key up again); ``scan_producer_headers`` reads only the batch headers of a segment
+for ``rules.ProducerScan``. All release the GIL. Codec work stays in the codec library: the C loops call
+``service.storage.compression``'s ``decompress`` and ``compress``, as the Python rules do. Anything the C
 code does not handle exactly (an odd encoding, a key map that is not native, an empty batch) comes back
 as None or ``Fallback``, or is left to the caller, who runs the Python rules, which stay the oracle.
 ``LOGCLEANER_PURE_PYTHON=1``, or an install without a compiler, leaves only the Python rules.
@@ -16,9 +16,10 @@ as None or ``Fallback``, or is left to the caller, who runs the Python rules, wh
 
 from __future__ import annotations
 
+import array
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -26,7 +27,7 @@ from typing import Protocol
 import crc32c
 
 from service.cpus import usable_cpus
-from service.storage.compression import CompressionType, compress
+from service.storage.compression import CompressionType, compress, decompress
 from service.storage.native_module import load_native_module
 from service.storage.records import (
     BATCH_HEADER,
@@ -56,6 +57,7 @@ __all__ = [
     "native_key_map",
     "new_native_key_map",
     "or_superseded_bits",
+    "producer_ends",
     "puts_on_own_thread",
     "puts_pipelined",
     "scan_batch_runs",
@@ -92,6 +94,9 @@ class NativeKeyMap(Protocol):
 
 
 _native = load_native_module("cleaner._native")
+if _native is not None:
+    # the C loops decompress and re-compress through the very functions the Python rules call
+    _native.set_codecs(decompress, compress, tuple(CompressionType))
 
 
 class Fallback(Exception):
@@ -304,23 +309,30 @@ def filter_batches(
     new_horizon_ms: int,
     upper_bound: int,
     out: bytearray | None = None,
+    producer_ends: bytes | None = None,
 ) -> tuple[int, bytes | memoryview, bytes]:
-    """The C filter over the run of plain batches at ``buf[position]`` (see ``_native.filter_batches``):
-    (position reached, output bytes, per-batch metadata). Given ``out``, the output is written into it with
-    the GIL released and comes back as a view of it, valid until ``out`` is used again (it must hold twice
-    the bytes of ``buf`` from ``position`` on, plus 64 KiB: ``SegmentChunks.output_space``). Only called
-    with a C key map (``native_key_map``), so the module is loaded."""
+    """The C filter over the run of batches outside transactions at ``buf[position]`` (see
+    ``_native.filter_batches``): (position reached, output bytes, per-batch metadata). Given ``out``, the
+    output is written into it with the GIL released and comes back as a view of it, valid until ``out`` is
+    used again (it must hold twice the bytes of ``buf`` from ``position`` on, plus 64 KiB:
+    ``SegmentChunks.output_space``). Batches with a producer id are taken only given ``producer_ends``
+    (``producer_ends``: which of them are their producer's last). Only called with a C key map
+    (``native_key_map``), so the module is loaded."""
     if _native is None:
         raise RuntimeError("filter_batches needs cleaner._native")
+    args = (buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon_ms, upper_bound)
     if out is None:
-        result = _native.filter_batches(
-            buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon_ms, upper_bound
-        )
-        return result  # type: ignore[no-any-return]
-    reached, length, meta = _native.filter_batches(
-        buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon_ms, upper_bound, out
-    )
+        return _native.filter_batches(*args, None, producer_ends)  # type: ignore[no-any-return]
+    reached, length, meta = _native.filter_batches(*args, out, producer_ends)
     return reached, memoryview(out)[:length], meta
+
+
+def producer_ends(last_data_offsets: Iterable[tuple[int, int | None]]) -> bytes:
+    """The ``producer_ends`` of ``filter_batches`` from (producer id, last data offset or None) pairs: the
+    offsets where an active producer's last data batch ends, with its id, as sorted int64 pairs (such a
+    batch is kept, as a bare header if none of its records survives)."""
+    pairs = sorted((offset, pid) for pid, offset in last_data_offsets if offset is not None)
+    return array.array("q", [value for pair in pairs for value in pair]).tobytes()
 
 
 def scan_producer_headers(fd: int, position: int, end: int) -> tuple[int, list[int]] | None:

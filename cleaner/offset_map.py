@@ -25,6 +25,7 @@ from cleaner.native import FALLBACK, NativeKeyMap, new_native_key_map, puts_on_o
 from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
 from cleaner.stats import CleanerStats
 from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
+from service.errors import corrupt_data_in
 from service.storage.records import RecordBatch
 from service.storage.segment import LogSegment
 
@@ -220,12 +221,13 @@ def _map_segment(
     pacer.check()
     position = segment.offset_index.lookup(start).position
     native = offset_map.native
-    if native is not None and max_entries is None:
-        _map_segment_native(segment, position, start, native, offset_map, txns, stats, pacer)
-        return False
-    for batch in segment.batches(position, verify_crc=True):
-        if _map_batch(batch, start, offset_map, txns, stats, max_entries, pacer):
-            return True
+    with corrupt_data_in(segment.log_path):
+        if native is not None and max_entries is None:
+            _map_segment_native(segment, position, start, native, offset_map, txns, stats, pacer)
+            return False
+        for batch in segment.batches(position, verify_crc=True):
+            if _map_batch(batch, start, offset_map, txns, stats, max_entries, pacer):
+                return True
     return False
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 __all__ = [
     "ConflictError",
     "CorruptDataError",
@@ -14,6 +18,7 @@ __all__ = [
     "RecordTooLargeError",
     "UnsupportedFormatError",
     "WouldWriteError",
+    "corrupt_data_in",
 ]
 
 
@@ -109,6 +114,18 @@ class CorruptDataError(LogCleanerError, ValueError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (_rebuild_corrupt, (type(self), self.reason, self.path, self.position))
+
+
+@contextmanager
+def corrupt_data_in(path: Path) -> Iterator[None]:
+    """A ``CorruptDataError`` raised inside, named with the file it was read from when it names none (a
+    batch's records are decoded, and decompressed, only after the read that found the batch)."""
+    try:
+        yield
+    except CorruptDataError as exc:
+        if exc.path is not None:
+            raise
+        raise exc.at(path=str(path)) from exc
 
 
 def _rebuild_corrupt(

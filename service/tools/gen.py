@@ -29,7 +29,7 @@ from service.storage.compression import CompressionType, compress, compression_f
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.log_files import is_valid_topic_name
-from service.storage.records import Record, encode_batch
+from service.storage.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, Record, encode_batch
 from service.storage.topic_partition import TopicPartition
 from service.storage.varint import encode_varint
 from service.tools.gen_offsets import OFFSETS_SEGMENT_BYTES, OffsetsWorkload, generate_consumer_offsets
@@ -41,6 +41,7 @@ __all__ = [
     "MIN_SEGMENT_BYTES",
     "GenOptions",
     "GenResult",
+    "IDEMPOTENT_PRODUCER_ID",
     "encode_records_area",
     "gen_command",
     "generate",
@@ -48,6 +49,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+IDEMPOTENT_PRODUCER_ID = 1  # ``--idempotent``'s producer: one producer writing every partition
 DEFAULT_FUTURE_MS = 86_400_000  # one day: the size of the future-timestamp incident we reproduce
 MIN_SEGMENT_BYTES = 14  # Kafka 3.x's minimum segment.bytes
 MAX_SEGMENT_BYTES = (1 << 31) - 1  # segment.bytes is a Java int
@@ -68,7 +70,8 @@ class GenOptions:
     """What to generate; checked on construction, so library callers get the CLI's rules.
 
     ``keys=None`` means one key per record (key cardinality = ``records``); ``timestamp_start_ms=None``
-    means now minus ``timestamp_spread_ms``, so the newest generated record is stamped now.
+    means now minus ``timestamp_spread_ms``, so the newest generated record is stamped now. ``idempotent``
+    batches carry producer id ``IDEMPOTENT_PRODUCER_ID``, epoch 0 and sequences from 0 in each partition.
     """
 
     log_dir: Path
@@ -87,6 +90,7 @@ class GenOptions:
     segment_bytes: int = _DEFAULT_CONFIG.segment_bytes
     cleanup_policy: frozenset[str] = field(default_factory=lambda: frozenset({"delete"}))
     seed: int = 0
+    idempotent: bool = False  # batches as an idempotent producer writes them (Kafka's default since 3.0)
 
     def __post_init__(self) -> None:
         _check_options(self)
@@ -197,7 +201,8 @@ def _fill_partition(log: PartitionLog, options: GenOptions, pool: bytes, now_ms:
         area = encode_records_area(timestamps, keys, values)
         if options.compression is not CompressionType.NONE:
             area = compress(options.compression, area)
-        batch = _encode(area, count, timestamps, options.compression)
+        sequence = first if options.idempotent else NO_SEQUENCE
+        batch = _encode(area, count, timestamps, options.compression, sequence)
         _check_batch_size(len(batch), options, log.config)
         log.append_batches(batch)
     logger.info("Generated %d records in %s", options.records, tp)
@@ -226,8 +231,12 @@ def _values(rng: random.Random, pool: bytes, count: int, options: GenOptions) ->
     return values
 
 
-def _encode(area: bytes, count: int, timestamps: Sequence[int], codec: CompressionType) -> bytes:
-    """A producer's batch (offsets from 0) around an already encoded records area."""
+def _encode(
+    area: bytes, count: int, timestamps: Sequence[int], codec: CompressionType, sequence: int
+) -> bytes:
+    """A producer's batch (offsets from 0) around an already encoded records area; from the idempotent
+    producer when ``sequence`` is one."""
+    producer = (IDEMPOTENT_PRODUCER_ID, 0) if sequence != NO_SEQUENCE else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
     # encode_batch takes the record count from len(records); the placeholders carry nothing else it reads.
     placeholders = [Record(i, timestamps[i], None, None) for i in range(count)]
     return encode_batch(
@@ -238,6 +247,9 @@ def _encode(area: bytes, count: int, timestamps: Sequence[int], codec: Compressi
         max_timestamp=max(timestamps),
         compression=codec,
         records_area=area,
+        producer_id=producer[0],
+        producer_epoch=producer[1],
+        base_sequence=sequence,
     )
 
 
@@ -350,6 +362,12 @@ _FRACTION = click.FloatRange(0.0, 1.0)
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed, for reproducible runs.")
 @click.option(
+    "--idempotent",
+    is_flag=True,
+    help="Write the batches as an idempotent producer does (Kafka's default since 3.0): producer id "
+    f"{IDEMPOTENT_PRODUCER_ID}, epoch 0, sequences from 0 in each partition.",
+)
+@click.option(
     "--workload",
     type=click.Choice(["records", "consumer-offsets"]),
     default="records",
@@ -400,6 +418,7 @@ def gen_command(
     segment_bytes: int,
     cleanup_policy: str,
     seed: int,
+    idempotent: bool,
     workload: str,
     groups: int,
     group_topics: int,
@@ -423,6 +442,11 @@ def gen_command(
         if topic_count is not None or topic_names:
             raise click.BadParameter(
                 "--workload consumer-offsets writes __consumer_offsets only", param_hint="--topic"
+            )
+        if idempotent:
+            raise click.BadParameter(
+                "--workload consumer-offsets writes as a group coordinator does, with no producer id",
+                param_hint="--idempotent",
             )
         offsets = OffsetsWorkload(
             log_dir=log_dir,
@@ -461,6 +485,7 @@ def gen_command(
         segment_bytes=segment_bytes,
         cleanup_policy=CLEANUP_POLICIES[cleanup_policy],
         seed=seed,
+        idempotent=idempotent,
     )
     _print_results(generate(options), as_json=as_json)
     return 0

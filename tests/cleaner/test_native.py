@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import cleaner.cleaner
 import cleaner.native
+import cleaner.offset_map
 import cleaner.rules
 from cleaner.offset_map import OffsetMap, build_offset_map
 from cleaner.oracle import clean_in_process
@@ -32,7 +33,7 @@ from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
-from service.storage.records import Header, Record, RecordBatch, TimestampType, iter_batches
+from service.storage.records import Header, Record, RecordBatch, TimestampType, encode_batch, iter_batches
 from service.storage.segment import LogSegment
 from tests.cleaner.helpers import DAY_MS, Producer, compact_config
 
@@ -40,12 +41,13 @@ pytestmark = pytest.mark.skipif(cleaner.native._native is None, reason="cleaner.
 
 KEYS = [b"a", b"b", b"c", b"twelve-bytes", b"longer-than-the-twelve-inline-bytes", b""]
 PRODUCERS = [1, 2, 3]
+IDEMPOTENT = [7, 8]  # producers outside transactions: their batches carry a producer id and sequences
 START = 1_400_000_000_000
 REPO = Path(__file__).resolve().parents[2]
 
 
 class Op(NamedTuple):
-    kind: str  # put, txn, end (commit or abort), roll
+    kind: str  # put, idem (an idempotent producer's batch), txn, end (commit or abort), roll
     producer_id: int = 0
     records: tuple[Record, ...] = ()
     commit: bool = True
@@ -65,6 +67,12 @@ records = st.builds(
 operations = st.lists(
     st.one_of(
         st.builds(Op, st.just("put"), st.just(0), st.lists(records, min_size=1, max_size=4).map(tuple)),
+        st.builds(
+            Op,
+            st.just("idem"),
+            st.sampled_from(IDEMPOTENT),
+            st.lists(records, min_size=1, max_size=4).map(tuple),
+        ),
         st.builds(
             Op,
             st.just("txn"),
@@ -88,11 +96,21 @@ def build(
     # built as a delete-policy log, so that keyless records (invalid when compacted) can be written
     config = LogConfig(segment_bytes=600, message_timestamp_type=timestamp_type)
     log = load_partition_log(directory, config, clock=ManualClock(START)).log
-    producers = {pid: Producer(log, pid) for pid in PRODUCERS}
+    producers = {pid: Producer(log, pid) for pid in PRODUCERS + IDEMPOTENT}
     open_txns: set[int] = set()
     for op in ops:
         if op.kind == "put":
             log.append_records(list(op.records), compression=codec)
+        elif op.kind == "idem":
+            producer = producers[op.producer_id]
+            log.append_records(
+                list(op.records),
+                compression=codec,
+                producer_id=op.producer_id,
+                producer_epoch=0,
+                base_sequence=producer.sequence,
+            )
+            producer.sequence += len(op.records)
         elif op.kind == "txn":
             producer = producers[op.producer_id]
             log.append_records(
@@ -239,7 +257,7 @@ def build_map(
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     ops=operations,
-    codec=st.sampled_from([CompressionType.NONE, CompressionType.GZIP]),
+    codec=codecs,
     pick=st.integers(0, 99),
 )
 def test_the_c_key_map_build_equals_the_python_one(
@@ -290,7 +308,13 @@ def legacy_message(offset: int) -> bytes:
     return struct.pack(">qi", offset, len(message)) + message
 
 
-@pytest.mark.parametrize("damage", ["crc", "legacy", "torn"])
+def undecodable_lz4_batch(offset: int) -> bytes:
+    """A batch with a valid CRC whose lz4 records area is no LZ4 frame: the codec refuses it."""
+    record = Record(offset, START, b"k", b"v")
+    return encode_batch([record], compression=CompressionType.LZ4, records_area=b"\x04\x22\x4d\x18 garbage")
+
+
+@pytest.mark.parametrize("damage", ["crc", "legacy", "torn", "codec"])
 def test_a_batch_the_c_scan_stops_at_raises_the_python_error(tmp_path: Path, damage: str) -> None:
     errors = []
     for native in (True, False):
@@ -301,6 +325,8 @@ def test_a_batch_the_c_scan_stops_at_raises_the_python_error(tmp_path: Path, dam
             data[-3] ^= 0xFF  # inside the last batch's records
         elif damage == "legacy":
             data += legacy_message(6)
+        elif damage == "codec":
+            data += undecodable_lz4_batch(6)
         else:
             data += data[:30]  # half a batch header at the end
         path.write_bytes(bytes(data))
@@ -335,6 +361,61 @@ def test_plain_batches_are_filtered_by_the_c_loop_and_match_the_python_rules(tmp
             seen.append(clean_three_times(directory))
     assert seen[0] == seen[1]
     assert sum(calls) >= 39 and max(calls) > 10, "the first round: whole runs of batches per call"
+
+
+def idempotent_log(directory: Path, codec: CompressionType) -> None:
+    """Small batches of an idempotent producer (producer id 7), compressed with ``codec``; its last batch's
+    keys all written again after it by a batch without a producer id, so that none of its records survives."""
+    directory.mkdir(parents=True)
+    log = load_partition_log(directory, compact_config(segment_bytes=4096), clock=ManualClock(START)).log
+    producer = Producer(log, 7, transactional=False)
+    for i in range(40):
+        records = [Record(0, START + i, b"k%d" % ((3 * i + j) % 7), b"v%d" % i) for j in range(3)]
+        log.append_records(
+            records, compression=codec, producer_id=7, producer_epoch=0, base_sequence=producer.sequence
+        )
+        producer.sequence += len(records)
+    log.append_records([Record(0, START, b"k%d" % k, None) for k in range(7)], compression=codec)
+    log.append_records([Record(0, START, b"last", b"v")])  # the batch at the upper bound: Python's
+    log.roll()
+    log.close()
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_an_idempotent_producer_s_compressed_batches_are_cleaned_by_the_c_loops(
+    tmp_path: Path, codec: CompressionType
+) -> None:
+    """Batches with a producer id (outside transactions), compressed or not, go through the C loops of both
+    passes: none of them through the Python rules batch by batch. The producer's last batch, all of its
+    records superseded, stays as a bare header (its producer's state), and the files are the Python rules'."""
+    python_batches: list[int] = []
+    real_clean, real_map = cleaner.cleaner._clean_batch, cleaner.offset_map._map_batch
+
+    def clean_counted(batch: RecordBatch, *args: object) -> None:
+        python_batches.append(batch.base_offset)
+        real_clean(batch, *args)  # type: ignore[arg-type]  # the same arguments, passed through
+
+    def map_counted(batch: RecordBatch, *args: object) -> bool:
+        python_batches.append(batch.base_offset)
+        return real_map(batch, *args)  # type: ignore[arg-type]  # the same arguments, passed through
+
+    seen = []
+    for native in (True, False):
+        directory = tmp_path / f"n{native}" / "topic-0"
+        idempotent_log(directory, codec)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(cleaner.cleaner, "_clean_batch", clean_counted)
+            patch.setattr(cleaner.offset_map, "_map_batch", map_counted)
+            if not native:
+                patch.setattr(cleaner.native, "_native", None)
+            seen.append(clean_three_times(directory))
+        if native:
+            # the batch at the upper bound, each round; from the second on, the bare header the first left
+            assert python_batches == [127, 117, 127, 117, 127]
+    assert seen[0] == seen[1]
+    batches = _batches_of(seen[0][0])
+    assert [b.records_count for b in batches if b.producer_id == 7][-1] == 0
+    assert batches[-1].base_offset == 127 and len(batches) < 20
 
 
 @settings(max_examples=60, deadline=None)
@@ -448,8 +529,11 @@ def test_filter_batches_writes_into_a_given_buffer_what_it_would_return(tmp_path
     reached_short, length, meta_short = native.filter_batches(*args, short)
     assert (reached_short, length, len(meta_short)) == (len(data) - sizes[5], len(out) - sizes[5], 5 * 80)
     assert short[:length] == out[:length]
+    dropped = bytearray(0)  # a run of dropped batches writes nothing: it fits in no room at all
+    assert native.filter_batches(*args, dropped)[:2] == (sum(sizes[:3]), 0)
+    first_kept = (data, sum(sizes[:3]), *args[2:])
     with pytest.raises(ValueError, match="too small"):
-        native.filter_batches(*args, bytearray(sizes[0] - 1))
+        native.filter_batches(*first_kept, bytearray(sizes[3] - 1))
     reached_view, view, _ = cleaner.native.filter_batches(
         memoryview(data), 0, len(data), key_map, 1_000, START, START, -1, space
     )

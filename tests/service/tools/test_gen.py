@@ -26,7 +26,7 @@ from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record, RecordBatch, decode_records, encode_records
 from service.storage.topic_partition import TopicPartition
-from service.tools.gen import GenOptions, encode_records_area, generate
+from service.tools.gen import IDEMPOTENT_PRODUCER_ID, GenOptions, encode_records_area, generate
 
 NOW_MS = 1_700_000_000_000
 
@@ -147,6 +147,22 @@ def test_compression_codec_is_used(
     code = main(["dump", "--json", str(tmp_path / "gen-0-0" / "00000000000000000000.log")])
     dumped = json.loads(capsys.readouterr().out)["files"][0]["batches"]
     assert code == 0 and {b["compression"] for b in dumped} == {codec.label}
+
+
+def test_idempotent_batches_carry_a_producer_id_and_sequences(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As a Kafka 3.x producer writes by default: one producer id and epoch, sequences per partition."""
+    args = ("--records", "300", "--batch-size", "100", "--partitions", "2", "--compression", "lz4")
+    run_json(capsys, tmp_path, *args, "--idempotent")
+    for partition in ("gen-0-0", "gen-0-1"):
+        got = batches(tmp_path / partition)
+        assert [(b.producer_id, b.producer_epoch, b.base_sequence) for b in got] == [
+            (IDEMPOTENT_PRODUCER_ID, 0, sequence) for sequence in (0, 100, 200)
+        ]
+        assert not any(b.is_transactional for b in got)
+    run_json(capsys, tmp_path / "plain", *args)
+    assert {(b.producer_id, b.base_sequence) for b in batches(tmp_path / "plain" / "gen-0-0")} == {(-1, -1)}
 
 
 def test_small_segment_bytes_roll_segments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -315,6 +331,7 @@ def test_a_batch_too_large_is_refused_and_the_dir_stays_loadable(
         ["--topic", ".."],
         ["--topic", "a", "--topic", "a"],
         ["--topics", "2", "--topic", "x"],
+        ["--workload", "consumer-offsets", "--idempotent"],
     ],
 )
 def test_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
