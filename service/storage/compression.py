@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import enum
 import struct
+import threading
 from typing import assert_never
 
 import cramjam
@@ -168,6 +169,9 @@ def decompress(codec: CompressionType, data: bytes | memoryview) -> bytes:
         if codec is CompressionType.GZIP:
             buffer = cramjam.gzip.decompress(view)
         elif codec is CompressionType.LZ4:
+            blocks = _decompress_kafka_lz4(view)
+            if blocks is not None:
+                return blocks
             buffer = cramjam.lz4.decompress(view)
         elif codec is CompressionType.ZSTD:
             buffer = cramjam.zstd.decompress(view)
@@ -223,6 +227,43 @@ def _decompress_snappy_block(block: memoryview, *, position: int) -> cramjam.Buf
         raise CorruptDataError(
             f"snappy: cannot decompress the {len(block)}-byte block at position {position}: {exc}"
         ) from exc
+
+
+_lz4_scratch = threading.local()  # each thread's block buffer: .block
+
+
+def _decompress_kafka_lz4(view: memoryview) -> bytes | None:
+    """A frame with the header this module writes (and Kafka writes: independent blocks of at most 64 KiB,
+    no checksums, no content size), read block by block into a reused buffer; None for any other frame, or
+    anything wrong in it, which cramjam's frame reader then reads or refuses. That reader allocates its
+    buffers per frame: several times the whole cost of a small batch's frame, which a compacted topic's
+    reads pay once a batch."""
+    if view[: len(_LZ4_HEADER)] != _LZ4_HEADER:
+        return None
+    block: bytearray | None = getattr(_lz4_scratch, "block", None)
+    if block is None:
+        block = _lz4_scratch.block = bytearray(_LZ4_BLOCK_BYTES)
+    parts: list[bytes] = []
+    position, end = len(_LZ4_HEADER), len(view)
+    while end - position >= _UINT32_LE.size:
+        (size,) = _UINT32_LE.unpack_from(view, position)
+        position += _UINT32_LE.size
+        if size == 0:  # the end mark: the frame must end here (concatenated frames are cramjam's)
+            return (parts[0] if len(parts) == 1 else b"".join(parts)) if position == end else None
+        length = size & ~_LZ4_STORED_FLAG
+        if length > min(end - position, _LZ4_BLOCK_BYTES):
+            return None
+        data = view[position : position + length]
+        if size & _LZ4_STORED_FLAG:
+            parts.append(bytes(data))
+        else:
+            try:
+                written = cramjam.lz4.decompress_block_into(data, block)
+            except cramjam.DecompressionError:
+                return None
+            parts.append(bytes(memoryview(block)[:written]))
+        position += length
+    return None
 
 
 def _compress_lz4_frame(view: memoryview) -> bytes:

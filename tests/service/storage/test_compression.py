@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 
 from service.errors import CorruptDataError, InvalidInputError
 from service.storage import compression as compression_module
-from service.storage.compression import CompressionType, compress, compression_from_name, decompress
+from service.storage.compression import (
+    CompressionType,
+    _decompress_kafka_lz4,
+    compress,
+    compression_from_name,
+    decompress,
+)
 
 with warnings.catch_warnings():
     # kafka-python 3.0 imports its admin client, which calls the deprecated importlib.resources.read_text
@@ -261,6 +267,21 @@ def test_lz4_header_matches_the_reference_library() -> None:
     )
     assert reference[:7] == LZ4_HEADER
     assert compress(CompressionType.LZ4, b"") == LZ4_HEADER + bytes(4)
+
+
+@large_inputs
+def test_lz4_frames_in_kafkas_framing_are_read_block_by_block(data: bytes) -> None:
+    """Ours, and the reference library's with Kafka's settings (independent 64 KiB blocks, no checksums, no
+    content size), take the block-by-block path; two frames end to end are left to cramjam's frame reader,
+    which reads both."""
+    compressor = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False)
+    theirs = compressor.begin() + compressor.compress(data) + compressor.flush()
+    for frame in (compress(CompressionType.LZ4, data), theirs):
+        assert _decompress_kafka_lz4(memoryview(frame)) == data
+        assert decompress(CompressionType.LZ4, frame) == data
+    both = compress(CompressionType.LZ4, data) + compress(CompressionType.LZ4, b"tail")
+    assert _decompress_kafka_lz4(memoryview(both)) is None
+    assert decompress(CompressionType.LZ4, both) == data + b"tail"
 
 
 @pytest.mark.parametrize("block_linked", [False, True])
