@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <dlfcn.h>
 #if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10))
 #define CRC32C_VPCLMUL 1 /* the compiler knows the AVX-512 carry-less multiply: crc32c_vpclmul */
 #include <immintrin.h>
@@ -1548,6 +1549,200 @@ codec_call(PyObject *fn, unsigned codec, const unsigned char *p, Py_ssize_t n, P
 }
 
 /*
+ * The codec libraries' own decompressors, where the system has them (liblz4 and libzstd: every Debian or
+ * Ubuntu system with apt does), loaded at import: a compressed batch of those codecs is then decompressed
+ * without a Python call or the GIL. Any codec or frame they do not take (an LZ4 frame in another framing
+ * than Kafka's, gzip, snappy), and any failure, goes to the registered Python function, which reads it or
+ * raises the error. Compression always goes through Python: the Python rules' bytes exactly.
+ */
+typedef int (*lz4_decompress_safe_fn)(const char *src, char *dst, int src_size, int dst_capacity);
+typedef struct {
+    const void *src;
+    size_t size, pos;
+} ZstdIn;
+typedef struct {
+    void *dst;
+    size_t size, pos;
+} ZstdOut;
+static lz4_decompress_safe_fn lz4_decompress_safe = NULL;
+static void *(*zstd_create_dctx)(void) = NULL;
+static size_t (*zstd_free_dctx)(void *) = NULL;
+static size_t (*zstd_dctx_reset)(void *, int) = NULL;
+static size_t (*zstd_decompress_stream)(void *, ZstdOut *, ZstdIn *) = NULL;
+static unsigned (*zstd_is_error)(size_t) = NULL;
+static pthread_key_t zstd_dctx_key; /* each thread's decompression context, freed with the thread */
+static int system_codecs_on = 1;    /* set_system_codecs(False): the tests' way to the Python functions */
+
+static const unsigned char KAFKA_LZ4_HEADER[7] = {0x04, 0x22, 0x4D, 0x18, 0x60, 0x40, 0x82};
+#define LZ4_BLOCK_BYTES 65536
+#define LZ4_STORED_FLAG 0x80000000u
+#define ZSTD_RESET_SESSION_ONLY 1
+
+static void
+free_zstd_dctx(void *dctx)
+{
+    zstd_free_dctx(dctx);
+}
+
+static void
+load_system_codecs(void)
+{
+    void *lz4 = dlopen("liblz4.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lz4 != NULL) {
+        lz4_decompress_safe = (lz4_decompress_safe_fn)dlsym(lz4, "LZ4_decompress_safe");
+    }
+    void *zstd = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (zstd != NULL) {
+        zstd_create_dctx = (void *(*)(void))dlsym(zstd, "ZSTD_createDCtx");
+        zstd_free_dctx = (size_t(*)(void *))dlsym(zstd, "ZSTD_freeDCtx");
+        zstd_dctx_reset = (size_t(*)(void *, int))dlsym(zstd, "ZSTD_DCtx_reset");
+        zstd_decompress_stream = (size_t(*)(void *, ZstdOut *, ZstdIn *))dlsym(zstd, "ZSTD_decompressStream");
+        zstd_is_error = (unsigned (*)(size_t))dlsym(zstd, "ZSTD_isError");
+        if (zstd_create_dctx == NULL || zstd_free_dctx == NULL || zstd_dctx_reset == NULL ||
+            zstd_decompress_stream == NULL || zstd_is_error == NULL ||
+            pthread_key_create(&zstd_dctx_key, free_zstd_dctx) != 0) {
+            zstd_create_dctx = NULL;
+        }
+    }
+}
+
+/* A call's output buffer for decompressed records, grown as needed and freed at the call's end. */
+typedef struct {
+    unsigned char *data;
+    size_t capacity;
+} Inflated;
+
+static int
+inflated_reserve(Inflated *f, size_t need)
+{
+    if (need <= f->capacity) {
+        return 0;
+    }
+    size_t capacity = f->capacity * 2 > need ? f->capacity * 2 : need;
+    unsigned char *grown = realloc(f->data, capacity);
+    if (grown == NULL) {
+        return -1;
+    }
+    f->data = grown;
+    f->capacity = capacity;
+    return 0;
+}
+
+/* Kafka's LZ4 framing (compression.py: independent blocks of at most 64 KiB, no checksums or content size)
+ * block by block: the records' length, or -1. */
+static Py_ssize_t
+lz4_frame_decompress(const unsigned char *p, size_t n, Inflated *f)
+{
+    if (n < sizeof KAFKA_LZ4_HEADER || memcmp(p, KAFKA_LZ4_HEADER, sizeof KAFKA_LZ4_HEADER) != 0) {
+        return -1;
+    }
+    size_t pos = sizeof KAFKA_LZ4_HEADER, length = 0;
+    while (n - pos >= 4) {
+        uint32_t size = (uint32_t)p[pos] | (uint32_t)p[pos + 1] << 8 | (uint32_t)p[pos + 2] << 16 |
+                        (uint32_t)p[pos + 3] << 24;
+        pos += 4;
+        if (size == 0) {
+            return pos == n ? (Py_ssize_t)length : -1; /* concatenated frames: Python's */
+        }
+        size_t block = size & ~LZ4_STORED_FLAG;
+        if (block > n - pos || block > LZ4_BLOCK_BYTES || inflated_reserve(f, length + LZ4_BLOCK_BYTES) < 0) {
+            return -1;
+        }
+        if (size & LZ4_STORED_FLAG) {
+            memcpy(f->data + length, p + pos, block);
+            length += block;
+        }
+        else {
+            int written = lz4_decompress_safe((const char *)p + pos, (char *)f->data + length, (int)block,
+                                              LZ4_BLOCK_BYTES);
+            if (written < 0) {
+                return -1;
+            }
+            length += (size_t)written;
+        }
+        pos += block;
+    }
+    return -1;
+}
+
+/* One or more zstd frames, streamed (Kafka's producers write no content size): the records' length, or -1. */
+static Py_ssize_t
+zstd_frames_decompress(const unsigned char *p, size_t n, Inflated *f)
+{
+    void *dctx = pthread_getspecific(zstd_dctx_key);
+    if (dctx == NULL) {
+        dctx = zstd_create_dctx();
+        if (dctx == NULL || pthread_setspecific(zstd_dctx_key, dctx) != 0) {
+            if (dctx != NULL) {
+                zstd_free_dctx(dctx);
+            }
+            return -1;
+        }
+    }
+    if (zstd_is_error(zstd_dctx_reset(dctx, ZSTD_RESET_SESSION_ONLY))) {
+        return -1;
+    }
+    ZstdIn in = {p, n, 0};
+    ZstdOut out = {NULL, 0, 0};
+    size_t left = 1;
+    while (in.pos < in.size || out.pos == out.size) {
+        if (out.pos == out.size) {
+            if (inflated_reserve(f, out.size < 4096 ? 4 * n + 4096 : out.size * 2) < 0) {
+                return -1;
+            }
+            out.dst = f->data;
+            out.size = f->capacity;
+        }
+        size_t before_in = in.pos, before_out = out.pos;
+        left = zstd_decompress_stream(dctx, &out, &in);
+        if (zstd_is_error(left)) {
+            return -1;
+        }
+        if (in.pos == before_in && out.pos == before_out && out.pos < out.size) {
+            break; /* no progress with room to write: the input is used up */
+        }
+    }
+    return left == 0 ? (Py_ssize_t)out.pos : -1; /* a frame cut short: Python's, which names it */
+}
+
+/* The records area of a batch compressed with `codec` by the system's library, without the GIL: its
+ * length (the bytes in f->data), or -1 when the Python function must read it. */
+static Py_ssize_t
+system_decompress(unsigned codec, const unsigned char *p, size_t n, Inflated *f)
+{
+    if (!system_codecs_on) {
+        return -1;
+    }
+    if (codec == 3 && lz4_decompress_safe != NULL) {
+        return lz4_frame_decompress(p, n, f);
+    }
+    if (codec == 4 && zstd_create_dctx != NULL) {
+        return zstd_frames_decompress(p, n, f);
+    }
+    return -1;
+}
+
+/* set_system_codecs(on) -> the codecs the system's libraries decompress now, as a tuple of codec ids */
+static PyObject *
+set_system_codecs(PyObject *self, PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) {
+        return NULL;
+    }
+    system_codecs_on = on;
+    if (!on) {
+        return PyTuple_New(0);
+    }
+    if (lz4_decompress_safe != NULL && zstd_create_dctx != NULL) {
+        return Py_BuildValue("(ii)", 3, 4);
+    }
+    return lz4_decompress_safe != NULL ? Py_BuildValue("(i)", 3)
+           : zstd_create_dctx != NULL  ? Py_BuildValue("(i)", 4)
+                                       : PyTuple_New(0);
+}
+
+/*
  * map_batches(buf, position, limit, start)
  *   -> (position reached, batches, records, bytes, last offset of the last batch or -1, latest or -1)
  *
@@ -1576,6 +1771,7 @@ keymap_map_batches(KeyMap *m, PyObject *args)
     int status = 0;
     PutBlock own = {0};
     PyObject *raw = NULL; /* the last compressed batch's records, decompressed (released with the GIL) */
+    Inflated inflated = {0}; /* or decompressed by the system's codec library */
     if (pos < 0) {
         pos = len;
     }
@@ -1599,7 +1795,13 @@ keymap_map_batches(KeyMap *m, PyObject *args)
         }
         const unsigned char *area = b + BATCH_OVERHEAD;
         Py_ssize_t area_length = (Py_ssize_t)size - BATCH_OVERHEAD;
-        if (attributes & CODEC_BITS) {
+        Py_ssize_t inflated_length = -1;
+        if ((attributes & CODEC_BITS) &&
+            (inflated_length = system_decompress(attributes & CODEC_BITS, area, (size_t)area_length, &inflated)) >= 0) {
+            area = inflated.data;
+            area_length = inflated_length;
+        }
+        else if (attributes & CODEC_BITS) {
             Py_BLOCK_THREADS
             Py_CLEAR(raw);
             int rc = codec_call(codec_decompress, attributes & CODEC_BITS, area, area_length, &raw);
@@ -1637,6 +1839,7 @@ keymap_map_batches(KeyMap *m, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     Py_XDECREF(raw);
+    free(inflated.data);
     free(own.data);
     PyBuffer_Release(&view);
     if (status == 2) {
@@ -2143,6 +2346,7 @@ filter_batches(PyObject *self, PyObject *args)
     int status = 0;
     FilterScratch sc = {0};
     PyObject *raw = NULL, *packed = NULL; /* a compressed batch's records, and its survivors compressed */
+    Inflated inflated = {0};              /* or its records decompressed by the system's codec library */
     if (out == NULL || meta == NULL) {
         if (has_out) {
             PyBuffer_Release(&out_view);
@@ -2183,7 +2387,12 @@ filter_batches(PyObject *self, PyObject *args)
         else {
             const unsigned char *area = b + BATCH_OVERHEAD;
             Py_ssize_t area_length = (Py_ssize_t)size - BATCH_OVERHEAD;
-            if (codec) {
+            Py_ssize_t inflated_length = codec ? system_decompress(codec, area, (size_t)area_length, &inflated) : -1;
+            if (inflated_length >= 0) {
+                area = inflated.data;
+                area_length = inflated_length;
+            }
+            else if (codec) {
                 Py_BLOCK_THREADS
                 Py_CLEAR(raw);
                 Py_CLEAR(packed);
@@ -2303,6 +2512,7 @@ filter_batches(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     Py_XDECREF(raw);
     Py_XDECREF(packed);
+    free(inflated.data);
     filter_scratch_free(&sc);
     if (has_ends) {
         PyBuffer_Release(&ends_view);
@@ -2615,6 +2825,8 @@ static PyMethodDef methods[] = {
      "A .log's batch headers, runs of plain batches collapsed, for the transaction replay."},
     {"filter_records", filter_records, METH_VARARGS, "Filter and re-encode one records area."},
     {"set_codecs", set_codecs, METH_VARARGS, "Register the codec functions the C loops call."},
+    {"set_system_codecs", set_system_codecs, METH_O,
+     "Whether the system's codec libraries decompress (the codecs they serve come back)."},
     {"filter_batches", filter_batches, METH_VARARGS,
      "Filter the plain batches of a buffer from a position; stop at the first other one."},
     {"crc32c", crc32c_py, METH_O, "CRC-32C of a bytes-like object (Kafka's batch CRC)."},
@@ -2630,6 +2842,7 @@ PyMODINIT_FUNC
 PyInit__native(void)
 {
     crc32c_init();
+    load_system_codecs();
     if (PyType_Ready(&KeyMapType) < 0) {
         return NULL;
     }

@@ -11,11 +11,14 @@ import struct
 import subprocess
 import sys
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 import crc32c
+import lz4.frame  # type: ignore[import-untyped]  # python-lz4 ships no type hints
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,12 +32,13 @@ from cleaner.stats import CleanerStats
 from service.clock import ManualClock
 from service.cpus import usable_cpus
 from service.errors import CorruptDataError
-from service.storage.compression import CompressionType
+from service.storage.compression import CompressionType, compress, decompress
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.records import Header, Record, RecordBatch, TimestampType, encode_batch, iter_batches
 from service.storage.segment import LogSegment
+from service.tools.gen import encode_records_area
 from tests.cleaner.helpers import DAY_MS, Producer, compact_config
 
 pytestmark = pytest.mark.skipif(cleaner.native._native is None, reason="cleaner._native is not built")
@@ -416,6 +420,72 @@ def test_an_idempotent_producer_s_compressed_batches_are_cleaned_by_the_c_loops(
     batches = _batches_of(seen[0][0])
     assert [b.records_count for b in batches if b.producer_id == 7][-1] == 0
     assert batches[-1].base_offset == 127 and len(batches) < 20
+
+
+def compressed_batch(framing: str, records: int = 1_000) -> bytes:
+    """One batch of ``records`` keyed records (offsets from 0, 20 keys, 100-byte values) whose records area
+    is compressed in ``framing``: Kafka's own (ours), or as other writers frame it."""
+    area = encode_records_area(
+        [START] * records, [b"k%d" % (i % 20) for i in range(records)], [bytes(100)] * records
+    )
+    half = len(area) // 2
+    framings: dict[str, tuple[CompressionType, Callable[[], bytes]]] = {
+        "lz4": (CompressionType.LZ4, lambda: compress(CompressionType.LZ4, area)),
+        "lz4 with content size": (CompressionType.LZ4, lambda: lz4.frame.compress(area)),
+        "zstd": (CompressionType.ZSTD, lambda: compress(CompressionType.ZSTD, area)),
+        "zstd streamed": (
+            CompressionType.ZSTD,
+            lambda: zstandard.ZstdCompressor(write_content_size=False).compress(area),
+        ),
+        "zstd in two frames": (
+            CompressionType.ZSTD,
+            lambda: compress(CompressionType.ZSTD, area[:half]) + compress(CompressionType.ZSTD, area[half:]),
+        ),
+        "snappy": (CompressionType.SNAPPY, lambda: compress(CompressionType.SNAPPY, area)),
+    }
+    codec, blob = framings[framing]
+    placeholders = [Record(i, START, None, None) for i in range(records)]
+    return encode_batch(placeholders, compression=codec, records_area=blob())
+
+
+@pytest.mark.parametrize(
+    "framing", ["lz4", "lz4 with content size", "zstd", "zstd streamed", "zstd in two frames", "snappy"]
+)
+def test_the_system_s_codec_libraries_read_what_the_python_codecs_read(framing: str) -> None:
+    """Where liblz4 and libzstd are installed, the C loops decompress Kafka's LZ4 framing and every zstd
+    frame with them, with no Python call; any other framing or codec goes to the Python function. Either
+    way the map and the filter come out the same as with the Python function alone."""
+    native = cleaner.native._native
+    assert native is not None
+    data = compressed_batch(framing)
+    python_calls: list[int] = []
+
+    def counting(codec: CompressionType, blob: memoryview) -> bytes:
+        python_calls.append(codec)
+        return decompress(codec, blob)
+
+    outcomes = []
+    try:
+        native.set_codecs(counting, compress, tuple(CompressionType))
+        for system in (True, False):
+            served = native.set_system_codecs(system)
+            python_calls.clear()
+            key_map = native.KeyMap()
+            mapped = key_map.map_batches(data, 0, len(data), 0)
+            filtered = native.filter_batches(data, 0, len(data), key_map, 10_000, START, START, -1)
+            outcomes.append((mapped, native.dump_key_map(key_map), filtered))
+            expected_python_calls = 2  # the map's and the filter's
+            if system and framing in ("lz4", "zstd", "zstd streamed", "zstd in two frames"):
+                if CompressionType[framing.split()[0].upper()] not in served:
+                    pytest.skip(f"this system has no lib{framing.split()[0]}.so.1")
+                expected_python_calls = 0
+            assert len(python_calls) == expected_python_calls
+    finally:
+        native.set_codecs(decompress, compress, tuple(CompressionType))
+        native.set_system_codecs(True)
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0][:2] == (len(data), 1), "the batch was mapped in C"
+    assert len(outcomes[0][2][2]) == 80, "and filtered in C"
 
 
 @settings(max_examples=60, deadline=None)
