@@ -105,7 +105,7 @@ def build(
     for op in ops:
         if op.kind == "put":
             log.append_records(list(op.records), compression=codec)
-        elif op.kind == "idem":
+        elif op.kind in ("idem", "txn"):
             producer = producers[op.producer_id]
             log.append_records(
                 list(op.records),
@@ -113,20 +113,11 @@ def build(
                 producer_id=op.producer_id,
                 producer_epoch=0,
                 base_sequence=producer.sequence,
+                is_transactional=op.kind == "txn",
             )
             producer.sequence += len(op.records)
-        elif op.kind == "txn":
-            producer = producers[op.producer_id]
-            log.append_records(
-                list(op.records),
-                compression=codec,
-                producer_id=op.producer_id,
-                producer_epoch=0,
-                base_sequence=producer.sequence,
-                is_transactional=True,
-            )
-            producer.sequence += len(op.records)
-            open_txns.add(op.producer_id)
+            if op.kind == "txn":
+                open_txns.add(op.producer_id)
         elif op.kind == "end" and op.producer_id in open_txns:
             open_txns.discard(op.producer_id)
             producer = producers[op.producer_id]
