@@ -6,8 +6,9 @@
  * `start` of one decompressed records area. filter_records(...) applies the record rules of
  * cleaner.rules.filter_batch to one records area and re-encodes the survivors (attributes 0, timestamp
  * delta against the new base timestamp, every other field copied), exactly as the Python encoder writes
- * them. KeyMap.map_batches and filter_batches do the same for a run of plain batches (header and CRC-32C
- * included); the map built by such scans in offset order also answers "is this record superseded?" from a
+ * them. KeyMap.map_batches and filter_batches do the same for a run of data batches (header and CRC-32C
+ * included; compressed ones decompressed by the system's liblz4 or libzstd, or by a registered Python codec
+ * function); the map built by such scans in offset order also answers "is this record superseded?" from a
  * bitmap, without a second lookup; between start_pipeline and finish_pipeline a map's scans hand their
  * puts to a thread of the map's own. scan_producer_headers reads a segment's batch headers. All release
  * the GIL for their loops.
@@ -1485,7 +1486,8 @@ be64(const unsigned char *p)
 
 #define BATCH_OVERHEAD 61
 #define CODEC_BITS 0x07
-#define TXN_CONTROL_BITS 0x30 /* transactional, control: such a batch is always the Python rules' */
+#define TRANSACTIONAL_BIT 0x10
+#define CONTROL_BIT 0x20 /* a control batch (a transaction marker) is always the Python rules' */
 #define CODECS 5              /* none, gzip, snappy, lz4, zstd */
 
 /*
@@ -1514,13 +1516,15 @@ set_codecs(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* Whether the C loops read a batch with these attributes: neither transactional nor control, with no codec
- * or one whose functions are registered. */
+/* Whether the C loops read a batch with these attributes: a data batch, transactional only when the caller
+ * says no aborted transaction can claim it (`transactional`), with no codec or one whose functions are
+ * registered. */
 static inline int
-loops_read(unsigned attributes)
+loops_read(unsigned attributes, int transactional)
 {
     unsigned codec = attributes & CODEC_BITS;
-    return !(attributes & TXN_CONTROL_BITS) && (codec == 0 || (codec < CODECS && codec_types != NULL));
+    return !(attributes & CONTROL_BIT) && (transactional || !(attributes & TRANSACTIONAL_BIT)) &&
+           (codec == 0 || (codec < CODECS && codec_types != NULL));
 }
 
 /*
@@ -1758,7 +1762,8 @@ keymap_map_batches(KeyMap *m, PyObject *args)
     Py_buffer view;
     Py_ssize_t pos, limit;
     long long start;
-    if (!PyArg_ParseTuple(args, "y*nnL", &view, &pos, &limit, &start)) {
+    int transactional = 0;
+    if (!PyArg_ParseTuple(args, "y*nnL|p", &view, &pos, &limit, &start, &transactional)) {
         return NULL;
     }
     if (m->deferred_done < m->deferred_count && keymap_settle(m, 1) < 0) {
@@ -1789,7 +1794,7 @@ keymap_map_batches(KeyMap *m, PyObject *args)
         int32_t count = (int32_t)be32(b + 57);
         int64_t base = be64(b);
         int checks = keymap_checks_batch(m, base);
-        if (!loops_read(attributes) || last_delta < 0 || count <= 0
+        if (!loops_read(attributes, transactional) || last_delta < 0 || count <= 0
             || (checks && crc32c(b + 21, (size_t)size - 21) != be32(b + 17))) {
             break;
         }
@@ -2260,7 +2265,7 @@ write_empty_batch(unsigned char *o, const unsigned char *b, unsigned attributes)
     put_be32(o + 8, BATCH_OVERHEAD - 12);
     o[16] = 2;
     o[21] = 0;
-    o[22] = (unsigned char)(attributes & 0x08);
+    o[22] = (unsigned char)(attributes & (0x08 | TRANSACTIONAL_BIT));
     put_be64(o + 27, -1);
     put_be32(o + 57, 0);
     put_be32(o + 17, crc32c(o + 21, BATCH_OVERHEAD - 21));
@@ -2268,14 +2273,16 @@ write_empty_batch(unsigned char *o, const unsigned char *b, unsigned attributes)
 
 /*
  * filter_batches(buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon, upper_bound[, out
- *                [, producer_ends]])
+ *                [, producer_ends[, committed]]])
  *   -> (position reached, output bytes, metadata bytes)
  *   or, given `out` (a writable buffer), -> (position reached, output length, metadata bytes)
  *
- * rules.filter_batch over the data batches outside transactions from `position` on (magic 2, CRC-32C
- * valid, neither transactional nor control, at least one record, not ending at the round's upper bound,
- * records in the encoder's form; with a producer id only given `producer_ends`; compressed ones through the
- * registered codec functions), each whole in `buf`, while the position is below `limit` (a batch whose every
+ * rules.filter_batch over the data batches from `position` on (magic 2, CRC-32C valid, not control, at
+ * least one record, not ending at the round's upper bound, records in the encoder's form; with a producer id
+ * only given `producer_ends`; transactional only given `committed`, a set the producer ids of those taken
+ * are added to, as CleanedTransactionMetadata.on_batch_read adds them while it holds no aborted transaction;
+ * compressed ones through the system's codec library or the registered codec functions), each whole in
+ * `buf`, while the position is below `limit` (a batch whose every
  * offset the key map's bitmap marks superseded is dropped without reading its records); stops at the first
  * other batch, which the caller runs through the Python rules. Such a batch's retention is DELETE_EMPTY (it
  * goes when no record survives), or RETAIN_EMPTY (kept as its bare header) if it is its producer's last
@@ -2296,15 +2303,15 @@ filter_batches(PyObject *self, PyObject *args)
 {
     Py_buffer view, out_view = {0}, ends_view = {0};
     Py_ssize_t pos, limit;
-    PyObject *key_map_obj, *out_obj = Py_None, *ends_obj = Py_None;
+    PyObject *key_map_obj, *out_obj = Py_None, *ends_obj = Py_None, *committed_obj = Py_None;
     long long map_latest_offset, now_ms, new_horizon, upper_bound;
-    if (!PyArg_ParseTuple(args, "y*nnOLLLL|OO", &view, &pos, &limit, &key_map_obj, &map_latest_offset, &now_ms,
-                          &new_horizon, &upper_bound, &out_obj, &ends_obj)) {
+    if (!PyArg_ParseTuple(args, "y*nnOLLLL|OOO", &view, &pos, &limit, &key_map_obj, &map_latest_offset, &now_ms,
+                          &new_horizon, &upper_bound, &out_obj, &ends_obj, &committed_obj)) {
         return NULL;
     }
-    if (!PyObject_TypeCheck(key_map_obj, &KeyMapType)) {
+    if (!PyObject_TypeCheck(key_map_obj, &KeyMapType) || (committed_obj != Py_None && !PySet_Check(committed_obj))) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_TypeError, "key_map must be a KeyMap");
+        PyErr_SetString(PyExc_TypeError, "key_map must be a KeyMap, committed a set or None");
         return NULL;
     }
     if (keymap_settle((KeyMap *)key_map_obj, 0) < 0) {
@@ -2347,6 +2354,8 @@ filter_batches(PyObject *self, PyObject *args)
     FilterScratch sc = {0};
     PyObject *raw = NULL, *packed = NULL; /* a compressed batch's records, and its survivors compressed */
     Inflated inflated = {0};              /* or its records decompressed by the system's codec library */
+    int64_t *txn_producers = NULL;        /* the producer ids of the transactional batches taken */
+    size_t txn_count = 0, txn_capacity = 0;
     if (out == NULL || meta == NULL) {
         if (has_out) {
             PyBuffer_Release(&out_view);
@@ -2372,7 +2381,7 @@ filter_batches(PyObject *self, PyObject *args)
         int32_t last_delta = (int32_t)be32(b + 23);
         int64_t base = be64(b), base_ts = be64(b + 27), max_ts = be64(b + 35), producer_id = be64(b + 43);
         int32_t count = (int32_t)be32(b + 57);
-        if (!loops_read(attributes) || (producer_id != -1 && !has_ends) || last_delta < 0 || count <= 0 ||
+        if (!loops_read(attributes, committed_obj != Py_None) || (producer_id != -1 && !has_ends) || last_delta < 0 || count <= 0 ||
             base + last_delta + 1 == upper_bound || crc32c(b + 21, (size_t)size - 21) != be32(b + 17)) {
             break;
         }
@@ -2475,7 +2484,7 @@ filter_batches(PyObject *self, PyObject *args)
             memcpy(o, b, BATCH_OVERHEAD);
             put_be32(o + 8, (uint32_t)(written - 12));
             o[16] = 2;
-            unsigned new_attributes = (attributes & 0x0F) | (c.horizon_out ? 0x40 : 0);
+            unsigned new_attributes = (attributes & (0x0F | TRANSACTIONAL_BIT)) | (c.horizon_out ? 0x40 : 0);
             o[21] = (unsigned char)(new_attributes >> 8);
             o[22] = (unsigned char)new_attributes;
             put_be64(o + 27, c.new_base);
@@ -2493,6 +2502,19 @@ filter_batches(PyObject *self, PyObject *args)
             }
             meta = grown;
             meta_capacity *= 2;
+        }
+        if ((attributes & TRANSACTIONAL_BIT) && (txn_count == 0 || txn_producers[txn_count - 1] != producer_id)) {
+            if (txn_count == txn_capacity) {
+                size_t capacity = txn_capacity ? txn_capacity * 2 : 16;
+                int64_t *grown = realloc(txn_producers, capacity * sizeof(int64_t));
+                if (grown == NULL) {
+                    status = 2;
+                    break;
+                }
+                txn_producers = grown;
+                txn_capacity = capacity;
+            }
+            txn_producers[txn_count++] = producer_id;
         }
         int64_t *row = meta + batches * META_FIELDS;
         row[0] = outcome;
@@ -2514,6 +2536,14 @@ filter_batches(PyObject *self, PyObject *args)
     Py_XDECREF(packed);
     free(inflated.data);
     filter_scratch_free(&sc);
+    for (size_t i = 0; i < txn_count && status != 2 && status != 4; i++) {
+        PyObject *producer = PyLong_FromLongLong(txn_producers[i]);
+        if (producer == NULL || PySet_Add(committed_obj, producer) < 0) {
+            status = 4; /* the error is set */
+        }
+        Py_XDECREF(producer);
+    }
+    free(txn_producers);
     if (has_ends) {
         PyBuffer_Release(&ends_view);
     }

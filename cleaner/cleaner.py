@@ -411,9 +411,10 @@ def _clean_segment_native(
     stats: CleanerStats,
     pacer: ReadPacer,
 ) -> None:
-    """``_clean_batch`` over one segment, with runs of data batches outside transactions (not ending at
-    the upper bound) filtered and re-encoded in C a read chunk at a time (``ends``: ``producer_ends`` of the
-    active producers); the C loop leaves every other batch to ``_clean_batch``."""
+    """``_clean_batch`` over one segment, with runs of data batches (not ending at the upper bound;
+    transactional ones while no aborted transaction can claim them) filtered and re-encoded in C a read chunk
+    at a time (``ends``: ``producer_ends`` of the active producers); the C loop leaves every other batch to
+    ``_clean_batch``."""
     new_horizon = delete_horizon_for(ctx.now_ms, ctx.delete_retention_ms)
     with SegmentChunks(segment, 0) as chunks:
         while chunks.has_more:
@@ -429,6 +430,7 @@ def _clean_segment_native(
                 ctx.upper_bound,
                 chunks.output_space(),
                 ends,
+                txn_state.committed_sink(),
             )
             if not meta:
                 batch = chunks.batch_here()  # the batch C left: Python's, errors included
@@ -447,7 +449,7 @@ def _clean_segment_native(
             if written_bytes:
                 pacer.written(written_bytes)
             last_offset = rows[-META_FIELDS + 5]
-            txn_state.on_plain_batch_read(last_offset)  # none of them is transactional: none aborted
+            txn_state.on_plain_batch_read(last_offset)  # none of them could be aborted
             chunks.position = chunks.buffer_start + reached
 
 

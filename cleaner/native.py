@@ -3,15 +3,16 @@
 ``KeyMap`` holds the round's key map without a Python object per key; ``map_records`` fills it from one
 batch's records area and ``filter_records`` applies the record rules of ``rules.filter_batch`` to one
 batch and re-encodes the survivors; ``KeyMap.map_batches`` and ``filter_batches`` do the same for a whole
-run of data batches outside transactions (compressed or not, with a producer id or not) in a read chunk,
-batch headers and CRC-32C included, so such a run costs one call and no Python object but a compressed
-batch's bytes (for the records the map build put, the filter reads "superseded" from the map's bitmap
-rather than looking the key up again); ``scan_producer_headers`` reads only the batch headers of a segment
-for ``rules.ProducerScan``. All release the GIL. Codec work stays in the codec library: the C loops call
-``service.storage.compression``'s ``decompress`` and ``compress``, as the Python rules do. Anything the C
-code does not handle exactly (an odd encoding, a key map that is not native, an empty batch) comes back
-as None or ``Fallback``, or is left to the caller, who runs the Python rules, which stay the oracle.
-``LOGCLEANER_PURE_PYTHON=1``, or an install without a compiler, leaves only the Python rules.
+run of data batches in a read chunk (compressed or not, with a producer id or not, transactional while no
+aborted transaction can claim them), batch headers and CRC-32C included, so such a run costs one call and
+no Python object but a compressed batch's bytes (for the records the map build put, the filter reads
+"superseded" from the map's bitmap rather than looking the key up again); ``scan_producer_headers`` reads
+only the batch headers of a segment for ``rules.ProducerScan``. All release the GIL. Codec work stays in
+the codec libraries: the system's liblz4 and libzstd decompress where present, else the C loops call
+``service.storage.compression``'s ``decompress``, and always its ``compress``, as the Python rules do.
+Anything the C code does not handle exactly (an odd encoding, a key map that is not native, an empty
+batch) comes back as None or ``Fallback``, or is left to the caller, who runs the Python rules, which stay
+the oracle. ``LOGCLEANER_PURE_PYTHON=1``, or an install without a compiler, leaves only the Python rules.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class NativeKeyMap(Protocol):
     def map_records(self, raw: bytes, count: int, base_offset: int, start: int) -> tuple[int, int]: ...
 
     def map_batches(
-        self, buf: bytes | memoryview, position: int, limit: int, start: int
+        self, buf: bytes | memoryview, position: int, limit: int, start: int, transactional: bool = False
     ) -> tuple[int, int, int, int, int, int]: ...
 
     def get(self, key: bytes) -> int: ...
@@ -310,20 +311,22 @@ def filter_batches(
     upper_bound: int,
     out: bytearray | None = None,
     producer_ends: bytes | None = None,
+    committed: set[int] | None = None,
 ) -> tuple[int, bytes | memoryview, bytes]:
     """The C filter over the run of batches outside transactions at ``buf[position]`` (see
     ``_native.filter_batches``): (position reached, output bytes, per-batch metadata). Given ``out``, the
     output is written into it with the GIL released and comes back as a view of it, valid until ``out`` is
     used again (it must hold twice the bytes of ``buf`` from ``position`` on, plus 64 KiB:
     ``SegmentChunks.output_space``). Batches with a producer id are taken only given ``producer_ends``
-    (``producer_ends``: which of them are their producer's last). Only called with a C key map
-    (``native_key_map``), so the module is loaded."""
+    (``producer_ends``: which of them are their producer's last), transactional ones only given
+    ``committed`` (``CleanedTransactionMetadata.committed_sink``: their producers are added to it). Only
+    called with a C key map (``native_key_map``), so the module is loaded."""
     if _native is None:
         raise RuntimeError("filter_batches needs cleaner._native")
     args = (buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon_ms, upper_bound)
     if out is None:
-        return _native.filter_batches(*args, None, producer_ends)  # type: ignore[no-any-return]
-    reached, length, meta = _native.filter_batches(*args, out, producer_ends)
+        return _native.filter_batches(*args, None, producer_ends, committed)  # type: ignore[no-any-return]
+    reached, length, meta = _native.filter_batches(*args, out, producer_ends, committed)
     return reached, memoryview(out)[:length], meta
 
 

@@ -283,17 +283,20 @@ def _map_segment_native(
     stats: CleanerStats,
     pacer: ReadPacer,
 ) -> None:
-    """``_map_segment`` with runs of plain batches (no codec, not transactional, not control) mapped in C,
-    CRC included, a read chunk's worth per call; every other batch goes through ``_map_batch``."""
+    """``_map_segment`` with runs of data batches (transactional ones while no aborted transaction can
+    claim them) mapped in C, CRC included, a read chunk's worth per call; every other batch goes through
+    ``_map_batch``."""
     with SegmentChunks(segment, position) as chunks:
         while chunks.has_more:
             buf, at = chunks.chunk()
+            # transactional batches too while no aborted transaction can claim one (the map ignores what
+            # the markers' verdicts depend on: the ongoing committed producers)
             reached, batches, records, size_bytes, last_offset, latest = native.map_batches(
-                buf, at, at + RUN_BYTES, start
+                buf, at, at + RUN_BYTES, start, txns.committed_sink() is not None
             )
             if batches:
                 pacer.read(size_bytes)
-                txns.on_plain_batch_read(last_offset)  # none of them is transactional: none aborted
+                txns.on_plain_batch_read(last_offset)  # none of them could be aborted
                 if latest >= 0:
                     offset_map.update_latest_offset(latest)
                 stats.map_records_read += records

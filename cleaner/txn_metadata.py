@@ -90,6 +90,15 @@ class CleanedTransactionMetadata:
         self._ongoing_aborted[batch.producer_id] = _OngoingAborted(ongoing.txn, batch.last_offset)
         return True
 
+    def committed_sink(self) -> set[int] | None:
+        """While no aborted transaction is pending or ongoing, no transactional data batch can be discarded,
+        and ``on_batch_read`` only adds its producer to the ongoing committed ones: this set, which the C
+        filter adds them to for the transactional batches it takes. None otherwise: each needs
+        ``on_batch_read``."""
+        if self._heap or self._ongoing_aborted:
+            return None
+        return self._ongoing_committed
+
     def on_plain_batch_read(self, last_offset: int) -> None:
         """A non-transactional data batch was read: ``on_batch_read`` from its header (never aborted)."""
         self._consume_aborted_up_to(last_offset)

@@ -358,46 +358,57 @@ def test_plain_batches_are_filtered_by_the_c_loop_and_match_the_python_rules(tmp
     assert sum(calls) >= 39 and max(calls) > 10, "the first round: whole runs of batches per call"
 
 
-def idempotent_log(directory: Path, codec: CompressionType) -> None:
-    """Small batches of an idempotent producer (producer id 7), compressed with ``codec``; its last batch's
-    keys all written again after it by a batch without a producer id, so that none of its records survives."""
+def producer_log(directory: Path, codec: CompressionType, *, transactional: bool) -> int:
+    """Small batches of one producer (id 7; transactional ones committed four batches at a time),
+    compressed with ``codec``; its last batch's keys all written again after it by a batch without a
+    producer id, so that none of its records survives. The offset of the last batch (the upper bound's)."""
     directory.mkdir(parents=True)
     log = load_partition_log(directory, compact_config(segment_bytes=4096), clock=ManualClock(START)).log
-    producer = Producer(log, 7, transactional=False)
+    producer = Producer(log, 7, transactional=transactional)
     for i in range(40):
         records = [Record(0, START + i, b"k%d" % ((3 * i + j) % 7), b"v%d" % i) for j in range(3)]
         log.append_records(
-            records, compression=codec, producer_id=7, producer_epoch=0, base_sequence=producer.sequence
+            records,
+            compression=codec,
+            producer_id=7,
+            producer_epoch=0,
+            base_sequence=producer.sequence,
+            is_transactional=transactional,
         )
         producer.sequence += len(records)
+        if transactional and i % 4 == 3:
+            producer.commit()
     log.append_records([Record(0, START, b"k%d" % k, None) for k in range(7)], compression=codec)
-    log.append_records([Record(0, START, b"last", b"v")])  # the batch at the upper bound: Python's
+    last = log.append_records([Record(0, START, b"last", b"v")]).first_offset  # the upper bound's: Python's
     log.roll()
     log.close()
+    return last
 
 
+@pytest.mark.parametrize("transactional", [False, True], ids=["idempotent", "transactional"])
 @pytest.mark.parametrize("codec", list(CompressionType))
-def test_an_idempotent_producer_s_compressed_batches_are_cleaned_by_the_c_loops(
-    tmp_path: Path, codec: CompressionType
+def test_a_producer_s_compressed_batches_are_cleaned_by_the_c_loops(
+    tmp_path: Path, codec: CompressionType, transactional: bool
 ) -> None:
-    """Batches with a producer id (outside transactions), compressed or not, go through the C loops of both
-    passes: none of them through the Python rules batch by batch. The producer's last batch, all of its
-    records superseded, stays as a bare header (its producer's state), and the files are the Python rules'."""
-    python_batches: list[int] = []
+    """Batches with a producer id, compressed or not, idempotent or in committed transactions, go through the
+    C loops of both passes: no data batch through the Python rules batch by batch, but the one at the upper
+    bound and the bare header a round left. The producer's last batch, all of its records superseded, stays
+    as a bare header (its producer's state), and the files are the Python rules'."""
+    python_batches: list[RecordBatch] = []
     real_clean, real_map = cleaner.cleaner._clean_batch, cleaner.offset_map._map_batch
 
     def clean_counted(batch: RecordBatch, *args: object) -> None:
-        python_batches.append(batch.base_offset)
+        python_batches.append(batch)
         real_clean(batch, *args)  # type: ignore[arg-type]  # the same arguments, passed through
 
     def map_counted(batch: RecordBatch, *args: object) -> bool:
-        python_batches.append(batch.base_offset)
+        python_batches.append(batch)
         return real_map(batch, *args)  # type: ignore[arg-type]  # the same arguments, passed through
 
     seen = []
     for native in (True, False):
         directory = tmp_path / f"n{native}" / "topic-0"
-        idempotent_log(directory, codec)
+        last = producer_log(directory, codec, transactional=transactional)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(cleaner.cleaner, "_clean_batch", clean_counted)
             patch.setattr(cleaner.offset_map, "_map_batch", map_counted)
@@ -405,12 +416,13 @@ def test_an_idempotent_producer_s_compressed_batches_are_cleaned_by_the_c_loops(
                 patch.setattr(cleaner.native, "_native", None)
             seen.append(clean_three_times(directory))
         if native:
-            # the batch at the upper bound, each round; from the second on, the bare header the first left
-            assert python_batches == [127, 117, 127, 117, 127]
+            data_batches = [b for b in python_batches if not b.is_control]
+            assert [b.base_offset for b in data_batches if b.records_count] == [last, last, last]
+            assert len(data_batches) == 5, "and from the second round on, the bare header the first left"
     assert seen[0] == seen[1]
     batches = _batches_of(seen[0][0])
-    assert [b.records_count for b in batches if b.producer_id == 7][-1] == 0
-    assert batches[-1].base_offset == 127 and len(batches) < 20
+    assert [b.records_count for b in batches if b.producer_id == 7 and not b.is_control][-1] == 0
+    assert batches[-1].base_offset == last and len(batches) < 25
 
 
 def compressed_batch(framing: str, records: int = 1_000) -> bytes:
