@@ -1516,15 +1516,35 @@ set_codecs(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* Whether the C loops read a batch with these attributes: a data batch, transactional only when the caller
- * says no aborted transaction can claim it (`transactional`), with no codec or one whose functions are
- * registered. */
+/* Whether the C loops read a batch with these attributes: a data batch, with no codec or one whose functions
+ * are registered; transactional, or an uncompressed control batch (a marker), only when the caller says no
+ * aborted transaction can claim it (`transactional`). */
 static inline int
 loops_read(unsigned attributes, int transactional)
 {
     unsigned codec = attributes & CODEC_BITS;
-    return !(attributes & CONTROL_BIT) && (transactional || !(attributes & TRANSACTIONAL_BIT)) &&
+    if (attributes & CONTROL_BIT) {
+        return transactional && codec == 0;
+    }
+    return (transactional || !(attributes & TRANSACTIONAL_BIT)) &&
            (codec == 0 || (codec < CODECS && codec_types != NULL));
+}
+
+enum { MARKER_ABORT = 0, MARKER_COMMIT = 1 };
+
+/* The type of the transaction marker in the control batch at b of `size` bytes (one record, whose key is
+ * version 0 and type ABORT or COMMIT), or -1: any other control batch is the Python rules'. */
+static int
+marker_type(const unsigned char *b, int64_t size)
+{
+    Py_ssize_t pos = 0, end = (Py_ssize_t)size - BATCH_OVERHEAD;
+    RecordView r;
+    if ((int32_t)be32(b + 57) != 1 || read_record(b + BATCH_OVERHEAD, end, &pos, &r) < 0 || pos != end ||
+        r.key < 0 || r.key_length != 4) {
+        return -1;
+    }
+    const unsigned char *key = b + BATCH_OVERHEAD + r.key;
+    return key[0] == 0 && key[1] == 0 && key[2] == 0 && key[3] <= MARKER_COMMIT ? key[3] : -1;
 }
 
 /*
@@ -1797,6 +1817,22 @@ keymap_map_batches(KeyMap *m, PyObject *args)
         if (!loops_read(attributes, transactional) || last_delta < 0 || count <= 0
             || (checks && crc32c(b + 21, (size_t)size - 21) != be32(b + 17))) {
             break;
+        }
+        if (attributes & CONTROL_BIT) {
+            /* a marker: no key to put; while no aborted transaction can claim a batch, it changes only what
+             * the map does not read of the transaction state (the ongoing committed producers) */
+            if (!checks || marker_type(b, size) < 0) {
+                break;
+            }
+            batches++;
+            records += count;
+            bytes += (Py_ssize_t)size;
+            last_offset = base + last_delta;
+            if (last_offset >= start) {
+                latest = last_offset;
+            }
+            pos += (Py_ssize_t)size;
+            continue;
         }
         const unsigned char *area = b + BATCH_OVERHEAD;
         Py_ssize_t area_length = (Py_ssize_t)size - BATCH_OVERHEAD;
@@ -2256,6 +2292,43 @@ is_producers_last(const int64_t *ends, Py_ssize_t n, int64_t last, int64_t pid)
     return 0;
 }
 
+/* A transaction event of a filter run, kept until the run applies them in order to the state's set of
+ * ongoing committed producers: a producer id to add (a transactional batch read), or ~id to discard (a COMMIT
+ * marker that found it). 0, or -1: no memory. */
+static int
+push_txn_event(int64_t **events, size_t *count, size_t *capacity, int64_t event)
+{
+    if (*count > 0 && (*events)[*count - 1] == event && event >= 0) {
+        return 0; /* the same producer's next batch */
+    }
+    if (*count == *capacity) {
+        size_t grown_capacity = *capacity ? *capacity * 2 : 16;
+        int64_t *grown = realloc(*events, grown_capacity * sizeof(int64_t));
+        if (grown == NULL) {
+            return -1;
+        }
+        *events = grown;
+        *capacity = grown_capacity;
+    }
+    (*events)[(*count)++] = event;
+    return 0;
+}
+
+/* The events pushed so far, applied to `committed` in order and forgotten (the GIL held): 0, or -1 with the
+ * error set. */
+static int
+apply_txn_events(PyObject *committed, const int64_t *events, size_t *count)
+{
+    int rc = 0; /* PySet_Discard's 1 (it was there) is no error */
+    for (size_t i = 0; i < *count && rc >= 0; i++) {
+        PyObject *producer = PyLong_FromLongLong(events[i] >= 0 ? events[i] : ~events[i]);
+        rc = producer == NULL ? -1 : events[i] >= 0 ? PySet_Add(committed, producer) : PySet_Discard(committed, producer);
+        Py_XDECREF(producer);
+    }
+    *count = 0;
+    return rc < 0 ? -1 : 0;
+}
+
 /* rules.empty_batch of the batch at b (Kafka writeEmptyHeader): its header alone, no records, no codec or
  * horizon, base timestamp -1, every other field kept. */
 static void
@@ -2265,7 +2338,7 @@ write_empty_batch(unsigned char *o, const unsigned char *b, unsigned attributes)
     put_be32(o + 8, BATCH_OVERHEAD - 12);
     o[16] = 2;
     o[21] = 0;
-    o[22] = (unsigned char)(attributes & (0x08 | TRANSACTIONAL_BIT));
+    o[22] = (unsigned char)(attributes & (0x08 | TRANSACTIONAL_BIT | CONTROL_BIT));
     put_be64(o + 27, -1);
     put_be32(o + 57, 0);
     put_be32(o + 17, crc32c(o + 21, BATCH_OVERHEAD - 21));
@@ -2354,7 +2427,7 @@ filter_batches(PyObject *self, PyObject *args)
     FilterScratch sc = {0};
     PyObject *raw = NULL, *packed = NULL; /* a compressed batch's records, and its survivors compressed */
     Inflated inflated = {0};              /* or its records decompressed by the system's codec library */
-    int64_t *txn_producers = NULL;        /* the producer ids of the transactional batches taken */
+    int64_t *txn_events = NULL;           /* push_txn_event's, not applied yet */
     size_t txn_count = 0, txn_capacity = 0;
     if (out == NULL || meta == NULL) {
         if (has_out) {
@@ -2386,8 +2459,38 @@ filter_batches(PyObject *self, PyObject *args)
             break;
         }
         int retain_empty = producer_id != -1 && is_producers_last(ends, ends_count, base + last_delta, producer_id);
+        int is_marker = (attributes & CONTROL_BIT) != 0, can_discard = 0, kept_committed = 0;
+        if (is_marker) {
+            /* CleanedTransactionMetadata.on_control_batch_read while no aborted transaction is pending or
+             * ongoing: an ABORT marker may go; a COMMIT marker is kept while its producer is among the ongoing
+             * committed (and it leaves them), else it may go. A producer whose last entry is a marker (no data
+             * offset: rules.is_last_record_of_producer by epoch) leaves it to the Python rules. */
+            int type = marker_type(b, size);
+            if (type < 0 || is_producers_last(ends, ends_count, -1, producer_id)) {
+                break;
+            }
+            if (type == MARKER_COMMIT) {
+                Py_BLOCK_THREADS
+                PyObject *producer = NULL;
+                if (apply_txn_events(committed_obj, txn_events, &txn_count) < 0 ||
+                    (producer = PyLong_FromLongLong(producer_id)) == NULL ||
+                    (kept_committed = PySet_Contains(committed_obj, producer)) < 0) {
+                    status = 4;
+                }
+                Py_XDECREF(producer);
+                Py_UNBLOCK_THREADS
+                if (status != 0) {
+                    break;
+                }
+            }
+            can_discard = !kept_committed;
+        }
+        int discard_records = is_marker && can_discard && (attributes & 0x40) && base_ts <= now_ms;
         FilterCall c = {0};
-        if (count == (int64_t)last_delta + 1 && base + last_delta <= map_latest_offset &&
+        if (discard_records) {
+            retain_empty = 0; /* rules.batch_retention's DELETE: gone, its records not read */
+        }
+        else if (!is_marker && count == (int64_t)last_delta + 1 && base + last_delta <= map_latest_offset &&
             keymap_all_superseded((KeyMap *)key_map_obj, base, base + last_delta)) {
             /* every offset holds a keyed record a later one supersedes (the map's scan read each of them
              * this round, so they are well formed): none survives, none is parsed */
@@ -2421,7 +2524,9 @@ filter_batches(PyObject *self, PyObject *args)
             c.has_horizon = (attributes & 0x40) != 0;
             c.horizon = base_ts;
             c.key_map = (KeyMap *)key_map_obj;
-            c.use_bitmap = 1;
+            c.use_bitmap = !is_marker;
+            c.is_control = is_marker;
+            c.can_discard = can_discard;
             c.map_latest_offset = map_latest_offset;
             c.now_ms = now_ms;
             c.new_horizon = new_horizon;
@@ -2484,7 +2589,8 @@ filter_batches(PyObject *self, PyObject *args)
             memcpy(o, b, BATCH_OVERHEAD);
             put_be32(o + 8, (uint32_t)(written - 12));
             o[16] = 2;
-            unsigned new_attributes = (attributes & (0x0F | TRANSACTIONAL_BIT)) | (c.horizon_out ? 0x40 : 0);
+            unsigned new_attributes =
+                (attributes & (0x0F | TRANSACTIONAL_BIT | CONTROL_BIT)) | (c.horizon_out ? 0x40 : 0);
             o[21] = (unsigned char)(new_attributes >> 8);
             o[22] = (unsigned char)new_attributes;
             put_be64(o + 27, c.new_base);
@@ -2503,18 +2609,13 @@ filter_batches(PyObject *self, PyObject *args)
             meta = grown;
             meta_capacity *= 2;
         }
-        if ((attributes & TRANSACTIONAL_BIT) && (txn_count == 0 || txn_producers[txn_count - 1] != producer_id)) {
-            if (txn_count == txn_capacity) {
-                size_t capacity = txn_capacity ? txn_capacity * 2 : 16;
-                int64_t *grown = realloc(txn_producers, capacity * sizeof(int64_t));
-                if (grown == NULL) {
-                    status = 2;
-                    break;
-                }
-                txn_producers = grown;
-                txn_capacity = capacity;
+        /* the batch is taken: what reading it changes in the transaction state, in order */
+        if (((attributes & TRANSACTIONAL_BIT) && !is_marker) || kept_committed) {
+            int64_t event = is_marker ? ~producer_id : producer_id;
+            if (push_txn_event(&txn_events, &txn_count, &txn_capacity, event) < 0) {
+                status = 2;
+                break;
             }
-            txn_producers[txn_count++] = producer_id;
         }
         int64_t *row = meta + batches * META_FIELDS;
         row[0] = outcome;
@@ -2536,14 +2637,10 @@ filter_batches(PyObject *self, PyObject *args)
     Py_XDECREF(packed);
     free(inflated.data);
     filter_scratch_free(&sc);
-    for (size_t i = 0; i < txn_count && status != 2 && status != 4; i++) {
-        PyObject *producer = PyLong_FromLongLong(txn_producers[i]);
-        if (producer == NULL || PySet_Add(committed_obj, producer) < 0) {
-            status = 4; /* the error is set */
-        }
-        Py_XDECREF(producer);
+    if (status != 2 && status != 4 && apply_txn_events(committed_obj, txn_events, &txn_count) < 0) {
+        status = 4; /* the error is set */
     }
-    free(txn_producers);
+    free(txn_events);
     if (has_ends) {
         PyBuffer_Release(&ends_view);
     }

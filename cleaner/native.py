@@ -331,10 +331,11 @@ def filter_batches(
 
 
 def producer_ends(last_data_offsets: Iterable[tuple[int, int | None]]) -> bytes:
-    """The ``producer_ends`` of ``filter_batches`` from (producer id, last data offset or None) pairs: the
-    offsets where an active producer's last data batch ends, with its id, as sorted int64 pairs (such a
-    batch is kept, as a bare header if none of its records survives)."""
-    pairs = sorted((offset, pid) for pid, offset in last_data_offsets if offset is not None)
+    """The ``producer_ends`` of ``filter_batches`` from (producer id, last data offset or None) pairs, as
+    int64 pairs (offset, producer id) sorted by offset: where an active producer's last data batch ends (such
+    a batch is kept, as a bare header if none of its records survives), -1 for a producer whose last entry is
+    a marker (its markers are left to the Python rules, which keep them by epoch)."""
+    pairs = sorted((-1 if offset is None else offset, pid) for pid, offset in last_data_offsets)
     return array.array("q", [value for pair in pairs for value in pair]).tobytes()
 
 

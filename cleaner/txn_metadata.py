@@ -92,9 +92,9 @@ class CleanedTransactionMetadata:
 
     def committed_sink(self) -> set[int] | None:
         """While no aborted transaction is pending or ongoing, no transactional data batch can be discarded,
-        and ``on_batch_read`` only adds its producer to the ongoing committed ones: this set, which the C
-        filter adds them to for the transactional batches it takes. None otherwise: each needs
-        ``on_batch_read``."""
+        ``on_batch_read`` only adds its producer to the ongoing committed ones, and a marker's verdict
+        depends only on them: this set, which the C filter keeps as these methods would for the batches and
+        markers it takes. None otherwise: each needs ``on_batch_read`` or ``on_control_batch_read``."""
         if self._heap or self._ongoing_aborted:
             return None
         return self._ongoing_committed

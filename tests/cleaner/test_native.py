@@ -390,10 +390,10 @@ def producer_log(directory: Path, codec: CompressionType, *, transactional: bool
 def test_a_producer_s_compressed_batches_are_cleaned_by_the_c_loops(
     tmp_path: Path, codec: CompressionType, transactional: bool
 ) -> None:
-    """Batches with a producer id, compressed or not, idempotent or in committed transactions, go through the
-    C loops of both passes: no data batch through the Python rules batch by batch, but the one at the upper
-    bound and the bare header a round left. The producer's last batch, all of its records superseded, stays
-    as a bare header (its producer's state), and the files are the Python rules'."""
+    """Batches with a producer id, compressed or not, idempotent or in committed transactions (their markers
+    too), go through the C loops of both passes: no batch through the Python rules batch by batch, but the
+    one at the upper bound and the bare header a round left. The producer's last batch, all of its records
+    superseded, stays as a bare header (its producer's state), and the files are the Python rules'."""
     python_batches: list[RecordBatch] = []
     real_clean, real_map = cleaner.cleaner._clean_batch, cleaner.offset_map._map_batch
 
@@ -416,9 +416,9 @@ def test_a_producer_s_compressed_batches_are_cleaned_by_the_c_loops(
                 patch.setattr(cleaner.native, "_native", None)
             seen.append(clean_three_times(directory))
         if native:
-            data_batches = [b for b in python_batches if not b.is_control]
-            assert [b.base_offset for b in data_batches if b.records_count] == [last, last, last]
-            assert len(data_batches) == 5, "and from the second round on, the bare header the first left"
+            assert not [b for b in python_batches if b.is_control], "the markers too, in C"
+            assert [b.base_offset for b in python_batches if b.records_count] == [last, last, last]
+            assert len(python_batches) == 5, "and from the second round on, the bare header the first left"
     assert seen[0] == seen[1]
     batches = _batches_of(seen[0][0])
     assert [b.records_count for b in batches if b.producer_id == 7 and not b.is_control][-1] == 0
