@@ -71,7 +71,8 @@ class GenOptions:
 
     ``keys=None`` means one key per record (key cardinality = ``records``); ``timestamp_start_ms=None``
     means now minus ``timestamp_spread_ms``, so the newest generated record is stamped now. ``idempotent``
-    batches carry producer id ``IDEMPOTENT_PRODUCER_ID``, epoch 0 and sequences from 0 in each partition.
+    batches carry producer id ``IDEMPOTENT_PRODUCER_ID``, epoch 0 and sequences from 0 in each partition
+    (from the producer's last one there when appending).
     """
 
     log_dir: Path
@@ -190,6 +191,7 @@ def _fill_partition(log: PartitionLog, options: GenOptions, pool: bytes, now_ms:
     start_ms = now_ms - spread if options.timestamp_start_ms is None else options.timestamp_start_ms
     last_index = max(options.records - 1, 1)
     draw, key_count = rng.random, options.key_count  # int(random() * n): uniform, 3x faster than randrange
+    first_sequence = _next_sequence(log) if options.idempotent else NO_SEQUENCE
     for batch_index, first in enumerate(range(0, options.records, options.batch_size)):
         count = min(options.batch_size, options.records - first)
         if _is_selected(batch_index, options.future_share):
@@ -201,7 +203,7 @@ def _fill_partition(log: PartitionLog, options: GenOptions, pool: bytes, now_ms:
         area = encode_records_area(timestamps, keys, values)
         if options.compression is not CompressionType.NONE:
             area = compress(options.compression, area)
-        sequence = first if options.idempotent else NO_SEQUENCE
+        sequence = first_sequence + first if options.idempotent else NO_SEQUENCE
         batch = _encode(area, count, timestamps, options.compression, sequence)
         _check_batch_size(len(batch), options, log.config)
         log.append_batches(batch)
@@ -209,6 +211,15 @@ def _fill_partition(log: PartitionLog, options: GenOptions, pool: bytes, now_ms:
     return GenResult(
         tp.topic, tp.partition, options.records, log.log_end_offset, len(log.segments), log.size_bytes
     )
+
+
+def _next_sequence(log: PartitionLog) -> int:
+    """Where the idempotent producer's sequences go on in this partition: after its last batch if a run
+    before wrote some (a re-run appends, as the producer would), else from 0."""
+    for entry in log.producer_state.snapshot_entries():
+        if entry.producer_id == IDEMPOTENT_PRODUCER_ID:
+            return entry.last_sequence + 1
+    return 0
 
 
 def _is_selected(index: int, share: float) -> bool:
@@ -365,7 +376,8 @@ _FRACTION = click.FloatRange(0.0, 1.0)
     "--idempotent",
     is_flag=True,
     help="Write the batches as an idempotent producer does (Kafka's default since 3.0): producer id "
-    f"{IDEMPOTENT_PRODUCER_ID}, epoch 0, sequences from 0 in each partition.",
+    f"{IDEMPOTENT_PRODUCER_ID}, epoch 0, sequences from 0 in each partition (a re-run goes on from its "
+    "last).",
 )
 @click.option(
     "--workload",

@@ -163,6 +163,8 @@ def test_idempotent_batches_carry_a_producer_id_and_sequences(
         assert not any(b.is_transactional for b in got)
     run_json(capsys, tmp_path / "plain", *args)
     assert {(b.producer_id, b.base_sequence) for b in batches(tmp_path / "plain" / "gen-0-0")} == {(-1, -1)}
+    run_json(capsys, tmp_path, *args, "--idempotent")  # a re-run appends: the producer's sequences go on
+    assert [b.base_sequence for b in batches(tmp_path / "gen-0-1")] == [0, 100, 200, 300, 400, 500]
 
 
 def test_small_segment_bytes_roll_segments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
