@@ -1630,6 +1630,19 @@ load_system_codecs(void)
     }
 }
 
+/* Grow the array *slot to n items of item_size bytes; on failure it keeps its old block (freed later). */
+static int
+grow_array(void *slot, Py_ssize_t n, size_t item_size)
+{
+    void **array = (void **)slot;
+    void *grown = realloc(*array, (size_t)n * item_size);
+    if (grown == NULL) {
+        return -1;
+    }
+    *array = grown;
+    return 0;
+}
+
 /* A call's output buffer for decompressed records, grown as needed and freed at the call's end. */
 typedef struct {
     unsigned char *data;
@@ -1643,11 +1656,9 @@ inflated_reserve(Inflated *f, size_t need)
         return 0;
     }
     size_t capacity = f->capacity * 2 > need ? f->capacity * 2 : need;
-    unsigned char *grown = realloc(f->data, capacity);
-    if (grown == NULL) {
+    if (grow_array(&f->data, (Py_ssize_t)capacity, 1) < 0) {
         return -1;
     }
-    f->data = grown;
     f->capacity = capacity;
     return 0;
 }
@@ -1746,6 +1757,33 @@ system_decompress(unsigned codec, const unsigned char *p, size_t n, Inflated *f)
     return -1;
 }
 
+/*
+ * A compressed batch's records area (*area, *length), decompressed: by the system's library into f, else by
+ * the registered Python function into *raw (the previous one released), the GIL taken back from *save for
+ * that call. Called without the GIL, from inside Py_BEGIN_ALLOW_THREADS (save: &_save). 0 and *area,
+ * *length now the records; else codec_call's 1 (the batch is the Python rules') or 4 (an error is set).
+ */
+static int
+inflate_area(unsigned codec, const unsigned char **area, Py_ssize_t *length, Inflated *f, PyObject **raw,
+             PyThreadState **save)
+{
+    Py_ssize_t inflated = system_decompress(codec, *area, (size_t)*length, f);
+    if (inflated >= 0) {
+        *area = f->data;
+        *length = inflated;
+        return 0;
+    }
+    PyEval_RestoreThread(*save);
+    Py_CLEAR(*raw);
+    int rc = codec_call(codec_decompress, codec, *area, *length, raw);
+    *save = PyEval_SaveThread();
+    if (rc == 0) {
+        *area = (const unsigned char *)PyBytes_AS_STRING(*raw);
+        *length = PyBytes_GET_SIZE(*raw);
+    }
+    return rc;
+}
+
 /* set_system_codecs(on) -> the codecs the system's libraries decompress now, as a tuple of codec ids */
 static PyObject *
 set_system_codecs(PyObject *self, PyObject *arg)
@@ -1836,23 +1874,12 @@ keymap_map_batches(KeyMap *m, PyObject *args)
         }
         const unsigned char *area = b + BATCH_OVERHEAD;
         Py_ssize_t area_length = (Py_ssize_t)size - BATCH_OVERHEAD;
-        Py_ssize_t inflated_length = -1;
-        if ((attributes & CODEC_BITS) &&
-            (inflated_length = system_decompress(attributes & CODEC_BITS, area, (size_t)area_length, &inflated)) >= 0) {
-            area = inflated.data;
-            area_length = inflated_length;
-        }
-        else if (attributes & CODEC_BITS) {
-            Py_BLOCK_THREADS
-            Py_CLEAR(raw);
-            int rc = codec_call(codec_decompress, attributes & CODEC_BITS, area, area_length, &raw);
-            Py_UNBLOCK_THREADS
+        if (attributes & CODEC_BITS) {
+            int rc = inflate_area(attributes & CODEC_BITS, &area, &area_length, &inflated, &raw, &_save);
             if (rc != 0) {
-                status = rc == 1 ? 0 : rc;
+                status = rc == 1 ? 0 : rc; /* the codec refused it: Python's, with its error */
                 break;
             }
-            area = (const unsigned char *)PyBytes_AS_STRING(raw);
-            area_length = PyBytes_GET_SIZE(raw);
         }
         int64_t last_put = -1;
         status = parse_area(m, block, area, area_length, count, base, start, &last_put, checks);
@@ -1992,19 +2019,6 @@ typedef struct {
     unsigned char *out; /* the survivors' records area */
     size_t out_capacity;
 } FilterScratch;
-
-/* Grow the array *slot to n items of item_size bytes; on failure it keeps its old block (freed later). */
-static int
-grow_array(void *slot, Py_ssize_t n, size_t item_size)
-{
-    void **array = (void **)slot;
-    void *grown = realloc(*array, (size_t)n * item_size);
-    if (grown == NULL) {
-        return -1;
-    }
-    *array = grown;
-    return 0;
-}
 
 static int
 filter_scratch_reserve(FilterScratch *sc, Py_ssize_t n, size_t out_bytes)
@@ -2302,13 +2316,11 @@ push_txn_event(int64_t **events, size_t *count, size_t *capacity, int64_t event)
         return 0; /* the same producer's next batch */
     }
     if (*count == *capacity) {
-        size_t grown_capacity = *capacity ? *capacity * 2 : 16;
-        int64_t *grown = realloc(*events, grown_capacity * sizeof(int64_t));
-        if (grown == NULL) {
+        size_t grown = *capacity ? *capacity * 2 : 16;
+        if (grow_array(events, (Py_ssize_t)grown, sizeof(int64_t)) < 0) {
             return -1;
         }
-        *events = grown;
-        *capacity = grown_capacity;
+        *capacity = grown;
     }
     (*events)[(*count)++] = event;
     return 0;
@@ -2499,23 +2511,9 @@ filter_batches(PyObject *self, PyObject *args)
         else {
             const unsigned char *area = b + BATCH_OVERHEAD;
             Py_ssize_t area_length = (Py_ssize_t)size - BATCH_OVERHEAD;
-            Py_ssize_t inflated_length = codec ? system_decompress(codec, area, (size_t)area_length, &inflated) : -1;
-            if (inflated_length >= 0) {
-                area = inflated.data;
-                area_length = inflated_length;
-            }
-            else if (codec) {
-                Py_BLOCK_THREADS
-                Py_CLEAR(raw);
-                Py_CLEAR(packed);
-                status = codec_call(codec_decompress, codec, area, area_length, &raw);
-                Py_UNBLOCK_THREADS
-                if (status != 0) {
-                    status = status == 1 ? 0 : status; /* the codec refused it: Python's, with its error */
-                    break;
-                }
-                area = (const unsigned char *)PyBytes_AS_STRING(raw);
-                area_length = PyBytes_GET_SIZE(raw);
+            if (codec && (status = inflate_area(codec, &area, &area_length, &inflated, &raw, &_save)) != 0) {
+                status = status == 1 ? 0 : status; /* the codec refused it: Python's, with its error */
+                break;
             }
             c.base_offset = base;
             c.base_timestamp = base_ts;

@@ -347,7 +347,8 @@ def clean_group(
     )
     writer = CleanedWriter(segments, directory, config, now_ms)
     key_map = native_key_map(lookup)
-    ends = producer_ends((pid, last.last_data_offset) for pid, last in active_producers.items())
+    producers = ((pid, last.last_data_offset) for pid, last in active_producers.items())
+    ends = producer_ends(producers) if key_map is not None else b""  # the C loop's only
     try:
         retained: list[AbortedTxn] = []
         for segment, aborted in zip(segments, aborted_txns, strict=True):
