@@ -26,6 +26,7 @@ import click
 from service.clock import Clock
 from service.errors import InvalidInputError
 from service.storage.compression import CompressionType, compress, compression_from_name
+from service.storage.control import encode_end_txn_marker_batch
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.log_files import is_valid_topic_name
@@ -42,6 +43,7 @@ __all__ = [
     "GenOptions",
     "GenResult",
     "IDEMPOTENT_PRODUCER_ID",
+    "TRANSACTIONAL_PRODUCER_ID",
     "encode_records_area",
     "gen_command",
     "generate",
@@ -50,6 +52,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 IDEMPOTENT_PRODUCER_ID = 1  # ``--idempotent``'s producer: one producer writing every partition
+TRANSACTIONAL_PRODUCER_ID = 2  # ``--transaction-batches``' producer, another one, so the two runs can mix
 DEFAULT_FUTURE_MS = 86_400_000  # one day: the size of the future-timestamp incident we reproduce
 MIN_SEGMENT_BYTES = 14  # Kafka 3.x's minimum segment.bytes
 MAX_SEGMENT_BYTES = (1 << 31) - 1  # segment.bytes is a Java int
@@ -72,7 +75,10 @@ class GenOptions:
     ``keys=None`` means one key per record (key cardinality = ``records``); ``timestamp_start_ms=None``
     means now minus ``timestamp_spread_ms``, so the newest generated record is stamped now. ``idempotent``
     batches carry producer id ``IDEMPOTENT_PRODUCER_ID``, epoch 0 and sequences from 0 in each partition
-    (from the producer's last one there when appending).
+    (from the producer's last one there when appending). ``transaction_batches=N`` (N > 0) writes as a
+    transactional producer instead (``TRANSACTIONAL_PRODUCER_ID``, epoch 0, sequences as above): every N
+    batches of a partition, and after its last, a transaction ends with a COMMIT marker, or an ABORT for
+    ``aborted_share`` of them.
     """
 
     log_dir: Path
@@ -92,6 +98,16 @@ class GenOptions:
     cleanup_policy: frozenset[str] = field(default_factory=lambda: frozenset({"delete"}))
     seed: int = 0
     idempotent: bool = False  # batches as an idempotent producer writes them (Kafka's default since 3.0)
+    transaction_batches: int = 0  # batches per transaction; 0: not transactional
+    aborted_share: float = 0.0  # of the transactions, the share that is aborted
+
+    @property
+    def producer_id(self) -> int:
+        """The producer id of the generated batches (``NO_PRODUCER_ID`` when neither idempotent nor
+        transactional)."""
+        if self.transaction_batches:
+            return TRANSACTIONAL_PRODUCER_ID
+        return IDEMPOTENT_PRODUCER_ID if self.idempotent else NO_PRODUCER_ID
 
     def __post_init__(self) -> None:
         _check_options(self)
@@ -135,13 +151,25 @@ def _check_options(options: GenOptions) -> None:
         "timestamp_spread_ms": (options.timestamp_spread_ms, 0),
         "future_ms": (options.future_ms, 0),
         "timestamp_start_ms": (0 if options.timestamp_start_ms is None else options.timestamp_start_ms, 0),
+        "transaction_batches": (options.transaction_batches, 0),
     }
     for name, (value, minimum) in counts.items():
         if value < minimum:
             raise InvalidInputError(f"{name} must be >= {minimum}, got {value}")
-    for name, share in (("tombstones", options.tombstones), ("future_share", options.future_share)):
+    shares = (
+        ("tombstones", options.tombstones),
+        ("future_share", options.future_share),
+        ("aborted_share", options.aborted_share),
+    )
+    for name, share in shares:
         if not 0.0 <= share <= 1.0:
             raise InvalidInputError(f"{name} is a fraction in [0, 1], got {share}")
+    if options.idempotent and options.transaction_batches:
+        raise InvalidInputError(
+            "idempotent and transaction_batches name two producers: a transactional one is idempotent too"
+        )
+    if options.aborted_share and not options.transaction_batches:
+        raise InvalidInputError("aborted_share needs transaction_batches: only a transaction can be aborted")
     if not MIN_SEGMENT_BYTES <= options.segment_bytes <= MAX_SEGMENT_BYTES:
         raise InvalidInputError(
             f"segment_bytes must be in [{MIN_SEGMENT_BYTES}, {MAX_SEGMENT_BYTES}], "
@@ -191,7 +219,10 @@ def _fill_partition(log: PartitionLog, options: GenOptions, pool: bytes, now_ms:
     start_ms = now_ms - spread if options.timestamp_start_ms is None else options.timestamp_start_ms
     last_index = max(options.records - 1, 1)
     draw, key_count = rng.random, options.key_count  # int(random() * n): uniform, 3x faster than randrange
-    first_sequence = _next_sequence(log) if options.idempotent else NO_SEQUENCE
+    producer_id = options.producer_id
+    first_sequence = _next_sequence(log, producer_id) if producer_id != NO_PRODUCER_ID else NO_SEQUENCE
+    per_transaction = options.transaction_batches
+    batch_count = -(-options.records // options.batch_size)
     for batch_index, first in enumerate(range(0, options.records, options.batch_size)):
         count = min(options.batch_size, options.records - first)
         if _is_selected(batch_index, options.future_share):
@@ -203,21 +234,32 @@ def _fill_partition(log: PartitionLog, options: GenOptions, pool: bytes, now_ms:
         area = encode_records_area(timestamps, keys, values)
         if options.compression is not CompressionType.NONE:
             area = compress(options.compression, area)
-        sequence = first_sequence + first if options.idempotent else NO_SEQUENCE
-        batch = _encode(area, count, timestamps, options.compression, sequence)
+        sequence = first_sequence + first if producer_id != NO_PRODUCER_ID else NO_SEQUENCE
+        batch = _encode(area, count, timestamps, options, producer_id, sequence)
         _check_batch_size(len(batch), options, log.config)
         log.append_batches(batch)
+        if per_transaction and ((batch_index + 1) % per_transaction == 0 or batch_index + 1 == batch_count):
+            aborted = _is_selected(batch_index // per_transaction, options.aborted_share)
+            log.append_batches(
+                encode_end_txn_marker_batch(
+                    offset=0,
+                    producer_id=producer_id,
+                    producer_epoch=0,
+                    commit=not aborted,
+                    timestamp=max(timestamps),
+                )
+            )
     logger.info("Generated %d records in %s", options.records, tp)
     return GenResult(
         tp.topic, tp.partition, options.records, log.log_end_offset, len(log.segments), log.size_bytes
     )
 
 
-def _next_sequence(log: PartitionLog) -> int:
-    """Where the idempotent producer's sequences go on in this partition: after its last batch if a run
-    before wrote some (a re-run appends, as the producer would), else from 0."""
+def _next_sequence(log: PartitionLog, producer_id: int) -> int:
+    """Where the producer's sequences go on in this partition: after its last batch if a run before wrote
+    some (a re-run appends, as the producer would), else from 0."""
     for entry in log.producer_state.snapshot_entries():
-        if entry.producer_id == IDEMPOTENT_PRODUCER_ID:
+        if entry.producer_id == producer_id:
             return entry.last_sequence + 1
     return 0
 
@@ -243,11 +285,14 @@ def _values(rng: random.Random, pool: bytes, count: int, options: GenOptions) ->
 
 
 def _encode(
-    area: bytes, count: int, timestamps: Sequence[int], codec: CompressionType, sequence: int
+    area: bytes,
+    count: int,
+    timestamps: Sequence[int],
+    options: GenOptions,
+    producer_id: int,
+    sequence: int,
 ) -> bytes:
-    """A producer's batch (offsets from 0) around an already encoded records area; from the idempotent
-    producer when ``sequence`` is one."""
-    producer = (IDEMPOTENT_PRODUCER_ID, 0) if sequence != NO_SEQUENCE else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+    """A producer's batch (offsets from 0) around an already encoded records area."""
     # encode_batch takes the record count from len(records); the placeholders carry nothing else it reads.
     placeholders = [Record(i, timestamps[i], None, None) for i in range(count)]
     return encode_batch(
@@ -256,11 +301,12 @@ def _encode(
         last_offset_delta=count - 1,
         base_timestamp=timestamps[0],
         max_timestamp=max(timestamps),
-        compression=codec,
+        compression=options.compression,
         records_area=area,
-        producer_id=producer[0],
-        producer_epoch=producer[1],
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id != NO_PRODUCER_ID else NO_PRODUCER_EPOCH,
         base_sequence=sequence,
+        is_transactional=bool(options.transaction_batches),
     )
 
 
@@ -380,6 +426,23 @@ _FRACTION = click.FloatRange(0.0, 1.0)
     "last).",
 )
 @click.option(
+    "--transaction-batches",
+    type=_COUNT,
+    default=0,
+    show_default=True,
+    help="Write as a transactional producer does (producer id "
+    f"{TRANSACTIONAL_PRODUCER_ID}, epoch 0): a COMMIT marker after every N batches of a partition and "
+    "after its last; 0: no transactions.",
+)
+@click.option(
+    "--aborted-transactions",
+    "aborted_share",
+    type=_FRACTION,
+    default=0.0,
+    show_default=True,
+    help="Share of the transactions that end with an ABORT marker instead.",
+)
+@click.option(
     "--workload",
     type=click.Choice(["records", "consumer-offsets"]),
     default="records",
@@ -431,6 +494,8 @@ def gen_command(
     cleanup_policy: str,
     seed: int,
     idempotent: bool,
+    transaction_batches: int,
+    aborted_share: float,
     workload: str,
     groups: int,
     group_topics: int,
@@ -455,10 +520,10 @@ def gen_command(
             raise click.BadParameter(
                 "--workload consumer-offsets writes __consumer_offsets only", param_hint="--topic"
             )
-        if idempotent:
+        if idempotent or transaction_batches:
             raise click.BadParameter(
                 "--workload consumer-offsets writes as a group coordinator does, with no producer id",
-                param_hint="--idempotent",
+                param_hint="--transaction-batches" if transaction_batches else "--idempotent",
             )
         offsets = OffsetsWorkload(
             log_dir=log_dir,
@@ -498,6 +563,8 @@ def gen_command(
         cleanup_policy=CLEANUP_POLICIES[cleanup_policy],
         seed=seed,
         idempotent=idempotent,
+        transaction_batches=transaction_batches,
+        aborted_share=aborted_share,
     )
     _print_results(generate(options), as_json=as_json)
     return 0

@@ -20,13 +20,21 @@ from service.errors import ConflictError, InvalidInputError
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.compression import CompressionType
+from service.storage.control import ControlRecordType, decode_end_txn_marker
 from service.storage.dir_lock import LogDirLock
 from service.storage.file_records import iter_file_batches
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record, RecordBatch, decode_records, encode_records
 from service.storage.topic_partition import TopicPartition
-from service.tools.gen import IDEMPOTENT_PRODUCER_ID, GenOptions, encode_records_area, generate
+from service.storage.txn_index import decode_entries
+from service.tools.gen import (
+    IDEMPOTENT_PRODUCER_ID,
+    TRANSACTIONAL_PRODUCER_ID,
+    GenOptions,
+    encode_records_area,
+    generate,
+)
 
 NOW_MS = 1_700_000_000_000
 
@@ -165,6 +173,38 @@ def test_idempotent_batches_carry_a_producer_id_and_sequences(
     assert {(b.producer_id, b.base_sequence) for b in batches(tmp_path / "plain" / "gen-0-0")} == {(-1, -1)}
     run_json(capsys, tmp_path, *args, "--idempotent")  # a re-run appends: the producer's sequences go on
     assert [b.base_sequence for b in batches(tmp_path / "gen-0-1")] == [0, 100, 200, 300, 400, 500]
+
+
+def test_transactional_batches_end_in_commits_and_aborts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As a transactional producer writes: its batches flagged, a marker after every N of them and after the
+    last, every other transaction aborted at share 0.5; the aborted ones indexed, none left open."""
+    args = ("--records", "300", "--batch-size", "10", "--compression", "lz4", "--transaction-batches", "4")
+    [summary] = run_json(capsys, tmp_path, *args, "--aborted-transactions", "0.5")
+    got = batches(tmp_path / "gen-0-0")
+    data = [b for b in got if not b.is_control]
+    markers = [b for b in got if b.is_control]
+    assert all(b.is_transactional and b.producer_id == TRANSACTIONAL_PRODUCER_ID for b in got)
+    assert [b.base_sequence for b in data] == list(range(0, 300, 10))
+    assert [sum(1 for _ in b.records()) for b in data] == [10] * 30
+    kinds = [decode_end_txn_marker(next(iter(b.records()))).control_type for b in markers]
+    commit, abort = ControlRecordType.COMMIT, ControlRecordType.ABORT
+    assert kinds == [commit, abort] * 4  # 30 batches: seven transactions of 4, one of 2
+    assert [b.base_offset for b in markers] == [40, 81, 122, 163, 204, 245, 286, 307]
+    assert summary["log_end_offset"] == 308 and summary["records"] == 300
+    aborted = decode_entries((tmp_path / "gen-0-0" / "00000000000000000000.txnindex").read_bytes())
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in aborted] == [
+        (TRANSACTIONAL_PRODUCER_ID, first, first + 40) for first in (41, 123, 205)
+    ] + [(TRANSACTIONAL_PRODUCER_ID, 287, 307)]
+    loaded = load_log_dir(tmp_path, lambda _topic: LogConfig(), clock=ManualClock(NOW_MS))
+    try:
+        (log,) = loaded.logs.values()
+        assert log.last_stable_offset == log.log_end_offset == 308  # no transaction left open
+    finally:
+        close_log_dir(loaded)
+    run_json(capsys, tmp_path, *args)  # a re-run appends: the producer's sequences go on
+    assert [b.base_sequence for b in batches(tmp_path / "gen-0-0") if not b.is_control][-1] == 590
 
 
 def test_small_segment_bytes_roll_segments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -334,6 +374,11 @@ def test_a_batch_too_large_is_refused_and_the_dir_stays_loadable(
         ["--topic", "a", "--topic", "a"],
         ["--topics", "2", "--topic", "x"],
         ["--workload", "consumer-offsets", "--idempotent"],
+        ["--workload", "consumer-offsets", "--transaction-batches", "3"],
+        ["--idempotent", "--transaction-batches", "3"],
+        ["--aborted-transactions", "0.5"],
+        ["--transaction-batches", "-1"],
+        ["--transaction-batches", "2", "--aborted-transactions", "2"],
     ],
 )
 def test_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
@@ -358,6 +403,10 @@ def test_log_dir_is_required(capsys: pytest.CaptureFixture[str]) -> None:
         {"topics": ("ok", "no way")},
         {"topics": ()},
         {"cleanup_policy": frozenset({"keep"})},
+        {"transaction_batches": -1},
+        {"aborted_share": 0.5},
+        {"transaction_batches": 2, "aborted_share": -0.5},
+        {"idempotent": True, "transaction_batches": 2},
     ],
 )
 def test_options_are_checked_for_library_callers(tmp_path: Path, changes: dict[str, Any]) -> None:
