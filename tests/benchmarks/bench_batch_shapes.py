@@ -4,12 +4,14 @@ every batch (idempotent producers, Kafka's default since 3.0), each codec.
 Run on demand (not part of CI's pass/fail):
 
     python tests/benchmarks/bench_batch_shapes.py [--records 1000000] [--repeats 3] [--work-dir DIR]
-        [--baseline-tree DIR]
+        [--baseline-tree DIR] [--shape TEXT ...]
 
 Under a temporary folder it generates with ``logcleaner gen``'s library one compacted partition per shape
 (``--records`` records of 100-byte values, ``--records / 10`` keys drawn uniformly, 5% tombstones, 16 MiB
 segments): 500-record batches without a producer id (the shape of the other cleaner benchmarks), then
-10-record batches of an idempotent producer, uncompressed and with each codec, and 500-record ones with lz4.
+10-record batches of an idempotent producer, uncompressed and with each codec, and 500-record ones with lz4;
+then a transactional producer's 10-record lz4 batches, committed ten at a time, then with one transaction
+in ten aborted (``--shape TEXT``, repeatable: only the shapes whose names contain one of them).
 For each shape, in the same run: ``cp -r`` of the partition (the baseline), then ``logcleaner clean
 --override log.cleaner.engine=in-process --json`` on a fresh copy (synced to disk first), ``--repeats``
 times. It prints the medians: the round's time as ``clean`` reports it, its throughput, and that
@@ -30,13 +32,15 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 import tomllib
 from pathlib import Path
 from typing import NamedTuple
 
 from service.storage.compression import CompressionType
 from service.tools.gen import GenOptions, generate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root: see copies.py
+from tests.benchmarks.copies import cp_seconds, fresh_copy
 
 MiB = 1 << 20
 
@@ -46,6 +50,8 @@ class Shape(NamedTuple):
     batch_size: int
     codec: CompressionType
     idempotent: bool
+    transaction_batches: int = 0  # a transactional producer's instead, a marker every so many batches
+    aborted_share: float = 0.0
 
 
 SHAPES = [
@@ -56,6 +62,8 @@ SHAPES = [
     Shape("10 a batch, idempotent, zstd", 10, CompressionType.ZSTD, True),
     Shape("10 a batch, idempotent, gzip", 10, CompressionType.GZIP, True),
     Shape("500 a batch, idempotent, lz4", 500, CompressionType.LZ4, True),
+    Shape("10 a batch, txns of 10, lz4", 10, CompressionType.LZ4, False, 10),
+    Shape("10 a batch, txns of 10, 10% aborted", 10, CompressionType.LZ4, False, 10, 0.1),
 ]
 
 
@@ -72,24 +80,10 @@ def generate_shape(log_dir: Path, shape: Shape, records: int) -> None:
             segment_bytes=16 * MiB,
             cleanup_policy=frozenset({"compact"}),
             idempotent=shape.idempotent,
+            transaction_batches=shape.transaction_batches,
+            aborted_share=shape.aborted_share,
         )
     )
-
-
-def fresh_copy(source: Path, target: Path) -> Path:
-    """A copy written to disk first, so that its writeback does not run during the measured round."""
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(source, target)
-    os.sync()
-    return target
-
-
-def copy_seconds(source: Path, target: Path) -> float:
-    shutil.rmtree(target, ignore_errors=True)
-    os.sync()
-    started = time.perf_counter()
-    subprocess.run(["cp", "-r", str(source), str(target)], check=True)
-    return time.perf_counter() - started
 
 
 def build_in_place(tree: Path) -> None:
@@ -126,22 +120,25 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--work-dir", type=Path, help="where to generate (default: a temporary folder)")
     parser.add_argument("--baseline-tree", type=Path, help="a checkout whose code runs each round too")
+    parser.add_argument("--shape", action="append", help="only the shapes whose names contain this")
     args = parser.parse_args()
     tree = args.baseline_tree.resolve() if args.baseline_tree else None
     if tree is not None:
         build_in_place(tree)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-shapes-"))
     work.mkdir(parents=True, exist_ok=True)
-    header = f"{'shape':34} {'MiB':>6} {'round ms':>9} {'map ms':>7} {'rewrite ms':>10} {'MiB/s':>7}"
+    header = f"{'shape':36} {'MiB':>6} {'round ms':>9} {'map ms':>7} {'rewrite ms':>10} {'MiB/s':>7}"
     print(f"{args.records} records a partition, {args.repeats} rounds a shape, under {work}")
     print(f"{header} {'÷ cp':>6}" + (f" {'÷ baseline':>10}" if tree else ""))
     try:
         for shape in SHAPES:
+            if args.shape and not any(text in shape.name for text in args.shape):
+                continue
             source = work / "src"
             shutil.rmtree(source, ignore_errors=True)
             generate_shape(source, shape, args.records)
             size = sum(p.stat().st_size for p in source.glob("t-0/*.log"))
-            copies = [copy_seconds(source, work / "cp") for _ in range(args.repeats)]
+            copies = [cp_seconds(source, work / "cp") for _ in range(args.repeats)]
             rounds, baseline = [], []
             for _ in range(args.repeats):
                 rounds.append(clean_round(fresh_copy(source, work / "run")))
@@ -152,7 +149,7 @@ def main() -> None:
             rewrite_ms = statistics.median(r["rewrite_ms"] for r in rounds)
             ratio = statistics.median(copies) / elapsed
             print(
-                f"{shape.name:34} {size / MiB:6.0f} {elapsed * 1000:9.0f} {map_ms:7.0f} {rewrite_ms:10.0f}"
+                f"{shape.name:36} {size / MiB:6.0f} {elapsed * 1000:9.0f} {map_ms:7.0f} {rewrite_ms:10.0f}"
                 f" {size / MiB / elapsed:7.0f} {ratio:6.2f}"
                 + (f" {statistics.median(baseline) / 1000 / elapsed:10.2f}" if baseline else ""),
                 flush=True,

@@ -24,8 +24,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root: see copies.py
+from tests.benchmarks.copies import cp_seconds
 
 ONE_ROUND = """
 import shutil, sys, time
@@ -71,16 +73,6 @@ def measure(script: str, tree: str, *args: str) -> float:
     return float(done.stdout.split()[-1])
 
 
-def copy_seconds(source: str, work: Path) -> float:
-    target = work / "cp"
-    shutil.rmtree(target, ignore_errors=True)
-    started = time.perf_counter()
-    subprocess.run(["cp", "-r", source, str(target)], check=True)
-    elapsed = time.perf_counter() - started
-    shutil.rmtree(target)
-    return elapsed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("kind", choices=["round", "daemon"])
@@ -98,7 +90,8 @@ def main() -> None:
         work = Path(tmp)
         for run in range(args.runs):
             if args.kind == "round":
-                copies.append(min(copy_seconds(args.source, work) for _ in range(2)))
+                copies.append(min(cp_seconds(Path(args.source), work / "cp") for _ in range(2)))
+                shutil.rmtree(work / "cp")
             for tree, threads in keys if run % 2 == 0 else list(reversed(keys)):
                 target = str(work / f"{tree}-{threads}")
                 if args.kind == "round":

@@ -29,10 +29,10 @@ checked against the in-process engine by the tests, not here.)
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -54,6 +54,9 @@ from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
 from service.tasks import DeferredTasks
 from service.tools.gen import GenOptions, generate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root: see copies.py
+from tests.benchmarks.copies import fresh_copy
 
 SEGMENT_BYTES = 16 << 20
 COMPACT = frozenset({"compact"})
@@ -84,15 +87,6 @@ def generate_topic(log_dir: Path, logs: int, records: int) -> None:
 
 def log_bytes(log_dir: Path) -> int:
     return sum(p.stat().st_size for p in log_dir.glob(f"{TOPIC}-*/*.log"))
-
-
-def fresh_copy(source: Path, target: Path) -> Path:
-    """A copy of ``source``, written to disk before a run starts (``os.sync``): the kernel's writeback of
-    a GiB of copied pages would otherwise run during the measured cleaning, on the same cores."""
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(source, target)
-    os.sync()
-    return target
 
 
 def broker(log_dir: Path, **overrides: str) -> BrokerConfig:

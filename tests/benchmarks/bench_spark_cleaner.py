@@ -57,6 +57,9 @@ from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
 from service.tools.gen import GenOptions, generate
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root: see copies.py
+from tests.benchmarks.copies import cp_seconds, fresh_copy
+
 REPO = Path(__file__).resolve().parents[2]
 SEGMENT_BYTES = 128 << 20
 COMPACT = frozenset({"compact"})
@@ -87,16 +90,6 @@ def generate_partition(root: Path, records: int, keys: int, tombstones: float) -
 
 def dir_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.iterdir() if p.name.endswith(".log"))
-
-
-def copy_tree(source: Path, target: Path) -> float:
-    """``cp -r`` timed after a ``sync``: no earlier write (the generated source, the last copy) is still
-    being written back while it runs."""
-    shutil.rmtree(target, ignore_errors=True)
-    os.sync()
-    started = time.perf_counter()
-    subprocess.run(["cp", "-r", str(source), str(target)], check=True)
-    return time.perf_counter() - started
 
 
 def noop(*_args: object) -> None:
@@ -228,15 +221,6 @@ def spark_round_process(master: str, directory: Path, warm_source: Path, tree: P
 # -- the run ---------------------------------------------------------------------------------------------
 
 
-def fresh_copy(source: Path, target: Path) -> Path:
-    """A copy of ``source`` written back to disk before it is used: the kernel's writeback of the copy does
-    not run during the round that is timed on it."""
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(source, target)
-    os.sync()
-    return target
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=10_000_000)
@@ -277,10 +261,10 @@ def run(root: Path, args: argparse.Namespace) -> None:
     size = dir_bytes(source)
     print(f"partition: {size / MiB:,.0f} MiB of .log in {len(list(source.glob('*.log')))} segments")
 
-    copy_tree(source, root / "cp")  # the page cache holds the source from here on
+    cp_seconds(source, root / "cp")  # the page cache holds the source from here on
     cp_times = []
     for _ in range(3):  # each copy removed before the next: as a round's copy, it reuses freed pages
-        cp_times.append(copy_tree(source, root / "cp"))
+        cp_times.append(cp_seconds(source, root / "cp"))
     shutil.rmtree(root / "cp", ignore_errors=True)
     cp_s = min(cp_times)
     report("cp -r", cp_s, size)
