@@ -1517,8 +1517,8 @@ set_codecs(PyObject *self, PyObject *args)
 }
 
 /* Whether the C loops read a batch with these attributes: a data batch, with no codec or one whose functions
- * are registered; transactional, or an uncompressed control batch (a marker), only when the caller says no
- * aborted transaction can claim it (`transactional`). */
+ * are registered; transactional, or an uncompressed control batch (a marker), only when the caller hands over
+ * the transaction state (`transactional`: a TxnCursor). */
 static inline int
 loops_read(unsigned attributes, int transactional)
 {
@@ -1545,6 +1545,108 @@ marker_type(const unsigned char *b, int64_t size)
     }
     const unsigned char *key = b + BATCH_OVERHEAD + r.key;
     return key[0] == 0 && key[1] == 0 && key[2] == 0 && key[3] <= MARKER_COMMIT ? key[3] : -1;
+}
+
+/*
+ * The aborted transactions of CleanedTransactionMetadata as the C loops read and change them, in an int64
+ * buffer of the caller's (txn_metadata.NativeTxnCursor, which lays it out and takes it back): a header
+ * (transactions, the next to start, ongoing, retained, ongoing when laid out), then per transaction its
+ * (first offset, producer id), the ongoing ones first, then the pending ones in the order they start; per
+ * ongoing aborted transaction (producer id, transaction, last offset of a data batch of it read, or -1);
+ * the transactions whose ABORT marker a round kept (to re-index), in order.
+ */
+enum { TXN_COUNT, TXN_NEXT, TXN_ONGOING, TXN_RETAINED, TXN_HEADER = 5 };
+
+typedef struct {
+    int64_t *header, *txns, *ongoing, *retained;
+    int reading;                       /* txn_read was called for a batch not taken yet */
+    int64_t saved_next, saved_ongoing; /* the state before it: back if the loop leaves it to Python */
+} TxnCursor;
+
+/* The cursor over `view` (a writable buffer of int64), or -1 with ValueError when it is not laid out so. */
+static int
+txn_cursor_open(const Py_buffer *view, TxnCursor *t)
+{
+    int64_t *cells = view->buf;
+    Py_ssize_t n = view->len / 8 >= TXN_HEADER ? cells[TXN_COUNT] : -1;
+    if (view->len % 8 != 0 || n < 0 || view->len / 8 != TXN_HEADER + 6 * n || cells[TXN_NEXT] < 0 ||
+        cells[TXN_NEXT] > n || cells[TXN_ONGOING] < 0 || cells[TXN_ONGOING] > n || cells[TXN_RETAINED] < 0 ||
+        cells[TXN_RETAINED] > n) {
+        PyErr_SetString(PyExc_ValueError, "not a transaction cursor");
+        return -1;
+    }
+    t->header = cells;
+    t->txns = cells + TXN_HEADER;
+    t->ongoing = t->txns + 2 * n;
+    t->retained = t->ongoing + 3 * n;
+    return 0;
+}
+
+/* The producer's ongoing aborted transaction (its triple), or NULL. */
+static int64_t *
+txn_ongoing(const TxnCursor *t, int64_t producer_id)
+{
+    for (int64_t i = 0; i < t->header[TXN_ONGOING]; i++) {
+        if (t->ongoing[3 * i] == producer_id) {
+            return t->ongoing + 3 * i;
+        }
+    }
+    return NULL;
+}
+
+/* _consume_aborted_up_to before reading a batch ending at `last_offset`: each transaction starting at or
+ * before it becomes its producer's ongoing one (unless the producer has one). Until txn_taken, txn_leave
+ * undoes it. */
+static void
+txn_read(TxnCursor *t, int64_t last_offset)
+{
+    int64_t *h = t->header;
+    t->reading = 1;
+    t->saved_next = h[TXN_NEXT];
+    t->saved_ongoing = h[TXN_ONGOING];
+    for (; h[TXN_NEXT] < h[TXN_COUNT] && t->txns[2 * h[TXN_NEXT]] <= last_offset; h[TXN_NEXT]++) {
+        int64_t producer_id = t->txns[2 * h[TXN_NEXT] + 1];
+        if (txn_ongoing(t, producer_id) == NULL) {
+            int64_t *o = t->ongoing + 3 * h[TXN_ONGOING]++;
+            o[0] = producer_id;
+            o[1] = h[TXN_NEXT];
+            o[2] = -1;
+        }
+    }
+}
+
+/* The batch txn_read was called for is taken: what reading it changed stays. */
+static inline void
+txn_taken(TxnCursor *t)
+{
+    t->reading = 0;
+}
+
+/* At a loop's end: a batch txn_read was called for but not taken is the Python rules', the state as
+ * before it. */
+static void
+txn_leave(TxnCursor *t)
+{
+    if (t->reading) {
+        t->header[TXN_NEXT] = t->saved_next;
+        t->header[TXN_ONGOING] = t->saved_ongoing;
+        t->reading = 0;
+    }
+}
+
+/* An ABORT marker taken ends its producer's ongoing transaction `o` (from txn_ongoing), which is retained
+ * (re-indexed) if a batch of its data was read. */
+static void
+txn_end_aborted(TxnCursor *t, int64_t *o)
+{
+    int64_t *h = t->header;
+    if (o[2] >= 0) {
+        t->retained[h[TXN_RETAINED]++] = o[1];
+    }
+    int64_t *last = t->ongoing + 3 * --h[TXN_ONGOING];
+    if (o != last) {
+        memcpy(o, last, 3 * sizeof(int64_t));
+    }
 }
 
 /*
@@ -1805,26 +1907,42 @@ set_system_codecs(PyObject *self, PyObject *arg)
 }
 
 /*
- * map_batches(buf, position, limit, start)
+ * map_batches(buf, position, limit, start[, txns])
  *   -> (position reached, batches, records, bytes, last offset of the last batch or -1, latest or -1)
  *
- * Maps the data batches outside transactions (magic 2, CRC-32C valid, neither transactional nor control,
- * at least one record, records in the encoder's form; compressed ones decompressed by the registered codec
- * function) from `position` on, each whole in `buf`, while the position is below `limit`; stops at the
- * first other batch, which the caller handles in Python (and which gets the right error message there).
- * `latest` is where the key map's latest offset stands after them.
+ * Maps the data batches (magic 2, CRC-32C valid, at least one record, records in the encoder's form;
+ * compressed ones decompressed by the system's codec library or the registered codec function; transactional
+ * ones and COMMIT and ABORT markers only given `txns`, the aborted transactions of the map's
+ * CleanedTransactionMetadata as a TxnCursor's buffer, which they change as its on_batch_read and
+ * on_control_batch_read would: the data of an aborted transaction is read, not mapped) from `position` on,
+ * each whole in `buf`, while the position is below `limit`; stops at the first other batch, which the caller
+ * handles in Python (and which gets the right error message there). `latest` is where the key map's latest
+ * offset stands after them.
  */
 static PyObject *
 keymap_map_batches(KeyMap *m, PyObject *args)
 {
-    Py_buffer view;
+    Py_buffer view, txn_view = {0};
     Py_ssize_t pos, limit;
     long long start;
-    int transactional = 0;
-    if (!PyArg_ParseTuple(args, "y*nnL|p", &view, &pos, &limit, &start, &transactional)) {
+    PyObject *txn_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nnL|O", &view, &pos, &limit, &start, &txn_obj)) {
+        return NULL;
+    }
+    int transactional = txn_obj != Py_None;
+    TxnCursor txn = {0};
+    if (transactional && (PyObject_GetBuffer(txn_obj, &txn_view, PyBUF_WRITABLE) < 0 ||
+                          txn_cursor_open(&txn_view, &txn) < 0)) {
+        if (txn_view.obj != NULL) {
+            PyBuffer_Release(&txn_view);
+        }
+        PyBuffer_Release(&view);
         return NULL;
     }
     if (m->deferred_done < m->deferred_count && keymap_settle(m, 1) < 0) {
+        if (transactional) {
+            PyBuffer_Release(&txn_view);
+        }
         PyBuffer_Release(&view);
         return NULL;
     }
@@ -1856,12 +1974,22 @@ keymap_map_batches(KeyMap *m, PyObject *args)
             || (checks && crc32c(b + 21, (size_t)size - 21) != be32(b + 17))) {
             break;
         }
+        int64_t *aborted = NULL; /* the ongoing aborted transaction the batch is of */
+        if (transactional) {
+            txn_read(&txn, base + last_delta);
+            aborted = (attributes & TRANSACTIONAL_BIT) ? txn_ongoing(&txn, be64(b + 43)) : NULL;
+        }
         if (attributes & CONTROL_BIT) {
-            /* a marker: no key to put; while no aborted transaction can claim a batch, it changes only what
-             * the map does not read of the transaction state (the ongoing committed producers) */
-            if (!checks || marker_type(b, size) < 0) {
+            /* a marker: no key to put; an ABORT ends its producer's aborted transaction (a COMMIT changes
+             * only what the map does not read of the transaction state: the ongoing committed producers) */
+            int type = checks ? marker_type(b, size) : -1;
+            if (type < 0) {
                 break;
             }
+            if (type == MARKER_ABORT && aborted != NULL) {
+                txn_end_aborted(&txn, aborted);
+            }
+            txn_taken(&txn);
             batches++;
             records += count;
             bytes += (Py_ssize_t)size;
@@ -1872,24 +2000,30 @@ keymap_map_batches(KeyMap *m, PyObject *args)
             pos += (Py_ssize_t)size;
             continue;
         }
-        const unsigned char *area = b + BATCH_OVERHEAD;
-        Py_ssize_t area_length = (Py_ssize_t)size - BATCH_OVERHEAD;
-        if (attributes & CODEC_BITS) {
-            int rc = inflate_area(attributes & CODEC_BITS, &area, &area_length, &inflated, &raw, &_save);
-            if (rc != 0) {
-                status = rc == 1 ? 0 : rc; /* the codec refused it: Python's, with its error */
+        int64_t last_put = -1;
+        if (aborted != NULL) {
+            aborted[2] = base + last_delta; /* aborted data: read, not mapped */
+        }
+        else {
+            const unsigned char *area = b + BATCH_OVERHEAD;
+            Py_ssize_t area_length = (Py_ssize_t)size - BATCH_OVERHEAD;
+            if (attributes & CODEC_BITS) {
+                int rc = inflate_area(attributes & CODEC_BITS, &area, &area_length, &inflated, &raw, &_save);
+                if (rc != 0) {
+                    status = rc == 1 ? 0 : rc; /* the codec refused it: Python's, with its error */
+                    break;
+                }
+            }
+            status = parse_area(m, block, area, area_length, count, base, start, &last_put, checks);
+            if (status == 0 && block == &own) {
+                status = put_or_hand_over(m, block); /* batch by batch: its keys still in cache */
+            }
+            if (status != 0) {
+                status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
                 break;
             }
         }
-        int64_t last_put = -1;
-        status = parse_area(m, block, area, area_length, count, base, start, &last_put, checks);
-        if (status == 0 && block == &own) {
-            status = put_or_hand_over(m, block); /* batch by batch: its keys still in cache */
-        }
-        if (status != 0) {
-            status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
-            break;
-        }
+        txn_taken(&txn);
         batches++;
         records += count;
         bytes += (Py_ssize_t)size;
@@ -1905,10 +2039,14 @@ keymap_map_batches(KeyMap *m, PyObject *args)
     if (block != NULL && block != &own) {
         pipe_push(m->pipe, block); /* what it parsed: the run's batches before any it stopped at */
     }
+    txn_leave(&txn);
     Py_END_ALLOW_THREADS
     Py_XDECREF(raw);
     free(inflated.data);
     free(own.data);
+    if (transactional) {
+        PyBuffer_Release(&txn_view);
+    }
     PyBuffer_Release(&view);
     if (status == 2) {
         return PyErr_NoMemory();
@@ -1982,7 +2120,7 @@ static PyMethodDef keymap_methods[] = {
     {"map_records", (PyCFunction)keymap_map_records, METH_VARARGS,
      "Put the keyed records at or above start of one records area."},
     {"map_batches", (PyCFunction)keymap_map_batches, METH_VARARGS,
-     "Map the plain batches of a buffer from a position; stop at the first other one."},
+     "Map the data batches of a buffer from a position; stop at the first other one."},
     {"get", (PyCFunction)keymap_get_py, METH_O, "The key's latest offset, -1 if absent."},
     {"put", (PyCFunction)keymap_put_py, METH_VARARGS, "Map key to offset."},
     {"clear", (PyCFunction)keymap_clear, METH_NOARGS, "Forget every key."},
@@ -2358,14 +2496,16 @@ write_empty_batch(unsigned char *o, const unsigned char *b, unsigned attributes)
 
 /*
  * filter_batches(buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon, upper_bound[, out
- *                [, producer_ends[, committed]]])
+ *                [, producer_ends[, committed, txns]]])
  *   -> (position reached, output bytes, metadata bytes)
  *   or, given `out` (a writable buffer), -> (position reached, output length, metadata bytes)
  *
- * rules.filter_batch over the data batches from `position` on (magic 2, CRC-32C valid, not control, at
- * least one record, not ending at the round's upper bound, records in the encoder's form; with a producer id
- * only given `producer_ends`; transactional only given `committed`, a set the producer ids of those taken
- * are added to, as CleanedTransactionMetadata.on_batch_read adds them while it holds no aborted transaction;
+ * rules.filter_batch over the data batches from `position` on (magic 2, CRC-32C valid, at least one record,
+ * not ending at the round's upper bound, records in the encoder's form; with a producer id only given
+ * `producer_ends`; transactional ones and their COMMIT and ABORT markers only given the transaction state:
+ * `committed`, the set of ongoing committed producers, which CleanedTransactionMetadata's on_batch_read and
+ * on_control_batch_read add to and take from, and `txns`, its aborted transactions (a TxnCursor's buffer),
+ * both changed as those methods change them for the batches taken;
  * compressed ones through the system's codec library or the registered codec functions), each whole in
  * `buf`, while the position is below `limit` (a batch whose every
  * offset the key map's bitmap marks superseded is dropped without reading its records); stops at the first
@@ -2386,17 +2526,18 @@ write_empty_batch(unsigned char *o, const unsigned char *b, unsigned attributes)
 static PyObject *
 filter_batches(PyObject *self, PyObject *args)
 {
-    Py_buffer view, out_view = {0}, ends_view = {0};
+    Py_buffer view, out_view = {0}, ends_view = {0}, txn_view = {0};
     Py_ssize_t pos, limit;
-    PyObject *key_map_obj, *out_obj = Py_None, *ends_obj = Py_None, *committed_obj = Py_None;
+    PyObject *key_map_obj, *out_obj = Py_None, *ends_obj = Py_None, *committed_obj = Py_None, *txn_obj = Py_None;
     long long map_latest_offset, now_ms, new_horizon, upper_bound;
-    if (!PyArg_ParseTuple(args, "y*nnOLLLL|OOO", &view, &pos, &limit, &key_map_obj, &map_latest_offset, &now_ms,
-                          &new_horizon, &upper_bound, &out_obj, &ends_obj, &committed_obj)) {
+    if (!PyArg_ParseTuple(args, "y*nnOLLLL|OOOO", &view, &pos, &limit, &key_map_obj, &map_latest_offset, &now_ms,
+                          &new_horizon, &upper_bound, &out_obj, &ends_obj, &committed_obj, &txn_obj)) {
         return NULL;
     }
-    if (!PyObject_TypeCheck(key_map_obj, &KeyMapType) || (committed_obj != Py_None && !PySet_Check(committed_obj))) {
+    if (!PyObject_TypeCheck(key_map_obj, &KeyMapType) || (committed_obj != Py_None && !PySet_Check(committed_obj)) ||
+        (committed_obj == Py_None) != (txn_obj == Py_None)) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_TypeError, "key_map must be a KeyMap, committed a set or None");
+        PyErr_SetString(PyExc_TypeError, "key_map must be a KeyMap; committed a set and txns a cursor, or neither");
         return NULL;
     }
     if (keymap_settle((KeyMap *)key_map_obj, 0) < 0) {
@@ -2414,12 +2555,28 @@ filter_batches(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "producer_ends must hold int64 pairs");
         return NULL;
     }
+    int transactional = txn_obj != Py_None;
+    TxnCursor txn = {0};
+    if (transactional && (PyObject_GetBuffer(txn_obj, &txn_view, PyBUF_WRITABLE) < 0 ||
+                          txn_cursor_open(&txn_view, &txn) < 0)) {
+        if (txn_view.obj != NULL) {
+            PyBuffer_Release(&txn_view);
+        }
+        if (has_ends) {
+            PyBuffer_Release(&ends_view);
+        }
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     const int64_t *ends = has_ends ? ends_view.buf : NULL;
     Py_ssize_t ends_count = has_ends ? ends_view.len / 16 : 0;
     int has_out = out_obj != Py_None;
     if (has_out && PyObject_GetBuffer(out_obj, &out_view, PyBUF_WRITABLE) < 0) {
         if (has_ends) {
             PyBuffer_Release(&ends_view);
+        }
+        if (transactional) {
+            PyBuffer_Release(&txn_view);
         }
         PyBuffer_Release(&view);
         return NULL;
@@ -2451,6 +2608,9 @@ filter_batches(PyObject *self, PyObject *args)
         if (has_ends) {
             PyBuffer_Release(&ends_view);
         }
+        if (transactional) {
+            PyBuffer_Release(&txn_view);
+        }
         free(meta);
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
@@ -2466,20 +2626,37 @@ filter_batches(PyObject *self, PyObject *args)
         int32_t last_delta = (int32_t)be32(b + 23);
         int64_t base = be64(b), base_ts = be64(b + 27), max_ts = be64(b + 35), producer_id = be64(b + 43);
         int32_t count = (int32_t)be32(b + 57);
-        if (!loops_read(attributes, committed_obj != Py_None) || (producer_id != -1 && !has_ends) || last_delta < 0 || count <= 0 ||
+        if (!loops_read(attributes, transactional) || (producer_id != -1 && !has_ends) || last_delta < 0 || count <= 0 ||
             base + last_delta + 1 == upper_bound || crc32c(b + 21, (size_t)size - 21) != be32(b + 17)) {
             break;
         }
         int retain_empty = producer_id != -1 && is_producers_last(ends, ends_count, base + last_delta, producer_id);
         int is_marker = (attributes & CONTROL_BIT) != 0, can_discard = 0, kept_committed = 0;
+        int64_t *aborted = NULL; /* the producer's ongoing aborted transaction, for its data and ABORT marker */
+        if (transactional) {
+            txn_read(&txn, base + last_delta);
+            aborted = (attributes & TRANSACTIONAL_BIT) ? txn_ongoing(&txn, producer_id) : NULL;
+        }
+        if (!is_marker && aborted != NULL) {
+            /* on_batch_read: aborted data, which goes (rules.batch_retention's DELETE); its producer's last
+             * batch, kept as a bare header after its records are read, is the Python rules' */
+            can_discard = 1;
+            if (retain_empty) {
+                break;
+            }
+        }
         if (is_marker) {
-            /* CleanedTransactionMetadata.on_control_batch_read while no aborted transaction is pending or
-             * ongoing: an ABORT marker may go; a COMMIT marker is kept while its producer is among the ongoing
-             * committed (and it leaves them), else it may go. A producer whose last entry is a marker (no data
-             * offset: rules.is_last_record_of_producer by epoch) leaves it to the Python rules. */
+            /* CleanedTransactionMetadata.on_control_batch_read: an ABORT marker is kept if data of its
+             * producer's ongoing aborted transaction was read (which is retained), else it may go; a COMMIT
+             * marker is kept while its producer is among the ongoing committed (and it leaves them), else it
+             * may go. A producer whose last entry is a marker (no data offset: rules.is_last_record_of_producer
+             * by epoch) leaves it to the Python rules. */
             int type = marker_type(b, size);
             if (type < 0 || is_producers_last(ends, ends_count, -1, producer_id)) {
                 break;
+            }
+            if (type != MARKER_ABORT) {
+                aborted = NULL; /* a COMMIT leaves an aborted transaction of its producer as it is */
             }
             if (type == MARKER_COMMIT) {
                 Py_BLOCK_THREADS
@@ -2495,9 +2672,9 @@ filter_batches(PyObject *self, PyObject *args)
                     break;
                 }
             }
-            can_discard = !kept_committed;
+            can_discard = type == MARKER_ABORT ? aborted == NULL || aborted[2] < 0 : !kept_committed;
         }
-        int discard_records = is_marker && can_discard && (attributes & 0x40) && base_ts <= now_ms;
+        int discard_records = is_marker ? can_discard && (attributes & 0x40) && base_ts <= now_ms : can_discard;
         FilterCall c = {0};
         if (discard_records) {
             retain_empty = 0; /* rules.batch_retention's DELETE: gone, its records not read */
@@ -2608,13 +2785,20 @@ filter_batches(PyObject *self, PyObject *args)
             meta_capacity *= 2;
         }
         /* the batch is taken: what reading it changes in the transaction state, in order */
-        if (((attributes & TRANSACTIONAL_BIT) && !is_marker) || kept_committed) {
+        if (((attributes & TRANSACTIONAL_BIT) && !is_marker && aborted == NULL) || kept_committed) {
             int64_t event = is_marker ? ~producer_id : producer_id;
             if (push_txn_event(&txn_events, &txn_count, &txn_capacity, event) < 0) {
                 status = 2;
                 break;
             }
         }
+        if (aborted != NULL && is_marker) {
+            txn_end_aborted(&txn, aborted);
+        }
+        else if (aborted != NULL) {
+            aborted[2] = base + last_delta;
+        }
+        txn_taken(&txn);
         int64_t *row = meta + batches * META_FIELDS;
         row[0] = outcome;
         row[1] = pos;
@@ -2630,6 +2814,7 @@ filter_batches(PyObject *self, PyObject *args)
         batches++;
         pos += (Py_ssize_t)size;
     }
+    txn_leave(&txn);
     Py_END_ALLOW_THREADS
     Py_XDECREF(raw);
     Py_XDECREF(packed);
@@ -2641,6 +2826,9 @@ filter_batches(PyObject *self, PyObject *args)
     free(txn_events);
     if (has_ends) {
         PyBuffer_Release(&ends_view);
+    }
+    if (transactional) {
+        PyBuffer_Release(&txn_view);
     }
     PyBuffer_Release(&view);
     PyObject *result = NULL;

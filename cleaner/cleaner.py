@@ -412,11 +412,12 @@ def _clean_segment_native(
     stats: CleanerStats,
     pacer: ReadPacer,
 ) -> None:
-    """``_clean_batch`` over one segment, with runs of data batches (not ending at the upper bound;
-    transactional ones while no aborted transaction can claim them) filtered and re-encoded in C a read chunk
-    at a time (``ends``: ``producer_ends`` of the active producers); the C loop leaves every other batch to
-    ``_clean_batch``."""
+    """``_clean_batch`` over one segment, with runs of data batches (not ending at the upper bound) and
+    transaction markers filtered and re-encoded in C a read chunk at a time (``ends``: ``producer_ends`` of
+    the active producers), the transaction state changed as ``_clean_batch`` would change it; the C loop
+    leaves every other batch to ``_clean_batch``."""
     new_horizon = delete_horizon_for(ctx.now_ms, ctx.delete_retention_ms)
+    cursor = txn_state.native_cursor()
     with SegmentChunks(segment, 0) as chunks:
         while chunks.has_more:
             buf, at = chunks.chunk()
@@ -431,11 +432,14 @@ def _clean_segment_native(
                 ctx.upper_bound,
                 chunks.output_space(),
                 ends,
-                txn_state.committed_sink(),
+                txn_state.ongoing_committed,
+                cursor.cells,
             )
             if not meta:
                 batch = chunks.batch_here()  # the batch C left: Python's, errors included
+                retained.extend(txn_state.take_native(cursor))
                 _clean_batch(batch, ctx, txn_state, retained, writer, stats, pacer)
+                cursor = txn_state.native_cursor()
                 chunks.position += batch.size_bytes
                 continue
             rows = memoryview(meta).cast("q")
@@ -449,9 +453,8 @@ def _clean_segment_native(
             writer.add_run(chunks.buffer_start, out, rows)
             if written_bytes:
                 pacer.written(written_bytes)
-            last_offset = rows[-META_FIELDS + 5]
-            txn_state.on_plain_batch_read(last_offset)  # none of them could be aborted
             chunks.position = chunks.buffer_start + reached
+    retained.extend(txn_state.take_native(cursor))
 
 
 def _count(stats: CleanerStats, batch: RecordBatch, outcome: BatchOutcome) -> None:

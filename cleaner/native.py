@@ -3,8 +3,9 @@
 ``KeyMap`` holds the round's key map without a Python object per key; ``map_records`` fills it from one
 batch's records area and ``filter_records`` applies the record rules of ``rules.filter_batch`` to one
 batch and re-encodes the survivors; ``KeyMap.map_batches`` and ``filter_batches`` do the same for a whole
-run of data batches in a read chunk (compressed or not, with a producer id or not, transactional while no
-aborted transaction can claim them), batch headers and CRC-32C included, so such a run costs one call and
+run of data batches in a read chunk (compressed or not, with a producer id or not, transactional or not,
+transaction markers too, the transaction state tracked as the Python rules track it), batch headers and
+CRC-32C included, so such a run costs one call and
 no Python object but a compressed batch's bytes (for the records the map build put, the filter reads
 "superseded" from the map's bitmap rather than looking the key up again); ``scan_producer_headers`` reads
 only the batch headers of a segment for ``rules.ProducerScan``. All release the GIL. Codec work stays in
@@ -78,7 +79,12 @@ class NativeKeyMap(Protocol):
     def map_records(self, raw: bytes, count: int, base_offset: int, start: int) -> tuple[int, int]: ...
 
     def map_batches(
-        self, buf: bytes | memoryview, position: int, limit: int, start: int, transactional: bool = False
+        self,
+        buf: bytes | memoryview,
+        position: int,
+        limit: int,
+        start: int,
+        txns: array.array[int] | None = None,
     ) -> tuple[int, int, int, int, int, int]: ...
 
     def get(self, key: bytes) -> int: ...
@@ -312,21 +318,23 @@ def filter_batches(
     out: bytearray | None = None,
     producer_ends: bytes | None = None,
     committed: set[int] | None = None,
+    txns: array.array[int] | None = None,
 ) -> tuple[int, bytes | memoryview, bytes]:
     """The C filter over the run of batches outside transactions at ``buf[position]`` (see
     ``_native.filter_batches``): (position reached, output bytes, per-batch metadata). Given ``out``, the
     output is written into it with the GIL released and comes back as a view of it, valid until ``out`` is
     used again (it must hold twice the bytes of ``buf`` from ``position`` on, plus 64 KiB:
     ``SegmentChunks.output_space``). Batches with a producer id are taken only given ``producer_ends``
-    (``producer_ends``: which of them are their producer's last), transactional ones only given
-    ``committed`` (``CleanedTransactionMetadata.committed_sink``: their producers are added to it). Only
+    (``producer_ends``: which of them are their producer's last), transactional ones and markers only given
+    the transaction state, changed as its methods would change it: ``committed``
+    (``CleanedTransactionMetadata.ongoing_committed``) and ``txns`` (its ``native_cursor``'s cells). Only
     called with a C key map (``native_key_map``), so the module is loaded."""
     if _native is None:
         raise RuntimeError("filter_batches needs cleaner._native")
     args = (buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon_ms, upper_bound)
     if out is None:
-        return _native.filter_batches(*args, None, producer_ends, committed)  # type: ignore[no-any-return]
-    reached, length, meta = _native.filter_batches(*args, out, producer_ends, committed)
+        return _native.filter_batches(*args, None, producer_ends, committed, txns)  # type: ignore[no-any-return]
+    reached, length, meta = _native.filter_batches(*args, out, producer_ends, committed, txns)
     return reached, memoryview(out)[:length], meta
 
 

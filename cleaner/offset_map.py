@@ -283,20 +283,19 @@ def _map_segment_native(
     stats: CleanerStats,
     pacer: ReadPacer,
 ) -> None:
-    """``_map_segment`` with runs of data batches (transactional ones while no aborted transaction can
-    claim them) mapped in C, CRC included, a read chunk's worth per call; every other batch goes through
-    ``_map_batch``."""
+    """``_map_segment`` with runs of data batches and transaction markers mapped in C, CRC included, a read
+    chunk's worth per call, the aborted transactions tracked as ``_map_batch`` tracks them (the map ignores
+    what only the markers' verdicts depend on: the ongoing committed producers); every other batch goes
+    through ``_map_batch``."""
+    cursor = txns.native_cursor()
     with SegmentChunks(segment, position) as chunks:
         while chunks.has_more:
             buf, at = chunks.chunk()
-            # transactional batches too while no aborted transaction can claim one (the map ignores what
-            # the markers' verdicts depend on: the ongoing committed producers)
-            reached, batches, records, size_bytes, last_offset, latest = native.map_batches(
-                buf, at, at + RUN_BYTES, start, txns.committed_sink() is not None
+            reached, batches, records, size_bytes, _last_offset, latest = native.map_batches(
+                buf, at, at + RUN_BYTES, start, cursor.cells
             )
             if batches:
                 pacer.read(size_bytes)
-                txns.on_plain_batch_read(last_offset)  # none of them could be aborted
                 if latest >= 0:
                     offset_map.update_latest_offset(latest)
                 stats.map_records_read += records
@@ -304,8 +303,11 @@ def _map_segment_native(
                 chunks.position = chunks.buffer_start + reached
                 continue
             batch = chunks.batch_here()  # the batch C left: Python's, errors included
+            txns.take_native(cursor)
             _map_batch(batch, start, offset_map, txns, stats, None, pacer)
+            cursor = txns.native_cursor()
             chunks.position += batch.size_bytes
+    txns.take_native(cursor)
 
 
 def _map_native(batch: RecordBatch, start: int, offset_map: OffsetMap, stats: CleanerStats) -> bool:

@@ -15,10 +15,14 @@ producer's *ongoing aborted* transaction. Then:
 The state depends only on batch headers, control records and the aborted-transaction lists, never on the
 key map, so a parallel path can precompute the state at each group's first batch and ``copy`` it into the
 task that cleans that group. Owned by one round: no lock.
+
+The C loops of ``cleaner._native`` read and change the same state for the batches they take: the set of
+ongoing committed producers as it is, the aborted transactions through a ``NativeTxnCursor``.
 """
 
 from __future__ import annotations
 
+import array
 import heapq
 import itertools
 from collections.abc import Iterable, Sequence
@@ -29,7 +33,9 @@ from service.storage.records import RecordBatch
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn
 
-__all__ = ["CleanedTransactionMetadata", "ControlBatchResult", "collect_aborted_txns"]
+__all__ = ["CleanedTransactionMetadata", "ControlBatchResult", "NativeTxnCursor", "collect_aborted_txns"]
+
+_CURSOR_HEADER = 5  # transactions, the next to start, ongoing, retained, ongoing when laid out
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +50,19 @@ class ControlBatchResult:
 class _OngoingAborted:
     txn: AbortedTxn
     last_observed_batch_offset: int | None = None  # None until a data batch of the txn is read
+
+
+@dataclass(frozen=True, slots=True)
+class NativeTxnCursor:
+    """The aborted transactions of a ``CleanedTransactionMetadata`` laid out for the C loops (``TxnCursor`` in
+    ``cleaner/_native.c``), which change ``cells`` as the methods would for the batches they take: int64
+    cells, a header (transactions, the next to start, ongoing, retained, ongoing when laid out), then per
+    transaction (first offset, producer id) — the ongoing ones, then the pending ones in the order they
+    start —, per ongoing one (producer id, transaction, last offset of its data read or -1), and the
+    transactions whose ABORT marker was kept, in order."""
+
+    cells: array.array[int]
+    txns: list[AbortedTxn]
 
 
 class CleanedTransactionMetadata:
@@ -90,14 +109,41 @@ class CleanedTransactionMetadata:
         self._ongoing_aborted[batch.producer_id] = _OngoingAborted(ongoing.txn, batch.last_offset)
         return True
 
-    def committed_sink(self) -> set[int] | None:
-        """While no aborted transaction is pending or ongoing, no transactional data batch can be discarded,
-        ``on_batch_read`` only adds its producer to the ongoing committed ones, and a marker's verdict
-        depends only on them: this set, which the C filter keeps as these methods would for the batches and
-        markers it takes. None otherwise: each needs ``on_batch_read`` or ``on_control_batch_read``."""
-        if self._heap or self._ongoing_aborted:
-            return None
+    @property
+    def ongoing_committed(self) -> set[int]:
+        """The producers whose transaction's data was read and whose COMMIT was not: the live set, which the
+        C filter changes as ``on_batch_read`` and ``on_control_batch_read`` would for what it takes."""
         return self._ongoing_committed
+
+    def native_cursor(self) -> NativeTxnCursor:
+        """The aborted transactions, for the C loops to read and change; ``take_native`` takes them back
+        (until then, only the C loops may use this state)."""
+        ongoing = list(self._ongoing_aborted.values())
+        txns = [o.txn for o in ongoing] + [txn for _first, _seq, txn in sorted(self._heap)]
+        n, started = len(txns), len(ongoing)
+        cells = array.array("q", (n, started, started, 0, started))
+        for txn in txns:
+            cells.extend((txn.first_offset, txn.producer_id))
+        for index, o in enumerate(ongoing):
+            seen = o.last_observed_batch_offset
+            cells.extend((o.txn.producer_id, index, -1 if seen is None else seen))
+        cells.extend(itertools.repeat(0, 3 * (n - started) + n))  # room for the ongoing and the retained
+        return NativeTxnCursor(cells, txns)
+
+    def take_native(self, cursor: NativeTxnCursor) -> list[AbortedTxn]:
+        """The state as the C loops left ``cursor``; returns the transactions whose ABORT marker they kept
+        (``ControlBatchResult.retained_aborted_txn``), in order."""
+        cells, txns = cursor.cells, cursor.txns
+        n, started, ongoing, retained, laid_out = cells[0:_CURSOR_HEADER]
+        for _ in range(started - laid_out):
+            heapq.heappop(self._heap)
+        base = _CURSOR_HEADER + 2 * n
+        self._ongoing_aborted = {}
+        for i in range(ongoing):
+            producer_id, index, seen = cells[base + 3 * i : base + 3 * i + 3]
+            self._ongoing_aborted[producer_id] = _OngoingAborted(txns[index], None if seen < 0 else seen)
+        kept = base + 3 * n
+        return [txns[index] for index in cells[kept : kept + retained]]
 
     def on_plain_batch_read(self, last_offset: int) -> None:
         """A non-transactional data batch was read: ``on_batch_read`` from its header (never aborted)."""

@@ -29,15 +29,18 @@ import cleaner.rules
 from cleaner.offset_map import OffsetMap, build_offset_map
 from cleaner.oracle import clean_in_process
 from cleaner.stats import CleanerStats
+from cleaner.txn_metadata import CleanedTransactionMetadata
 from service.clock import ManualClock
 from service.cpus import usable_cpus
 from service.errors import CorruptDataError
 from service.storage.compression import CompressionType, compress, decompress
+from service.storage.control import encode_end_txn_marker_batch
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.records import Header, Record, RecordBatch, TimestampType, encode_batch, iter_batches
 from service.storage.segment import LogSegment
+from service.storage.txn_index import AbortedTxn, decode_entries
 from service.tools.gen import encode_records_area
 from tests.cleaner.helpers import DAY_MS, Producer, compact_config
 
@@ -358,10 +361,13 @@ def test_plain_batches_are_filtered_by_the_c_loop_and_match_the_python_rules(tmp
     assert sum(calls) >= 39 and max(calls) > 10, "the first round: whole runs of batches per call"
 
 
-def producer_log(directory: Path, codec: CompressionType, *, transactional: bool) -> int:
-    """Small batches of one producer (id 7; transactional ones committed four batches at a time),
-    compressed with ``codec``; its last batch's keys all written again after it by a batch without a
-    producer id, so that none of its records survives. The offset of the last batch (the upper bound's)."""
+def producer_log(
+    directory: Path, codec: CompressionType, *, transactional: bool, aborts: bool = False
+) -> int:
+    """Small batches of one producer (id 7; transactional ones ended four batches at a time by a COMMIT, or
+    given ``aborts`` by an ABORT for the 2nd, 5th and 8th transaction), compressed with ``codec``; its last
+    batch's keys all written again after it by a batch without a producer id, so that none of its records
+    survives. The offset of the last batch (the upper bound's)."""
     directory.mkdir(parents=True)
     log = load_partition_log(directory, compact_config(segment_bytes=4096), clock=ManualClock(START)).log
     producer = Producer(log, 7, transactional=transactional)
@@ -377,7 +383,10 @@ def producer_log(directory: Path, codec: CompressionType, *, transactional: bool
         )
         producer.sequence += len(records)
         if transactional and i % 4 == 3:
-            producer.commit()
+            if aborts and i // 4 % 3 == 1:
+                producer.abort()
+            else:
+                producer.commit()
     log.append_records([Record(0, START, b"k%d" % k, None) for k in range(7)], compression=codec)
     last = log.append_records([Record(0, START, b"last", b"v")]).first_offset  # the upper bound's: Python's
     log.roll()
@@ -385,15 +394,21 @@ def producer_log(directory: Path, codec: CompressionType, *, transactional: bool
     return last
 
 
-@pytest.mark.parametrize("transactional", [False, True], ids=["idempotent", "transactional"])
+@pytest.mark.parametrize(
+    ("transactional", "aborts"),
+    [(False, False), (True, False), (True, True)],
+    ids=["idempotent", "transactional", "aborted"],
+)
 @pytest.mark.parametrize("codec", list(CompressionType))
 def test_a_producer_s_compressed_batches_are_cleaned_by_the_c_loops(
-    tmp_path: Path, codec: CompressionType, transactional: bool
+    tmp_path: Path, codec: CompressionType, transactional: bool, aborts: bool
 ) -> None:
-    """Batches with a producer id, compressed or not, idempotent or in committed transactions (their markers
-    too), go through the C loops of both passes: no batch through the Python rules batch by batch, but the
-    one at the upper bound and the bare header a round left. The producer's last batch, all of its records
-    superseded, stays as a bare header (its producer's state), and the files are the Python rules'."""
+    """Batches with a producer id, compressed or not, idempotent or in transactions committed or aborted
+    (their markers too), go through the C loops of both passes: no batch through the Python rules batch by
+    batch, but the one at the upper bound and the bare header a round left. The producer's last batch, all
+    of its records superseded, stays as a bare header (its producer's state); aborted data goes, its ABORT
+    marker kept and indexed while the data is there, then given a horizon; the files are the Python
+    rules'."""
     python_batches: list[RecordBatch] = []
     real_clean, real_map = cleaner.cleaner._clean_batch, cleaner.offset_map._map_batch
 
@@ -408,7 +423,7 @@ def test_a_producer_s_compressed_batches_are_cleaned_by_the_c_loops(
     seen = []
     for native in (True, False):
         directory = tmp_path / f"n{native}" / "topic-0"
-        last = producer_log(directory, codec, transactional=transactional)
+        last = producer_log(directory, codec, transactional=transactional, aborts=aborts)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(cleaner.cleaner, "_clean_batch", clean_counted)
             patch.setattr(cleaner.offset_map, "_map_batch", map_counted)
@@ -423,6 +438,111 @@ def test_a_producer_s_compressed_batches_are_cleaned_by_the_c_loops(
     batches = _batches_of(seen[0][0])
     assert [b.records_count for b in batches if b.producer_id == 7 and not b.is_control][-1] == 0
     assert batches[-1].base_offset == last and len(batches) < 25
+    if aborts:
+        indexed = [decode_entries(body) for name, body in seen[0][0].items() if name.endswith(".txnindex")]
+        assert len([txn for entries in indexed for txn in entries]) == 3, "the aborted, indexed again"
+        assert len([b for b in batches if b.is_control]) == 3 + 7, "their ABORTs, the COMMITs with data"
+        later = [b.base_offset for b in _batches_of(seen[0][2]) if b.is_control]
+        assert later == [max(b.base_offset for b in batches if b.is_control)], (
+            "a day later, only the last COMMIT: the bare header of its transaction's data stays"
+        )
+
+
+def _txn_batches() -> list[bytes]:
+    """Producer 1's committed data, then data of its aborted transaction (from 2) and producer 2's (from 4),
+    producer 3's committed data while its aborted transaction (from 50) is pending, plain data, both ABORTs
+    (data seen), producer 3's COMMIT, producer 1's next aborted transaction (from 8) and its data."""
+
+    def data(offset: int, producer_id: int, count: int = 1) -> bytes:
+        records = [Record(offset + i, START, b"k%d" % (offset + i), b"v") for i in range(count)]
+        transactional = producer_id != -1
+        epoch, sequence = (0, offset) if transactional else (-1, -1)
+        return encode_batch(
+            records,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            base_sequence=sequence,
+            is_transactional=transactional,
+        )
+
+    def marker(offset: int, producer_id: int, *, commit: bool) -> bytes:
+        return encode_end_txn_marker_batch(
+            offset=offset, producer_id=producer_id, producer_epoch=0, commit=commit, timestamp=START
+        )
+
+    return [
+        data(0, 1),
+        data(1, -1),
+        data(2, 1, count=2),
+        data(4, 2),
+        data(5, 3),
+        marker(6, 1, commit=False),
+        marker(7, 3, commit=True),
+        data(8, 1),
+        marker(9, 2, commit=False),
+        data(10, 1),
+    ]
+
+
+def _txn_state() -> CleanedTransactionMetadata:
+    state = CleanedTransactionMetadata()
+    state.add_aborted_transactions(
+        [AbortedTxn(1, 2, 6, 7), AbortedTxn(2, 4, 9, 10), AbortedTxn(1, 8, 12, 13), AbortedTxn(3, 50, 60, 61)]
+    )
+    return state
+
+
+def _state_of(state: CleanedTransactionMetadata) -> tuple[object, ...]:
+    """The aborted transactions pending (in order) and ongoing, and the ongoing committed producers."""
+    pending = [txn for _first, _seq, txn in sorted(state._heap)]
+    ongoing = {pid: (o.txn, o.last_observed_batch_offset) for pid, o in state._ongoing_aborted.items()}
+    return pending, ongoing, set(state.ongoing_committed)
+
+
+def test_the_c_loops_change_the_transaction_state_as_its_methods_do() -> None:
+    """Over transactional data, aborted and not, and COMMIT and ABORT markers, the C filter and map change
+    the transaction state (the ongoing committed producers, the aborted transactions pending and ongoing,
+    the ABORTs kept) as ``on_batch_read`` and ``on_control_batch_read`` do batch by batch."""
+    native = cleaner.native._native
+    assert native is not None
+    raw = _txn_batches()
+    python, retained = _txn_state(), []
+    for batch in iter_batches(b"".join(raw)):
+        if batch.is_control:
+            verdict = python.on_control_batch_read(batch)
+            if verdict.retained_aborted_txn is not None:
+                retained.append(verdict.retained_aborted_txn)
+        else:
+            python.on_batch_read(batch)
+    assert retained == [AbortedTxn(1, 2, 6, 7), AbortedTxn(2, 4, 9, 10)]
+
+    ends = cleaner.native.producer_ends([(1, 1000), (2, 1000), (3, 1000)])  # none of these is the last
+    filtered = _txn_state()
+    cursor = filtered.native_cursor()
+    buf = b"".join(raw)
+    reached, _out, _meta = native.filter_batches(
+        buf,
+        0,
+        len(buf),
+        native.KeyMap(),
+        1000,
+        START,
+        START,
+        1000,
+        None,
+        ends,
+        filtered.ongoing_committed,
+        cursor.cells,
+    )
+    assert reached == len(buf), "every batch taken"
+    assert filtered.take_native(cursor) == retained
+    assert _state_of(filtered) == _state_of(python)
+
+    mapped = _txn_state()
+    cursor = mapped.native_cursor()
+    assert native.KeyMap().map_batches(buf, 0, len(buf), 0, cursor.cells)[0] == len(buf)
+    assert mapped.take_native(cursor) == retained  # which the map ignores, as it ignores the verdicts
+    assert _state_of(mapped)[:2] == _state_of(python)[:2]  # the ongoing committed: what the map ignores
 
 
 def compressed_batch(framing: str, records: int = 1_000) -> bytes:
