@@ -1498,21 +1498,34 @@ be64(const unsigned char *p)
  */
 static PyObject *codec_decompress = NULL, *codec_compress = NULL, *codec_types = NULL;
 
-/* set_codecs(decompress, compress, codec_types) -> None */
+/* The C function behind `compress` for the codecs the system's libraries compress (service/storage/
+ * _speedups.c's system_compress_c, from its capsule): called without the GIL, it writes what `compress`
+ * writes; -2 for any other codec, which goes to `compress`. */
+typedef int (*system_compress_fn)(unsigned codec, const unsigned char *src, size_t n, unsigned char **out,
+                                  size_t *length, size_t *capacity);
+static system_compress_fn system_compress = NULL;
+#define SYSTEM_COMPRESS_CAPSULE "service.storage._speedups.system_compress"
+
+/* set_codecs(decompress, compress, codec_types[, system_compress capsule]) -> None */
 static PyObject *
 set_codecs(PyObject *self, PyObject *args)
 {
-    PyObject *decompress, *compress, *types;
-    if (!PyArg_ParseTuple(args, "OOO!", &decompress, &compress, &PyTuple_Type, &types)) {
+    PyObject *decompress, *compress, *types, *capsule = Py_None;
+    if (!PyArg_ParseTuple(args, "OOO!|O", &decompress, &compress, &PyTuple_Type, &types, &capsule)) {
         return NULL;
     }
     if (!PyCallable_Check(decompress) || !PyCallable_Check(compress) || PyTuple_GET_SIZE(types) != CODECS) {
         PyErr_SetString(PyExc_TypeError, "set_codecs(decompress, compress, a tuple of the 5 codec types)");
         return NULL;
     }
+    system_compress_fn fn = NULL;
+    if (capsule != Py_None && (fn = PyCapsule_GetPointer(capsule, SYSTEM_COMPRESS_CAPSULE)) == NULL) {
+        return NULL;
+    }
     Py_XSETREF(codec_decompress, Py_NewRef(decompress));
     Py_XSETREF(codec_compress, Py_NewRef(compress));
     Py_XSETREF(codec_types, Py_NewRef(types));
+    system_compress = fn;
     Py_RETURN_NONE;
 }
 
@@ -1679,7 +1692,8 @@ codec_call(PyObject *fn, unsigned codec, const unsigned char *p, Py_ssize_t n, P
  * Ubuntu system with apt does), loaded at import: a compressed batch of those codecs is then decompressed
  * without a Python call or the GIL. Any codec or frame they do not take (an LZ4 frame in another framing
  * than Kafka's, gzip, snappy), and any failure, goes to the registered Python function, which reads it or
- * raises the error. Compression always goes through Python: the Python rules' bytes exactly.
+ * raises the error. Compression goes through `compress`'s own C function (system_compress, the same
+ * libraries) or `compress` itself: the Python rules' bytes exactly.
  */
 typedef int (*lz4_decompress_safe_fn)(const char *src, char *dst, int src_size, int dst_capacity);
 typedef struct {
@@ -1750,6 +1764,12 @@ typedef struct {
     unsigned char *data;
     size_t capacity;
 } Inflated;
+
+/* A call's output buffer for compressed survivors (system_compress's), grown by it, freed at the call's end. */
+typedef struct {
+    unsigned char *data;
+    size_t length, capacity;
+} Deflated;
 
 static int
 inflated_reserve(Inflated *f, size_t need)
@@ -2596,6 +2616,7 @@ filter_batches(PyObject *self, PyObject *args)
     FilterScratch sc = {0};
     PyObject *raw = NULL, *packed = NULL; /* a compressed batch's records, and its survivors compressed */
     Inflated inflated = {0};              /* or its records decompressed by the system's codec library */
+    Deflated deflated = {0};              /* or its survivors compressed by it */
     int64_t *txn_events = NULL;           /* push_txn_event's, not applied yet */
     size_t txn_count = 0, txn_capacity = 0;
     if (out == NULL || meta == NULL) {
@@ -2711,10 +2732,21 @@ filter_batches(PyObject *self, PyObject *args)
                 break;
             }
         }
-        /* the survivors' records area as written: re-encoded, and compressed again with the batch's codec */
+        /* the survivors' records area as written: re-encoded, and compressed again with the batch's codec (by
+         * the system's library, as `compress` would, else by a call of `compress`) */
         const unsigned char *kept_area = sc.out;
         Py_ssize_t kept_length = c.out_length;
-        if (codec && c.out_length > 0) {
+        int by_system = codec && c.out_length > 0 && system_compress != NULL && system_codecs_on ? system_compress(
+            codec, sc.out, (size_t)c.out_length, &deflated.data, &deflated.length, &deflated.capacity) : -2;
+        if (by_system == -1) {
+            status = 2;
+            break;
+        }
+        if (by_system == 0) {
+            kept_area = deflated.data;
+            kept_length = (Py_ssize_t)deflated.length;
+        }
+        else if (codec && c.out_length > 0) {
             Py_BLOCK_THREADS
             Py_CLEAR(raw);
             Py_CLEAR(packed);
@@ -2819,6 +2851,7 @@ filter_batches(PyObject *self, PyObject *args)
     Py_XDECREF(raw);
     Py_XDECREF(packed);
     free(inflated.data);
+    free(deflated.data);
     filter_scratch_free(&sc);
     if (status != 2 && status != 4 && apply_txn_events(committed_obj, txn_events, &txn_count) < 0) {
         status = 4; /* the error is set */

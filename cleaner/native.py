@@ -10,7 +10,8 @@ no Python object but a compressed batch's bytes (for the records the map build p
 "superseded" from the map's bitmap rather than looking the key up again); ``scan_producer_headers`` reads
 only the batch headers of a segment for ``rules.ProducerScan``. All release the GIL. Codec work stays in
 the codec libraries: the system's liblz4 and libzstd decompress where present, else the C loops call
-``service.storage.compression``'s ``decompress``, and always its ``compress``, as the Python rules do.
+``service.storage.compression``'s ``decompress``; they compress with its ``compress``, or for lz4 and zstd
+with the C function behind it (the same libraries), as the Python rules do.
 Anything the C code does not handle exactly (an odd encoding, a key map that is not native, an empty
 batch) comes back as None or ``Fallback``, or is left to the caller, who runs the Python rules, which stay
 the oracle. ``LOGCLEANER_PURE_PYTHON=1``, or an install without a compiler, leaves only the Python rules.
@@ -29,7 +30,7 @@ from typing import Protocol
 import crc32c
 
 from service.cpus import usable_cpus
-from service.storage.compression import CompressionType, compress, decompress
+from service.storage.compression import CompressionType, compress, decompress, system_compressor
 from service.storage.native_module import load_native_module
 from service.storage.records import (
     BATCH_HEADER,
@@ -102,8 +103,9 @@ class NativeKeyMap(Protocol):
 
 _native = load_native_module("cleaner._native")
 if _native is not None:
-    # the C loops decompress and re-compress through the very functions the Python rules call
-    _native.set_codecs(decompress, compress, tuple(CompressionType))
+    # the C loops decompress and re-compress through the very functions the Python rules call (for lz4 and
+    # zstd, the C function behind ``compress``, called without the GIL)
+    _native.set_codecs(decompress, compress, tuple(CompressionType), system_compressor())
 
 
 class Fallback(Exception):

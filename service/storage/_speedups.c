@@ -6,10 +6,19 @@
  * tuples. On ANY anomaly (truncation, bad lengths, bad UTF-8, overflow) it raises _Fallback, and the
  * Python decoder runs instead and raises the precise CorruptDataError. So this file holds no error
  * messages and no format rules beyond the byte layout; the Python code stays the specification.
+ *
+ * system_compress(codec, data) compresses lz4 (Kafka's framing) and zstd (level 3) blobs with the system's
+ * liblz4.so.1 and libzstd.so.1 where present (None otherwise: compression.py uses cramjam), the GIL
+ * released; the same C function, as a capsule, serves the cleaner's C loops, so that both write the same
+ * bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 static PyTypeObject *record_type = NULL;
 static PyTypeObject *header_type = NULL;
@@ -235,9 +244,172 @@ init(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* -- compression by the system's liblz4 and libzstd ---------------------------------------------------- */
+
+static int (*lz4_compress_default)(const char *src, char *dst, int src_size, int dst_capacity) = NULL;
+static int (*lz4_compress_bound)(int size) = NULL;
+static void *(*zstd_create_cctx)(void) = NULL;
+static size_t (*zstd_free_cctx)(void *) = NULL;
+static size_t (*zstd_compress_cctx)(void *, void *, size_t, const void *, size_t, int) = NULL;
+static size_t (*zstd_compress_bound)(size_t) = NULL;
+static unsigned (*zstd_is_error)(size_t) = NULL;
+static pthread_key_t zstd_cctx_key; /* each thread's compression context, freed with the thread */
+
+enum { CODEC_LZ4 = 3, CODEC_ZSTD = 4, ZSTD_LEVEL = 3 }; /* compression.py's codec ids; Kafka's zstd level */
+static const unsigned char KAFKA_LZ4_HEADER[7] = {0x04, 0x22, 0x4D, 0x18, 0x60, 0x40, 0x82};
+#define LZ4_BLOCK_BYTES 65536
+#define LZ4_STORED_FLAG 0x80000000u
+
+static void
+free_zstd_cctx(void *cctx)
+{
+    zstd_free_cctx(cctx);
+}
+
+static void
+load_system_codecs(void)
+{
+    void *lz4 = dlopen("liblz4.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lz4 != NULL) {
+        lz4_compress_default = (int (*)(const char *, char *, int, int))dlsym(lz4, "LZ4_compress_default");
+        lz4_compress_bound = (int (*)(int))dlsym(lz4, "LZ4_compressBound");
+        if (lz4_compress_bound == NULL) {
+            lz4_compress_default = NULL;
+        }
+    }
+    void *zstd = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (zstd != NULL) {
+        zstd_create_cctx = (void *(*)(void))dlsym(zstd, "ZSTD_createCCtx");
+        zstd_free_cctx = (size_t(*)(void *))dlsym(zstd, "ZSTD_freeCCtx");
+        zstd_compress_cctx =
+            (size_t(*)(void *, void *, size_t, const void *, size_t, int))dlsym(zstd, "ZSTD_compressCCtx");
+        zstd_compress_bound = (size_t(*)(size_t))dlsym(zstd, "ZSTD_compressBound");
+        zstd_is_error = (unsigned (*)(size_t))dlsym(zstd, "ZSTD_isError");
+        if (zstd_free_cctx == NULL || zstd_compress_cctx == NULL || zstd_compress_bound == NULL ||
+            zstd_is_error == NULL || pthread_key_create(&zstd_cctx_key, free_zstd_cctx) != 0) {
+            zstd_create_cctx = NULL;
+        }
+    }
+}
+
+static int
+reserve(unsigned char **out, size_t *capacity, size_t need)
+{
+    if (need <= *capacity) {
+        return 0;
+    }
+    unsigned char *grown = realloc(*out, need);
+    if (grown == NULL) {
+        return -1;
+    }
+    *out = grown;
+    *capacity = need;
+    return 0;
+}
+
+/* compression.py's _compress_lz4_frame: Kafka's frame header, each 64 KiB of input an LZ4 block (stored
+ * when it does not shrink), the end mark. */
+static int
+lz4_frame_compress(const unsigned char *src, size_t n, unsigned char **out, size_t *length, size_t *capacity)
+{
+    size_t blocks = (n + LZ4_BLOCK_BYTES - 1) / LZ4_BLOCK_BYTES;
+    size_t bound = (size_t)lz4_compress_bound(LZ4_BLOCK_BYTES);
+    if (reserve(out, capacity, sizeof KAFKA_LZ4_HEADER + blocks * (4 + bound) + 4) < 0) {
+        return -1;
+    }
+    unsigned char *o = *out;
+    memcpy(o, KAFKA_LZ4_HEADER, sizeof KAFKA_LZ4_HEADER);
+    size_t at = sizeof KAFKA_LZ4_HEADER;
+    for (size_t start = 0; start < n; start += LZ4_BLOCK_BYTES) {
+        int chunk = (int)(n - start < LZ4_BLOCK_BYTES ? n - start : LZ4_BLOCK_BYTES);
+        int packed = lz4_compress_default((const char *)src + start, (char *)o + at + 4, chunk, (int)bound);
+        uint32_t word = (uint32_t)packed;
+        if (packed <= 0 || packed >= chunk) { /* it does not shrink: stored */
+            memcpy(o + at + 4, src + start, (size_t)chunk);
+            packed = chunk;
+            word = (uint32_t)chunk | LZ4_STORED_FLAG;
+        }
+        for (int i = 0; i < 4; i++) {
+            o[at + i] = (unsigned char)(word >> (8 * i));
+        }
+        at += 4 + (size_t)packed;
+    }
+    memset(o + at, 0, 4);
+    *length = at + 4;
+    return 0;
+}
+
+static int
+zstd_compress(const unsigned char *src, size_t n, unsigned char **out, size_t *length, size_t *capacity)
+{
+    void *cctx = pthread_getspecific(zstd_cctx_key);
+    if (cctx == NULL) {
+        cctx = zstd_create_cctx();
+        if (cctx == NULL || pthread_setspecific(zstd_cctx_key, cctx) != 0) {
+            if (cctx != NULL) {
+                zstd_free_cctx(cctx);
+            }
+            return -1;
+        }
+    }
+    size_t bound = zstd_compress_bound(n);
+    if (reserve(out, capacity, bound) < 0) {
+        return -1;
+    }
+    size_t written = zstd_compress_cctx(cctx, *out, bound, src, n, ZSTD_LEVEL);
+    if (zstd_is_error(written)) {
+        return -2;
+    }
+    *length = written;
+    return 0;
+}
+
+/*
+ * The blob a `codec` batch carries for the n bytes at src, written at *out (a malloc'd buffer of *capacity
+ * bytes, grown as needed, the caller's to free), its length at *length: 0; -1 out of memory; -2 when the
+ * system has no library for the codec (or it failed): then compression.compress's cramjam path serves.
+ * No GIL needed; a zstd compression context per thread.
+ */
+static int
+system_compress_c(unsigned codec, const unsigned char *src, size_t n, unsigned char **out, size_t *length,
+                  size_t *capacity)
+{
+    if (codec == CODEC_LZ4 && lz4_compress_default != NULL && n <= 0x7FFFFFFF) {
+        return lz4_frame_compress(src, n, out, length, capacity);
+    }
+    if (codec == CODEC_ZSTD && zstd_create_cctx != NULL) {
+        return zstd_compress(src, n, out, length, capacity);
+    }
+    return -2;
+}
+
+static PyObject *
+system_compress(PyObject *self, PyObject *args)
+{
+    unsigned int codec;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "Iy*", &codec, &view)) {
+        return NULL;
+    }
+    unsigned char *out = NULL;
+    size_t length = 0, capacity = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = system_compress_c(codec, view.buf, (size_t)view.len, &out, &length, &capacity);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyObject *result = rc == 0    ? PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)length)
+                       : rc == -1 ? PyErr_NoMemory()
+                                  : Py_NewRef(Py_None);
+    free(out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", decode_records, METH_VARARGS, "Decode a records area (valid input only)."},
     {"init", init, METH_VARARGS, "Register the Record and Header tuple classes."},
+    {"system_compress", system_compress, METH_VARARGS,
+     "An lz4 or zstd blob by the system's library, or None without it."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -256,5 +428,13 @@ PyInit__speedups(void)
         Py_DECREF(m);
         return NULL;
     }
+    load_system_codecs();
+    PyObject *capsule = PyCapsule_New((void *)system_compress_c, "service.storage._speedups.system_compress", NULL);
+    if (capsule == NULL || PyModule_AddObjectRef(m, "system_compress_capsule", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_DECREF(capsule);
     return m;
 }

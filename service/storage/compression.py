@@ -1,7 +1,11 @@
 """The five record-batch codecs, framed byte for byte as Kafka writes them (Kafka ``common.compress``).
 
 A batch names its codec in attribute bits 0-2; the compressed blob is everything after
-``recordsCount``. Every codec runs on cramjam; the framings cramjam does not write are built here.
+``recordsCount``. Every codec runs on cramjam; the framings cramjam does not write are built here. Where
+the system has ``liblz4.so.1`` and ``libzstd.so.1``, lz4 and zstd blobs are compressed by them instead
+(``_speedups.system_compress``: a zstd context reused per thread, no Python object per block), in the
+same framing and at the same level: the cleaner's C loops compress with the same function, so both write
+the same bytes (cramjam's bundled zstd, another version, can write others).
 
 gzip: one standard gzip stream (RFC 1952) at the zlib default level 6; several members are read.
 
@@ -48,12 +52,14 @@ from typing import assert_never
 import cramjam
 
 from service.errors import CorruptDataError, InvalidInputError
+from service.storage.native_module import load_native_module
 
 __all__ = [
     "CompressionType",
     "compress",
     "compression_from_name",
     "decompress",
+    "system_compressor",
 ]
 
 
@@ -76,7 +82,9 @@ _NAMES: dict[str, CompressionType] = {codec.label: codec for codec in Compressio
 _NAMES["uncompressed"] = CompressionType.NONE  # the broker-side spelling of `none`
 
 _GZIP_LEVEL = 6  # zlib's Z_DEFAULT_COMPRESSION, Kafka's compression.gzip.level = -1
-_ZSTD_LEVEL = 3  # Kafka's compression.zstd.level default
+_ZSTD_LEVEL = 3  # Kafka's compression.zstd.level default (_speedups.c's ZSTD_LEVEL too)
+
+_speedups = load_native_module("service.storage._speedups")
 
 _INT32_BE = struct.Struct(">i")
 _UINT32_LE = struct.Struct("<I")
@@ -147,11 +155,21 @@ def compress(codec: CompressionType, data: bytes) -> bytes:
         return bytes(cramjam.gzip.compress(data, level=_GZIP_LEVEL))
     if codec is CompressionType.SNAPPY:
         return _compress_xerial(memoryview(data))
-    if codec is CompressionType.LZ4:
-        return _compress_lz4_frame(memoryview(data))
-    if codec is CompressionType.ZSTD:
+    if codec is CompressionType.LZ4 or codec is CompressionType.ZSTD:
+        packed: bytes | None = None if _speedups is None else _speedups.system_compress(codec, data)
+        if packed is not None:
+            return packed
+        if codec is CompressionType.LZ4:
+            return _compress_lz4_frame(memoryview(data))
         return bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL))
     assert_never(codec)
+
+
+def system_compressor() -> object | None:
+    """The C function ``compress`` uses for lz4 and zstd where the system has the libraries, as a capsule
+    (``_speedups.c``'s ``system_compress_c``), for C code that must write the same bytes; None without the
+    C module."""
+    return None if _speedups is None else _speedups.system_compress_capsule
 
 
 def decompress(codec: CompressionType, data: bytes | memoryview) -> bytes:

@@ -33,12 +33,21 @@ from cleaner.txn_metadata import CleanedTransactionMetadata
 from service.clock import ManualClock
 from service.cpus import usable_cpus
 from service.errors import CorruptDataError
-from service.storage.compression import CompressionType, compress, decompress
+from service.storage import compression as compression_module
+from service.storage.compression import CompressionType, compress, decompress, system_compressor
 from service.storage.control import encode_end_txn_marker_batch
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
-from service.storage.records import Header, Record, RecordBatch, TimestampType, encode_batch, iter_batches
+from service.storage.records import (
+    RECORD_BATCH_OVERHEAD,
+    Header,
+    Record,
+    RecordBatch,
+    TimestampType,
+    encode_batch,
+    iter_batches,
+)
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn, decode_entries
 from service.tools.gen import encode_records_area
@@ -604,11 +613,43 @@ def test_the_system_s_codec_libraries_read_what_the_python_codecs_read(framing: 
                 expected_python_calls = 0
             assert len(python_calls) == expected_python_calls
     finally:
-        native.set_codecs(decompress, compress, tuple(CompressionType))
+        native.set_codecs(decompress, compress, tuple(CompressionType), system_compressor())
         native.set_system_codecs(True)
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0][:2] == (len(data), 1), "the batch was mapped in C"
     assert len(outcomes[0][2][2]) == 80, "and filtered in C"
+
+
+@pytest.mark.parametrize("framing", ["lz4", "zstd", "snappy"])
+def test_survivors_are_compressed_by_the_c_function_behind_compress(framing: str) -> None:
+    """The C filter compresses a batch's survivors as ``compress`` would: for lz4 and zstd where the system
+    has the libraries, by the C function ``compress`` itself uses, with no Python call; else by calling it."""
+    native = cleaner.native._native
+    assert native is not None
+    data = compressed_batch(framing)
+    codec = CompressionType[framing.upper()]
+    calls: list[CompressionType] = []
+
+    def counting(codec: CompressionType, area: bytes) -> bytes:
+        calls.append(codec)
+        return compress(codec, area)
+
+    try:
+        native.set_codecs(decompress, counting, tuple(CompressionType), system_compressor())
+        key_map = native.KeyMap()
+        key_map.map_batches(data, 0, len(data), 0)
+        _reached, out, meta = native.filter_batches(data, 0, len(data), key_map, 10_000, START, START, -1)
+    finally:
+        native.set_codecs(decompress, compress, tuple(CompressionType), system_compressor())
+    assert len(meta) == 80, "filtered in C"
+    (batch,) = iter_batches(out)
+    assert batch.records_count == 20, "the last of each key survives"
+    blob = bytes(batch.data[RECORD_BATCH_OVERHEAD:])
+    assert blob == compress(codec, batch.records_bytes()), "compress's bytes"
+    speedups = compression_module._speedups
+    assert speedups is not None
+    by_system = codec is not CompressionType.SNAPPY and speedups.system_compress(codec, b"") is not None
+    assert calls == ([] if by_system else [codec])
 
 
 @settings(max_examples=60, deadline=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes.util
 import gzip
 import random
 import struct
@@ -20,6 +21,7 @@ from service.errors import CorruptDataError, InvalidInputError
 from service.storage import compression as compression_module
 from service.storage.compression import (
     CompressionType,
+    _compress_lz4_frame,
     _decompress_kafka_lz4,
     compress,
     compression_from_name,
@@ -320,6 +322,39 @@ def test_lz4_blocks_are_independent_and_at_most_64_kib(data: bytes) -> None:
     assert b"".join(decoded) == data
     assert all(len(part) == 64 * 1024 for part in decoded[:-1])
     assert 0 < len(decoded[-1]) <= 64 * 1024
+
+
+@pytest.mark.parametrize(("codec", "library"), [(CompressionType.LZ4, "lz4"), (CompressionType.ZSTD, "zstd")])
+@pytest.mark.parametrize(
+    "data", [b"", b"k" * 1000, *LARGE_INPUTS.values()], ids=["empty", "1000", *LARGE_INPUTS]
+)
+def test_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
+    codec: CompressionType, library: str, data: bytes
+) -> None:
+    """Where the system has liblz4 and libzstd, ``compress`` uses them (the C function the cleaner's C loops
+    call too), in the same framing as cramjam's path; without them, cramjam serves. Either reads back."""
+    speedups = compression_module._speedups
+    assert speedups is not None, "the C module is built"
+    packed = speedups.system_compress(codec, data)
+    assert (packed is not None) == (ctypes.util.find_library(library) is not None)
+    assert compress(codec, data) == (packed if packed is not None else compress(codec, data))
+    by_cramjam = (
+        _compress_lz4_frame(memoryview(data))
+        if codec is CompressionType.LZ4
+        else bytes(compression_module.cramjam.zstd.compress(data, level=3))
+    )
+    assert decompress(codec, compress(codec, data)) == data == decompress(codec, by_cramjam)
+    assert KAFKA_PYTHON_DECODERS[codec](compress(codec, data)) == data
+    if codec is CompressionType.LZ4:
+        assert [stored for stored, _ in _lz4_blocks(compress(codec, data))] == [
+            stored for stored, _ in _lz4_blocks(by_cramjam)
+        ], "the same blocks, stored where they do not shrink"
+
+
+def test_other_codecs_are_not_compressed_by_the_system_libraries() -> None:
+    speedups = compression_module._speedups
+    assert speedups is not None
+    assert [speedups.system_compress(codec, b"x") for codec in (0, 1, 2, 5, 99)] == [None] * 5
 
 
 def test_lz4_stores_incompressible_blocks_uncompressed() -> None:
