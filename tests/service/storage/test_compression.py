@@ -9,6 +9,7 @@ import random
 import struct
 import warnings
 
+import cramjam
 import lz4.block  # type: ignore[import-untyped]  # python-lz4 ships no type hints
 import lz4.frame  # type: ignore[import-untyped]  # python-lz4 ships no type hints
 import pytest
@@ -341,7 +342,7 @@ def test_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
     by_cramjam = (
         _compress_lz4_frame(memoryview(data))
         if codec is CompressionType.LZ4
-        else bytes(compression_module.cramjam.zstd.compress(data, level=3))
+        else bytes(cramjam.zstd.compress(data, level=3))
     )
     assert decompress(codec, compress(codec, data)) == data == decompress(codec, by_cramjam)
     assert KAFKA_PYTHON_DECODERS[codec](compress(codec, data)) == data
