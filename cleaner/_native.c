@@ -1688,11 +1688,11 @@ codec_call(PyObject *fn, unsigned codec, const unsigned char *p, Py_ssize_t n, P
 }
 
 /*
- * The codec libraries' own decompressors, where the system has them (liblz4 and libzstd: every Debian or
- * Ubuntu system with apt does), loaded at import: a compressed batch of those codecs is then decompressed
+ * The codec libraries' own decompressors, where the system has them (libz, liblz4 and libzstd: every Debian
+ * or Ubuntu system with apt does), loaded at import: a compressed batch of those codecs is then decompressed
  * without a Python call or the GIL. Any codec or frame they do not take (an LZ4 frame in another framing
- * than Kafka's, gzip, snappy), and any failure, goes to the registered Python function, which reads it or
- * raises the error. Compression goes through `compress`'s own C function (system_compress, the same
+ * than Kafka's, snappy), and any failure, goes to the registered Python function, which reads it or raises
+ * the error. Compression goes through `compress`'s own C function (system_compress, the same
  * libraries) or `compress` itself: the Python rules' bytes exactly.
  */
 typedef int (*lz4_decompress_safe_fn)(const char *src, char *dst, int src_size, int dst_capacity);
@@ -1704,6 +1704,26 @@ typedef struct {
     void *dst;
     size_t size, pos;
 } ZstdOut;
+/* zlib's z_stream (its ABI: zlib.h is not needed to build) and the inflate functions used */
+typedef struct {
+    const unsigned char *next_in;
+    unsigned avail_in;
+    unsigned long total_in;
+    unsigned char *next_out;
+    unsigned avail_out;
+    unsigned long total_out;
+    const char *msg;
+    void *state, *zalloc, *zfree, *opaque;
+    int data_type;
+    unsigned long adler, reserved;
+} ZStream;
+enum { Z_OK = 0, Z_STREAM_END = 1, Z_NO_FLUSH = 0, Z_BUF_ERROR = -5, GZIP_WINDOW_BITS = 31 };
+static int (*z_inflate_init2)(ZStream *, int window_bits, const char *version, int stream_size) = NULL;
+static int (*z_inflate)(ZStream *, int flush) = NULL;
+static int (*z_inflate_reset)(ZStream *) = NULL;
+static int (*z_inflate_end)(ZStream *) = NULL;
+static const char *(*z_version)(void) = NULL;
+static pthread_key_t inflater_key; /* each thread's gzip inflater, ended with the thread */
 static lz4_decompress_safe_fn lz4_decompress_safe = NULL;
 static void *(*zstd_create_dctx)(void) = NULL;
 static size_t (*zstd_free_dctx)(void *) = NULL;
@@ -1725,6 +1745,13 @@ free_zstd_dctx(void *dctx)
 }
 
 static void
+free_inflater(void *z)
+{
+    z_inflate_end(z);
+    free(z);
+}
+
+static void
 load_system_codecs(void)
 {
     void *lz4 = dlopen("liblz4.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -1742,6 +1769,18 @@ load_system_codecs(void)
             zstd_decompress_stream == NULL || zstd_is_error == NULL ||
             pthread_key_create(&zstd_dctx_key, free_zstd_dctx) != 0) {
             zstd_create_dctx = NULL;
+        }
+    }
+    void *zlib = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (zlib != NULL) {
+        z_inflate_init2 = (int (*)(ZStream *, int, const char *, int))dlsym(zlib, "inflateInit2_");
+        z_inflate = (int (*)(ZStream *, int))dlsym(zlib, "inflate");
+        z_inflate_reset = (int (*)(ZStream *))dlsym(zlib, "inflateReset");
+        z_inflate_end = (int (*)(ZStream *))dlsym(zlib, "inflateEnd");
+        z_version = (const char *(*)(void))dlsym(zlib, "zlibVersion");
+        if (z_inflate == NULL || z_inflate_reset == NULL || z_inflate_end == NULL || z_version == NULL ||
+            pthread_key_create(&inflater_key, free_inflater) != 0) {
+            z_inflate_init2 = NULL;
         }
     }
 }
@@ -1862,6 +1901,56 @@ zstd_frames_decompress(const unsigned char *p, size_t n, Inflated *f)
     return left == 0 ? (Py_ssize_t)out.pos : -1; /* a frame cut short: Python's, which names it */
 }
 
+/* One or more gzip members (compression.py reads several): the records' length, or -1 (a damaged or cut
+ * stream, or bytes after the last member: Python's, which names it). */
+static Py_ssize_t
+gzip_members_decompress(const unsigned char *p, size_t n, Inflated *f)
+{
+    ZStream *z = pthread_getspecific(inflater_key);
+    if (z == NULL) {
+        z = calloc(1, sizeof *z);
+        if (z == NULL || z_inflate_init2(z, GZIP_WINDOW_BITS, z_version(), (int)sizeof *z) != Z_OK) {
+            free(z);
+            return -1;
+        }
+        if (pthread_setspecific(inflater_key, z) != 0) {
+            free_inflater(z);
+            return -1;
+        }
+    }
+    if (n == 0 || n > 0xFFFFFFFFu) {
+        return -1; /* empty: corrupt, as Python says */
+    }
+    /* the last member's trailer holds its size: room for that much to start with */
+    size_t guess = n >= 4 ? ((size_t)p[n - 4] | (size_t)p[n - 3] << 8 | (size_t)p[n - 2] << 16 | (size_t)p[n - 1] << 24) : 0;
+    size_t length = 0, pos = 0;
+    if (inflated_reserve(f, (guess > 2 * n ? guess : 2 * n) + 64) < 0) {
+        return -1;
+    }
+    while (pos < n) {
+        if (z_inflate_reset(z) != Z_OK) {
+            return -1;
+        }
+        z->next_in = p + pos;
+        z->avail_in = (unsigned)(n - pos);
+        int rc;
+        do {
+            if (length == f->capacity && inflated_reserve(f, f->capacity * 2) < 0) {
+                return -1;
+            }
+            z->next_out = f->data + length;
+            z->avail_out = (unsigned)(f->capacity - length < 0xFFFFFFFFu ? f->capacity - length : 0xFFFFFFFFu);
+            rc = z_inflate(z, Z_NO_FLUSH);
+            length = (size_t)(z->next_out - f->data);
+        } while (rc == Z_OK || (rc == Z_BUF_ERROR && z->avail_out == 0));
+        if (rc != Z_STREAM_END) {
+            return -1; /* damaged, or cut short (no progress left with room to write) */
+        }
+        pos = n - z->avail_in;
+    }
+    return (Py_ssize_t)length;
+}
+
 /* The records area of a batch compressed with `codec` by the system's library, without the GIL: its
  * length (the bytes in f->data), or -1 when the Python function must read it. */
 static Py_ssize_t
@@ -1875,6 +1964,9 @@ system_decompress(unsigned codec, const unsigned char *p, size_t n, Inflated *f)
     }
     if (codec == 4 && zstd_create_dctx != NULL) {
         return zstd_frames_decompress(p, n, f);
+    }
+    if (codec == 1 && z_inflate_init2 != NULL) {
+        return gzip_members_decompress(p, n, f);
     }
     return -1;
 }
@@ -1906,7 +1998,8 @@ inflate_area(unsigned codec, const unsigned char **area, Py_ssize_t *length, Inf
     return rc;
 }
 
-/* set_system_codecs(on) -> the codecs the system's libraries decompress now, as a tuple of codec ids */
+/* set_system_codecs(on) -> the codecs the system's libraries decompress now (gzip, lz4, zstd), as a tuple of
+ * codec ids */
 static PyObject *
 set_system_codecs(PyObject *self, PyObject *arg)
 {
@@ -1915,15 +2008,19 @@ set_system_codecs(PyObject *self, PyObject *arg)
         return NULL;
     }
     system_codecs_on = on;
-    if (!on) {
-        return PyTuple_New(0);
+    PyObject *served = PyList_New(0);
+    int loaded[] = {z_inflate_init2 != NULL, lz4_decompress_safe != NULL, zstd_create_dctx != NULL};
+    int codecs[] = {1, 3, 4};
+    for (int i = 0; served != NULL && on && i < 3; i++) {
+        PyObject *codec = loaded[i] ? PyLong_FromLong(codecs[i]) : NULL;
+        if (loaded[i] && (codec == NULL || PyList_Append(served, codec) < 0)) {
+            Py_CLEAR(served);
+        }
+        Py_XDECREF(codec);
     }
-    if (lz4_decompress_safe != NULL && zstd_create_dctx != NULL) {
-        return Py_BuildValue("(ii)", 3, 4);
-    }
-    return lz4_decompress_safe != NULL ? Py_BuildValue("(i)", 3)
-           : zstd_create_dctx != NULL  ? Py_BuildValue("(i)", 4)
-                                       : PyTuple_New(0);
+    PyObject *result = served == NULL ? NULL : PyList_AsTuple(served);
+    Py_XDECREF(served);
+    return result;
 }
 
 /*

@@ -7,9 +7,9 @@
  * Python decoder runs instead and raises the precise CorruptDataError. So this file holds no error
  * messages and no format rules beyond the byte layout; the Python code stays the specification.
  *
- * system_compress(codec, data) compresses lz4 (Kafka's framing) and zstd (level 3) blobs with the system's
- * liblz4.so.1 and libzstd.so.1 where present (None otherwise: compression.py uses cramjam), the GIL
- * released; the same C function, as a capsule, serves the cleaner's C loops, so that both write the same
+ * system_compress(codec, data) compresses gzip (level 6), lz4 (Kafka's framing) and zstd (level 3) blobs
+ * with the system's libz.so.1, liblz4.so.1 and libzstd.so.1 where present (None otherwise: compression.py
+ * uses cramjam), the GIL released; the same C function, as a capsule, serves the cleaner's C loops, so that both write the same
  * bytes.
  */
 #define PY_SSIZE_T_CLEAN
@@ -255,7 +255,30 @@ static size_t (*zstd_compress_bound)(size_t) = NULL;
 static unsigned (*zstd_is_error)(size_t) = NULL;
 static pthread_key_t zstd_cctx_key; /* each thread's compression context, freed with the thread */
 
-enum { CODEC_LZ4 = 3, CODEC_ZSTD = 4, ZSTD_LEVEL = 3 }; /* compression.py's codec ids; Kafka's zstd level */
+/* zlib's z_stream (its ABI: zlib.h is not needed to build) and the deflate functions used */
+typedef struct {
+    const unsigned char *next_in;
+    unsigned avail_in;
+    unsigned long total_in;
+    unsigned char *next_out;
+    unsigned avail_out;
+    unsigned long total_out;
+    const char *msg;
+    void *state, *zalloc, *zfree, *opaque;
+    int data_type;
+    unsigned long adler, reserved;
+} ZStream;
+static int (*z_deflate_init2)(ZStream *, int, int, int, int, int, const char *, int) = NULL;
+static int (*z_deflate)(ZStream *, int flush) = NULL;
+static int (*z_deflate_reset)(ZStream *) = NULL;
+static int (*z_deflate_end)(ZStream *) = NULL;
+static unsigned long (*z_deflate_bound)(ZStream *, unsigned long) = NULL;
+static const char *(*z_version)(void) = NULL;
+static pthread_key_t deflater_key; /* each thread's gzip deflater, ended with the thread */
+
+/* compression.py's codec ids; Kafka's default levels (zlib's default 6 for gzip), deflate's gzip set-up */
+enum { CODEC_GZIP = 1, CODEC_LZ4 = 3, CODEC_ZSTD = 4, ZSTD_LEVEL = 3, GZIP_LEVEL = 6 };
+enum { Z_OK = 0, Z_STREAM_END = 1, Z_FINISH = 4, Z_DEFLATED = 8, GZIP_WINDOW_BITS = 31, Z_MEM_LEVEL = 8 };
 static const unsigned char KAFKA_LZ4_HEADER[7] = {0x04, 0x22, 0x4D, 0x18, 0x60, 0x40, 0x82};
 #define LZ4_BLOCK_BYTES 65536
 #define LZ4_STORED_FLAG 0x80000000u
@@ -264,6 +287,13 @@ static void
 free_zstd_cctx(void *cctx)
 {
     zstd_free_cctx(cctx);
+}
+
+static void
+free_deflater(void *z)
+{
+    z_deflate_end(z);
+    free(z);
 }
 
 static void
@@ -288,6 +318,19 @@ load_system_codecs(void)
         if (zstd_free_cctx == NULL || zstd_compress_cctx == NULL || zstd_compress_bound == NULL ||
             zstd_is_error == NULL || pthread_key_create(&zstd_cctx_key, free_zstd_cctx) != 0) {
             zstd_create_cctx = NULL;
+        }
+    }
+    void *zlib = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (zlib != NULL) {
+        z_deflate_init2 = (int (*)(ZStream *, int, int, int, int, int, const char *, int))dlsym(zlib, "deflateInit2_");
+        z_deflate = (int (*)(ZStream *, int))dlsym(zlib, "deflate");
+        z_deflate_reset = (int (*)(ZStream *))dlsym(zlib, "deflateReset");
+        z_deflate_end = (int (*)(ZStream *))dlsym(zlib, "deflateEnd");
+        z_deflate_bound = (unsigned long (*)(ZStream *, unsigned long))dlsym(zlib, "deflateBound");
+        z_version = (const char *(*)(void))dlsym(zlib, "zlibVersion");
+        if (z_deflate == NULL || z_deflate_reset == NULL || z_deflate_end == NULL || z_deflate_bound == NULL ||
+            z_version == NULL || pthread_key_create(&deflater_key, free_deflater) != 0) {
+            z_deflate_init2 = NULL;
         }
     }
 }
@@ -364,6 +407,44 @@ zstd_compress(const unsigned char *src, size_t n, unsigned char **out, size_t *l
     return 0;
 }
 
+/* One gzip member at zlib's default level, by a deflater kept per thread (reset, not rebuilt, per call). */
+static int
+gzip_compress(const unsigned char *src, size_t n, unsigned char **out, size_t *length, size_t *capacity)
+{
+    ZStream *z = pthread_getspecific(deflater_key);
+    if (z == NULL) {
+        z = calloc(1, sizeof *z);
+        if (z == NULL) {
+            return -1;
+        }
+        if (z_deflate_init2(z, GZIP_LEVEL, Z_DEFLATED, GZIP_WINDOW_BITS, Z_MEM_LEVEL, 0, z_version(),
+                            (int)sizeof *z) != Z_OK) {
+            free(z);
+            return -1;
+        }
+        if (pthread_setspecific(deflater_key, z) != 0) {
+            free_deflater(z);
+            return -1;
+        }
+    }
+    else if (z_deflate_reset(z) != Z_OK) {
+        return -2;
+    }
+    size_t bound = z_deflate_bound(z, (unsigned long)n);
+    if (bound > 0xFFFFFFFFu || reserve(out, capacity, bound) < 0) {
+        return bound > 0xFFFFFFFFu ? -2 : -1;
+    }
+    z->next_in = src;
+    z->avail_in = (unsigned)n;
+    z->next_out = *out;
+    z->avail_out = (unsigned)bound;
+    if (z_deflate(z, Z_FINISH) != Z_STREAM_END) {
+        return -2;
+    }
+    *length = (size_t)(z->next_out - *out);
+    return 0;
+}
+
 /*
  * The blob a `codec` batch carries for the n bytes at src, written at *out (a malloc'd buffer of *capacity
  * bytes, grown as needed, the caller's to free), its length at *length: 0; -1 out of memory; -2 when the
@@ -379,6 +460,9 @@ system_compress_c(unsigned codec, const unsigned char *src, size_t n, unsigned c
     }
     if (codec == CODEC_ZSTD && zstd_create_cctx != NULL) {
         return zstd_compress(src, n, out, length, capacity);
+    }
+    if (codec == CODEC_GZIP && z_deflate_init2 != NULL && n <= 0xFFFFFFFFu) {
+        return gzip_compress(src, n, out, length, capacity);
     }
     return -2;
 }
@@ -409,7 +493,7 @@ static PyMethodDef methods[] = {
     {"decode_records", decode_records, METH_VARARGS, "Decode a records area (valid input only)."},
     {"init", init, METH_VARARGS, "Register the Record and Header tuple classes."},
     {"system_compress", system_compress, METH_VARARGS,
-     "An lz4 or zstd blob by the system's library, or None without it."},
+     "A gzip, lz4 or zstd blob by the system's library, or None without it."},
     {NULL, NULL, 0, NULL},
 };
 

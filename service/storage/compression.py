@@ -2,10 +2,11 @@
 
 A batch names its codec in attribute bits 0-2; the compressed blob is everything after
 ``recordsCount``. Every codec runs on cramjam; the framings cramjam does not write are built here. Where
-the system has ``liblz4.so.1`` and ``libzstd.so.1``, lz4 and zstd blobs are compressed by them instead
-(``_speedups.system_compress``: a zstd context reused per thread, no Python object per block), in the
-same framing and at the same level: the cleaner's C loops compress with the same function, so both write
-the same bytes (cramjam's bundled zstd, another version, can write others).
+the system has ``libz.so.1``, ``liblz4.so.1`` and ``libzstd.so.1``, gzip, lz4 and zstd blobs are
+compressed by them instead (``_speedups.system_compress``: a deflater and a zstd context reused per
+thread, no Python object per block), in the same framing and at the same level: the cleaner's C loops
+compress with the same function, so both write the same bytes (cramjam's bundled codecs, other versions,
+can write others).
 
 gzip: one standard gzip stream (RFC 1952) at the zlib default level 6; several members are read.
 
@@ -151,22 +152,22 @@ def compress(codec: CompressionType, data: bytes) -> bytes:
     """Compress ``data`` into the blob a ``codec`` batch carries."""
     if codec is CompressionType.NONE:
         return bytes(data)
-    if codec is CompressionType.GZIP:
-        return bytes(cramjam.gzip.compress(data, level=_GZIP_LEVEL))
     if codec is CompressionType.SNAPPY:
         return _compress_xerial(memoryview(data))
-    if codec is CompressionType.LZ4 or codec is CompressionType.ZSTD:
-        packed: bytes | None = None if _speedups is None else _speedups.system_compress(codec, data)
-        if packed is not None:
-            return packed
-        if codec is CompressionType.LZ4:
-            return _compress_lz4_frame(memoryview(data))
+    packed: bytes | None = None if _speedups is None else _speedups.system_compress(codec, data)
+    if packed is not None:
+        return packed
+    if codec is CompressionType.GZIP:
+        return bytes(cramjam.gzip.compress(data, level=_GZIP_LEVEL))
+    if codec is CompressionType.LZ4:
+        return _compress_lz4_frame(memoryview(data))
+    if codec is CompressionType.ZSTD:
         return bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL))
     assert_never(codec)
 
 
 def system_compressor() -> object | None:
-    """The C function ``compress`` uses for lz4 and zstd where the system has the libraries, as a capsule
+    """The C function ``compress`` uses for gzip, lz4 and zstd where the system has the libraries, as a capsule
     (``_speedups.c``'s ``system_compress_c``), for C code that must write the same bytes; None without the
     C module."""
     return None if _speedups is None else _speedups.system_compress_capsule

@@ -325,27 +325,33 @@ def test_lz4_blocks_are_independent_and_at_most_64_kib(data: bytes) -> None:
     assert 0 < len(decoded[-1]) <= 64 * 1024
 
 
-@pytest.mark.parametrize(("codec", "library"), [(CompressionType.LZ4, "lz4"), (CompressionType.ZSTD, "zstd")])
+@pytest.mark.parametrize(
+    ("codec", "library"),
+    [(CompressionType.GZIP, "z"), (CompressionType.LZ4, "lz4"), (CompressionType.ZSTD, "zstd")],
+)
 @pytest.mark.parametrize(
     "data", [b"", b"k" * 1000, *LARGE_INPUTS.values()], ids=["empty", "1000", *LARGE_INPUTS]
 )
-def test_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
+def test_gzip_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
     codec: CompressionType, library: str, data: bytes
 ) -> None:
-    """Where the system has liblz4 and libzstd, ``compress`` uses them (the C function the cleaner's C loops
-    call too), in the same framing as cramjam's path; without them, cramjam serves. Either reads back."""
+    """Where the system has libz, liblz4 and libzstd, ``compress`` uses them (the C function the cleaner's C
+    loops call too), in the same framing as cramjam's path; without them, cramjam serves. Either reads
+    back, by us, kafka-python and (gzip) the standard library."""
     speedups = compression_module._speedups
     assert speedups is not None, "the C module is built"
     packed = speedups.system_compress(codec, data)
     assert (packed is not None) == (ctypes.util.find_library(library) is not None)
     assert compress(codec, data) == (packed if packed is not None else compress(codec, data))
-    by_cramjam = (
-        _compress_lz4_frame(memoryview(data))
-        if codec is CompressionType.LZ4
-        else bytes(cramjam.zstd.compress(data, level=3))
-    )
+    by_cramjam = {
+        CompressionType.GZIP: lambda: bytes(cramjam.gzip.compress(data, level=6)),
+        CompressionType.LZ4: lambda: _compress_lz4_frame(memoryview(data)),
+        CompressionType.ZSTD: lambda: bytes(cramjam.zstd.compress(data, level=3)),
+    }[codec]()
     assert decompress(codec, compress(codec, data)) == data == decompress(codec, by_cramjam)
     assert KAFKA_PYTHON_DECODERS[codec](compress(codec, data)) == data
+    if codec is CompressionType.GZIP:
+        assert gzip.decompress(compress(codec, data)) == data
     if codec is CompressionType.LZ4:
         assert [stored for stored, _ in _lz4_blocks(compress(codec, data))] == [
             stored for stored, _ in _lz4_blocks(by_cramjam)
@@ -355,7 +361,7 @@ def test_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
 def test_other_codecs_are_not_compressed_by_the_system_libraries() -> None:
     speedups = compression_module._speedups
     assert speedups is not None
-    assert [speedups.system_compress(codec, b"x") for codec in (0, 1, 2, 5, 99)] == [None] * 5
+    assert [speedups.system_compress(codec, b"x") for codec in (0, 2, 5, 99)] == [None] * 4
 
 
 def test_lz4_stores_incompressible_blocks_uncompressed() -> None:
