@@ -28,7 +28,8 @@
 #include <errno.h>
 #include <unistd.h>
 #include <pthread.h>
-#include <dlfcn.h>
+
+#include "../service/storage/system_codecs.h"
 #if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10))
 #define CRC32C_VPCLMUL 1 /* the compiler knows the AVX-512 carry-less multiply: crc32c_vpclmul */
 #include <immintrin.h>
@@ -1498,15 +1499,13 @@ be64(const unsigned char *p)
  */
 static PyObject *codec_decompress = NULL, *codec_compress = NULL, *codec_types = NULL;
 
-/* The C function behind `compress` for the codecs the system's libraries compress (service/storage/
- * _speedups.c's system_compress_c, from its capsule): called without the GIL, it writes what `compress`
- * writes; -2 for any other codec, which goes to `compress`. */
-typedef int (*system_compress_fn)(unsigned codec, const unsigned char *src, size_t n, unsigned char **out,
-                                  size_t *length, size_t *capacity);
-static system_compress_fn system_compress = NULL;
-#define SYSTEM_COMPRESS_CAPSULE "service.storage._speedups.system_compress"
+/* The system's codec libraries as service.storage._codecs offers them (system_codecs.h, from its capsule):
+ * called without the GIL, its compress writes what `compress` writes, its decompress reads what
+ * `decompress` reads; -2 from either sends the batch to the registered function. */
+static const SystemCodecs *system_codecs = NULL;
+static int system_codecs_on = 1; /* set_system_codecs(False): the tests' way to the Python functions */
 
-/* set_codecs(decompress, compress, codec_types[, system_compress capsule]) -> None */
+/* set_codecs(decompress, compress, codec_types[, system_codecs capsule]) -> None */
 static PyObject *
 set_codecs(PyObject *self, PyObject *args)
 {
@@ -1518,14 +1517,14 @@ set_codecs(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "set_codecs(decompress, compress, a tuple of the 5 codec types)");
         return NULL;
     }
-    system_compress_fn fn = NULL;
-    if (capsule != Py_None && (fn = PyCapsule_GetPointer(capsule, SYSTEM_COMPRESS_CAPSULE)) == NULL) {
+    const SystemCodecs *codecs = NULL;
+    if (capsule != Py_None && (codecs = PyCapsule_GetPointer(capsule, SYSTEM_CODECS_CAPSULE)) == NULL) {
         return NULL;
     }
     Py_XSETREF(codec_decompress, Py_NewRef(decompress));
     Py_XSETREF(codec_compress, Py_NewRef(compress));
     Py_XSETREF(codec_types, Py_NewRef(types));
-    system_compress = fn;
+    system_codecs = codecs;
     Py_RETURN_NONE;
 }
 
@@ -1576,15 +1575,24 @@ typedef struct {
     int64_t saved_next, saved_ongoing; /* the state before it: back if the loop leaves it to Python */
 } TxnCursor;
 
-/* The cursor over `view` (a writable buffer of int64), or -1 with ValueError when it is not laid out so. */
+/* The cursor over `obj`, a writable buffer of int64 laid out as above, its view held in `view` until the
+ * caller releases it (when `t->header` is set): 0, or -1 with the error set (ValueError when it is not laid
+ * out so). None leaves `t` unset: no transaction state handed over. */
 static int
-txn_cursor_open(const Py_buffer *view, TxnCursor *t)
+txn_cursor_get(PyObject *obj, Py_buffer *view, TxnCursor *t)
 {
+    if (obj == Py_None) {
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE) < 0) {
+        return -1;
+    }
     int64_t *cells = view->buf;
     Py_ssize_t n = view->len / 8 >= TXN_HEADER ? cells[TXN_COUNT] : -1;
     if (view->len % 8 != 0 || n < 0 || view->len / 8 != TXN_HEADER + 6 * n || cells[TXN_NEXT] < 0 ||
         cells[TXN_NEXT] > n || cells[TXN_ONGOING] < 0 || cells[TXN_ONGOING] > n || cells[TXN_RETAINED] < 0 ||
         cells[TXN_RETAINED] > n) {
+        PyBuffer_Release(view);
         PyErr_SetString(PyExc_ValueError, "not a transaction cursor");
         return -1;
     }
@@ -1687,104 +1695,6 @@ codec_call(PyObject *fn, unsigned codec, const unsigned char *p, Py_ssize_t n, P
     return 1;
 }
 
-/*
- * The codec libraries' own decompressors, where the system has them (libz, liblz4 and libzstd: every Debian
- * or Ubuntu system with apt does), loaded at import: a compressed batch of those codecs is then decompressed
- * without a Python call or the GIL. Any codec or frame they do not take (an LZ4 frame in another framing
- * than Kafka's, snappy), and any failure, goes to the registered Python function, which reads it or raises
- * the error. Compression goes through `compress`'s own C function (system_compress, the same
- * libraries) or `compress` itself: the Python rules' bytes exactly.
- */
-typedef int (*lz4_decompress_safe_fn)(const char *src, char *dst, int src_size, int dst_capacity);
-typedef struct {
-    const void *src;
-    size_t size, pos;
-} ZstdIn;
-typedef struct {
-    void *dst;
-    size_t size, pos;
-} ZstdOut;
-/* zlib's z_stream (its ABI: zlib.h is not needed to build) and the inflate functions used */
-typedef struct {
-    const unsigned char *next_in;
-    unsigned avail_in;
-    unsigned long total_in;
-    unsigned char *next_out;
-    unsigned avail_out;
-    unsigned long total_out;
-    const char *msg;
-    void *state, *zalloc, *zfree, *opaque;
-    int data_type;
-    unsigned long adler, reserved;
-} ZStream;
-enum { Z_OK = 0, Z_STREAM_END = 1, Z_NO_FLUSH = 0, Z_BUF_ERROR = -5, GZIP_WINDOW_BITS = 31 };
-static int (*z_inflate_init2)(ZStream *, int window_bits, const char *version, int stream_size) = NULL;
-static int (*z_inflate)(ZStream *, int flush) = NULL;
-static int (*z_inflate_reset)(ZStream *) = NULL;
-static int (*z_inflate_end)(ZStream *) = NULL;
-static const char *(*z_version)(void) = NULL;
-static pthread_key_t inflater_key; /* each thread's gzip inflater, ended with the thread */
-static lz4_decompress_safe_fn lz4_decompress_safe = NULL;
-static void *(*zstd_create_dctx)(void) = NULL;
-static size_t (*zstd_free_dctx)(void *) = NULL;
-static size_t (*zstd_dctx_reset)(void *, int) = NULL;
-static size_t (*zstd_decompress_stream)(void *, ZstdOut *, ZstdIn *) = NULL;
-static unsigned (*zstd_is_error)(size_t) = NULL;
-static pthread_key_t zstd_dctx_key; /* each thread's decompression context, freed with the thread */
-static int system_codecs_on = 1;    /* set_system_codecs(False): the tests' way to the Python functions */
-
-static const unsigned char KAFKA_LZ4_HEADER[7] = {0x04, 0x22, 0x4D, 0x18, 0x60, 0x40, 0x82};
-#define LZ4_BLOCK_BYTES 65536
-#define LZ4_STORED_FLAG 0x80000000u
-#define ZSTD_RESET_SESSION_ONLY 1
-
-static void
-free_zstd_dctx(void *dctx)
-{
-    zstd_free_dctx(dctx);
-}
-
-static void
-free_inflater(void *z)
-{
-    z_inflate_end(z);
-    free(z);
-}
-
-static void
-load_system_codecs(void)
-{
-    void *lz4 = dlopen("liblz4.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lz4 != NULL) {
-        lz4_decompress_safe = (lz4_decompress_safe_fn)dlsym(lz4, "LZ4_decompress_safe");
-    }
-    void *zstd = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (zstd != NULL) {
-        zstd_create_dctx = (void *(*)(void))dlsym(zstd, "ZSTD_createDCtx");
-        zstd_free_dctx = (size_t(*)(void *))dlsym(zstd, "ZSTD_freeDCtx");
-        zstd_dctx_reset = (size_t(*)(void *, int))dlsym(zstd, "ZSTD_DCtx_reset");
-        zstd_decompress_stream = (size_t(*)(void *, ZstdOut *, ZstdIn *))dlsym(zstd, "ZSTD_decompressStream");
-        zstd_is_error = (unsigned (*)(size_t))dlsym(zstd, "ZSTD_isError");
-        if (zstd_create_dctx == NULL || zstd_free_dctx == NULL || zstd_dctx_reset == NULL ||
-            zstd_decompress_stream == NULL || zstd_is_error == NULL ||
-            pthread_key_create(&zstd_dctx_key, free_zstd_dctx) != 0) {
-            zstd_create_dctx = NULL;
-        }
-    }
-    void *zlib = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (zlib != NULL) {
-        z_inflate_init2 = (int (*)(ZStream *, int, const char *, int))dlsym(zlib, "inflateInit2_");
-        z_inflate = (int (*)(ZStream *, int))dlsym(zlib, "inflate");
-        z_inflate_reset = (int (*)(ZStream *))dlsym(zlib, "inflateReset");
-        z_inflate_end = (int (*)(ZStream *))dlsym(zlib, "inflateEnd");
-        z_version = (const char *(*)(void))dlsym(zlib, "zlibVersion");
-        if (z_inflate == NULL || z_inflate_reset == NULL || z_inflate_end == NULL || z_version == NULL ||
-            pthread_key_create(&inflater_key, free_inflater) != 0) {
-            z_inflate_init2 = NULL;
-        }
-    }
-}
-
 /* Grow the array *slot to n items of item_size bytes; on failure it keeps its old block (freed later). */
 static int
 grow_array(void *slot, Py_ssize_t n, size_t item_size)
@@ -1798,177 +1708,15 @@ grow_array(void *slot, Py_ssize_t n, size_t item_size)
     return 0;
 }
 
-/* A call's output buffer for decompressed records, grown as needed and freed at the call's end. */
-typedef struct {
-    unsigned char *data;
-    size_t capacity;
-} Inflated;
-
-/* A call's output buffer for compressed survivors (system_compress's), grown by it, freed at the call's end. */
-typedef struct {
-    unsigned char *data;
-    size_t length, capacity;
-} Deflated;
-
+/* The records area of a batch compressed with `codec`, by the system's library into f, without the GIL: 0,
+ * or -1 when the Python function must read it (or no memory: then it tries). */
 static int
-inflated_reserve(Inflated *f, size_t need)
+system_decompress(unsigned codec, const unsigned char *p, size_t n, CodecBuffer *f)
 {
-    if (need <= f->capacity) {
-        return 0;
-    }
-    size_t capacity = f->capacity * 2 > need ? f->capacity * 2 : need;
-    if (grow_array(&f->data, (Py_ssize_t)capacity, 1) < 0) {
+    if (!system_codecs_on || system_codecs == NULL) {
         return -1;
     }
-    f->capacity = capacity;
-    return 0;
-}
-
-/* Kafka's LZ4 framing (compression.py: independent blocks of at most 64 KiB, no checksums or content size)
- * block by block: the records' length, or -1. */
-static Py_ssize_t
-lz4_frame_decompress(const unsigned char *p, size_t n, Inflated *f)
-{
-    if (n < sizeof KAFKA_LZ4_HEADER || memcmp(p, KAFKA_LZ4_HEADER, sizeof KAFKA_LZ4_HEADER) != 0) {
-        return -1;
-    }
-    size_t pos = sizeof KAFKA_LZ4_HEADER, length = 0;
-    while (n - pos >= 4) {
-        uint32_t size = (uint32_t)p[pos] | (uint32_t)p[pos + 1] << 8 | (uint32_t)p[pos + 2] << 16 |
-                        (uint32_t)p[pos + 3] << 24;
-        pos += 4;
-        if (size == 0) {
-            return pos == n ? (Py_ssize_t)length : -1; /* concatenated frames: Python's */
-        }
-        size_t block = size & ~LZ4_STORED_FLAG;
-        if (block > n - pos || block > LZ4_BLOCK_BYTES || inflated_reserve(f, length + LZ4_BLOCK_BYTES) < 0) {
-            return -1;
-        }
-        if (size & LZ4_STORED_FLAG) {
-            memcpy(f->data + length, p + pos, block);
-            length += block;
-        }
-        else {
-            int written = lz4_decompress_safe((const char *)p + pos, (char *)f->data + length, (int)block,
-                                              LZ4_BLOCK_BYTES);
-            if (written < 0) {
-                return -1;
-            }
-            length += (size_t)written;
-        }
-        pos += block;
-    }
-    return -1;
-}
-
-/* One or more zstd frames, streamed (Kafka's producers write no content size): the records' length, or -1. */
-static Py_ssize_t
-zstd_frames_decompress(const unsigned char *p, size_t n, Inflated *f)
-{
-    void *dctx = pthread_getspecific(zstd_dctx_key);
-    if (dctx == NULL) {
-        dctx = zstd_create_dctx();
-        if (dctx == NULL || pthread_setspecific(zstd_dctx_key, dctx) != 0) {
-            if (dctx != NULL) {
-                zstd_free_dctx(dctx);
-            }
-            return -1;
-        }
-    }
-    if (zstd_is_error(zstd_dctx_reset(dctx, ZSTD_RESET_SESSION_ONLY))) {
-        return -1;
-    }
-    ZstdIn in = {p, n, 0};
-    ZstdOut out = {NULL, 0, 0};
-    size_t left = 1;
-    while (in.pos < in.size || out.pos == out.size) {
-        if (out.pos == out.size) {
-            if (inflated_reserve(f, out.size < 4096 ? 4 * n + 4096 : out.size * 2) < 0) {
-                return -1;
-            }
-            out.dst = f->data;
-            out.size = f->capacity;
-        }
-        size_t before_in = in.pos, before_out = out.pos;
-        left = zstd_decompress_stream(dctx, &out, &in);
-        if (zstd_is_error(left)) {
-            return -1;
-        }
-        if (in.pos == before_in && out.pos == before_out && out.pos < out.size) {
-            break; /* no progress with room to write: the input is used up */
-        }
-    }
-    return left == 0 ? (Py_ssize_t)out.pos : -1; /* a frame cut short: Python's, which names it */
-}
-
-/* One or more gzip members (compression.py reads several): the records' length, or -1 (a damaged or cut
- * stream, or bytes after the last member: Python's, which names it). */
-static Py_ssize_t
-gzip_members_decompress(const unsigned char *p, size_t n, Inflated *f)
-{
-    ZStream *z = pthread_getspecific(inflater_key);
-    if (z == NULL) {
-        z = calloc(1, sizeof *z);
-        if (z == NULL || z_inflate_init2(z, GZIP_WINDOW_BITS, z_version(), (int)sizeof *z) != Z_OK) {
-            free(z);
-            return -1;
-        }
-        if (pthread_setspecific(inflater_key, z) != 0) {
-            free_inflater(z);
-            return -1;
-        }
-    }
-    if (n == 0 || n > 0xFFFFFFFFu) {
-        return -1; /* empty: corrupt, as Python says */
-    }
-    /* the last member's trailer holds its size: room for that much to start with */
-    size_t guess = n >= 4 ? ((size_t)p[n - 4] | (size_t)p[n - 3] << 8 | (size_t)p[n - 2] << 16 | (size_t)p[n - 1] << 24) : 0;
-    size_t length = 0, pos = 0;
-    if (inflated_reserve(f, (guess > 2 * n ? guess : 2 * n) + 64) < 0) {
-        return -1;
-    }
-    while (pos < n) {
-        if (z_inflate_reset(z) != Z_OK) {
-            return -1;
-        }
-        z->next_in = p + pos;
-        z->avail_in = (unsigned)(n - pos);
-        int rc;
-        do {
-            if (length == f->capacity && inflated_reserve(f, f->capacity * 2) < 0) {
-                return -1;
-            }
-            z->next_out = f->data + length;
-            z->avail_out = (unsigned)(f->capacity - length < 0xFFFFFFFFu ? f->capacity - length : 0xFFFFFFFFu);
-            rc = z_inflate(z, Z_NO_FLUSH);
-            length = (size_t)(z->next_out - f->data);
-        } while (rc == Z_OK || (rc == Z_BUF_ERROR && z->avail_out == 0));
-        if (rc != Z_STREAM_END) {
-            return -1; /* damaged, or cut short (no progress left with room to write) */
-        }
-        pos = n - z->avail_in;
-    }
-    return (Py_ssize_t)length;
-}
-
-/* The records area of a batch compressed with `codec` by the system's library, without the GIL: its
- * length (the bytes in f->data), or -1 when the Python function must read it. */
-static Py_ssize_t
-system_decompress(unsigned codec, const unsigned char *p, size_t n, Inflated *f)
-{
-    if (!system_codecs_on) {
-        return -1;
-    }
-    if (codec == 3 && lz4_decompress_safe != NULL) {
-        return lz4_frame_decompress(p, n, f);
-    }
-    if (codec == 4 && zstd_create_dctx != NULL) {
-        return zstd_frames_decompress(p, n, f);
-    }
-    if (codec == 1 && z_inflate_init2 != NULL) {
-        return gzip_members_decompress(p, n, f);
-    }
-    return -1;
+    return system_codecs->decompress(codec, p, n, f) == 0 ? 0 : -1;
 }
 
 /*
@@ -1978,13 +1726,12 @@ system_decompress(unsigned codec, const unsigned char *p, size_t n, Inflated *f)
  * *length now the records; else codec_call's 1 (the batch is the Python rules') or 4 (an error is set).
  */
 static int
-inflate_area(unsigned codec, const unsigned char **area, Py_ssize_t *length, Inflated *f, PyObject **raw,
+inflate_area(unsigned codec, const unsigned char **area, Py_ssize_t *length, CodecBuffer *f, PyObject **raw,
              PyThreadState **save)
 {
-    Py_ssize_t inflated = system_decompress(codec, *area, (size_t)*length, f);
-    if (inflated >= 0) {
+    if (system_decompress(codec, *area, (size_t)*length, f) == 0) {
         *area = f->data;
-        *length = inflated;
+        *length = (Py_ssize_t)f->length;
         return 0;
     }
     PyEval_RestoreThread(*save);
@@ -2009,14 +1756,13 @@ set_system_codecs(PyObject *self, PyObject *arg)
     }
     system_codecs_on = on;
     PyObject *served = PyList_New(0);
-    int loaded[] = {z_inflate_init2 != NULL, lz4_decompress_safe != NULL, zstd_create_dctx != NULL};
-    int codecs[] = {1, 3, 4};
-    for (int i = 0; served != NULL && on && i < 3; i++) {
-        PyObject *codec = loaded[i] ? PyLong_FromLong(codecs[i]) : NULL;
-        if (loaded[i] && (codec == NULL || PyList_Append(served, codec) < 0)) {
+    unsigned bits = on && system_codecs != NULL ? system_codecs->served : 0;
+    for (long codec = 0; served != NULL && codec < CODECS; codec++) {
+        PyObject *id = bits >> codec & 1 ? PyLong_FromLong(codec) : NULL;
+        if (bits >> codec & 1 && (id == NULL || PyList_Append(served, id) < 0)) {
             Py_CLEAR(served);
         }
-        Py_XDECREF(codec);
+        Py_XDECREF(id);
     }
     PyObject *result = served == NULL ? NULL : PyList_AsTuple(served);
     Py_XDECREF(served);
@@ -2048,11 +1794,7 @@ keymap_map_batches(KeyMap *m, PyObject *args)
     }
     int transactional = txn_obj != Py_None;
     TxnCursor txn = {0};
-    if (transactional && (PyObject_GetBuffer(txn_obj, &txn_view, PyBUF_WRITABLE) < 0 ||
-                          txn_cursor_open(&txn_view, &txn) < 0)) {
-        if (txn_view.obj != NULL) {
-            PyBuffer_Release(&txn_view);
-        }
+    if (txn_cursor_get(txn_obj, &txn_view, &txn) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
@@ -2069,7 +1811,7 @@ keymap_map_batches(KeyMap *m, PyObject *args)
     int status = 0;
     PutBlock own = {0};
     PyObject *raw = NULL; /* the last compressed batch's records, decompressed (released with the GIL) */
-    Inflated inflated = {0}; /* or decompressed by the system's codec library */
+    CodecBuffer inflated = {0}; /* or decompressed by the system's codec library */
     if (pos < 0) {
         pos = len;
     }
@@ -2674,11 +2416,7 @@ filter_batches(PyObject *self, PyObject *args)
     }
     int transactional = txn_obj != Py_None;
     TxnCursor txn = {0};
-    if (transactional && (PyObject_GetBuffer(txn_obj, &txn_view, PyBUF_WRITABLE) < 0 ||
-                          txn_cursor_open(&txn_view, &txn) < 0)) {
-        if (txn_view.obj != NULL) {
-            PyBuffer_Release(&txn_view);
-        }
+    if (txn_cursor_get(txn_obj, &txn_view, &txn) < 0) {
         if (has_ends) {
             PyBuffer_Release(&ends_view);
         }
@@ -2712,8 +2450,8 @@ filter_batches(PyObject *self, PyObject *args)
     int status = 0;
     FilterScratch sc = {0};
     PyObject *raw = NULL, *packed = NULL; /* a compressed batch's records, and its survivors compressed */
-    Inflated inflated = {0};              /* or its records decompressed by the system's codec library */
-    Deflated deflated = {0};              /* or its survivors compressed by it */
+    CodecBuffer inflated = {0};           /* or its records decompressed by the system's codec library */
+    CodecBuffer deflated = {0};           /* or its survivors compressed by it */
     int64_t *txn_events = NULL;           /* push_txn_event's, not applied yet */
     size_t txn_count = 0, txn_capacity = 0;
     if (out == NULL || meta == NULL) {
@@ -2833,8 +2571,9 @@ filter_batches(PyObject *self, PyObject *args)
          * the system's library, as `compress` would, else by a call of `compress`) */
         const unsigned char *kept_area = sc.out;
         Py_ssize_t kept_length = c.out_length;
-        int by_system = codec && c.out_length > 0 && system_compress != NULL && system_codecs_on ? system_compress(
-            codec, sc.out, (size_t)c.out_length, &deflated.data, &deflated.length, &deflated.capacity) : -2;
+        int by_system = codec && c.out_length > 0 && system_codecs != NULL && system_codecs_on
+                            ? system_codecs->compress(codec, sc.out, (size_t)c.out_length, &deflated)
+                            : -2;
         if (by_system == -1) {
             status = 2;
             break;
@@ -3285,7 +3024,6 @@ PyMODINIT_FUNC
 PyInit__native(void)
 {
     crc32c_init();
-    load_system_codecs();
     if (PyType_Ready(&KeyMapType) < 0) {
         return NULL;
     }

@@ -30,7 +30,7 @@ from typing import Protocol
 import crc32c
 
 from service.cpus import usable_cpus
-from service.storage.compression import CompressionType, compress, decompress, system_compressor
+from service.storage.compression import CompressionType, compress, decompress, system_codecs
 from service.storage.native_module import load_native_module
 from service.storage.records import (
     BATCH_HEADER,
@@ -105,7 +105,7 @@ _native = load_native_module("cleaner._native")
 if _native is not None:
     # the C loops decompress and re-compress through the very functions the Python rules call (for lz4 and
     # zstd, the C function behind ``compress``, called without the GIL)
-    _native.set_codecs(decompress, compress, tuple(CompressionType), system_compressor())
+    _native.set_codecs(decompress, compress, tuple(CompressionType), system_codecs())
 
 
 class Fallback(Exception):

@@ -3,10 +3,11 @@
 A batch names its codec in attribute bits 0-2; the compressed blob is everything after
 ``recordsCount``. Every codec runs on cramjam; the framings cramjam does not write are built here. Where
 the system has ``libz.so.1``, ``liblz4.so.1`` and ``libzstd.so.1``, gzip, lz4 and zstd blobs are
-compressed by them instead (``_speedups.system_compress``: a deflater and a zstd context reused per
-thread, no Python object per block), in the same framing and at the same level: the cleaner's C loops
-compress with the same function, so both write the same bytes (cramjam's bundled codecs, other versions,
-can write others).
+compressed by them instead (``_codecs.compress``: a deflater and a zstd context reused per thread, no
+Python object per block), in the same framing and at the same level: the cleaner's C loops compress with
+the same function, so both write the same bytes (cramjam's bundled codecs, other versions, can write
+others). Decompression stays on cramjam here (any framing, its error messages); the C loops read the
+common framings with ``_codecs`` first.
 
 gzip: one standard gzip stream (RFC 1952) at the zlib default level 6; several members are read.
 
@@ -60,7 +61,7 @@ __all__ = [
     "compress",
     "compression_from_name",
     "decompress",
-    "system_compressor",
+    "system_codecs",
 ]
 
 
@@ -83,9 +84,9 @@ _NAMES: dict[str, CompressionType] = {codec.label: codec for codec in Compressio
 _NAMES["uncompressed"] = CompressionType.NONE  # the broker-side spelling of `none`
 
 _GZIP_LEVEL = 6  # zlib's Z_DEFAULT_COMPRESSION, Kafka's compression.gzip.level = -1
-_ZSTD_LEVEL = 3  # Kafka's compression.zstd.level default (_speedups.c's ZSTD_LEVEL too)
+_ZSTD_LEVEL = 3  # Kafka's compression.zstd.level default (_codecs.c's ZSTD_LEVEL too)
 
-_speedups = load_native_module("service.storage._speedups")
+_codecs = load_native_module("service.storage._codecs")  # the system's libraries (``_codecs.c``)
 
 _INT32_BE = struct.Struct(">i")
 _UINT32_LE = struct.Struct("<I")
@@ -154,7 +155,7 @@ def compress(codec: CompressionType, data: bytes) -> bytes:
         return bytes(data)
     if codec is CompressionType.SNAPPY:
         return _compress_xerial(memoryview(data))
-    packed: bytes | None = None if _speedups is None else _speedups.system_compress(codec, data)
+    packed: bytes | None = None if _codecs is None else _codecs.compress(codec, data)
     if packed is not None:
         return packed
     if codec is CompressionType.GZIP:
@@ -166,11 +167,11 @@ def compress(codec: CompressionType, data: bytes) -> bytes:
     assert_never(codec)
 
 
-def system_compressor() -> object | None:
-    """The C function ``compress`` uses for gzip, lz4 and zstd where the system has the libraries, as a capsule
-    (``_speedups.c``'s ``system_compress_c``), for C code that must write the same bytes; None without the
-    C module."""
-    return None if _speedups is None else _speedups.system_compress_capsule
+def system_codecs() -> object | None:
+    """The C functions ``compress`` uses for gzip, lz4 and zstd where the system has the libraries, and
+    their decompressors, as a capsule (``_codecs.c``, ``system_codecs.h``), for C code that must write the
+    same bytes; None without the C module."""
+    return None if _codecs is None else _codecs.system_codecs
 
 
 def decompress(codec: CompressionType, data: bytes | memoryview) -> bytes:

@@ -338,10 +338,12 @@ def test_gzip_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
     """Where the system has libz, liblz4 and libzstd, ``compress`` uses them (the C function the cleaner's C
     loops call too), in the same framing as cramjam's path; without them, cramjam serves. Either reads
     back, by us, kafka-python and (gzip) the standard library."""
-    speedups = compression_module._speedups
-    assert speedups is not None, "the C module is built"
-    packed = speedups.system_compress(codec, data)
+    codecs = compression_module._codecs
+    assert codecs is not None, "the C module is built"
+    packed = codecs.compress(codec, data)
     assert (packed is not None) == (ctypes.util.find_library(library) is not None)
+    assert (codec in codecs.served()) == (packed is not None)
+    assert packed is None or codecs.decompress(codec, packed) == data
     assert compress(codec, data) == (packed if packed is not None else compress(codec, data))
     by_cramjam = {
         CompressionType.GZIP: lambda: bytes(cramjam.gzip.compress(data, level=6)),
@@ -358,10 +360,11 @@ def test_gzip_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
         ], "the same blocks, stored where they do not shrink"
 
 
-def test_other_codecs_are_not_compressed_by_the_system_libraries() -> None:
-    speedups = compression_module._speedups
-    assert speedups is not None
-    assert [speedups.system_compress(codec, b"x") for codec in (0, 2, 5, 99)] == [None] * 4
+def test_other_codecs_and_input_they_do_not_take_are_left_to_cramjam() -> None:
+    codecs = compression_module._codecs
+    assert codecs is not None
+    assert [codecs.compress(codec, b"x") for codec in (0, 2, 5, 99)] == [None] * 4
+    assert [codecs.decompress(codec, b"x") for codec in (0, 1, 2, 3, 4, 5, 99)] == [None] * 7
 
 
 def test_lz4_stores_incompressible_blocks_uncompressed() -> None:
