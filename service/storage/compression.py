@@ -6,8 +6,8 @@ the system has ``libz.so.1``, ``liblz4.so.1`` and ``libzstd.so.1``, gzip, lz4 an
 compressed by them instead (``_codecs.compress``: a deflater and a zstd context reused per thread, no
 Python object per block), in the same framing and at the same level: the cleaner's C loops compress with
 the same function, so both write the same bytes (cramjam's bundled codecs, other versions, can write
-others). Decompression stays on cramjam here (any framing, its error messages); the C loops read the
-common framings with ``_codecs`` first.
+others). Decompression tries ``_codecs.decompress`` first (gzip members, Kafka-framed lz4, zstd frames),
+then cramjam, which reads any other framing or names what is wrong.
 
 gzip: one standard gzip stream (RFC 1952) at the zlib default level 6; several members are read.
 
@@ -185,6 +185,9 @@ def decompress(codec: CompressionType, data: bytes | memoryview) -> bytes:
         if view[: len(_XERIAL_MAGIC)] == _XERIAL_MAGIC:
             return _decompress_xerial(view)
         return bytes(_decompress_snappy_block(view, position=0))
+    inflated: bytes | None = None if _codecs is None else _codecs.decompress(codec, view)
+    if inflated is not None:
+        return inflated
     try:
         if codec is CompressionType.GZIP:
             buffer = cramjam.gzip.decompress(view)

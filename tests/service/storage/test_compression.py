@@ -333,11 +333,11 @@ def test_lz4_blocks_are_independent_and_at_most_64_kib(data: bytes) -> None:
     "data", [b"", b"k" * 1000, *LARGE_INPUTS.values()], ids=["empty", "1000", *LARGE_INPUTS]
 )
 def test_gzip_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
-    codec: CompressionType, library: str, data: bytes
+    codec: CompressionType, library: str, data: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where the system has libz, liblz4 and libzstd, ``compress`` uses them (the C function the cleaner's C
-    loops call too), in the same framing as cramjam's path; without them, cramjam serves. Either reads
-    back, by us, kafka-python and (gzip) the standard library."""
+    """Where the system has libz, liblz4 and libzstd, ``compress`` and ``decompress`` use them (the C
+    functions the cleaner's C loops call too), in the same framing as cramjam's path; without them, cramjam
+    serves. Either reads back, by us with and without them, kafka-python and (gzip) the standard library."""
     codecs = compression_module._codecs
     assert codecs is not None, "the C module is built"
     packed = codecs.compress(codec, data)
@@ -358,6 +358,9 @@ def test_gzip_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
         assert [stored for stored, _ in _lz4_blocks(compress(codec, data))] == [
             stored for stored, _ in _lz4_blocks(by_cramjam)
         ], "the same blocks, stored where they do not shrink"
+    blob = compress(codec, data)
+    monkeypatch.setattr(compression_module, "_codecs", None)
+    assert decompress(codec, blob) == data, "cramjam reads what the system's library wrote"
 
 
 def test_other_codecs_and_input_they_do_not_take_are_left_to_cramjam() -> None:
