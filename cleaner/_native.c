@@ -7,8 +7,8 @@
  * cleaner.rules.filter_batch to one records area and re-encodes the survivors (attributes 0, timestamp
  * delta against the new base timestamp, every other field copied), exactly as the Python encoder writes
  * them. KeyMap.map_batches and filter_batches do the same for a run of data batches (header and CRC-32C
- * included; compressed ones decompressed by the system's liblz4 or libzstd, or by a registered Python codec
- * function); the map built by such scans in offset order also answers "is this record superseded?" from a
+ * included; compressed ones decompressed by the system's libraries through service.storage._codecs, or by
+ * a registered Python codec function); the map built by such scans in offset order also answers "is this record superseded?" from a
  * bitmap, without a second lookup; between start_pipeline and finish_pipeline a map's scans hand their
  * puts to a thread of the map's own. scan_producer_headers reads a segment's batch headers. All release
  * the GIL for their loops.

@@ -40,6 +40,7 @@ typedef struct {
 } ZStream;
 enum { Z_OK = 0, Z_STREAM_END = 1, Z_NO_FLUSH = 0, Z_FINISH = 4, Z_BUF_ERROR = -5, Z_DEFLATED = 8 };
 enum { GZIP_WINDOW_BITS = 31, Z_MEM_LEVEL = 8 }; /* a gzip wrapper around a 32 KiB window; zlib's default */
+#define DEFLATE_MAX_RATIO 1032 /* deflate's greatest compression ratio */
 
 typedef struct {
     const void *src;
@@ -238,8 +239,12 @@ gzip_decompress(const unsigned char *p, size_t n, CodecBuffer *out)
         return -2; /* empty: corrupt, as Python says */
     }
     ZStream *z = thread_context(inflater_key, new_inflater, free_inflater);
-    size_t last_member_size = n >= 4 ? le32(p + n - 4) : 0; /* its trailer: room for that much to start */
-    if (z == NULL || reserve(out, (last_member_size > 2 * n ? last_member_size : 2 * n) + 64) < 0) {
+    /* room for what the last member's trailer says it holds, to start with, where deflate could have
+     * written that (at most 1032:1): a damaged trailer reserves no gigabytes */
+    size_t last_member_size = n >= 4 ? le32(p + n - 4) : 0;
+    int plausible = last_member_size > 2 * n && last_member_size / DEFLATE_MAX_RATIO <= n;
+    size_t start = plausible ? last_member_size : 2 * n;
+    if (z == NULL || reserve(out, start + 64) < 0) {
         return -1;
     }
     size_t length = 0, pos = 0;

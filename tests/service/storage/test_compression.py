@@ -8,6 +8,7 @@ import gzip
 import random
 import struct
 import warnings
+from pathlib import Path
 
 import cramjam
 import lz4.block  # type: ignore[import-untyped]  # python-lz4 ships no type hints
@@ -368,6 +369,28 @@ def test_other_codecs_and_input_they_do_not_take_are_left_to_cramjam() -> None:
     assert codecs is not None
     assert [codecs.compress(codec, b"x") for codec in (0, 2, 5, 99)] == [None] * 4
     assert [codecs.decompress(codec, b"x") for codec in (0, 1, 2, 3, 4, 5, 99)] == [None] * 7
+
+
+def _peak_virtual_kib() -> int:
+    """This process's peak virtual size (``VmPeak``): a reserved but untouched buffer counts there."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmPeak:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmPeak in /proc/self/status")
+
+
+def test_a_gzip_trailer_claiming_gigabytes_is_corrupt_data_not_an_allocation() -> None:
+    """The size in a gzip member's trailer sizes the first output buffer only within deflate's greatest
+    ratio: a damaged one claiming 4 GiB is read as the corrupt member it is."""
+    blob = bytearray(compress(CompressionType.GZIP, b"k" * 1000))
+    blob[-4:] = b"\xff\xff\xff\xff"
+    codecs = compression_module._codecs
+    assert codecs is not None
+    started = _peak_virtual_kib()
+    assert codecs.decompress(CompressionType.GZIP, bytes(blob)) is None, "left to cramjam, which names it"
+    assert _peak_virtual_kib() - started < 1 << 20, "no GiB reserved (or refused, under a memory limit)"
+    with pytest.raises(CorruptDataError, match="gzip"):
+        decompress(CompressionType.GZIP, bytes(blob))
 
 
 def test_lz4_stores_incompressible_blocks_uncompressed() -> None:
