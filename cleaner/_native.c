@@ -1745,8 +1745,8 @@ inflate_area(unsigned codec, const unsigned char **area, Py_ssize_t *length, Cod
     return rc;
 }
 
-/* set_system_codecs(on) -> the codecs the system's libraries decompress now (gzip, lz4, zstd), as a tuple of
- * codec ids */
+/* set_system_codecs(on) -> None: whether the C loops use the system's libraries (service.storage._codecs's
+ * served() lists them) or the registered Python functions alone */
 static PyObject *
 set_system_codecs(PyObject *self, PyObject *arg)
 {
@@ -1755,18 +1755,7 @@ set_system_codecs(PyObject *self, PyObject *arg)
         return NULL;
     }
     system_codecs_on = on;
-    PyObject *served = PyList_New(0);
-    unsigned bits = on && system_codecs != NULL ? system_codecs->served : 0;
-    for (long codec = 0; served != NULL && codec < CODECS; codec++) {
-        PyObject *id = bits >> codec & 1 ? PyLong_FromLong(codec) : NULL;
-        if (bits >> codec & 1 && (id == NULL || PyList_Append(served, id) < 0)) {
-            Py_CLEAR(served);
-        }
-        Py_XDECREF(id);
-    }
-    PyObject *result = served == NULL ? NULL : PyList_AsTuple(served);
-    Py_XDECREF(served);
-    return result;
+    Py_RETURN_NONE;
 }
 
 /*
@@ -3008,7 +2997,7 @@ static PyMethodDef methods[] = {
     {"filter_records", filter_records, METH_VARARGS, "Filter and re-encode one records area."},
     {"set_codecs", set_codecs, METH_VARARGS, "Register the codec functions the C loops call."},
     {"set_system_codecs", set_system_codecs, METH_O,
-     "Whether the system's codec libraries decompress (the codecs they serve come back)."},
+     "Whether the C loops use the system's codec libraries."},
     {"filter_batches", filter_batches, METH_VARARGS,
      "Filter the plain batches of a buffer from a position; stop at the first other one."},
     {"crc32c", crc32c_py, METH_O, "CRC-32C of a bytes-like object (Kafka's batch CRC)."},
