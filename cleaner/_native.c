@@ -1758,15 +1758,35 @@ set_system_codecs(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* Whether `value` is among the `n` ascending int64 at `values`. */
+static int
+sorted_contains(const int64_t *values, Py_ssize_t n, int64_t value)
+{
+    Py_ssize_t low = 0, high = n;
+    while (low < high) {
+        Py_ssize_t middle = low + (high - low) / 2;
+        if (values[middle] < value) {
+            low = middle + 1;
+        }
+        else {
+            high = middle;
+        }
+    }
+    return low < n && values[low] == value;
+}
+
 /*
- * map_batches(buf, position, limit, start[, txns])
+ * map_batches(buf, position, limit, start[, txns[, aborted]])
  *   -> (position reached, batches, records, bytes, last offset of the last batch or -1, latest or -1)
  *
  * Maps the data batches (magic 2, CRC-32C valid, at least one record, records in the encoder's form;
  * compressed ones decompressed by the system's codec library or the registered codec function; transactional
  * ones and COMMIT and ABORT markers only given `txns`, the aborted transactions of the map's
  * CleanedTransactionMetadata as a TxnCursor's buffer, which they change as its on_batch_read and
- * on_control_batch_read would: the data of an aborted transaction is read, not mapped) from `position` on,
+ * on_control_batch_read would: the data of an aborted transaction is read, not mapped; or given `aborted`
+ * instead (txns None), the base offsets of the aborted data batches as sorted int64, which the caller
+ * already knows: a data batch at one of them is read, not mapped, and every control batch of the encoder's
+ * form is read, not mapped, whatever it marks) from `position` on,
  * each whole in `buf`, while the position is below `limit`; stops at the first other batch, which the caller
  * handles in Python (and which gets the right error message there). `latest` is where the key map's latest
  * offset stands after them.
@@ -1777,19 +1797,30 @@ keymap_map_batches(KeyMap *m, PyObject *args)
     Py_buffer view, txn_view = {0};
     Py_ssize_t pos, limit;
     long long start;
-    PyObject *txn_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "y*nnL|O", &view, &pos, &limit, &start, &txn_obj)) {
+    PyObject *txn_obj = Py_None, *aborted_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nnL|OO", &view, &pos, &limit, &start, &txn_obj, &aborted_obj)) {
         return NULL;
     }
     int transactional = txn_obj != Py_None;
+    int listed = !transactional && aborted_obj != Py_None; /* the aborted data batches given by offset */
+    Py_buffer listed_view = {0};
     TxnCursor txn = {0};
     if (txn_cursor_get(txn_obj, &txn_view, &txn) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
+    if (listed && PyObject_GetBuffer(aborted_obj, &listed_view, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const int64_t *listed_offsets = listed_view.buf;
+    Py_ssize_t listed_count = listed_view.len / (Py_ssize_t)sizeof(int64_t);
     if (m->deferred_done < m->deferred_count && keymap_settle(m, 1) < 0) {
         if (transactional) {
             PyBuffer_Release(&txn_view);
+        }
+        if (listed) {
+            PyBuffer_Release(&listed_view);
         }
         PyBuffer_Release(&view);
         return NULL;
@@ -1818,19 +1849,25 @@ keymap_map_batches(KeyMap *m, PyObject *args)
         int32_t count = (int32_t)be32(b + 57);
         int64_t base = be64(b);
         int checks = keymap_checks_batch(m, base);
-        if (!loops_read(attributes, transactional) || last_delta < 0 || count <= 0
+        if (!loops_read(attributes, transactional || listed) || last_delta < 0 || count <= 0
             || (checks && crc32c(b + 21, (size_t)size - 21) != be32(b + 17))) {
             break;
         }
         int64_t *aborted = NULL; /* the ongoing aborted transaction the batch is of */
+        int dropped = 0;        /* aborted data: read, not mapped */
         if (transactional) {
             txn_read(&txn, base + last_delta);
             aborted = (attributes & TRANSACTIONAL_BIT) ? txn_ongoing(&txn, be64(b + 43)) : NULL;
+            dropped = aborted != NULL;
+        }
+        else if (listed && (attributes & (TRANSACTIONAL_BIT | CONTROL_BIT)) == TRANSACTIONAL_BIT) {
+            dropped = sorted_contains(listed_offsets, listed_count, base);
         }
         if (attributes & CONTROL_BIT) {
             /* a marker: no key to put; an ABORT ends its producer's aborted transaction (a COMMIT changes
-             * only what the map does not read of the transaction state: the ongoing committed producers) */
-            int type = checks ? marker_type(b, size) : -1;
+             * only what the map does not read of the transaction state: the ongoing committed producers);
+             * given the aborted batches by offset, no state to change */
+            int type = listed ? MARKER_COMMIT : checks ? marker_type(b, size) : -1;
             if (type < 0) {
                 break;
             }
@@ -1849,8 +1886,10 @@ keymap_map_batches(KeyMap *m, PyObject *args)
             continue;
         }
         int64_t last_put = -1;
-        if (aborted != NULL) {
-            aborted[2] = base + last_delta; /* aborted data: read, not mapped */
+        if (dropped) {
+            if (aborted != NULL) {
+                aborted[2] = base + last_delta;
+            }
         }
         else {
             const unsigned char *area = b + BATCH_OVERHEAD;
@@ -1894,6 +1933,9 @@ keymap_map_batches(KeyMap *m, PyObject *args)
     free(own.data);
     if (transactional) {
         PyBuffer_Release(&txn_view);
+    }
+    if (listed) {
+        PyBuffer_Release(&listed_view);
     }
     PyBuffer_Release(&view);
     if (status == 2) {

@@ -86,6 +86,7 @@ class NativeKeyMap(Protocol):
         limit: int,
         start: int,
         txns: array.array[int] | None = None,
+        aborted: array.array[int] | None = None,
     ) -> tuple[int, int, int, int, int, int]: ...
 
     def get(self, key: bytes) -> int: ...

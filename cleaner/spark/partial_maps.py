@@ -11,9 +11,10 @@ keys' records over the whole dirty section. The classes partition the keys, so t
 bitmap of one map of every key, and the K blobs together are that map's entries. Mappable records are the
 data records (not control) at or above the first dirty offset outside aborted transactions; which data
 batches are aborted the driver already knows from its header replay (``MapScan.aborted_batches``), so a
-split needs no transaction state of its own. Runs of plain batches go through ``KeyMap.map_batches``
-(header, CRC, records in one C call per read chunk), any other batch through ``map_data_batch`` (its
-records area in C when it can, else the Python rules, which stay the oracle). A task's scan of plain
+split needs no transaction state of its own. Runs of data batches go through ``KeyMap.map_batches``
+(header, CRC, records in one C call per read chunk; given the aborted batches' offsets, it reads those and
+every marker without mapping them), any other batch through ``map_data_batch`` (its records area in C when
+it can, else the Python rules, which stay the oracle). A task's scan of plain
 batches reads only their keys (``skip_batch_checks``: no CRC): every batch it maps is read again, checked,
 by the rewrite task whose range holds it, and a corrupt one fails that task, the job, and with it the round
 before anything is swapped in.
@@ -42,6 +43,7 @@ bitmap: every record is looked up in the classes' entries, merged).
 
 from __future__ import annotations
 
+import array
 import fcntl
 import mmap
 import os
@@ -261,22 +263,28 @@ def _map_into(task: MapSplit, offset_map: OffsetMap, *, spare_core: bool) -> Non
     native = offset_map.native
     stats = CleanerStats()  # the driver's header replay already counted the map pass
     start, aborted = task.start_offset, task.aborted_batches
+    listed = array.array("q", sorted(aborted))  # for the C loop: which transactional batches it reads only
     with puts_on_own_thread(native, spare_core=spare_core):
         for split in task.splits:
-            _map_split(split, start, aborted, offset_map, stats)
+            _map_split(split, start, aborted, listed, offset_map, stats)
 
 
 def _map_split(
-    split: SegmentSplit, start: int, aborted: frozenset[int], offset_map: OffsetMap, stats: CleanerStats
+    split: SegmentSplit,
+    start: int,
+    aborted: frozenset[int],
+    listed: array.array[int],
+    offset_map: OffsetMap,
+    stats: CleanerStats,
 ) -> None:
-    """One split's batches into ``offset_map``: runs of plain ones in C, any other (not control, not
-    aborted) through ``map_data_batch``."""
+    """One split's batches into ``offset_map``: runs of data batches (aborted ones and markers read, not
+    mapped) in C, any other (not control, not aborted) through ``map_data_batch``."""
     native = offset_map.native
     with SegmentChunks.of_range(split.log_path, split.start_position, split.end_position) as chunks:
         while chunks.has_more:
             buf, at = chunks.chunk()
             if native is not None:
-                reached, batches, *_counts = native.map_batches(buf, at, at + RUN_BYTES, start)
+                reached, batches, *_counts = native.map_batches(buf, at, at + RUN_BYTES, start, None, listed)
                 if batches:
                     chunks.position = chunks.buffer_start + reached
                     continue

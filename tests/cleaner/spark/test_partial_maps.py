@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import cleaner.native
 from cleaner.offset_map import OffsetMap, build_offset_map
+from cleaner.segment_chunks import SegmentChunks
 from cleaner.spark import partial_maps, txn_replay
 from cleaner.spark.job_ticket import JobTicket, TaskTicket
 from cleaner.spark.partial_maps import (
@@ -32,12 +33,14 @@ from cleaner.spark.segment_splits import plan_splits
 from cleaner.spark.txn_replay import MapScan
 from cleaner.stats import CleanerStats
 from service.clock import ManualClock, SystemClock
+from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
+from service.storage.records import RecordBatch
 from service.tools.gen import GenOptions, generate
 from tests.cleaner.helpers import compact_config
-from tests.cleaner.spark.random_logs import KEYS, START_MS, Op, Writer, configs, operations
+from tests.cleaner.spark.random_logs import KEYS, START_MS, TXN_PRODUCERS, Op, Writer, configs, operations
 
 
 def class_maps(writer: Writer, first_dirty: int, split_bytes: int, classes: int) -> list[MapSplit]:
@@ -329,6 +332,51 @@ def test_a_class_file_is_mapped_once_and_again_only_if_it_is_not_complete(many_k
         ticket.close()
         for path in paths:
             path.unlink(missing_ok=True)
+
+
+def transactions_of_two_producers(root: Path, codec: CompressionType) -> Writer:
+    """Two producers' transactions in turn, interleaved, every third one aborted (and plain batches), with
+    keys written again across them: committed data maps, aborted data must not."""
+    ops = []
+    for i in range(12):
+        pid = TXN_PRODUCERS[i % 2]
+        entries = tuple((KEYS[(i + j) % len(KEYS)], b"v%d" % i) for j in range(3))
+        ops.append(Op("txn", pid, entries, codec=codec))
+        ops.append(Op("put", -1, ((KEYS[i % len(KEYS)], b"p%d" % i),), codec=codec))
+        ops.append(Op("txn", pid, entries[:1], codec=codec))
+        ops.append(Op("end", pid, commit=i % 3 != 1))
+    return written_log(root, compact_config(segment_bytes=600), ops)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.ZSTD])
+def test_transactional_batches_of_a_map_by_key_hash_are_mapped_in_c(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: CompressionType
+) -> None:
+    """A class map reads committed and aborted transactional data and the markers in its C loop, given the
+    aborted batches' offsets from the driver's replay: no batch through Python, and the map is the one the
+    in-process round builds (aborted data not mapped)."""
+    writer = transactions_of_two_producers(tmp_path / "t-0", codec)
+    tasks = class_maps(writer, 0, 1 << 20, 2)
+    assert tasks and tasks[0].aborted_batches, "the log has aborted transactions"
+    left_to_python = []
+    batch_here = SegmentChunks.batch_here
+
+    def counted(chunks: SegmentChunks) -> RecordBatch:
+        left_to_python.append(chunks.position)
+        return batch_here(chunks)
+
+    monkeypatch.setattr(SegmentChunks, "batch_here", counted)
+    maps = []
+    for task in tasks:
+        class_map = partial_maps._task_map(task)
+        partial_maps._map_into(task, class_map, spare_core=False)
+        maps.append(class_map)
+    assert left_to_python == []
+    expected = in_process_offset_map(writer.log, 0)
+    for key in KEYS:
+        assert max(class_map.get(key) for class_map in maps) == expected.get(key)
+    assert sum(class_map.size for class_map in maps) == expected.size
+    writer.log.close()
 
 
 def replayed(writer: Writer, first_dirty: int) -> tuple[object, ...]:
