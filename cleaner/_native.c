@@ -2834,6 +2834,61 @@ append_row(int64_t **rows, size_t *used, size_t *capacity, const int64_t *row, s
     return 0;
 }
 
+/* Per producer id, the row of its last data batch while no marker of its producer came after it (-1:
+ * none): open addressing, at most half full. */
+typedef struct {
+    int64_t producer_id; /* -1: an empty slot */
+    int64_t row;
+} RowSlot;
+
+typedef struct {
+    RowSlot *slots;
+    size_t capacity, used;
+} RowIndex;
+
+static inline size_t
+row_index_home(int64_t producer_id, size_t capacity)
+{
+    return (size_t)(((uint64_t)producer_id * 0x9E3779B97F4A7C15ULL) >> 32) & (capacity - 1);
+}
+
+/* The row of `producer_id` in `x` (a new producer's is -1), or NULL (no memory). */
+static int64_t *
+row_index_slot(RowIndex *x, int64_t producer_id)
+{
+    if (2 * (x->used + 1) > x->capacity) {
+        size_t capacity = x->capacity ? 2 * x->capacity : 64;
+        RowSlot *slots = malloc(capacity * sizeof(RowSlot));
+        if (slots == NULL) {
+            return NULL;
+        }
+        for (size_t i = 0; i < capacity; i++) {
+            slots[i].producer_id = -1;
+        }
+        for (size_t i = 0; i < x->capacity; i++) {
+            if (x->slots[i].producer_id >= 0) {
+                size_t j = row_index_home(x->slots[i].producer_id, capacity);
+                while (slots[j].producer_id >= 0) {
+                    j = (j + 1) & (capacity - 1);
+                }
+                slots[j] = x->slots[i];
+            }
+        }
+        free(x->slots);
+        x->slots = slots;
+        x->capacity = capacity;
+    }
+    size_t j = row_index_home(producer_id, x->capacity);
+    while (x->slots[j].producer_id >= 0 && x->slots[j].producer_id != producer_id) {
+        j = (j + 1) & (x->capacity - 1);
+    }
+    if (x->slots[j].producer_id < 0) {
+        x->slots[j] = (RowSlot){producer_id, -1};
+        x->used++;
+    }
+    return &x->slots[j].row;
+}
+
 /* After a walk, with the GIL: the Python error of a failed read, or of no memory; 1 if one was set. */
 static int
 header_walk_failed(const HeaderWalk *w, int no_memory)
@@ -2857,9 +2912,12 @@ header_walk_failed(const HeaderWalk *w, int no_memory)
  * (8 KiB at a time: the headers of small batches come in one read; after a batch of 8 KiB or more, only
  * the next header),
  * with the GIL released. Per batch with a producer id (>= 0), four int64 in native order: attributes (as
- * the signed int16 of the header), last offset, producer id, producer epoch. Stops before a header that
- * does not fit before `end`, or a batch whose size is below the header's or that ends past `end` (a
- * partial tail).
+ * the signed int16 of the header), last offset, producer id, producer epoch; but a data batch whose
+ * producer's last row is of a data batch takes that row's place (RowIndex), so the rows' fold in
+ * rules._scan_headers, where a data batch sets its producer's entry whatever was there, ends the same
+ * (rows of different producers never touch each other's entries; each producer's rows stay in order).
+ * Stops before a header that does not fit before `end`, or a batch whose size is below the header's or
+ * that ends past `end` (a partial tail).
  */
 static PyObject *
 scan_producer_headers(PyObject *self, PyObject *args)
@@ -2878,6 +2936,7 @@ scan_producer_headers(PyObject *self, PyObject *args)
     int no_memory = 0;
     HeaderWalk w = {.fd = fd, .position = position, .end = end, .buf = buf, .chunk = HEADER_READ_BYTES,
                     .buf_start = position};
+    RowIndex index = {0};
     const unsigned char *b;
     int64_t size;
     Py_BEGIN_ALLOW_THREADS
@@ -2890,14 +2949,27 @@ scan_producer_headers(PyObject *self, PyObject *args)
                 producer_id,
                 (int16_t)((unsigned)b[51] << 8 | b[52]),
             };
-            if (append_row(&rows, &rows_used, &rows_capacity, row, 4) < 0) {
+            int64_t *data_row = row_index_slot(&index, producer_id);
+            if (data_row == NULL) {
                 no_memory = 1;
                 break;
+            }
+            int control = (b[22] & CONTROL_BIT) != 0;
+            if (!control && *data_row >= 0) {
+                memcpy(rows + *data_row * 4, row, sizeof(row));
+            }
+            else if (append_row(&rows, &rows_used, &rows_capacity, row, 4) < 0) {
+                no_memory = 1;
+                break;
+            }
+            else {
+                *data_row = control ? -1 : (int64_t)rows_used - 1;
             }
         }
         header_walk_next(&w, size);
     }
     Py_END_ALLOW_THREADS
+    free(index.slots);
     free(buf);
     PyObject *result = header_walk_failed(&w, no_memory) ? NULL
                        : Py_BuildValue("Ly#", w.position, rows ? (const char *)rows : "",

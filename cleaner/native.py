@@ -352,8 +352,9 @@ def producer_ends(last_data_offsets: Iterable[tuple[int, int | None]]) -> bytes:
 
 def scan_producer_headers(fd: int, position: int, end: int) -> tuple[int, list[int]] | None:
     """The C header scan of ``rules._iter_headers`` (see ``_native.scan_producer_headers``): the position
-    reached and, per batch with a producer id, attributes, last offset, producer id, epoch (flat); None
-    when the module is not in use."""
+    reached and, per batch with a producer id, attributes, last offset, producer id, epoch (flat), a run of
+    one producer's data batches with no marker of its own between them as its last batch's row alone (the
+    fold of ``rules._scan_headers`` ends the same); None when the module is not in use."""
     if _native is None:
         return None
     reached, rows = _native.scan_producer_headers(fd, position, end)

@@ -343,8 +343,9 @@ def _scan_headers(segment: LogSegment, position: int, last: dict[int, LastRecord
 
 
 def _scan_headers_native(segment: LogSegment, position: int) -> tuple[int, list[int]] | None:
-    """``_iter_headers`` in C: the position reached and flat rows of the producers' batches (none if the
-    segment is gone), or None without the C module."""
+    """``_iter_headers`` in C: the position reached and flat rows of the producers' batches, a producer's
+    data batches between two of its markers as the last one's row (none if the segment is gone), or None
+    without the C module."""
     if not has_native():
         return None
     fd = _open_log(segment)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import cleaner.rules
 from cleaner.rules import (
     BatchRetention,
     CleaningContext,
@@ -274,3 +278,42 @@ def test_producer_scan_reads_only_new_appends_and_rescans_when_needed(
     log.delete_oldest_segments(len(log.segments))
     Producer(log, 2, transactional=False).send(9)
     assert scan.refresh(log) == {2: LastRecord(7, 0)}, "its segment gone, the scan starts over"
+
+
+producer_steps = st.lists(
+    st.tuples(
+        st.sampled_from([1, 2, 3, 2**40]), st.sampled_from(["data", "data", "commit", "abort", "bump"])
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=producer_steps, segment_bytes=st.sampled_from([150, 400, 1 << 20]))
+def test_the_c_header_scan_gives_the_producers_the_python_scan_gives(
+    steps: list[tuple[int, str]], segment_bytes: int
+) -> None:
+    """The C scan returns a producer's run of data batches as its last batch's row: over interleaved
+    producers' batches, markers and epoch bumps (a marker with a new epoch), and plain batches, the fold
+    ends where the Python scan of every batch ends, for the whole log and for each segment's refresh."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = new_log(Path(tmp) / "t-0", ManualClock(NOW), segment_bytes=segment_bytes)
+        producers = {pid: Producer(log, pid, transactional=pid != 3) for pid, _ in steps}
+        scans = ProducerScan(), ProducerScan()
+        for i, (pid, step) in enumerate(steps):
+            producer = producers[pid]
+            if step == "data":
+                producer.send(i, i + 1)
+            elif step == "bump":
+                producer.epoch, producer.sequence = producer.epoch + 1, 0
+                producer.abort()
+            else:
+                producer.commit() if step == "commit" else producer.abort()
+            if i % 7 == 0:
+                log.append_records([Record(0, -1, b"plain", b"v")])
+            if i % 5 == 4 or i == len(steps) - 1:  # a refresh scans the batches appended since the last
+                native = scans[0].refresh(log), active_producers(log)
+                with pytest.MonkeyPatch.context() as python_only:
+                    python_only.setattr(cleaner.rules, "has_native", lambda: False)
+                    assert native == (scans[1].refresh(log), active_producers(log))
+        log.close()
