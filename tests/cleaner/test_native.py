@@ -837,7 +837,8 @@ def test_a_scan_out_of_offset_order_turns_the_bitmap_off(tmp_path: Path) -> None
 def test_the_c_header_scan_equals_the_python_one(
     tmp_path_factory: pytest.TempPathFactory, ops: list[Op], codec: CompressionType, cut: int
 ) -> None:
-    """The producers' batches and the position reached, also with a partial batch at the end."""
+    """The producers' batches (a run of one producer's data batches as its last one's row) and the position
+    reached, also with a partial batch at the end."""
     log = build(tmp_path_factory.mktemp("scan") / "topic-0", ops, codec, TimestampType.CREATE_TIME)
     for segment in log.segments:
         with segment.log_path.open("ab") as tail:
@@ -851,9 +852,27 @@ def test_the_c_header_scan_equals_the_python_one(
         )
         in_c = cleaner.rules._scan_headers_native(sized, 0)
         headers = list(cleaner.rules._iter_headers(sized, 0))
-        python = [v for h in headers if h[2] >= 0 for v in h[:4]]
+        python = collapsed([h[:4] for h in headers if h[2] >= 0])
         reached = headers[-1][4] if headers else 0
         assert in_c == (reached, python)
+
+
+def collapsed(rows: list[tuple[int, int, int, int]]) -> list[int]:
+    """Header rows (attributes, last offset, producer id, epoch) with each data row replacing its producer's
+    row while that one is of a data batch too, flat."""
+    out: list[list[int]] = []
+    data_row: dict[int, int] = {}  # producer id -> its last row, while that is a data batch's
+    for row in rows:
+        producer_id, control = row[2], row[0] & 0x20
+        if not control and producer_id in data_row:
+            out[data_row[producer_id]] = list(row)
+            continue
+        out.append(list(row))
+        if control:
+            data_row.pop(producer_id, None)
+        else:
+            data_row[producer_id] = len(out) - 1
+    return [value for row in out for value in row]
 
 
 def thread_count() -> int:
