@@ -36,7 +36,6 @@ from service.storage.index_file import (
     check_listed_index_length,
     check_whole_entries,
 )
-from service.storage.index_points import IndexPoints, index_points
 from service.storage.log_config import LogConfig
 from service.storage.log_files import (
     INDEX_SUFFIX,
@@ -356,17 +355,23 @@ class LogSegment:
         position = self._write_at_end(data)
         if position == 0:
             self._rolling_based_timestamp = next(t for s, t in zip(sizes, max_timestamps, strict=True) if s)
-        state = IndexPoints(
-            position,
-            self._bytes_since_last_index_entry,
-            self.max_timestamp_so_far,
-            self.offset_of_max_timestamp,
-        )
-        entries = index_points(state, sizes, last_offsets, max_timestamps, self.index_interval_bytes)
-        self._append_many_index_entries(entries)  # what _append_index_entries would get, in order
-        self._size = state.position
-        self._max_timestamp, self._offset_of_max_timestamp = state.max_timestamp, state.offset_of_max
-        self._bytes_since_last_index_entry = state.since_entry
+        max_timestamp, offset_of_max = self.max_timestamp_so_far, self.offset_of_max_timestamp
+        since_entry, interval = self._bytes_since_last_index_entry, self.index_interval_bytes
+        entries: list[tuple[int, int, int, int]] = []  # what _append_index_entries would get, in order
+        for size, last_offset, timestamp in zip(sizes, last_offsets, max_timestamps, strict=True):
+            if not size:
+                continue
+            if timestamp > max_timestamp:
+                max_timestamp, offset_of_max = timestamp, last_offset
+            if since_entry > interval:
+                entries.append((last_offset, position, max_timestamp, offset_of_max))
+                since_entry = 0
+            since_entry += size
+            position += size
+        self._append_many_index_entries(entries)
+        self._size = position
+        self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._bytes_since_last_index_entry = since_entry
 
     def _check_fits(self, offset: int) -> None:
         if offset - self.base_offset > _INT32_MAX or offset < self.base_offset:
