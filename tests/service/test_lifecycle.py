@@ -109,6 +109,11 @@ def test_the_api_answers_while_the_logs_load(tmp_path: Path) -> None:
             time.sleep(0.01)
         url = daemon.api_server.url
         assert _get(url + "/healthz")[0] == 200
+        status, body = _get(url + "/readyz")  # the API may listen before the log dir is listed
+        assert status == 503 and json.loads(body)["detail"].startswith("loading: 0 of ")
+        while daemon.log_manager.load_progress.counts != (0, 3):  # listed; the first load waits
+            assert time.monotonic() < deadline, "the log dir's three logs were never counted"
+            time.sleep(0.01)
         status, body = _get(url + "/readyz")
         assert status == 503 and json.loads(body)["detail"] == "loading: 0 of 3 logs"
         status, body = _get(url + "/v1/topics")
