@@ -1,11 +1,13 @@
 /*
  * The system's codec libraries, where present (libz.so.1, liblz4.so.1, libzstd.so.1: every Debian or Ubuntu
- * system with apt has them), loaded at import with dlopen: no headers or libraries are needed to build.
+ * system with apt has them; libsnappy.so.1: Debian's libsnappy1v5), loaded at import with dlopen: no
+ * headers or libraries are needed to build.
  *
  * compress(codec, data) writes what service.storage.compression.compress promises (one gzip member at level
- * 6; lz4 in Kafka's framing, each 64 KiB of input an independent block, stored when it does not shrink;
- * one zstd frame at level 3), with a deflater and a zstd context kept per thread; decompress(codec, data)
- * reads gzip members, Kafka-framed lz4 and zstd frames. Both return None for a codec without a library or
+ * 6; snappy in snappy-java's xerial framing, a raw block per 32 KiB of input; lz4 in Kafka's framing, each
+ * 64 KiB of input an independent block, stored when it does not shrink; one zstd frame at level 3), with a
+ * deflater and a zstd context kept per thread; decompress(codec, data) reads gzip members, xerial-framed
+ * snappy (concatenated streams too) or one bare raw snappy block, Kafka-framed lz4 and zstd frames. Both return None for a codec without a library or
  * input they do not take: compression.py then uses cramjam, which reads the input or names the error. The
  * GIL is released while they run. The same functions serve the cleaner's C loops through the capsule
  * `system_codecs` (system_codecs.h), so that C and Python write the same bytes.
@@ -20,7 +22,7 @@
 
 #include "system_codecs.h"
 
-enum { CODEC_GZIP = 1, CODEC_LZ4 = 3, CODEC_ZSTD = 4 }; /* compression.py's codec ids */
+enum { CODEC_GZIP = 1, CODEC_SNAPPY = 2, CODEC_LZ4 = 3, CODEC_ZSTD = 4 }; /* compression.py's codec ids */
 enum { GZIP_LEVEL = 6, ZSTD_LEVEL = 3 };                 /* zlib's default (Kafka's -1); Kafka's zstd default */
 
 /* -- the libraries' functions ---------------------------------------------------------------------------- */
@@ -62,6 +64,10 @@ static int (*z_inflate)(ZStream *, int);
 static int (*z_inflate_reset)(ZStream *);
 static int (*z_inflate_end)(ZStream *);
 static const char *(*z_version)(void);
+static int (*snappy_compress_fn)(const char *, size_t, char *, size_t *); /* snappy-c.h; 0: SNAPPY_OK */
+static int (*snappy_uncompress_fn)(const char *, size_t, char *, size_t *);
+static size_t (*snappy_max_compressed_length_fn)(size_t);
+static int (*snappy_uncompressed_length_fn)(const char *, size_t, size_t *);
 static int (*lz4_compress_default)(const char *, char *, int, int);
 static int (*lz4_compress_bound)(int);
 static int (*lz4_decompress_safe)(const char *, char *, int, int);
@@ -120,6 +126,13 @@ load_system_codecs(void)
         pthread_key_create(&deflater_key, free_deflater) == 0 &&
         pthread_key_create(&inflater_key, free_inflater) == 0) {
         served |= 1u << CODEC_GZIP;
+    }
+    void *snappy = dlopen("libsnappy.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (snappy != NULL && LOAD(snappy, snappy_compress_fn, "snappy_compress") &&
+        LOAD(snappy, snappy_uncompress_fn, "snappy_uncompress") &&
+        LOAD(snappy, snappy_max_compressed_length_fn, "snappy_max_compressed_length") &&
+        LOAD(snappy, snappy_uncompressed_length_fn, "snappy_uncompressed_length")) {
+        served |= 1u << CODEC_SNAPPY;
     }
     void *lz4 = dlopen("liblz4.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lz4 != NULL && LOAD(lz4, lz4_compress_default, "LZ4_compress_default") &&
@@ -274,6 +287,96 @@ gzip_decompress(const unsigned char *p, size_t n, CodecBuffer *out)
     return 0;
 }
 
+/* -- snappy, in snappy-java's xerial framing ---------------------------------------------------------------- */
+
+static const unsigned char XERIAL_HEADER[16] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1};
+#define XERIAL_MAGIC_BYTES 8 /* the version fields after it are not checked on read (kafka-python issue 2414) */
+#define XERIAL_CHUNK_BYTES 32768
+#define SNAPPY_MAX_RATIO 32 /* no raw block inflates more: a 3-byte copy writes at most 64 bytes */
+
+static inline void
+put_be32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        p[i] = (unsigned char)(v >> (24 - 8 * i));
+    }
+}
+
+static int
+snappy_compress(const unsigned char *src, size_t n, CodecBuffer *out)
+{
+    size_t chunks = (n + XERIAL_CHUNK_BYTES - 1) / XERIAL_CHUNK_BYTES;
+    size_t bound = snappy_max_compressed_length_fn(XERIAL_CHUNK_BYTES);
+    if (reserve(out, sizeof XERIAL_HEADER + chunks * (4 + bound)) < 0) {
+        return -1;
+    }
+    unsigned char *o = out->data;
+    memcpy(o, XERIAL_HEADER, sizeof XERIAL_HEADER);
+    size_t at = sizeof XERIAL_HEADER;
+    for (size_t start = 0; start < n; start += XERIAL_CHUNK_BYTES) {
+        size_t chunk = n - start < XERIAL_CHUNK_BYTES ? n - start : XERIAL_CHUNK_BYTES, packed = bound;
+        if (snappy_compress_fn((const char *)src + start, chunk, (char *)o + at + 4, &packed) != 0) {
+            return -2;
+        }
+        put_be32(o + at, (uint32_t)packed);
+        at += 4 + packed;
+    }
+    out->length = at;
+    return 0;
+}
+
+/* One raw block appended to out; -2 if it is not one. */
+static int
+snappy_block(const unsigned char *p, size_t n, CodecBuffer *out)
+{
+    size_t length;
+    if (snappy_uncompressed_length_fn((const char *)p, n, &length) != 0 || length > SNAPPY_MAX_RATIO * n + 64) {
+        return -2;
+    }
+    if (reserve(out, out->length + length + 1) < 0) { /* + 1: data is set even for an empty block */
+        return -1;
+    }
+    if (snappy_uncompress_fn((const char *)p, n, (char *)out->data + out->length, &length) != 0) {
+        return -2;
+    }
+    out->length += length;
+    return 0;
+}
+
+/* xerial chunks, a header (again) before any of them; or, without the magic first, one bare raw block. */
+static int
+snappy_decompress(const unsigned char *p, size_t n, CodecBuffer *out)
+{
+    out->length = 0;
+    if (n < XERIAL_MAGIC_BYTES || memcmp(p, XERIAL_HEADER, XERIAL_MAGIC_BYTES) != 0) {
+        return snappy_block(p, n, out);
+    }
+    size_t pos = 0;
+    while (pos < n) {
+        if (n - pos >= XERIAL_MAGIC_BYTES && memcmp(p + pos, XERIAL_HEADER, XERIAL_MAGIC_BYTES) == 0) {
+            if (n - pos < sizeof XERIAL_HEADER) {
+                return -2;
+            }
+            pos += sizeof XERIAL_HEADER;
+            continue;
+        }
+        if (n - pos < 4) {
+            return -2;
+        }
+        size_t length = (size_t)p[pos] << 24 | (size_t)p[pos + 1] << 16 | (size_t)p[pos + 2] << 8 | p[pos + 3];
+        pos += 4;
+        if (length == 0 || length > n - pos) {
+            return -2;
+        }
+        int rc = snappy_block(p + pos, length, out);
+        if (rc != 0) {
+            return rc;
+        }
+        pos += length;
+    }
+    return 0;
+}
+
 /* -- lz4, in Kafka's framing (compression.py: independent blocks of at most 64 KiB, no checksums) -------- */
 
 static const unsigned char KAFKA_LZ4_HEADER[7] = {0x04, 0x22, 0x4D, 0x18, 0x60, 0x40, 0x82};
@@ -413,6 +516,7 @@ system_compress(unsigned codec, const unsigned char *src, size_t n, CodecBuffer 
         return -2;
     }
     return codec == CODEC_GZIP ? gzip_compress(src, n, out)
+           : codec == CODEC_SNAPPY ? snappy_compress(src, n, out)
            : codec == CODEC_LZ4 ? (n <= 0x7FFFFFFF ? lz4_compress(src, n, out) : -2)
            : codec == CODEC_ZSTD ? zstd_compress(src, n, out)
                                  : -2;
@@ -425,6 +529,7 @@ system_decompress(unsigned codec, const unsigned char *src, size_t n, CodecBuffe
         return -2;
     }
     return codec == CODEC_GZIP ? gzip_decompress(src, n, out)
+           : codec == CODEC_SNAPPY ? snappy_decompress(src, n, out)
            : codec == CODEC_LZ4 ? lz4_decompress(src, n, out)
            : codec == CODEC_ZSTD ? zstd_decompress(src, n, out)
                                  : -2;
@@ -481,8 +586,8 @@ served_py(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef methods[] = {
-    {"compress", compress_py, METH_VARARGS, "A gzip, lz4 or zstd blob by the system's library, or None."},
-    {"decompress", decompress_py, METH_VARARGS, "What a gzip, lz4 or zstd blob holds, or None."},
+    {"compress", compress_py, METH_VARARGS, "A gzip, snappy, lz4 or zstd blob by the system's library, or None."},
+    {"decompress", decompress_py, METH_VARARGS, "What a gzip, snappy, lz4 or zstd blob holds, or None."},
     {"served", served_py, METH_NOARGS, "The codec ids the system's libraries serve."},
     {NULL, NULL, 0, NULL},
 };

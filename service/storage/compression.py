@@ -2,12 +2,13 @@
 
 A batch names its codec in attribute bits 0-2; the compressed blob is everything after
 ``recordsCount``. Every codec runs on cramjam; the framings cramjam does not write are built here. Where
-the system has ``libz.so.1``, ``liblz4.so.1`` and ``libzstd.so.1``, gzip, lz4 and zstd blobs are
-compressed by them instead (``_codecs.compress``: a deflater and a zstd context reused per thread, no
-Python object per block), in the same framing and at the same level: the cleaner's C loops compress with
-the same function, so both write the same bytes (cramjam's bundled codecs, other versions, can write
-others). Decompression tries ``_codecs.decompress`` first (gzip members, Kafka-framed lz4, zstd frames),
-then cramjam, which reads any other framing or names what is wrong.
+the system has ``libz.so.1``, ``libsnappy.so.1``, ``liblz4.so.1`` and ``libzstd.so.1``, gzip, snappy, lz4
+and zstd blobs are compressed by them instead (``_codecs.compress``: a deflater and a zstd context reused
+per thread, no Python object per block), in the same framing and at the same level: the cleaner's C loops
+compress with the same function, so both write the same bytes (cramjam's bundled codecs, other versions,
+can write others). Decompression tries ``_codecs.decompress`` first (gzip members, xerial-framed or bare
+snappy, Kafka-framed lz4, zstd frames), then cramjam, which reads any other framing or names what is
+wrong.
 
 gzip: one standard gzip stream (RFC 1952) at the zlib default level 6; several members are read.
 
@@ -153,11 +154,11 @@ def compress(codec: CompressionType, data: bytes) -> bytes:
     """Compress ``data`` into the blob a ``codec`` batch carries."""
     if codec is CompressionType.NONE:
         return bytes(data)
-    if codec is CompressionType.SNAPPY:
-        return _compress_xerial(memoryview(data))
     packed: bytes | None = None if _codecs is None else _codecs.compress(codec, data)
     if packed is not None:
         return packed
+    if codec is CompressionType.SNAPPY:
+        return _compress_xerial(memoryview(data))
     if codec is CompressionType.GZIP:
         return bytes(cramjam.gzip.compress(data, level=_GZIP_LEVEL))
     if codec is CompressionType.LZ4:
@@ -168,9 +169,9 @@ def compress(codec: CompressionType, data: bytes) -> bytes:
 
 
 def system_codecs() -> object | None:
-    """The C functions ``compress`` uses for gzip, lz4 and zstd where the system has the libraries, and
-    their decompressors, as a capsule (``_codecs.c``, ``system_codecs.h``), for C code that must write the
-    same bytes; None without the C module."""
+    """The C functions ``compress`` uses for gzip, snappy, lz4 and zstd where the system has the libraries,
+    and their decompressors, as a capsule (``_codecs.c``, ``system_codecs.h``), for C code that must write
+    the same bytes; None without the C module."""
     return None if _codecs is None else _codecs.system_codecs
 
 
@@ -181,13 +182,13 @@ def decompress(codec: CompressionType, data: bytes | memoryview) -> bytes:
     view = memoryview(data).cast("B")
     if not view:
         raise CorruptDataError(f"{codec.label}: compressed data is empty")
+    inflated: bytes | None = None if _codecs is None else _codecs.decompress(codec, view)
+    if inflated is not None:
+        return inflated
     if codec is CompressionType.SNAPPY:
         if view[: len(_XERIAL_MAGIC)] == _XERIAL_MAGIC:
             return _decompress_xerial(view)
         return bytes(_decompress_snappy_block(view, position=0))
-    inflated: bytes | None = None if _codecs is None else _codecs.decompress(codec, view)
-    if inflated is not None:
-        return inflated
     try:
         if codec is CompressionType.GZIP:
             buffer = cramjam.gzip.decompress(view)

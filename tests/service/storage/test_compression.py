@@ -24,6 +24,7 @@ from service.storage import compression as compression_module
 from service.storage.compression import (
     CompressionType,
     _compress_lz4_frame,
+    _compress_xerial,
     _decompress_kafka_lz4,
     compress,
     compression_from_name,
@@ -328,17 +329,23 @@ def test_lz4_blocks_are_independent_and_at_most_64_kib(data: bytes) -> None:
 
 @pytest.mark.parametrize(
     ("codec", "library"),
-    [(CompressionType.GZIP, "z"), (CompressionType.LZ4, "lz4"), (CompressionType.ZSTD, "zstd")],
+    [
+        (CompressionType.GZIP, "z"),
+        (CompressionType.SNAPPY, "snappy"),
+        (CompressionType.LZ4, "lz4"),
+        (CompressionType.ZSTD, "zstd"),
+    ],
 )
 @pytest.mark.parametrize(
     "data", [b"", b"k" * 1000, *LARGE_INPUTS.values()], ids=["empty", "1000", *LARGE_INPUTS]
 )
-def test_gzip_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
+def test_gzip_snappy_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
     codec: CompressionType, library: str, data: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where the system has libz, liblz4 and libzstd, ``compress`` and ``decompress`` use them (the C
-    functions the cleaner's C loops call too), in the same framing as cramjam's path; without them, cramjam
-    serves. Either reads back, by us with and without them, kafka-python and (gzip) the standard library."""
+    """Where the system has libz, libsnappy, liblz4 and libzstd, ``compress`` and ``decompress`` use them
+    (the C functions the cleaner's C loops call too), in the same framing as cramjam's path; without them,
+    cramjam serves. Either reads back, by us with and without them, kafka-python and (gzip) the standard
+    library."""
     codecs = compression_module._codecs
     assert codecs is not None, "the C module is built"
     packed = codecs.compress(codec, data)
@@ -348,11 +355,20 @@ def test_gzip_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
     assert compress(codec, data) == (packed if packed is not None else compress(codec, data))
     by_cramjam = {
         CompressionType.GZIP: lambda: bytes(cramjam.gzip.compress(data, level=6)),
+        CompressionType.SNAPPY: lambda: _compress_xerial(memoryview(data)),
         CompressionType.LZ4: lambda: _compress_lz4_frame(memoryview(data)),
         CompressionType.ZSTD: lambda: bytes(cramjam.zstd.compress(data, level=3)),
     }[codec]()
     assert decompress(codec, compress(codec, data)) == data == decompress(codec, by_cramjam)
-    assert KAFKA_PYTHON_DECODERS[codec](compress(codec, data)) == data
+    if data or codec is not CompressionType.SNAPPY:  # kafka-python takes a bare xerial header for raw snappy
+        assert KAFKA_PYTHON_DECODERS[codec](compress(codec, data)) == data
+    if codec is CompressionType.SNAPPY:
+        if data:  # one bare raw block, as kafka-python writes without xerial framing
+            raw = kafka.codec.snappy_encode(data, xerial_compatible=False)
+            assert codecs.decompress(codec, raw) == (None if packed is None else data)
+        assert [len(snappy.decompress(chunk)) for chunk in _xerial_chunks(compress(codec, data))] == [
+            len(data[start : start + 32 * 1024]) for start in range(0, len(data), 32 * 1024)
+        ], "a raw block per 32 KiB of input"
     if codec is CompressionType.GZIP:
         assert gzip.decompress(compress(codec, data)) == data
     if codec is CompressionType.LZ4:
@@ -367,8 +383,33 @@ def test_gzip_lz4_and_zstd_are_compressed_by_the_system_libraries_where_present(
 def test_other_codecs_and_input_they_do_not_take_are_left_to_cramjam() -> None:
     codecs = compression_module._codecs
     assert codecs is not None
-    assert [codecs.compress(codec, b"x") for codec in (0, 2, 5, 99)] == [None] * 4
+    assert [codecs.compress(codec, b"x") for codec in (0, 5, 99)] == [None] * 3
+    # b"x" is no codec's blob; as a raw snappy block it would claim 120 bytes from one
     assert [codecs.decompress(codec, b"x") for codec in (0, 1, 2, 3, 4, 5, 99)] == [None] * 7
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [
+        XERIAL_HEADER[:12],  # the header cut short
+        XERIAL_HEADER + b"\x00\x00",  # a chunk length cut short
+        XERIAL_HEADER + struct.pack(">i", 0),  # an empty chunk
+        XERIAL_HEADER + struct.pack(">i", 9) + b"\x05abc",  # a chunk longer than what is left
+        XERIAL_HEADER + struct.pack(">i", 3) + b"\x05ab",  # a block cut short
+        b"\xff\xff\xff\xff\x0f" + b"\x00" * 20,  # a raw block claiming 4 GiB
+    ],
+    ids=["short header", "short length", "empty chunk", "long chunk", "short block", "4 GiB claimed"],
+)
+def test_snappy_the_system_library_cannot_read_is_named_by_the_python_codec(blob: bytes) -> None:
+    """``_codecs`` leaves a damaged snappy blob to the Python codec (None), reserving nothing for what a
+    block claims beyond snappy's greatest ratio; ``decompress`` then names what is wrong."""
+    codecs = compression_module._codecs
+    assert codecs is not None
+    started = _peak_virtual_kib()
+    assert codecs.decompress(CompressionType.SNAPPY, blob) is None
+    assert _peak_virtual_kib() - started < 1 << 20, "no GiB reserved"
+    with pytest.raises(CorruptDataError, match=r"^snappy: "):
+        decompress(CompressionType.SNAPPY, blob)
 
 
 def _peak_virtual_kib() -> int:
