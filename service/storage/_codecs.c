@@ -7,10 +7,11 @@
  * 6; snappy in snappy-java's xerial framing, a raw block per 32 KiB of input; lz4 in Kafka's framing, each
  * 64 KiB of input an independent block, stored when it does not shrink; one zstd frame at level 3), with a
  * deflater and a zstd context kept per thread; decompress(codec, data) reads gzip members, xerial-framed
- * snappy (concatenated streams too) or one bare raw snappy block, Kafka-framed lz4 and zstd frames. Both return None for a codec without a library or
- * input they do not take: compression.py then uses cramjam, which reads the input or names the error. The
- * GIL is released while they run. The same functions serve the cleaner's C loops through the capsule
- * `system_codecs` (system_codecs.h), so that C and Python write the same bytes.
+ * snappy (concatenated streams too) or one bare raw snappy block, Kafka-framed lz4 and zstd frames. Both
+ * return None for a codec without a library or input they do not take: compression.py then uses cramjam,
+ * which reads the input or names the error. The GIL is released while they run. The same functions serve
+ * the cleaner's C loops through the capsule `system_codecs` (system_codecs.h), so that C and Python write
+ * the same bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -210,6 +211,12 @@ le32(const unsigned char *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+static inline uint32_t
+be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
 /* -- gzip ------------------------------------------------------------------------------------------------ */
 
 static int
@@ -287,10 +294,11 @@ gzip_decompress(const unsigned char *p, size_t n, CodecBuffer *out)
     return 0;
 }
 
-/* -- snappy, in snappy-java's xerial framing ---------------------------------------------------------------- */
+/* -- snappy, in snappy-java's xerial framing ----------------------------------------------------------- */
 
-static const unsigned char XERIAL_HEADER[16] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1};
-#define XERIAL_MAGIC_BYTES 8 /* the version fields after it are not checked on read (kafka-python issue 2414) */
+static const unsigned char XERIAL_HEADER[16] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, /* magic */
+                                                0, 0, 0, 1, 0, 0, 0, 1}; /* version 1, min version 1 (BE) */
+#define XERIAL_MAGIC_BYTES 8 /* the version fields after it go unchecked on read (kafka-python issue 2414) */
 #define XERIAL_CHUNK_BYTES 32768
 #define SNAPPY_MAX_RATIO 32 /* no raw block inflates more: a 3-byte copy writes at most 64 bytes */
 
@@ -330,7 +338,8 @@ static int
 snappy_block(const unsigned char *p, size_t n, CodecBuffer *out)
 {
     size_t length;
-    if (snappy_uncompressed_length_fn((const char *)p, n, &length) != 0 || length > SNAPPY_MAX_RATIO * n + 64) {
+    if (snappy_uncompressed_length_fn((const char *)p, n, &length) != 0 ||
+        length > SNAPPY_MAX_RATIO * n + 64) {
         return -2;
     }
     if (reserve(out, out->length + length + 1) < 0) { /* + 1: data is set even for an empty block */
@@ -363,7 +372,7 @@ snappy_decompress(const unsigned char *p, size_t n, CodecBuffer *out)
         if (n - pos < 4) {
             return -2;
         }
-        size_t length = (size_t)p[pos] << 24 | (size_t)p[pos + 1] << 16 | (size_t)p[pos + 2] << 8 | p[pos + 3];
+        size_t length = be32(p + pos);
         pos += 4;
         if (length == 0 || length > n - pos) {
             return -2;
@@ -586,7 +595,8 @@ served_py(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef methods[] = {
-    {"compress", compress_py, METH_VARARGS, "A gzip, snappy, lz4 or zstd blob by the system's library, or None."},
+    {"compress", compress_py, METH_VARARGS,
+     "A gzip, snappy, lz4 or zstd blob by the system's library, or None."},
     {"decompress", decompress_py, METH_VARARGS, "What a gzip, snappy, lz4 or zstd blob holds, or None."},
     {"served", served_py, METH_NOARGS, "The codec ids the system's libraries serve."},
     {NULL, NULL, 0, NULL},

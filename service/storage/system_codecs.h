@@ -20,7 +20,7 @@ typedef struct {
 typedef int (*codec_fn)(unsigned codec, const unsigned char *src, size_t n, CodecBuffer *out);
 
 typedef struct {
-    codec_fn compress;   /* compression.compress's bytes exactly: gzip level 6, xerial snappy, Kafka's lz4, zstd 3 */
+    codec_fn compress;   /* compression.compress's bytes exactly: gzip 6, xerial snappy, Kafka's lz4, zstd 3 */
     codec_fn decompress; /* gzip members, xerial or bare snappy, Kafka-framed lz4, zstd frames */
     unsigned served;     /* bit (1 << codec id) for each codec the system has a library for */
 } SystemCodecs;
