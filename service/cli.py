@@ -50,7 +50,7 @@ class _CommandGroup(click.Group):
     _BY_IMPORT: ClassVar[dict[str, tuple[str, str]]] = {
         "clean": ("service.tools.clean_command", "clean_command"),
         "dump": ("service.tools.dump", "dump_command"),
-        "gen": ("service.tools.gen", "gen_command"),
+        "gen": ("service.tools.gen_command", "gen_command"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

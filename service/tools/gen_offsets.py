@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 import struct
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from service.clock import Clock
@@ -32,18 +33,13 @@ from service.storage.coordinator_records import (
     encode_offset_commit_key,
     encode_versioned,
 )
-from service.storage.log import PartitionLog
-from service.storage.log_config import LogConfig
-from service.storage.records import Record
-from service.storage.topic_partition import TopicPartition
-from service.tools.workload_dir import GenResult, write_workload
+from service.tools.coordinator_steps import Batch, Pair, fixed_batch, generate_coordinator_topic
+from service.tools.workload_dir import GenResult, is_chosen
 
 __all__ = [
     "CONSUMER_OFFSETS_TOPIC",
     "OffsetsWorkload",
     "OFFSETS_SEGMENT_BYTES",
-    "coordinator_partition",
-    "fill_consumer_offsets",
     "generate_consumer_offsets",
 ]
 
@@ -79,113 +75,50 @@ class OffsetsWorkload:
         if not 0.0 <= self.expired_groups <= 1.0:
             raise InvalidInputError(f"expired_groups is a fraction in [0, 1], got {self.expired_groups}")
 
-    def group_names(self) -> list[str]:
+    def owners(self) -> list[str]:
         return [f"group-{i}" for i in range(self.groups)]
 
-    def is_expired(self, index: int) -> bool:
-        """Exactly ``round-down(share * n)`` of the first n groups expire, spread evenly."""
-        return int((index + 1) * self.expired_groups) > int(index * self.expired_groups)
-
-
-def coordinator_partition(group: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of ``group``: Kafka's ``Utils.abs(group.hashCode()) % n``."""
-    hash_code = 0
-    for unit in _utf16_units(group):
-        hash_code = (31 * hash_code + unit) & 0xFFFFFFFF
-    if hash_code >= 1 << 31:
-        hash_code -= 1 << 32
-    magnitude = 0 if hash_code == -(1 << 31) else abs(hash_code)
-    return magnitude % partitions
-
-
-def _utf16_units(text: str) -> list[int]:
-    raw = text.encode("utf-16-be")
-    return [int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2)]
-
-
-def fill_consumer_offsets(log: PartitionLog, workload: OffsetsWorkload, now_ms: int) -> int:
-    """Append the batches of every group whose coordinator partition ``log`` is; return the record count.
-
-    Groups go in step, as a coordinator serves them at once: step 0 is every group's first rebalance,
-    then each commit round, and so on; steps are stamped evenly over the workload's time range, first
-    to last, so the partition's timestamps never go back.
-    """
-    partition = log.topic_partition.partition
-    spread = workload.timestamp_spread_ms
-    start_ms = now_ms - spread if workload.timestamp_start_ms is None else workload.timestamp_start_ms
-    rng = random.Random(f"{workload.seed}/{partition}")
-    per_group = [
-        _group_batches(workload, group, workload.is_expired(index), rng)
-        for index, group in enumerate(workload.group_names())
-        if coordinator_partition(group, workload.partitions) == partition
-    ]
-    last_step = max((len(batches) - 1 for batches in per_group), default=0)
-    records = 0
-    for step in range(last_step + 1):
-        timestamp = start_ms + spread * step // max(last_step, 1)
-        for batches in per_group:
-            if step < len(batches):
-                batch = batches[step]
-                log.append_records(
-                    [Record(0, timestamp, key, _stamped(value, timestamp)) for key, value in batch]
-                )
-                records += len(batch)
-    return records
+    def batches(self, index: int, owner: str, rng: random.Random) -> list[Batch]:
+        return _group_batches(self, owner, is_chosen(index, self.expired_groups), rng)
 
 
 def generate_consumer_offsets(workload: OffsetsWorkload, *, clock: Clock | None = None) -> list[GenResult]:
-    """Write ``workload`` into every partition of ``__consumer_offsets``, a compacted topic, as a group
-    coordinator would (``gen_offsets``); existing partitions are appended to."""
-    config = LogConfig(cleanup_policy=frozenset({"compact"}), segment_bytes=workload.segment_bytes)
-    overrides = {"cleanup.policy": "compact", "segment.bytes": str(workload.segment_bytes)}
-
-    def fill(log: PartitionLog, now_ms: int) -> GenResult:
-        records = fill_consumer_offsets(log, workload, now_ms)
-        tp = log.topic_partition
-        return GenResult(
-            tp.topic, tp.partition, records, log.log_end_offset, len(log.segments), log.size_bytes
-        )
-
-    targets = [TopicPartition(CONSUMER_OFFSETS_TOPIC, p) for p in range(workload.partitions)]
-    return write_workload(workload.log_dir, targets, config, overrides, fill, clock=clock)
-
-
-Pair = tuple[bytes, dict[str, object] | bytes | None]  # an offset commit's fields, or a value's bytes
+    """Write ``workload`` into every partition of ``__consumer_offsets`` as a group coordinator would."""
+    return generate_coordinator_topic(CONSUMER_OFFSETS_TOPIC, workload, clock=clock)
 
 
 def _group_batches(
     workload: OffsetsWorkload, group: str, is_expired: bool, rng: random.Random
-) -> list[list[Pair]]:
+) -> list[Batch]:
     """The batches one group's coordinator writes, in order (the module docstring's steps)."""
     topics = [f"topic-{t}" for t in range(workload.topics)]
     partitions = [(t, p) for t in topics for p in range(workload.topic_partitions)]
     group_key = encode_group_metadata_key(group)
-    batches: list[list[Pair]] = [[(group_key, _group_metadata(group, 1, topics, partitions))]]
+    batches = [fixed_batch([(group_key, _group_metadata(group, 1, topics, partitions))])]
     offsets = dict.fromkeys(partitions, 0)
     for _ in range(workload.commits):
-        batch: list[Pair] = []
+        commits: list[tuple[bytes, int]] = []
         for topic, partition in partitions:
             offsets[topic, partition] += 1 + int(rng.random() * 1000)
-            key = encode_offset_commit_key(group, topic, partition)
-            batch.append((key, _offset_commit(offsets[topic, partition])))
-        batches.append(batch)
-    batches.append([(group_key, _group_metadata(group, 2, topics, partitions))])
+            commits.append((encode_offset_commit_key(group, topic, partition), offsets[topic, partition]))
+        batches.append(partial(_offset_commits, commits))
+    batches.append(fixed_batch([(group_key, _group_metadata(group, 2, topics, partitions))]))
     if is_expired:
         tombstones: list[Pair] = [(encode_offset_commit_key(group, t, p), None) for t, p in partitions]
-        batches.append([*tombstones, (group_key, None)])
+        batches.append(fixed_batch([*tombstones, (group_key, None)]))
     return batches
 
 
-def _offset_commit(offset: int) -> dict[str, object]:
-    """An OffsetCommitValue's fields; its commit time is the batch's (``_stamped``)."""
-    return {"offset": offset, "leader_epoch": 0, "metadata": "", "commit_timestamp": -1}
+def _offset_commits(commits: list[tuple[bytes, int]], timestamp_ms: int) -> list[Pair]:
+    """A round's OffsetCommitValues, committed at the batch's time, as the coordinator stamps them."""
+    return [
+        (key, encode_versioned(OFFSET_COMMIT_VALUE, VALUE_VERSION, _offset_commit(offset, timestamp_ms)))
+        for key, offset in commits
+    ]
 
 
-def _stamped(value: dict[str, object] | bytes | None, timestamp: int) -> bytes | None:
-    """A value's bytes: an offset commit gets ``timestamp`` as its commit time, as the coordinator does."""
-    if not isinstance(value, dict):
-        return value
-    return encode_versioned(OFFSET_COMMIT_VALUE, VALUE_VERSION, {**value, "commit_timestamp": timestamp})
+def _offset_commit(offset: int, timestamp_ms: int) -> dict[str, object]:
+    return {"offset": offset, "leader_epoch": 0, "metadata": "", "commit_timestamp": timestamp_ms}
 
 
 def _group_metadata(

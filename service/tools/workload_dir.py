@@ -23,7 +23,7 @@ from service.storage.log_files import partition_dir_name
 from service.storage.partition_files import create_partition_metadata, load_topic_id
 from service.storage.topic_partition import TopicPartition
 
-__all__ = ["GenResult", "write_workload"]
+__all__ = ["GenResult", "is_chosen", "write_workload"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,3 +102,9 @@ def _close_unclean(loaded: LoadedLogDir) -> None:
             log.close()
         except Exception:
             logger.exception("Could not close %s after a failed gen run", log.directory)
+
+
+def is_chosen(index: int, share: float) -> bool:
+    """Whether item ``index`` is among a ``share`` of them (future batches, aborted transactions, expired
+    groups): exactly ``round-down(share * n)`` of the first n are, spread evenly."""
+    return int((index + 1) * share) > int(index * share)

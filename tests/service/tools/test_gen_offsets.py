@@ -14,7 +14,8 @@ from service.storage.coordinator_records import decode_offsets_record
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import load_log_dir
 from service.storage.records import Record
-from service.tools.gen_offsets import OffsetsWorkload, coordinator_partition
+from service.tools.coordinator_steps import coordinator_partition
+from service.tools.gen_offsets import OffsetsWorkload
 
 START_MS = 1_700_000_000_000
 PARTITIONS = 3
