@@ -7,25 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
-from service.clock import SystemClock
 from service.errors import InvalidInputError
 from service.storage.coordinator_records import decode_offsets_record
-from service.storage.log_config import LogConfig
-from service.storage.log_dir import load_log_dir
-from service.storage.records import Record
 from service.tools.coordinator_steps import coordinator_partition
 from service.tools.gen_offsets import OffsetsWorkload
+from tests.service.tools.coordinator_helpers import latest_per_key, records_per_partition, run
 
 START_MS = 1_700_000_000_000
 PARTITIONS = 3
 GROUPS = 8
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def generate(capsys: pytest.CaptureFixture[str], log_dir: Path, *extra: str) -> list[dict[str, int]]:
@@ -60,23 +50,6 @@ def generate(capsys: pytest.CaptureFixture[str], log_dir: Path, *extra: str) -> 
     assert code == 0, err
     topics: list[dict[str, int]] = json.loads(out)["topics"]
     return topics
-
-
-def records_per_partition(log_dir: Path) -> dict[int, list[Record]]:
-    loaded = load_log_dir(log_dir, lambda _t: LogConfig(), clock=SystemClock())
-    try:
-        return {tp.partition: log.read(0, max_records=100_000) for tp, log in loaded.logs.items()}
-    finally:
-        for log in loaded.logs.values():
-            log.close()
-
-
-def latest_per_key(records: list[Record]) -> dict[bytes, bytes]:
-    """What a consumer of the compacted topic ends with: the newest value per key, tombstones deleting."""
-    latest: dict[bytes, bytes | None] = {}
-    for record in records:
-        latest[record.key or b""] = record.value
-    return {key: value for key, value in latest.items() if value is not None}
 
 
 def test_coordinator_partition_is_kafkas() -> None:

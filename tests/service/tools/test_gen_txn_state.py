@@ -8,15 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
-from service.clock import SystemClock
 from service.errors import InvalidInputError
 from service.storage.coordinator_records import decode_transaction_log_record
-from service.storage.log_config import LogConfig
-from service.storage.log_dir import load_log_dir
-from service.storage.records import Record
 from service.tools.coordinator_steps import coordinator_partition
 from service.tools.gen_txn_state import TransactionStateWorkload, TxnStatus
+from tests.service.tools.coordinator_helpers import latest_per_key, records_per_partition, run
 
 START_MS = 1_700_000_000_000
 PARTITIONS = 3
@@ -25,12 +21,6 @@ TRANSACTIONS = 4
 ABORTED = 0.3
 COMMIT = [TxnStatus.ONGOING, TxnStatus.PREPARE_COMMIT, TxnStatus.COMPLETE_COMMIT]
 ABORT = [TxnStatus.ONGOING, TxnStatus.PREPARE_ABORT, TxnStatus.COMPLETE_ABORT]
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def generate(capsys: pytest.CaptureFixture[str], log_dir: Path) -> list[dict[str, int]]:
@@ -62,22 +52,6 @@ def generate(capsys: pytest.CaptureFixture[str], log_dir: Path) -> list[dict[str
     assert code == 0, err
     topics: list[dict[str, int]] = json.loads(out)["topics"]
     return topics
-
-
-def records_per_partition(log_dir: Path) -> dict[int, list[Record]]:
-    loaded = load_log_dir(log_dir, lambda _t: LogConfig(), clock=SystemClock())
-    try:
-        return {tp.partition: log.read(0, max_records=100_000) for tp, log in loaded.logs.items()}
-    finally:
-        for log in loaded.logs.values():
-            log.close()
-
-
-def latest_per_key(records: list[Record]) -> dict[bytes, bytes]:
-    latest: dict[bytes, bytes | None] = {}
-    for record in records:
-        latest[record.key or b""] = record.value
-    return {key: value for key, value in latest.items() if value is not None}
 
 
 def test_statuses_are_kafkas_transaction_state_ids() -> None:
