@@ -11,45 +11,27 @@ from service.errors import InvalidInputError
 from service.storage.coordinator_records import decode_offsets_record
 from service.tools.coordinator_steps import coordinator_partition
 from service.tools.gen_offsets import OffsetsWorkload
-from tests.service.tools.coordinator_helpers import latest_per_key, records_per_partition, run
+from tests.service.tools.coordinator_helpers import (
+    SPREAD_MS,
+    START_MS,
+    latest_per_key,
+    records_per_partition,
+    run,
+)
+from tests.service.tools.coordinator_helpers import generate as generate_workload
 
-START_MS = 1_700_000_000_000
 PARTITIONS = 3
 GROUPS = 8
 
 
 def generate(capsys: pytest.CaptureFixture[str], log_dir: Path, *extra: str) -> list[dict[str, int]]:
-    code, out, err = run(
+    return generate_workload(
         capsys,
-        "gen",
-        "--log-dir",
-        str(log_dir),
-        "--workload",
+        log_dir,
         "consumer-offsets",
-        "--partitions",
-        str(PARTITIONS),
-        "--groups",
-        str(GROUPS),
-        "--group-topics",
-        "2",
-        "--group-partitions",
-        "3",
-        "--commits",
-        "4",
-        "--expired-groups",
-        "0.25",
-        "--segment-bytes",
-        "1500",
-        "--timestamp-start",
-        str(START_MS),
-        "--timestamp-spread",
-        "60000",
-        "--json",
-        *extra,
+        *("--partitions", str(PARTITIONS), "--groups", str(GROUPS), "--group-topics", "2"),
+        *("--group-partitions", "3", "--commits", "4", "--expired-groups", "0.25", *extra),
     )
-    assert code == 0, err
-    topics: list[dict[str, int]] = json.loads(out)["topics"]
-    return topics
 
 
 def test_coordinator_partition_is_kafkas() -> None:
@@ -79,7 +61,7 @@ def test_every_record_decodes_and_lands_in_its_groups_partition(
     for partition, records in per_partition.items():
         timestamps = [record.timestamp for record in records]
         assert timestamps == sorted(timestamps)  # the groups interleave, as a coordinator writes them
-        assert (timestamps[0], timestamps[-1]) == (START_MS, START_MS + 60000)
+        assert (timestamps[0], timestamps[-1]) == (START_MS, START_MS + SPREAD_MS)
         for record in records:
             decoded = decode_offsets_record(record.key, record.value)
             key = decoded["key"]

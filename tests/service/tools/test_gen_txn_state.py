@@ -12,9 +12,9 @@ from service.errors import InvalidInputError
 from service.storage.coordinator_records import decode_transaction_log_record
 from service.tools.coordinator_steps import coordinator_partition
 from service.tools.gen_txn_state import TransactionStateWorkload, TxnStatus
+from tests.service.tools.coordinator_helpers import generate as generate_workload
 from tests.service.tools.coordinator_helpers import latest_per_key, records_per_partition, run
 
-START_MS = 1_700_000_000_000
 PARTITIONS = 3
 IDS = 12
 TRANSACTIONS = 4
@@ -24,34 +24,20 @@ ABORT = [TxnStatus.ONGOING, TxnStatus.PREPARE_ABORT, TxnStatus.COMPLETE_ABORT]
 
 
 def generate(capsys: pytest.CaptureFixture[str], log_dir: Path) -> list[dict[str, int]]:
-    code, out, err = run(
+    return generate_workload(
         capsys,
-        "gen",
-        "--log-dir",
-        str(log_dir),
-        "--workload",
+        log_dir,
         "transaction-state",
-        "--partitions",
-        str(PARTITIONS),
-        "--transactional-ids",
-        str(IDS),
-        "--transactions",
-        str(TRANSACTIONS),
-        "--aborted-transactions",
-        str(ABORTED),
-        "--expired-ids",
-        "0.25",
-        "--segment-bytes",
-        "1500",
-        "--timestamp-start",
-        str(START_MS),
-        "--timestamp-spread",
-        "60000",
-        "--json",
+        *(
+            "--partitions",
+            str(PARTITIONS),
+            "--transactional-ids",
+            str(IDS),
+            "--transactions",
+            str(TRANSACTIONS),
+        ),
+        *("--aborted-transactions", str(ABORTED), "--expired-ids", "0.25"),
     )
-    assert code == 0, err
-    topics: list[dict[str, int]] = json.loads(out)["topics"]
-    return topics
 
 
 def test_statuses_are_kafkas_transaction_state_ids() -> None:
