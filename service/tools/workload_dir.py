@@ -9,6 +9,7 @@ closed cleanly. A failed run closes the logs without the marker, so the next loa
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,13 +66,14 @@ def write_workload(
     log_dir.mkdir(parents=True, exist_ok=True)
     topics = {tp.topic for tp in targets}
     with LogDirLock(log_dir):
-        _create_partition_dirs(log_dir, list(targets))
+        created = _create_partition_dirs(log_dir, list(targets))
         loaded = load_log_dir(log_dir, lambda topic: config if topic in topics else LogConfig(), clock=clock)
         try:
             now_ms = clock.now_ms()
             results = [fill(loaded.logs[tp], now_ms) for tp in targets]
         except BaseException:
             _close_unclean(loaded)
+            _remove_created(created)
             raise
         close_log_dir(loaded)
         if overrides:
@@ -81,18 +83,31 @@ def write_workload(
     return results
 
 
-def _create_partition_dirs(log_dir: Path, targets: list[TopicPartition]) -> None:
-    """Missing partition dirs, each with the ``partition.metadata`` of its topic (one id per topic)."""
+def _create_partition_dirs(log_dir: Path, targets: list[TopicPartition]) -> list[Path]:
+    """Missing partition dirs, each with the ``partition.metadata`` of its topic (one id per topic); the
+    dirs created."""
     topic_ids: dict[str, str | None] = {}
     for tp in targets:
         directory = log_dir / partition_dir_name(tp.topic, tp.partition)
         if directory.is_dir():
             topic_ids[tp.topic] = topic_ids.get(tp.topic) or load_topic_id(directory)
+    created = []
     for tp in targets:
         directory = log_dir / partition_dir_name(tp.topic, tp.partition)
         if not directory.is_dir():
             directory.mkdir()
+            created.append(directory)
             topic_ids[tp.topic] = create_partition_metadata(directory, topic_ids.get(tp.topic))
+    return created
+
+
+def _remove_created(created: list[Path]) -> None:
+    """After a failed run (bad options found on the first batch, an interrupt): the partitions this run
+    created go, so a mistyped ``gen`` leaves no new topic in a broker's dir. Everything in them is this
+    run's (the dir lock is held); partitions that existed before keep what was appended, recovered on the
+    next load."""
+    for directory in created:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _close_unclean(loaded: LoadedLogDir) -> None:

@@ -337,16 +337,24 @@ def test_a_locked_log_dir_is_refused(tmp_path: Path) -> None:
         generate(GenOptions(tmp_path, records=1))
 
 
-def test_a_batch_too_large_is_refused_and_the_dir_stays_loadable(
+def test_a_batch_too_large_is_refused_and_leaves_no_new_partition(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    code, _, err = run(capsys, "--log-dir", str(tmp_path), "--records", "50", "--segment-bytes", "30000")
+    assert code == 0, err
+    before = {p.name: p.read_bytes() for p in (tmp_path / "gen-0-0").iterdir()}
     code, _, err = run(
-        capsys, "--log-dir", str(tmp_path), "--records", "50", "--batch-size", "20", "--segment-bytes", "300"
+        capsys,
+        *("--log-dir", str(tmp_path), "--topics", "2", "--records", "50", "--batch-size", "20"),
+        *("--segment-bytes", "300"),
     )
     assert code == 2 and "--batch-size" in err
+    assert not (tmp_path / "gen-1-0").exists()  # created by the failed run: gone
+    assert {p.name: p.read_bytes() for p in (tmp_path / "gen-0-0").iterdir()} == before
     loaded = load_log_dir(tmp_path, lambda topic: LogConfig(), clock=ManualClock(NOW_MS))
     try:
-        assert loaded.logs[TopicPartition("gen-0", 0)].log_end_offset == 0
+        assert set(loaded.logs) == {TopicPartition("gen-0", 0)}
+        assert loaded.logs[TopicPartition("gen-0", 0)].log_end_offset == 50
     finally:
         close_log_dir(loaded)
 
