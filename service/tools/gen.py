@@ -345,6 +345,3 @@ def encode_records_area(
 def _sized(data: bytes, cache: tuple[bytes, ...], limit: int) -> bytes:
     size = len(data)
     return (cache[size] if size < limit else encode_varint(size)) + data
-
-
-# -- CLI -----------------------------------------------------------------------------------------------
