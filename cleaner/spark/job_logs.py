@@ -18,7 +18,7 @@ from cleaner.cleaned_writer import delete_cleaned_files
 from cleaner.spark.job_ticket import JobTicket
 from cleaner.spark.rewrite import GroupResult, RewriteItem, RoundTask
 from cleaner.spark.round_plan import GroupPlan, RoundPlan
-from cleaner.spark.task_reports import JobReports
+from cleaner.spark.task_reports import JobReports, private_leftovers
 from service.storage.log import PartitionLog
 
 __all__ = ["JobLogs", "LogOutcome", "delete_cleaned", "rows_by_slot"]
@@ -101,10 +101,15 @@ class JobLogs:
                 delete_cleaned(log.directory, plan.groups)
 
     def delete_scratch_files(self, log: int | None = None) -> None:
-        """The key class, claim and report files of ``log``, or of every log not settled yet."""
+        """The key class, claim and report files of ``log``, or of every log not settled yet, and what killed
+        tasks left half written (``private_leftovers``). Called only while no task holds their tickets."""
         for owner, path in self.scratch:
             if owner == log or (log is None and owner not in self.settled):
                 Path(path).unlink(missing_ok=True)
+        for i, (partition_log, plan) in enumerate(zip(self.logs, self.plans, strict=True)):
+            if i == log or (log is None and i not in self.settled):
+                for leftover in private_leftovers(partition_log.directory, plan.end_offset):
+                    leftover.unlink(missing_ok=True)
 
 
 def rows_by_slot(rows: Sequence[Mapping[str, object]], what: str) -> dict[int, GroupResult]:

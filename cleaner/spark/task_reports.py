@@ -19,8 +19,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
-__all__ = ["JobReports", "Rows", "private_name", "report_path", "write_report"]
+__all__ = ["JobReports", "Rows", "private_leftovers", "private_name", "report_path", "write_report"]
 
 Rows = list[Mapping[str, object]]
 
@@ -37,6 +38,12 @@ def private_name(path: str) -> str:
     given ``path``'s name at once."""
     base, _, suffix = path.rpartition(".")
     return f"{base}-{os.getpid()}-{threading.get_ident()}.{suffix}"
+
+
+def private_leftovers(directory: Path, end_offset: int) -> list[Path]:
+    """The ``private_name`` files a task of the round ending at ``end_offset`` left half written when it was
+    killed (its report, its item claim): for the driver to remove once no task holds the round's ticket."""
+    return list(directory.glob(f"{end_offset:020d}.*-[0-9]*-[0-9]*.cleaned"))
 
 
 def write_report(path: str, rows: Sequence[Mapping[str, object]]) -> None:

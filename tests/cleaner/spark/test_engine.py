@@ -16,9 +16,11 @@ from cleaner.engine import CompactionEngine, InProcessEngine
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark.engine import SparkEngine
+from cleaner.spark.item_claims import taken_path
 from cleaner.spark.rewrite import GroupResult
 from cleaner.spark.round_plan import plan_round
 from cleaner.spark.session import SparkSessionHolder
+from cleaner.spark.task_reports import private_name, report_path
 from service.clock import ManualClock
 from service.errors import CorruptDataError
 from service.storage.log import PartitionLog
@@ -139,6 +141,25 @@ def test_a_corrupt_batch_fails_the_round_and_changes_nothing(
     with pytest.raises((PySparkException, CorruptDataError), match="CRC mismatch"):  # task, or driver
         clean_round(engine, spark.log)
     assert files(spark.log.directory) == before  # no .cleaned segment, map file or ticket left
+
+
+def test_a_killed_tasks_half_written_files_are_removed_after_the_job(
+    tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    """A task killed between writing a private file and renaming it (its report, its claim) leaves it
+    behind; the driver removes it once no task holds the round's ticket, not only at the next start."""
+    oracle, spark = twins(tmp_path)
+    directory, end = str(spark.log.directory), spark.log.active_segment.base_offset
+    left = [
+        Path(private_name(report_path(directory, end, 0))),
+        Path(private_name(taken_path(directory, end))),
+    ]
+    for path in left:
+        path.write_text("[")
+    clean_round(SparkEngine(clock=spark.clock, session=spark_holder), spark.log)
+    assert not [path for path in left if path.exists()]
+    clean_round(InProcessEngine(oracle.clock), oracle.log)
+    assert files(spark.log.directory) == files(oracle.log.directory)
 
 
 def test_a_log_of_two_ranges_is_rewritten_by_two_tasks_that_take_its_groups(

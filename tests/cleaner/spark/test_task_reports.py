@@ -3,11 +3,20 @@ there; a wake ends a wait at once."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
 
-from cleaner.spark.task_reports import JobReports, Rows, report_path, write_report
+from cleaner.spark.item_claims import taken_path
+from cleaner.spark.task_reports import (
+    JobReports,
+    Rows,
+    private_leftovers,
+    private_name,
+    report_path,
+    write_report,
+)
 
 
 def test_each_report_is_heard_once_with_its_log(tmp_path: Path) -> None:
@@ -45,3 +54,18 @@ def test_a_wake_ends_a_wait_at_once(tmp_path: Path) -> None:
     threading.Timer(0.05, reports.wake).start()
     assert reports.wait(30.0, print) is True
     assert time.monotonic() - started < 5.0
+
+
+def test_a_killed_tasks_half_written_files_are_found_by_their_round(tmp_path: Path) -> None:
+    """What a task killed between writing its private file and renaming it leaves, for the driver."""
+    directory = str(tmp_path)
+    left = [private_name(report_path(directory, 100, 1)), private_name(taken_path(directory, 100))]
+    others = [
+        report_path(directory, 100, 1),  # a whole report: the scratch list's
+        os.path.join(directory, f"{100:020d}.keymap-0.cleaned"),
+        private_name(report_path(directory, 101, 0)),  # another round's
+        os.path.join(directory, f"{100:020d}.log.cleaned"),
+    ]
+    for path in (*left, *others):
+        Path(path).write_text("x")
+    assert sorted(map(str, private_leftovers(tmp_path, 100))) == sorted(left)
