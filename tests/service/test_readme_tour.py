@@ -12,19 +12,16 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from tests.service.test_serve import READY, Serve
 
 REPO = Path(__file__).resolve().parents[2]
 README_LOG_DIR = "/tmp/logs"
-STARTED = "logcleaner started"
 
 
 def sh_block(heading: str, first: str = "") -> str:
@@ -55,33 +52,6 @@ def logcleaner_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
-
-
-@contextmanager
-def started_serve(command: str, env: dict[str, str]) -> Iterator[str]:
-    """``serve`` once it has started (its log so far); a SIGTERM after, which must end it with exit 0."""
-    proc = subprocess.Popen(
-        ["bash", "-c", f"exec {command}"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    deadline, log = time.monotonic() + 60, ""
-    try:
-        for line in proc.stderr:
-            log += line
-            if STARTED in line or time.monotonic() > deadline:
-                break
-        assert STARTED in log, f"serve did not start:\n{log}"
-        yield log
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stderr.close()
 
 
 def curl_request(words: list[str], api: str) -> urllib.request.Request:
@@ -115,8 +85,11 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     for command in commands:
         line = command.replace(README_LOG_DIR, log_dir)
         if " serve " in f"{line} ":
-            with started_serve(f"{line} --override api.port=0", env):
-                continue
+            shell = ["env", f"PATH={env['PATH']}", "bash", "-c", f"exec {line} --override api.port=0"]
+            serve = Serve(tmp_path, command=shell)
+            serve.wait_for(READY)
+            assert serve.stop() == 0, serve.log
+            continue
         done = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"{command}\nexit {done.returncode}: {done.stderr[-2000:]}"
         assert done.stdout.strip(), f"{command}: printed nothing"
@@ -127,10 +100,11 @@ def test_the_readme_rest_examples_answer(tmp_path: Path) -> None:
     assert block.startswith("API=http://127.0.0.1:8080\n")
     requests = shell_commands(block)[1:]
     assert len(requests) > 10
-    command = f"logcleaner serve --override log.dirs={tmp_path} --override api.port=0"
-    with started_serve(command, logcleaner_env()) as log:
-        found = re.search(r"REST API on (http://127\.0\.0\.1:\d+)", log)
-        assert found, log
+    serve = Serve(tmp_path)
+    try:
+        serve.wait_for(READY)
+        found = re.search(r"REST API on (http://127\.0\.0\.1:\d+)", serve.log)
+        assert found, serve.log
         for text in requests:
             words = shlex.split(text, comments=True)
             request = curl_request(words, found.group(1))
@@ -142,3 +116,5 @@ def test_the_readme_rest_examples_answer(tmp_path: Path) -> None:
             assert 200 <= status < 300, f"{text}: {status} {body[:500]!r}"
             if body:
                 json.loads(body)  # every answer is JSON
+    finally:
+        assert serve.stop() == 0, serve.log

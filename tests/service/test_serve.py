@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -27,11 +27,22 @@ REPO = Path(__file__).resolve().parents[2]
 class Serve:
     """``logcleaner -v serve`` as a real subprocess; a thread collects its stderr (the log) line by line."""
 
-    def __init__(self, log_dir: Path, *overrides: str) -> None:
-        args = [sys.executable, "-m", "service", "-v", "serve", "--override", f"log.dirs={log_dir}"]
-        args += ["--override", "api.port=0"]  # any free port: tests run in parallel with other servers
-        for override in overrides:
-            args += ["--override", override]
+    def __init__(self, log_dir: Path, *overrides: str, command: Sequence[str] = ()) -> None:
+        """``serve`` on ``log_dir`` with ``overrides``, or as ``command`` says (then ``log_dir`` and
+        ``overrides`` are the command's to give)."""
+        args = list(command) or [
+            sys.executable,
+            "-m",
+            "service",
+            "-v",
+            "serve",
+            "--override",
+            f"log.dirs={log_dir}",
+        ]
+        if not command:
+            args += ["--override", "api.port=0"]  # any free port: tests run in parallel with other servers
+            for override in overrides:
+                args += ["--override", override]
         self.proc = subprocess.Popen(
             args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
