@@ -65,17 +65,16 @@ def generate_coordinator_topic(
     coordinator partition, the owners of a partition in step; existing partitions are appended to."""
     config = LogConfig(cleanup_policy=frozenset({"compact"}), segment_bytes=workload.segment_bytes)
     overrides = {"cleanup.policy": "compact", "segment.bytes": str(workload.segment_bytes)}
+    owners: dict[int, list[tuple[int, str]]] = {}  # per partition: its owners, with their indexes
+    for index, owner in enumerate(workload.owners()):
+        owners.setdefault(coordinator_partition(owner, workload.partitions), []).append((index, owner))
 
     def fill(log: PartitionLog, now_ms: int) -> GenResult:
         partition = log.topic_partition.partition
         spread = workload.timestamp_spread_ms
         start_ms = now_ms - spread if workload.timestamp_start_ms is None else workload.timestamp_start_ms
         rng = random.Random(f"{workload.seed}/{partition}")
-        per_owner = [
-            workload.batches(index, owner, rng)
-            for index, owner in enumerate(workload.owners())
-            if coordinator_partition(owner, workload.partitions) == partition
-        ]
+        per_owner = [workload.batches(index, owner, rng) for index, owner in owners.get(partition, [])]
         records = _append_in_steps(log, per_owner, start_ms, spread)
         return GenResult(topic, partition, records, log.log_end_offset, len(log.segments), log.size_bytes)
 

@@ -107,7 +107,10 @@ def _remove_created(created: list[Path]) -> None:
     run's (the dir lock is held); partitions that existed before keep what was appended, recovered on the
     next load."""
     for directory in created:
-        shutil.rmtree(directory, ignore_errors=True)
+        try:
+            shutil.rmtree(directory)
+        except OSError:
+            logger.warning("Could not remove %s, created by the failed gen run", directory, exc_info=True)
 
 
 def _close_unclean(loaded: LoadedLogDir) -> None:
