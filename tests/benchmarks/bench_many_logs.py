@@ -7,7 +7,8 @@ Run on demand (not part of CI's pass/fail):
 Under a temporary folder it generates with ``logcleaner gen``'s library one compacted topic of ``--logs``
 partitions (``--records`` records each, 100-byte values, ``--records / 10`` keys, 5% tombstones, 16 MiB
 segments), rolled so every segment is cleanable. On fresh copies of those files (synced to disk first), in the
-same run:
+same run, each timed run started right after a copy of the input is removed (``copies.pages_to_free``: its
+new pages recycled, as ``cp``'s are):
 
 - ``cp -r`` of the log dir (the baseline);
 - the daemon's cleaner pool, in-process engine, after one unmeasured run, ``log.cleaner.threads=1`` then
@@ -56,7 +57,7 @@ from service.tasks import DeferredTasks
 from service.tools.gen import GenOptions, generate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root: see copies.py
-from tests.benchmarks.copies import fresh_copy
+from tests.benchmarks.copies import free_pages, fresh_copy, pages_to_free
 
 SEGMENT_BYTES = 16 << 20
 COMPACT = frozenset({"compact"})
@@ -131,10 +132,13 @@ def cpu_since(before: dict[str, float]) -> dict[str, float]:
     return {kind: spent - before.get(kind, 0.0) for kind, spent in cpu_seconds().items()}
 
 
-def daemon_until_clean(log_dir: Path, threads: int) -> tuple[float, list[tuple[float, float] | None], float]:
-    """The cleaner pool with ``threads`` in-process workers, from start until every log is clean: the
-    seconds, per worker ``thread_times_ms`` over that time (the rest of it the worker slept: the GIL, a
-    lock, a swap's fsyncs), and the process's CPU seconds (its put and swap threads too)."""
+def daemon_until_clean(
+    log_dir: Path, threads: int, freed: Path
+) -> tuple[float, list[tuple[float, float] | None], float]:
+    """The cleaner pool with ``threads`` in-process workers, from start (right after ``freed`` is removed:
+    ``copies.pages_to_free``) until every log is clean: the seconds, per worker ``thread_times_ms`` over
+    that time (the rest of it the worker slept: the GIL, a lock, a swap's fsyncs), and the process's CPU
+    seconds (its put and swap threads too)."""
     config = broker(log_dir, **{"log.cleaner.engine": "in-process", "log.cleaner.threads": str(threads)})
     manager, tasks = open_manager(config)
     targets = {tp: log.active_segment.base_offset for tp, log in manager.logs.items()}
@@ -147,6 +151,7 @@ def daemon_until_clean(log_dir: Path, threads: int) -> tuple[float, list[tuple[f
         on_round=lambda _engine, _seconds: round_ended.set(),
     )
     checkpoint = OffsetCheckpointFile(log_dir / "cleaner-offset-checkpoint")
+    free_pages(freed)
     started, cpu_before = time.perf_counter(), cpu_seconds()
     cleaner.start()
     try:
@@ -166,11 +171,14 @@ def daemon_until_clean(log_dir: Path, threads: int) -> tuple[float, list[tuple[f
 
 
 def offline_clean(
-    log_dir: Path, engine: CompactionEngine, config: BrokerConfig
+    log_dir: Path, engine: CompactionEngine, config: BrokerConfig, freed: Path | None = None
 ) -> tuple[float, int, dict[str, float]]:
-    """``logcleaner clean``'s loop over every log: (seconds, rounds, ``cpu_seconds`` spent meanwhile)."""
+    """``logcleaner clean``'s loop over every log, started right after ``freed`` is removed (if given:
+    ``copies.pages_to_free``): (seconds, rounds, ``cpu_seconds`` spent meanwhile)."""
     manager, tasks = open_manager(config)
     cleaner = build_log_cleaner(config, manager, engine, scheduler=tasks, threads=0)
+    if freed is not None:
+        free_pages(freed)
     started, cpu_before = time.perf_counter(), cpu_seconds()
     rounds = 0
     while outcomes := cleaner.clean_filthiest_logs():
@@ -212,7 +220,8 @@ def spark_runs(source: Path, work: Path, logs: int, pairs: int) -> None:
             engine = PerRoundEngine(EngineChoice.of(config), InProcessEngine(SystemClock()), lambda: spark)
             target = fresh_copy(source, work / "spark")
             jobs.clear()
-            seconds, rounds, cpu = offline_clean(target, engine, config)
+            freed = pages_to_free(source, work / "freed")
+            seconds, rounds, cpu = offline_clean(target, engine, config, freed)
             if turn:
                 seconds_by[per_job].append(seconds)
                 cpu_by[per_job].append(sum(cpu.values()))
@@ -265,11 +274,12 @@ def main() -> None:
         print(f"cp -r: best {min(copies):.3f} s of 3", flush=True)
         # the process's first run pays for memory it never touched (this project's VM: ~8 µs a page), which
         # later runs reuse: an unmeasured one first, then alternating pairs
-        daemon_until_clean(fresh_copy(source, work / "daemon"), 1)
+        daemon_until_clean(fresh_copy(source, work / "daemon"), 1, pages_to_free(source, work / "freed"))
         daemon_seconds: dict[int, list[float]] = {1: [], 2: []}
         busy: dict[int, list[float]] = {1: [], 2: []}  # cores the process kept busy
         for threads in (1, 2) * args.pairs:
-            seconds, times, cpu = daemon_until_clean(fresh_copy(source, work / "daemon"), threads)
+            target = fresh_copy(source, work / "daemon")
+            seconds, times, cpu = daemon_until_clean(target, threads, pages_to_free(source, work / "freed"))
             daemon_seconds[threads].append(seconds)
             busy[threads].append(cpu / seconds)
             split = ", ".join(

@@ -26,6 +26,10 @@ cleanable. On copies of those same files, in the same run, it measures:
 - the driver's peak RSS (Python driver process, sampled with psutil every 50 ms; the driver JVM reported
   apart) at ``--records`` and at ``--big-records`` (default 4× as many: about 4 GiB).
 
+Each timed cleaning round starts right after a copy of its input is removed (``copies.pages_to_free``): its
+new pages are recycled, as ``cp``'s are and as a loaded host's are (the RSS run at ``--big-records`` is
+timed without). On this project's VM a round on pages its host took back ran 0.3-0.6 s slower.
+
 ``--baseline-tree DIR`` (another checkout of the project, its C extensions built) also runs the Spark round
 with that tree's code, alternating with this tree's on fresh copies of the same files, ``--repeats`` times
 each: a before/after comparison from one run on a shared machine.
@@ -58,7 +62,7 @@ from service.storage.log_config import LogConfig
 from service.tools.gen import GenOptions, generate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root: see copies.py
-from tests.benchmarks.copies import cp_seconds, fresh_copy
+from tests.benchmarks.copies import cp_seconds, free_pages, fresh_copy, pages_to_free
 
 REPO = Path(__file__).resolve().parents[2]
 SEGMENT_BYTES = 128 << 20
@@ -96,11 +100,13 @@ def noop(*_args: object) -> None:
     return None
 
 
-def run_oracle(directory: Path) -> float:
-    """One in-process round; the replaced segments are deleted after the clock stops, as the daemon deletes
-    them ``file.delete.delay.ms`` later on the scheduler's thread, not in the round."""
+def run_oracle(directory: Path, freed: Path) -> float:
+    """One in-process round, started right after ``freed`` is removed (``copies.pages_to_free``); the
+    replaced segments are deleted after the clock stops, as the daemon deletes them
+    ``file.delete.delay.ms`` later on the scheduler's thread, not in the round."""
     log = load_partition_log(directory, config(), clock=SystemClock()).log
     deletes: list[Callable[[], None]] = []
+    free_pages(freed)
     started = time.perf_counter()
     InProcessEngine(SystemClock()).clean(
         log,
@@ -153,7 +159,7 @@ def start_python_workers(context: Any) -> None:
     context.parallelize(range(tasks), tasks).foreach(lambda _item: time.sleep(0.3))
 
 
-def spark_round(master: str, directory: Path, warm_dir: Path) -> dict[str, Any]:
+def spark_round(master: str, directory: Path, warm_dir: Path, freed: Path | None) -> dict[str, Any]:
     from cleaner.spark.engine import SparkEngine
     from cleaner.spark.session import SparkSessionHolder
 
@@ -167,6 +173,8 @@ def spark_round(master: str, directory: Path, warm_dir: Path) -> dict[str, Any]:
             jobs.clear()
             log = load_partition_log(target, config(), clock=SystemClock()).log
             deletes.clear()
+            if timed and freed is not None:
+                free_pages(freed)  # after the session's start and the warm-up, which take pages too
             with PeakRss() as rss:
                 started = time.perf_counter()
                 result = engine.clean(
@@ -198,12 +206,20 @@ def spark_round(master: str, directory: Path, warm_dir: Path) -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
-def spark_round_process(master: str, directory: Path, warm_source: Path, tree: Path = REPO) -> dict[str, Any]:
-    """A fresh process: warm-up round on a copy of ``warm_source``, then the timed round on ``directory``;
-    ``tree``: whose code runs it."""
+def spark_round_process(
+    master: str, directory: Path, warm_source: Path, freed: Path | None, tree: Path = REPO
+) -> dict[str, Any]:
+    """A fresh process: warm-up round on a copy of ``warm_source``, then the timed round on ``directory``,
+    started right after ``freed`` is removed (``copies.pages_to_free``; None: no such copy); ``tree``: whose
+    code runs it (a tree whose script has no ``--free-pages`` is given none, and has ``freed`` removed
+    before it starts)."""
     warm_dir = fresh_copy(warm_source, directory.parent.parent / f"warm-{directory.parent.name}" / "gen-0-0")
     script = tree / "tests" / "benchmarks" / Path(__file__).name
     command = [sys.executable, str(script), "--spark-round", master, str(directory), str(warm_dir)]
+    if freed is not None and "--free-pages" in script.read_text():
+        command += ["--free-pages", str(freed)]
+    elif freed is not None:
+        free_pages(freed)
     done = subprocess.run(
         command,
         cwd=tree,
@@ -234,10 +250,12 @@ def main() -> None:
     parser.add_argument("--baseline-tree", type=Path, help="also time the Spark round with this checkout")
     parser.add_argument("--repeats", type=int, default=1, help="Spark rounds per tree, alternating [1]")
     parser.add_argument("--spark-round", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--free-pages", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.spark_round:
         master, directory, warm = args.spark_round
-        sys.stdout.write(json.dumps(spark_round(master, Path(directory), Path(warm))) + "\n")
+        result = spark_round(master, Path(directory), Path(warm), args.free_pages)
+        sys.stdout.write(json.dumps(result) + "\n")
         return
     if args.work_dir is not None:
         args.work_dir.mkdir(parents=True, exist_ok=True)
@@ -259,6 +277,7 @@ def run(root: Path, args: argparse.Namespace) -> None:
     if not args.skip_spark:
         warm = generate_partition(warm, 200_000, 20_000, args.tombstones)
     size = dir_bytes(source)
+    freed = root / "freed" / "gen-0-0"  # each timed run's pages_to_free copy
     print(f"partition: {size / MiB:,.0f} MiB of .log in {len(list(source.glob('*.log')))} segments")
 
     cp_seconds(source, root / "cp")  # the page cache holds the source from here on
@@ -278,7 +297,7 @@ def run(root: Path, args: argparse.Namespace) -> None:
         for i in range(args.repeats):
             for name, tree in trees if i % 2 == 0 else trees[::-1]:
                 target = fresh_copy(source, root / "spark" / "gen-0-0")
-                result = spark_round_process("local[*]", target, warm, tree)
+                result = spark_round_process("local[*]", target, warm, pages_to_free(source, freed), tree)
                 runs[name].append(result)
                 jobs = ", ".join(f"{s:.1f}" for s in result.get("jobs_s", []))
                 report(
@@ -297,10 +316,11 @@ def run(root: Path, args: argparse.Namespace) -> None:
 
     if args.oracle_records:
         small = generate_partition(root / "oracle-source", args.oracle_records, keys, args.tombstones)
-        oracle_s = run_oracle(small) * size / dir_bytes(small)
+        oracle_s = run_oracle(small, pages_to_free(small, freed)) * size / dir_bytes(small)
         print(f"oracle on {args.oracle_records:,} records, extrapolated linearly to the full partition")
     else:
-        oracle_s = run_oracle(fresh_copy(source, root / "oracle" / "gen-0-0"))
+        target = fresh_copy(source, root / "oracle" / "gen-0-0")
+        oracle_s = run_oracle(target, pages_to_free(source, freed))
     shutil.rmtree(root / "oracle", ignore_errors=True)
     report("in-process (C core unless LOGCLEANER_PURE_PYTHON=1)", oracle_s, size)
     print(f"  vs cp: {cp_s / oracle_s:.3f} of cp's throughput (target >= 0.33)")
@@ -312,12 +332,12 @@ def run(root: Path, args: argparse.Namespace) -> None:
     )
 
     if not args.skip_cluster:
-        one = spark_round_process("local[1]", fresh_copy(source, root / "one" / "gen-0-0"), warm)
+        target = fresh_copy(source, root / "one" / "gen-0-0")
+        one = spark_round_process("local[1]", target, warm, pages_to_free(source, freed))
         shutil.rmtree(root / "one", ignore_errors=True)
         report("spark local[1]", one["seconds"], size)
-        cluster = spark_round_process(
-            "local-cluster[2,1,1024]", fresh_copy(source, root / "cluster" / "gen-0-0"), warm
-        )
+        target = fresh_copy(source, root / "cluster" / "gen-0-0")
+        cluster = spark_round_process("local-cluster[2,1,1024]", target, warm, pages_to_free(source, freed))
         shutil.rmtree(root / "cluster", ignore_errors=True)
         report("spark local-cluster[2,1,1024]", cluster["seconds"], size)
         print(f"  local-cluster vs local[1]: {one['seconds'] / cluster['seconds']:.2f}x (target >= 1.6x)")
@@ -328,7 +348,7 @@ def run(root: Path, args: argparse.Namespace) -> None:
         shutil.rmtree(root / "source", ignore_errors=True)
         big = generate_partition(root / "big", big_records, big_records // 10, args.tombstones)
         big_size = dir_bytes(big)
-        result = spark_round_process("local[*]", big, warm)
+        result = spark_round_process("local[*]", big, warm, None)  # a run for its RSS
         report(f"spark local[*], {big_size / (1 << 30):.1f} GiB", result["seconds"], big_size)
         print(
             f"  driver peak RSS {result['driver_rss'] / MiB:,.0f} MiB (target < 1024), "
