@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from service.storage.compression import CompressionType, compression_from_name
 from service.storage.log_config import LogConfig
@@ -222,6 +223,7 @@ def gen_command(
     """
     if workload != "records":
         _check_coordinator_options(workload, topic_count, topic_names, idempotent, transaction_batches)
+    _refuse_other_workloads_options(workload)
     if workload == "transaction-state":
         txn_state = TransactionStateWorkload(
             log_dir=log_dir,
@@ -301,6 +303,61 @@ def _check_coordinator_options(
             f"--workload {workload} writes as a coordinator does, with no producer id",
             param_hint="--transaction-batches" if transaction_batches else "--idempotent",
         )
+
+
+# The options each workload reads, beyond those every workload reads (``_SHARED_OPTIONS``).
+_SHARED_OPTIONS = frozenset(
+    [
+        "log_dir",
+        "partitions",
+        "timestamp_start",
+        "timestamp_spread",
+        "segment_bytes",
+        "seed",
+        "workload",
+        "as_json",
+    ]
+)
+_WORKLOAD_OPTIONS = {
+    "records": frozenset(
+        [
+            "topic_count",
+            "topic_names",
+            "records",
+            "batch_size",
+            "keys",
+            "value_size",
+            "tombstones",
+            "future_share",
+            "future_ms",
+            "compression",
+            "cleanup_policy",
+            "idempotent",
+            "transaction_batches",
+            "aborted_share",
+        ]
+    ),
+    "consumer-offsets": frozenset(
+        ["groups", "group_topics", "group_partitions", "commits", "expired_groups"]
+    ),
+    "transaction-state": frozenset(["transactional_ids", "transactions", "expired_ids", "aborted_share"]),
+}
+
+
+def _refuse_other_workloads_options(workload: str) -> None:
+    """An option given that the workload does not read is refused: ignored, it would leave the user
+    believing the generated log has a shape it does not have."""
+    ctx = click.get_current_context()
+    for param in ctx.command.params:
+        name = param.name or ""
+        if name in _SHARED_OPTIONS or name in _WORKLOAD_OPTIONS[workload]:
+            continue
+        if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            readers = " or ".join(w for w, names in _WORKLOAD_OPTIONS.items() if name in names)
+            raise click.BadParameter(
+                f"--workload {workload} does not read it: it is for --workload {readers}",
+                param_hint=f"'{param.opts[0]}'",
+            )
 
 
 def _print_results(results: list[GenResult], *, as_json: bool) -> None:

@@ -395,6 +395,36 @@ def test_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
     assert not (tmp_path / "d").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "readers"),
+    [
+        (["--workload", "records", "--groups", "3"], "consumer-offsets"),
+        (["--workload", "transaction-state", "--commits", "2"], "consumer-offsets"),
+        (["--workload", "consumer-offsets", "--expired-ids", "0.5"], "transaction-state"),
+        (["--workload", "consumer-offsets", "--aborted-transactions", "0.5"], "records or transaction-state"),
+        (["--workload", "transaction-state", "--records", "5"], "records"),
+        (["--workload", "consumer-offsets", "--compression", "none"], "records"),  # its default, still given
+    ],
+)
+def test_an_option_the_workload_does_not_read_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], readers: str
+) -> None:
+    code, out, err = run(capsys, "--log-dir", str(tmp_path / "d"), *args)
+    assert (code, out) == (2, "")
+    message = f"'{args[2]}': --workload {args[1]} does not read it: it is for --workload {readers}"
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "d").exists()
+
+
+def test_the_options_every_workload_reads_are_taken(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shared = ["--partitions", "2", "--timestamp-start", "0", "--timestamp-spread", "10", "--seed", "3"]
+    for workload in ("records", "consumer-offsets", "transaction-state"):
+        code, _out, err = run(capsys, "--log-dir", str(tmp_path / workload), "--workload", workload, *shared)
+        assert (code, err) == (0, "")
+
+
 def test_log_dir_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "--records", "1")
     assert code == 2 and "--log-dir" in err
