@@ -28,7 +28,7 @@ cleanable. On copies of those same files, in the same run, it measures:
 
 Each timed cleaning round starts right after a copy of its input is removed (``copies.pages_to_free``): its
 new pages are recycled, as ``cp``'s are and as a loaded host's are (the RSS run at ``--big-records`` is
-timed without). On this project's VM a round on pages its host took back ran 0.3-0.6 s slower.
+timed without). On this project's VM a round on pages its host took back ran 0.15-0.6 s slower.
 
 ``--baseline-tree DIR`` (another checkout of the project, its C extensions built) also runs the Spark round
 with that tree's code, alternating with this tree's on fresh copies of the same files, ``--repeats`` times
