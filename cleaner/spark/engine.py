@@ -9,10 +9,11 @@ A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
    get one each). A log of one range needs one Spark job: its task maps its dirty segments itself in C,
    in offset order, then ``clean_group`` rewrites its groups with that map, as the in-process round does.
    A log of several ranges is mapped by key hash, in the same job: it has one task per range and a key
-   class per two ranges (``key_classes``: a class's map puts on a thread of its own, two cores); each
-   task makes sure every class's map file exists (the first task to reach a
-   class maps it in C over the whole dirty section and writes its blob and superseded bitmap to a scratch
-   file in the log's dir, under that file's lock; ``partial_maps``), ORs every class's bitmap and keeps
+   class per two ranges, at most four (``key_classes``: a class's map puts on a thread of its own, two
+   cores; each class reads the whole dirty section); each task makes sure every class's map file exists
+   (the first task to reach a class maps it in C over the whole dirty section and writes its blob and
+   superseded bitmap to a scratch file in the log's dir, under that file's lock; ``partial_maps``), ORs
+   every class's bitmap and keeps
    their blobs for the lookups the bits cannot answer, then takes the log's groups one at a time, the
    costliest free one first by what each keeps (``group_claims``), and cleans them (only paths go
    through Spark; no exchange, no aggregation by key, no Python object per record), writing

@@ -27,7 +27,7 @@ from cleaner.spark.segment_splits import SegmentSplit, plan_splits
 from cleaner.spark.task_reports import report_path
 from service.storage.log import PartitionLog
 
-__all__ = ["DEFAULT_MIN_RANGE_BYTES", "key_classes", "plan_tasks", "ranges_per_log"]
+__all__ = ["DEFAULT_MIN_RANGE_BYTES", "MAX_KEY_CLASSES", "key_classes", "plan_tasks", "ranges_per_log"]
 
 # A log's splits all go to one map (its own range's, or each key class's), so segments are not cut: no
 # segment's index is read but the one holding the first dirty offset.
@@ -37,6 +37,11 @@ DEFAULT_MIN_RANGE_BYTES = 64 << 20
 # A log is cut into ranges only if none holds more than this share of its bytes: mapping each key class
 # over the whole log and the map files cost more than a range that is only a little shorter saves.
 _MAX_RANGE_SHARE = 0.75
+# Each key class's map scans the log's whole dirty section and keeps 1/K of its keys. Past four classes a
+# class's map is no faster (the scan is half of it: docs/benchmarks.md, "Spark map by key hash"), while
+# each more class reads the whole dirty section once more: a log cut into 64 ranges on a cluster would
+# otherwise be read 32 times over. The tasks past the classes find them mapped (``partial_maps``).
+MAX_KEY_CLASSES = 4
 
 
 def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
@@ -122,8 +127,10 @@ def ranges_per_log(sizes: Sequence[int], cores: int, min_range_bytes: int) -> li
 
 def key_classes(ranges: int) -> int:
     """How many key classes a log of ``ranges`` rewrite ranges is mapped in: one per two ranges, as a class's
-    map takes two cores when its puts run on a thread of their own (``native.puts_on_own_thread``)."""
-    return max(1, (ranges + 1) // 2) if puts_pipelined() else ranges
+    map takes two cores when its puts run on a thread of their own (``native.puts_on_own_thread``); at
+    most ``MAX_KEY_CLASSES``, however many ranges a cluster's cores make."""
+    per_class = 2 if puts_pipelined() else 1
+    return min(max(1, (ranges + per_class - 1) // per_class), MAX_KEY_CLASSES)
 
 
 def _dirty_splits(log: PartitionLog, plan: RoundPlan) -> list[SegmentSplit]:

@@ -15,6 +15,7 @@ from cleaner.cleaner import CleaningResult, ScheduleDelete
 from cleaner.engine import CompactionEngine, InProcessEngine
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
+from cleaner.spark import job_plan, partial_maps
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.item_claims import taken_path
 from cleaner.spark.rewrite import GroupResult
@@ -183,6 +184,37 @@ def test_a_log_of_two_ranges_is_rewritten_by_two_tasks_that_take_its_groups(
     clean_round(engine, spark.log)
     partitions = seen[0]
     assert len(partitions) > 5 and set(partitions) <= {0, 1}
+    clean_round(InProcessEngine(oracle.clock), oracle.log)
+    assert files(spark.log.directory) == files(oracle.log.directory)
+
+
+def test_a_log_of_more_ranges_than_twice_the_key_classes_matches_the_oracle(
+    tmp_path: Path, spark_holder: SparkSessionHolder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster's many ranges make at most ``MAX_KEY_CLASSES`` classes (here capped at 2 for 6 ranges): the
+    tasks past the classes map none, find every class file complete, and the round is the oracle's."""
+    monkeypatch.setattr(job_plan, "ranges_per_log", lambda sizes, _cores, _min: [6] * len(sizes))
+    monkeypatch.setattr(job_plan, "_MAX_RANGE_SHARE", 1.0)
+    monkeypatch.setattr(job_plan, "MAX_KEY_CLASSES", 2)
+    made: list[int] = []  # the classes of each log mapped by key hash
+
+    def class_tasks(*args: Any) -> Any:
+        tasks = partial_maps.class_tasks(*args)
+        made.append(len(tasks))
+        return tasks
+
+    monkeypatch.setattr(job_plan, "class_tasks", class_tasks)
+    items: list[int] = []
+    plan = job_plan.plan_tasks
+
+    def plan_spy(job: Any, *args: Any) -> None:
+        plan(job, *args)
+        items.append(len(job.items))
+
+    monkeypatch.setattr("cleaner.spark.engine.plan_tasks", plan_spy)
+    oracle, spark = build_twins(tmp_path, CONFIG, mixed_ops(60))
+    clean_round(SparkEngine(clock=spark.clock, session=spark_holder, min_range_bytes=1), spark.log)
+    assert made == [2] and items == [6]
     clean_round(InProcessEngine(oracle.clock), oracle.log)
     assert files(spark.log.directory) == files(oracle.log.directory)
 

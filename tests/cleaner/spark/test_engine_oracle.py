@@ -4,6 +4,7 @@ the partition dir is byte-identical afterwards, and so are the end offset and th
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,7 +12,8 @@ from hypothesis import strategies as st
 
 from cleaner.cleaner import CleaningResult
 from cleaner.engine import InProcessEngine
-from cleaner.spark import job_plan
+from cleaner.native import puts_pipelined
+from cleaner.spark import job_plan, partial_maps
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.session import SparkSessionHolder
 from service.storage.log import PartitionLog
@@ -123,12 +125,13 @@ def test_spark_rounds_equal_the_oracle_byte_for_byte(
     ],
 )
 @given(config=configs, ops=operations, rounds=rounds, first_dirty_share=st.sampled_from([0.0, 0.5]))
-@pytest.mark.parametrize("ranges", [3, 6])
+@pytest.mark.parametrize(("ranges", "max_classes"), [(3, 4), (6, 4), (6, 2)])
 def test_a_log_cut_into_many_ranges_equals_the_oracle(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path_factory: pytest.TempPathFactory,
     spark_holder: SparkSessionHolder,
     ranges: int,
+    max_classes: int,
     config: LogConfig,
     ops: list[Op],
     rounds: list[tuple[list[Op], int, int]],
@@ -136,10 +139,29 @@ def test_a_log_cut_into_many_ranges_equals_the_oracle(
 ) -> None:
     """More ranges than local[2]'s cores: the log is mapped by key hash in 2 or 3 classes (one per two ranges,
     ``key_classes``), and each rewrite task ORs their bitmaps and puts their deferred blobs when a lookup
-    needs them."""
+    needs them. With the classes capped at 2, 6 ranges' tasks 2-5 find the classes mapped by others."""
     monkeypatch.setattr(job_plan, "ranges_per_log", lambda sizes, _cores, _min: [ranges] * len(sizes))
     monkeypatch.setattr(job_plan, "_MAX_RANGE_SHARE", 1.0)  # however unequal the ranges come out
+    monkeypatch.setattr(job_plan, "MAX_KEY_CLASSES", max_classes)
+    classes_used: list[int] = []
+
+    def class_tasks(*args: Any) -> Any:
+        made = partial_maps.class_tasks(*args)
+        classes_used.append(len(made))
+        return made
+
+    monkeypatch.setattr(job_plan, "class_tasks", class_tasks)
     check_rounds(tmp_path_factory, spark_holder, config, ops, rounds, 200, first_dirty_share)
+    assert all(1 <= used <= max_classes for used in classes_used)
+
+
+@pytest.mark.parametrize("ranges", [1, 2, 3, 8, 9, 64, 1000])
+def test_key_classes_are_one_per_two_ranges_at_most_max_key_classes(ranges: int) -> None:
+    """A class's map takes two cores (its puts on their own thread), and past MAX_KEY_CLASSES more classes
+    would only read the log again: a cluster's 64 ranges make 4 classes, not 32."""
+    per_class = 2 if puts_pipelined() else 1
+    assert job_plan.key_classes(ranges) == min(-(-ranges // per_class), job_plan.MAX_KEY_CLASSES)
+    assert job_plan.MAX_KEY_CLASSES == 4
 
 
 def check_rounds(
