@@ -13,11 +13,10 @@ A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
    cores; each class reads the whole dirty section); each task makes sure every class's map file exists
    (the first task to reach a class maps it in C over the whole dirty section and writes its blob and
    superseded bitmap to a scratch file in the log's dir, under that file's lock; ``partial_maps``), ORs
-   every class's bitmap and keeps
-   their blobs for the lookups the bits cannot answer, then takes the log's groups one at a time, the
-   costliest free one first by what each keeps (``group_claims``), and cleans them (only paths go
-   through Spark; no exchange, no aggregation by key, no Python object per record), writing
-   ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. A round ticket
+   every class's bitmap and keeps their blobs for the lookups the bits cannot answer, then takes the log's
+   groups one at a time, the costliest free one first by what each keeps (``group_claims``), and cleans
+   them (only paths go through Spark; no exchange, no aggregation by key, no Python object per record),
+   writing ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. A round ticket
    (``job_ticket``) guarantees that no task of a cancelled or failed job writes after the driver removed
    the tasks' files; the scratch files are removed after the job, whatever happened, before any swap;
 3. driver: in offset order, ``check_aborted`` then ``log.replace_segments`` (Kafka's .cleaned → .swap →

@@ -1,23 +1,21 @@
 """The round's key map without an aggregation: partial maps built in C, moved as files, used by tasks.
 
-A log's groups are cut into consecutive ranges, one rewrite task each. A log of several ranges is mapped
-by key hash: the map of class k of K (K = one per two ranges when a map's puts run on a thread of their
-own, so that a class's map takes two cores, else one per range; at most four: ``job_plan.key_classes``)
-takes every split of the dirty section (``segment_splits``: a segment, or a byte range of one cut at a
-batch start) and maps them as ``build_offset_map`` maps the dirty section, but takes only the keys of
-hash class k (``set_key_class``; without C, ``key_class`` in Python): a table of about 1/K of the keys,
-and the superseded bitmap of its keys' records over the whole dirty section. The classes partition the
-keys, so the K bitmaps OR'd are the bitmap of one map of every key, and the K blobs together are that
-map's entries. Mappable records are the
-data records (not control) at or above the first dirty offset outside aborted transactions; which data
-batches are aborted the driver already knows from its header replay (``MapScan.aborted_batches``), so a
-split needs no transaction state of its own. Runs of data batches go through ``KeyMap.map_batches``
-(header, CRC, records in one C call per read chunk; given the aborted batches' offsets, it reads those and
-every marker without mapping them), any other batch through ``map_data_batch`` (its records area in C when
-it can, else the Python rules, which stay the oracle). A task's scan of plain
-batches reads only their keys (``skip_batch_checks``: no CRC): every batch it maps is read again, checked,
-by the rewrite task whose range holds it, and a corrupt one fails that task, the job, and with it the round
-before anything is swapped in.
+A log's groups are cut into consecutive ranges, one rewrite task each. A log of several ranges is mapped by
+key hash: the map of class k of K (K = one per two ranges when a map's puts run on a thread of their own, so
+that a class's map takes two cores, else one per range; at most four: ``job_plan.key_classes``) takes every
+split of the dirty section (``segment_splits``: a segment, or a byte range of one cut at a batch start) and
+maps them as ``build_offset_map`` maps the dirty section, but takes only the keys of hash class k
+(``set_key_class``; without C, ``key_class`` in Python): a table of about 1/K of the keys, and the superseded
+bitmap of its keys' records over the whole dirty section. The classes partition the keys, so the K bitmaps
+OR'd are the bitmap of one map of every key, and the K blobs together are that map's entries. Mappable records
+are the data records (not control) at or above the first dirty offset outside aborted transactions; which data
+batches are aborted the driver already knows from its header replay (``MapScan.aborted_batches``), so a split
+needs no transaction state of its own. Runs of data batches go through ``KeyMap.map_batches`` (header, CRC,
+records in one C call per read chunk; given the aborted batches' offsets, it reads those and every marker
+without mapping them), any other batch through ``map_data_batch`` (its records area in C when it can, else the
+Python rules, which stay the oracle). A task's scan of plain batches reads only their keys
+(``skip_batch_checks``: no CRC): every batch it maps is read again, checked, by the rewrite task whose range
+holds it, and a corrupt one fails that task, the job, and with it the round before anything is swapped in.
 
 The classes are mapped by the log's rewrite tasks themselves (``ensure_class_files``), no job of their
 own: a task takes each class's file lock in turn, starting at its own class, and maps the class if its

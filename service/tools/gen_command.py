@@ -305,7 +305,7 @@ def _check_coordinator_options(
         )
 
 
-# The options each workload reads, beyond those every workload reads (``_SHARED_OPTIONS``).
+# The options every workload reads, then those only some read: any other given is refused.
 _SHARED_OPTIONS = frozenset(
     [
         "log_dir",

@@ -5,8 +5,8 @@ Every timed run, the baseline's included, starts on pages the kernel freed a mom
 removes its last copy first, and a cleaning run removes a copy of its input (``pages_to_free``,
 ``free_pages``) just before its clock starts. This project's VM hands memory that stays free back to its
 host (free page reporting: ``page_reporting_order`` on the kernel's command line, up to 1 GiB kept back);
-a page the host took back costs 2.4-4.5 µs at its next first touch, ten times what a bare-metal host
-spends zeroing it. A broker host's memory is full of page cache, so its new pages come from reclaim, never
+a page the host took back costs 2.4-4.5 µs at its next first touch, where writing a page already touched
+takes 0.2 µs. A broker host's memory is full of page cache, so its new pages come from reclaim, never
 from a hypervisor: runs on recycled pages are the ones that compare, with each other and with ``cp``.
 
 The benchmarks run as scripts (``python tests/benchmarks/bench_x.py``): each puts the repository's root on

@@ -35,6 +35,7 @@ from service.tools.gen import (
     encode_records_area,
     generate,
 )
+from service.tools.gen_command import _SHARED_OPTIONS, _WORKLOAD_OPTIONS, gen_command
 
 NOW_MS = 1_700_000_000_000
 
@@ -414,6 +415,12 @@ def test_an_option_the_workload_does_not_read_is_refused(
     message = f"'{args[2]}': --workload {args[1]} does not read it: it is for --workload {readers}"
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "d").exists()
+
+
+def test_every_option_is_read_by_some_workload() -> None:
+    """An option in no list would be refused by every workload, with no workload to name."""
+    listed = _SHARED_OPTIONS.union(*_WORKLOAD_OPTIONS.values())
+    assert {param.name for param in gen_command.params} == listed
 
 
 def test_the_options_every_workload_reads_are_taken(
