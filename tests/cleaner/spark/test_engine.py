@@ -15,7 +15,7 @@ from cleaner.cleaner import CleaningResult, ScheduleDelete
 from cleaner.engine import CompactionEngine, InProcessEngine
 from cleaner.errors import CleaningAbortedError
 from cleaner.offset_map import kafka_utilization_percent
-from cleaner.spark import job_plan, partial_maps
+from cleaner.spark import job_plan
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.item_claims import taken_path
 from cleaner.spark.rewrite import GroupResult
@@ -29,6 +29,7 @@ from service.storage.log_config import LogConfig
 from service.tasks import ManualTaskScheduler
 from tests.cleaner.helpers import compact_config
 from tests.cleaner.spark.fixed_logs import mixed_ops
+from tests.cleaner.spark.forced_ranges import force_ranges
 from tests.cleaner.spark.random_logs import START_MS, Writer, build_twins, files
 
 CONFIG = compact_config(segment_bytes=600)
@@ -193,17 +194,7 @@ def test_a_log_of_more_ranges_than_twice_the_key_classes_matches_the_oracle(
 ) -> None:
     """A cluster's many ranges make at most ``MAX_KEY_CLASSES`` classes (here capped at 2 for 6 ranges): the
     tasks past the classes map none, find every class file complete, and the round is the oracle's."""
-    monkeypatch.setattr(job_plan, "ranges_per_log", lambda sizes, _cores, _min: [6] * len(sizes))
-    monkeypatch.setattr(job_plan, "_MAX_RANGE_SHARE", 1.0)
-    monkeypatch.setattr(job_plan, "MAX_KEY_CLASSES", 2)
-    made: list[int] = []  # the classes of each log mapped by key hash
-
-    def class_tasks(*args: Any) -> Any:
-        tasks = partial_maps.class_tasks(*args)
-        made.append(len(tasks))
-        return tasks
-
-    monkeypatch.setattr(job_plan, "class_tasks", class_tasks)
+    made = force_ranges(monkeypatch, 6, 2)
     items: list[int] = []
     plan = job_plan.plan_tasks
 

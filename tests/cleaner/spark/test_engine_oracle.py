@@ -4,7 +4,6 @@ the partition dir is byte-identical afterwards, and so are the end offset and th
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,13 +12,14 @@ from hypothesis import strategies as st
 from cleaner.cleaner import CleaningResult
 from cleaner.engine import InProcessEngine
 from cleaner.native import puts_pipelined
-from cleaner.spark import job_plan, partial_maps
+from cleaner.spark import job_plan
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.session import SparkSessionHolder
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from tests.cleaner.helpers import DAY_MS
 from tests.cleaner.spark.fixed_logs import mixed_ops
+from tests.cleaner.spark.forced_ranges import force_ranges
 from tests.cleaner.spark.random_logs import Op, Writer, build_twins, configs, files, operations
 
 COUNTERS = (
@@ -141,17 +141,7 @@ def test_a_log_cut_into_many_ranges_equals_the_oracle(
     """More ranges than local[2]'s cores: the log is mapped by key hash in 2 or 3 classes (one per two ranges,
     ``key_classes``), and each rewrite task ORs their bitmaps and puts their deferred blobs when a lookup
     needs them. With the classes capped at 2, 6 ranges' tasks 2-5 find the classes mapped by others."""
-    monkeypatch.setattr(job_plan, "ranges_per_log", lambda sizes, _cores, _min: [ranges] * len(sizes))
-    monkeypatch.setattr(job_plan, "_MAX_RANGE_SHARE", 1.0)  # however unequal the ranges come out
-    monkeypatch.setattr(job_plan, "MAX_KEY_CLASSES", max_classes)
-    classes_used: list[int] = []
-
-    def class_tasks(*args: Any) -> Any:
-        made = partial_maps.class_tasks(*args)
-        classes_used.append(len(made))
-        return made
-
-    monkeypatch.setattr(job_plan, "class_tasks", class_tasks)
+    classes_used = force_ranges(monkeypatch, ranges, max_classes)
     # a fixed start of full segments: the random logs alone mostly make one group, so one range (the map by
     # key hash ran in 1 of 36 examples before it)
     check_rounds(tmp_path_factory, spark_holder, config, mixed_ops(20) + ops, rounds, 200, first_dirty_share)
