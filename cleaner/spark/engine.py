@@ -31,11 +31,12 @@ has its lookup (tasks report wall-clock times), rewrite = the rest. The driver n
 
 Several logs in one job (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
 together): each log is planned on its own; the tasks of every log make the one job (a log's map files
-go only to its own tasks; with more logs of one range than cores, one task a core takes the logs one
-after the other, ``item_claims``); each log is swapped in and reported (``on_done``) on its own as soon
-as its own items have ended (``task_reports``), while the job's other tasks still run. An abort of one
-log (seen by the job's poll) cancels the job and runs it again without that log; a job that fails is run
-again as one job per log (those not settled yet), so a log whose data breaks its tasks fails alone.
+go only to its own tasks; with more logs than cores, one task a core takes the logs one after the other,
+``item_claims``, and all clean the smallest together, ``job_plan``); each log is swapped in and reported
+(``on_done``) on its own as soon as its own items have ended (``task_reports``), while the job's other
+tasks still run. An abort of one log (seen by the job's poll) cancels the job and runs it again without
+that log; a job that fails is run again as one job per log (those not settled yet), so a log whose data
+breaks its tasks fails alone.
 """
 
 from __future__ import annotations

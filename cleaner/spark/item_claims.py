@@ -4,6 +4,7 @@ A Spark task costs a launch, a round trip to its Python worker and a wait for it
 2-core VM, between the end of one task and the start of the next). A job of many logs of one range each
 therefore runs one task per core (``job_plan``), and each task takes the job's items one after the other,
 the largest first, whichever no other task has taken: Spark's own balancing, without a task per item.
+The job's smallest log is not taken: every task joins it once none is left (``job_plan.shared_log``).
 
 An item is taken by creating its claim file (``<round end offset>.taken.cleaned`` in its log's dir, a
 ``.cleaned`` name, which the loader deletes after a crash) holding the taking partition's number: written

@@ -42,7 +42,7 @@ class JobLogs:
         self.tickets = tickets
         self.settle_early = settle_early
         self.round_tasks: list[RoundTask] = []
-        self.items: list[RewriteItem] = []  # rewrite partition p cleans items[p], or those it takes
+        self.items: list[RewriteItem] = []  # partition p cleans items[p], or those it takes (job_plan)
         self.partitions = 0  # the job's rewrite tasks
         self.scratch: list[tuple[int, str]] = []  # (log, path): its map, claim, report files (removed after)
         self.settled: set[int] = set()

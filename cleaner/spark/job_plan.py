@@ -5,8 +5,11 @@ Every log's groups are cut into ranges, about one task per core over the job (``
 logs get one each, ranges of at least ``min_range_bytes``). A log of one range is one task that maps its
 dirty segments itself, in offset order. A log of several ranges is mapped by key hash: its tasks map the
 key classes into files first (``partial_maps``), then take its groups one at a time (``group_claims``).
-A job of more logs of one range than cores runs one task a core, each taking the logs one after the other,
-the largest first (``item_claims``): a task costs 10–35 ms more than the work it does.
+A job of more logs than cores runs one task a core, each taking the logs one after the other, the largest
+first (``item_claims``): a task costs 10–35 ms more than the work it does. Its smallest log is left to them
+all (``shared_log``): cut into a range a task and mapped by key hash, so each task joins it once it finds
+no log left to take, and the tasks end within about a group of each other, not a log (8 logs of 128 MiB on
+2 cores: 1.11 s a job against 1.26 s with one task left alone on the last log, medians of 8).
 """
 
 from __future__ import annotations
@@ -27,7 +30,14 @@ from cleaner.spark.segment_splits import SegmentSplit, plan_splits
 from cleaner.spark.task_reports import report_path
 from service.storage.log import PartitionLog
 
-__all__ = ["DEFAULT_MIN_RANGE_BYTES", "MAX_KEY_CLASSES", "key_classes", "plan_tasks", "ranges_per_log"]
+__all__ = [
+    "DEFAULT_MIN_RANGE_BYTES",
+    "MAX_KEY_CLASSES",
+    "key_classes",
+    "plan_tasks",
+    "ranges_per_log",
+    "shared_log",
+]
 
 # A log's splits all go to one map (its own range's, or each key class's), so segments are not cut: no
 # segment's index is read but the one holding the first dirty offset.
@@ -54,14 +64,13 @@ def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
         job.round_tasks.append(_round_task(log, plan, slots, ticket.ref))
     sizes = [sum(s.size_bytes for g in plan.groups for s in g.segments) for plan in job.plans]
     counts = ranges_per_log(sizes, cores, min_range_bytes)
+    shared = shared_log(sizes, [len(plan.groups) for plan in job.plans], cores)
     for i, (log, plan, task) in enumerate(zip(job.logs, job.plans, job.round_tasks, strict=True)):
-        ranges = balanced_ranges(_group_bytes(plan), list(task.groups), counts[i])
-        if max(_range_bytes(task, run) for run in ranges) > _MAX_RANGE_SHARE * sizes[i]:
-            ranges = [tuple(task.groups)]  # cutting would not shorten the longest task enough
+        ranges = min(cores, len(plan.groups)) if i == shared else _range_count(task, counts[i], sizes[i])
         splits = _dirty_splits(log, plan)
-        if len(ranges) == 1:
+        if ranges == 1:
             own = own_map(i, splits, plan.first_dirty_offset, plan.map_scan.aborted_batches)
-            job.items.append(RewriteItem(i, ranges[0], own))
+            job.items.append(RewriteItem(i, tuple(task.groups), own))
             continue
         class_maps: tuple[MapSplit, ...] = ()
         if splits:  # the map by key hash, mapped by the rewrite tasks (partial_maps)
@@ -72,7 +81,7 @@ def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
                     splits,
                     plan.first_dirty_offset,
                     plan.map_scan.aborted_batches,
-                    key_classes(len(ranges)),
+                    key_classes(ranges),
                 )
             )
             job.scratch.extend((i, one.blob_path) for one in class_maps)
@@ -84,28 +93,30 @@ def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
                 tuple(task.groups),
                 class_maps=class_maps,
                 range_index=r,
-                ranges=len(ranges),
+                ranges=ranges,
                 claims_path=claims,
             )
-            for r in range(len(ranges))
+            for r in range(ranges)
         )
-    _report_and_claim(job, sizes, cores)
+    _report_and_claim(job, sizes, cores, shared)
 
 
-def _report_and_claim(job: JobLogs, sizes: Sequence[int], cores: int) -> None:
-    """Each item's report file, if the job settles logs early (``task_reports``); with more logs of one
-    range than cores, one task a core, taking the items the largest first (``item_claims``)."""
+def _report_and_claim(job: JobLogs, sizes: Sequence[int], cores: int, shared: int | None) -> None:
+    """Each item's report file, if the job settles logs early (``task_reports``); with more logs than
+    cores, one task a core, taking the items the largest first (``item_claims``), then each running its
+    range of the ``shared`` log, if any."""
     # A log of several ranges is never taken: its group claims name a task's partition (``group_claims``),
     # and a task taking two of its ranges would take its own groups again.
-    taking = len(job.items) > cores and all(item.ranges == 1 for item in job.items)
-    items = sorted(job.items, key=lambda item: -sizes[item.log]) if taking else job.items
-    job.items = []
+    taking = len(job.logs) > cores
+    if taking:  # the items to take, the largest first, then the shared log's ranges
+        job.items.sort(key=lambda item: (item.log == shared, -sizes[item.log]))
+    items, job.items = job.items, []
     for item in items:
         directory, end = str(job.logs[item.log].directory), job.plans[item.log].end_offset
         if job.settle_early is not None:
             item = replace(item, report_path=report_path(directory, end, item.range_index))
             job.scratch.append((item.log, item.report_path))
-        if taking:
+        if taking and item.log != shared:
             item = replace(item, taken_path=taken_path(directory, end))
             job.scratch.append((item.log, item.taken_path))
         job.items.append(item)
@@ -123,6 +134,16 @@ def ranges_per_log(sizes: Sequence[int], cores: int, min_range_bytes: int) -> li
             break
         counts[best] += 1
     return counts
+
+
+def shared_log(sizes: Sequence[int], groups: Sequence[int], cores: int) -> int | None:
+    """The log a job's tasks clean together at its end, if it has more logs (``sizes`` their bytes,
+    ``groups`` their groups) than ``cores`` and several cores: its smallest, which they would take last,
+    unless it has a single group (nothing to share)."""
+    if cores < 2 or len(sizes) <= cores:
+        return None
+    smallest = min(range(len(sizes)), key=lambda i: sizes[i])
+    return smallest if groups[smallest] > 1 else None
 
 
 def key_classes(ranges: int) -> int:
@@ -168,8 +189,12 @@ def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int], ticket: Ti
     )
 
 
-def _group_bytes(plan: RoundPlan) -> list[int]:
-    return [sum(s.size_bytes for s in g.segments) for g in plan.groups]
+def _range_count(task: RoundTask, count: int, size: int) -> int:
+    """How many ranges a log is cut into: ``count`` (fewer if it has fewer groups), or 1 if its longest
+    range would still hold more than ``_MAX_RANGE_SHARE`` of its ``size`` bytes (cutting would not shorten
+    its longest task enough)."""
+    ranges = balanced_ranges([sum(g.sizes_bytes) for g in task.groups.values()], list(task.groups), count)
+    return 1 if max(_range_bytes(task, run) for run in ranges) > _MAX_RANGE_SHARE * size else len(ranges)
 
 
 def _range_bytes(task: RoundTask, run: tuple[int, ...]) -> int:

@@ -1,7 +1,8 @@
 """The rewrite of segment groups inside Spark tasks: the same ``clean_group`` the in-process cleaner runs.
 
 Each item cleans one range of consecutive groups of a log (a task runs one item, or takes several of a
-shared job one after the other: ``item_claims``), with the key lookup ``partial_maps`` gives it:
+shared job one after the other, ``item_claims``, then joins the log they all clean last: ``job_plan``), with
+the key lookup ``partial_maps`` gives it:
 the files of the log's key classes (written by the round's map job), their bitmaps OR'd into a C key map
 and their blobs put only if a lookup needs them; or, for a log of one range, its dirty segments mapped by
 the task itself.
@@ -252,14 +253,15 @@ def _own_groups(
 def rewrite_partition(
     tasks: Sequence[RoundTask], items: Sequence[RewriteItem]
 ) -> Callable[[int, Iterable[object]], Iterator[dict[str, object]]]:
-    """The function rewrite task ``partition`` runs (``mapPartitionsWithIndex``): the item it takes, or
-    ``items[partition]``; per item, it builds its lookup, then cleans its groups of its log
-    (``tasks[item.log]``) one after the other. An item with a report path leaves its rows there as it
-    ends (``task_reports``), its files durable and still under its ticket."""
+    """The function rewrite task ``partition`` runs (``mapPartitionsWithIndex``): the items it takes and
+    its range of the log the tasks share (``_items_of``), or ``items[partition]``; per item, it builds its
+    lookup, then cleans its groups of its log (``tasks[item.log]``) one after the other. An item with a
+    report path leaves its rows there as it ends (``task_reports``), its files durable and still under its
+    ticket."""
 
     def run(partition: int, _input: Iterable[object]) -> Iterator[dict[str, object]]:
         rows: list[dict[str, object]] = []
-        for item in items if items[0].taken_path else items[partition : partition + 1]:
+        for item in _items_of(items, partition):
             task = tasks[item.log]
             with ExitStack() as held:
                 try:
@@ -277,6 +279,15 @@ def rewrite_partition(
         return iter(rows)  # after the ticket is released: nothing is written while Spark reads the rows
 
     return run
+
+
+def _items_of(items: Sequence[RewriteItem], partition: int) -> list[RewriteItem]:
+    """What task ``partition`` runs: ``items[partition]``; or, in a job whose tasks take its items
+    (``item_claims``), every item to take, then its own range of the log they clean together (``job_plan``),
+    if it has one."""
+    if not items[0].taken_path:
+        return list(items[partition : partition + 1])
+    return [item for item in items if item.taken_path or item.range_index == partition]
 
 
 def _clean_item(

@@ -122,7 +122,8 @@ def oracle_round(log: PartitionLog, clock: ManualClock) -> CleaningResult:
 def test_several_logs_in_one_job_equal_the_in_process_engine(
     tmp_path: Path, spark_holder: SparkSessionHolder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """More logs than cores: two tasks, each taking the logs one after the other (``item_claims``)."""
+    """More logs than cores: two tasks, each taking the logs one after the other (``item_claims``), then
+    both cleaning the smallest, cut into two ranges (``job_plan.shared_log``)."""
     pairs = six_logs(tmp_path)
     jobs: list[float] = []
     planned: list[JobLogs] = []
@@ -137,7 +138,14 @@ def test_several_logs_in_one_job_equal_the_in_process_engine(
     assert len(jobs) == 1, "one Spark job cleaned every log"
     (job,) = planned
     assert len(job.items) > job.partitions == 2
-    assert all(item.taken_path and item.report_path for item in job.items)
+    assert all(item.report_path for item in job.items)
+    shared = [item for item in job.items if not item.taken_path]
+    assert [(item.log, item.range_index, item.ranges) for item in shared] == [
+        (shared[0].log, 0, 2),
+        (shared[0].log, 1, 2),
+    ]
+    assert job.items[-2:] == shared, "the shared log is left to the end"
+    assert len(job.items) == len(job.logs) + 1
     for (oracle, spark), result in zip(pairs, results, strict=True):
         expected = oracle_round(oracle.log, oracle.clock)
         assert isinstance(result, CleaningResult), result
@@ -366,21 +374,44 @@ def test_a_worker_takes_the_filthiest_logs_into_one_job_and_settles_each(
 
 
 def test_a_task_takes_again_only_what_its_partition_left_unreported(tmp_path: Path) -> None:
-    """A task of a shared job run outside Spark, as a retried attempt of partition 0 finds the job: of four
-    logs, one reported, one taken by partition 0 and not reported, one taken by partition 1, one settled
-    (its ticket withdrawn). The task cleans only the second, and leaves its report."""
-    logs = [spark.log for _oracle, spark in six_logs(tmp_path)]
+    """A task of a shared job run outside Spark, as a retried attempt of partition 0 finds the job: of the
+    logs to take, one reported, one taken by partition 0 and not reported, one taken by partition 1, one
+    settled (its ticket withdrawn). The task cleans only the second, then every group of its range of the
+    log the tasks share (no other task has taken one), and leaves both reports."""
+    logs = [spark.log for _oracle, spark in six_logs(tmp_path) + twin_logs(tmp_path / "c")]
     plans = [plan_round(log, 0, log.active_segment.base_offset, START_MS) for log in logs]
     rounds = [(log, plan) for log, plan in zip(logs, plans, strict=True) if plan is not None and plan.groups]
     tickets = [JobTicket.create(str(log.directory), plan.end_offset) for log, plan in rounds]
     job = JobLogs([log for log, _ in rounds], [plan for _, plan in rounds], tickets, lambda _log, _out: None)
     plan_tasks(job, 2, DEFAULT_MIN_RANGE_BYTES)
-    assert len(job.items) == 4 and job.partitions == 2
-    reported, own, others, settled = job.items
+    assert job.partitions == 2
+    *to_take, shared, not_ours = job.items
+    assert not shared.taken_path and (shared.range_index, not_ours.range_index) == (0, 1)
+    reported, own, others, *settled = to_take
+    assert settled, "a log for each case"
     write_report(reported.report_path, [])
     assert take(own.taken_path, own.report_path, 0) and take(others.taken_path, others.report_path, 1)
-    tickets[settled.log].close()
+    for item in settled:
+        tickets[item.log].close()
     rows = list(rewrite_partition(job.round_tasks, job.items)(0, []))
-    assert len(rows) == len(own.slots) and {row["slot"] for row in rows} == set(own.slots)
+    assert len(rows) == len(own.slots) + len(shared.slots)
+    assert {row["slot"] for row in rows} == set(own.slots) | set(shared.slots)
     assert Path(own.report_path).exists() and not Path(others.report_path).exists()
+    assert Path(shared.report_path).exists() and not Path(not_ours.report_path).exists()
     job.withdraw_tickets()
+
+
+@pytest.mark.parametrize(
+    ("sizes", "groups", "cores", "shared"),
+    [
+        ([5, 3, 4], [2, 2, 2], 2, 1),  # more logs than cores: the smallest, taken last otherwise
+        ([5, 3, 3], [2, 2, 2], 2, 1),  # of equal ones, the first
+        ([5, 3, 4], [2, 1, 2], 2, None),  # the smallest is one group: nothing to share
+        ([5, 3], [2, 2], 2, None),  # a task a log: nothing is taken
+        ([5, 3, 4], [2, 2, 2], 1, None),  # one core: one task takes them all
+    ],
+)
+def test_the_shared_log_is_the_smallest_of_a_job_of_more_logs_than_cores(
+    sizes: list[int], groups: list[int], cores: int, shared: int | None
+) -> None:
+    assert job_plan.shared_log(sizes, groups, cores) == shared
