@@ -9,6 +9,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -21,7 +22,7 @@ from cleaner.spark import engine as spark_engine
 from cleaner.spark import job_plan
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.item_claims import take
-from cleaner.spark.job_logs import JobLogs
+from cleaner.spark.job_logs import JobLogs, LogOutcome
 from cleaner.spark.job_plan import DEFAULT_MIN_RANGE_BYTES, plan_tasks
 from cleaner.spark.job_ticket import JobTicket, ticket_path
 from cleaner.spark.rewrite import rewrite_partition
@@ -377,12 +378,15 @@ def test_a_task_takes_again_only_what_its_partition_left_unreported(tmp_path: Pa
     """A task of a shared job run outside Spark, as a retried attempt of partition 0 finds the job: of the
     logs to take, one reported, one taken by partition 0 and not reported, one taken by partition 1, one
     settled (its ticket withdrawn). The task cleans only the second, then every group of its range of the
-    log the tasks share (no other task has taken one), and leaves both reports."""
+    log the tasks share (no other task has taken one), and leaves both reports. Partition 1 then finds
+    every group of the shared log taken and reports none: with both ranges heard from, the driver settles
+    the shared log from partition 0's rows."""
     logs = [spark.log for _oracle, spark in six_logs(tmp_path) + twin_logs(tmp_path / "c")]
     plans = [plan_round(log, 0, log.active_segment.base_offset, START_MS) for log in logs]
     rounds = [(log, plan) for log, plan in zip(logs, plans, strict=True) if plan is not None and plan.groups]
     tickets = [JobTicket.create(str(log.directory), plan.end_offset) for log, plan in rounds]
-    job = JobLogs([log for log, _ in rounds], [plan for _, plan in rounds], tickets, lambda _log, _out: None)
+    outcomes: dict[int, object] = {}
+    job = JobLogs([log for log, _ in rounds], [plan for _, plan in rounds], tickets, outcomes.__setitem__)
     plan_tasks(job, 2, DEFAULT_MIN_RANGE_BYTES)
     assert job.partitions == 2
     *to_take, shared, not_ours = job.items
@@ -398,6 +402,14 @@ def test_a_task_takes_again_only_what_its_partition_left_unreported(tmp_path: Pa
     assert {row["slot"] for row in rows} == set(own.slots) | set(shared.slots)
     assert Path(own.report_path).exists() and not Path(others.report_path).exists()
     assert Path(shared.report_path).exists() and not Path(not_ours.report_path).exists()
+    late = list(rewrite_partition(job.round_tasks, job.items)(1, []))
+    assert {row["slot"] for row in late} == set(others.slots), "no group of the shared log was left"
+    reports = job.reports()
+    assert reports is not None
+    reports.wait(0, job.on_report)
+    results, _map_size = cast(LogOutcome, outcomes[shared.log])
+    assert [r.slot for r in results] == list(shared.slots)
+    assert {r.task_partition for r in results} == {0}
     job.withdraw_tickets()
 
 
