@@ -66,7 +66,7 @@ def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
     counts = ranges_per_log(sizes, cores, min_range_bytes)
     shared = shared_log(sizes, [len(plan.groups) for plan in job.plans], cores)
     for i, (log, plan, task) in enumerate(zip(job.logs, job.plans, job.round_tasks, strict=True)):
-        ranges = min(cores, len(plan.groups)) if i == shared else _range_count(task, counts[i], sizes[i])
+        ranges = min(cores, len(plan.groups)) if i == shared else _range_count(task, counts[i])
         splits = _dirty_splits(log, plan)
         if ranges == 1:
             own = own_map(i, splits, plan.first_dirty_offset, plan.map_scan.aborted_batches)
@@ -189,13 +189,11 @@ def _round_task(log: PartitionLog, plan: RoundPlan, slots: list[int], ticket: Ti
     )
 
 
-def _range_count(task: RoundTask, count: int, size: int) -> int:
+def _range_count(task: RoundTask, count: int) -> int:
     """How many ranges a log is cut into: ``count`` (fewer if it has fewer groups), or 1 if its longest
-    range would still hold more than ``_MAX_RANGE_SHARE`` of its ``size`` bytes (cutting would not shorten
-    its longest task enough)."""
-    ranges = balanced_ranges([sum(g.sizes_bytes) for g in task.groups.values()], list(task.groups), count)
-    return 1 if max(_range_bytes(task, run) for run in ranges) > _MAX_RANGE_SHARE * size else len(ranges)
-
-
-def _range_bytes(task: RoundTask, run: tuple[int, ...]) -> int:
-    return sum(sum(task.groups[slot].sizes_bytes) for slot in run)
+    range would still hold more than ``_MAX_RANGE_SHARE`` of its bytes (cutting would not shorten its
+    longest task enough)."""
+    group_bytes = {slot: sum(group.sizes_bytes) for slot, group in task.groups.items()}
+    ranges = balanced_ranges(list(group_bytes.values()), list(group_bytes), count)
+    longest = max(sum(group_bytes[slot] for slot in run) for run in ranges)
+    return 1 if longest > _MAX_RANGE_SHARE * sum(group_bytes.values()) else len(ranges)
