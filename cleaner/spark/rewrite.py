@@ -285,7 +285,7 @@ def _items_of(items: Sequence[RewriteItem], partition: int) -> list[RewriteItem]
     """What task ``partition`` runs: ``items[partition]``; or, in a job whose tasks take its items
     (``item_claims``), every item to take, then its own range of the log they clean together (``job_plan``),
     if it has one."""
-    if not items[0].taken_path:
+    if not any(item.taken_path for item in items):
         return list(items[partition : partition + 1])
     return [item for item in items if item.taken_path or item.range_index == partition]
 
