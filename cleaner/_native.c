@@ -338,6 +338,7 @@ typedef struct {
     uint32_t key_class;  /* with classes > 1, the map takes only the keys of this hash class (set_key_class) */
     uint32_t classes;
     int checks_none;     /* its scans check no batch: a later pass checks them all first (skip_batch_checks) */
+    int bits_foreign;    /* its bitmap holds bits OR'd in from other maps (or_superseded_bits), not its scan's */
     Py_buffer *deferred; /* blobs put only when the map is first read (defer_key_map) */
     Py_ssize_t deferred_count, deferred_done, deferred_capacity;
     struct PutPipe *pipe; /* while the scan's puts run on their own thread (start_pipeline), else NULL */
@@ -399,6 +400,19 @@ keymap_checks_batch(const KeyMap *m, int64_t base_offset)
     }
     uint64_t h = (uint64_t)base_offset * 0x9E3779B97F4A7C15ULL;
     return key_class_of(h ^ (h >> 29), m->classes) == m->key_class;
+}
+
+/*
+ * Whether every batch of offsets [first, last] was read this round by the scan whose puts made this map's
+ * bitmap, its CRC and every record checked (a map of every key that checks every batch): the filter then
+ * need not check it again. The scan reads the whole dirty section in offset order, so a batch that lies
+ * within the bitmap's offsets is one it read; the segments are sealed, and the cleaner holds the log.
+ */
+static inline int
+keymap_scan_checked(const KeyMap *m, int64_t first, int64_t last)
+{
+    return m->bits_state == BITS_VALID && !m->bits_foreign && !m->checks_none && m->classes <= 1 &&
+           first >= m->bits_base && last <= m->bits_last;
 }
 
 #define HUGE_PAGE_BYTES (2u << 20)
@@ -1993,6 +2007,7 @@ keymap_clear(KeyMap *m, PyObject *unused)
     m->bits = NULL;
     m->bits_words = 0;
     m->bits_state = BITS_EMPTY;
+    m->bits_foreign = 0;
     keymap_release_deferred(m);
     Py_RETURN_NONE;
 }
@@ -2390,7 +2405,8 @@ write_empty_batch(unsigned char *o, const unsigned char *b, unsigned attributes)
  *   -> (position reached, output bytes, metadata bytes)
  *   or, given `out` (a writable buffer), -> (position reached, output length, metadata bytes)
  *
- * rules.filter_batch over the data batches from `position` on (magic 2, CRC-32C valid, at least one record,
+ * rules.filter_batch over the data batches from `position` on (magic 2, CRC-32C valid unless the scan behind
+ * the key map's bitmap checked it this round (keymap_scan_checked), at least one record,
  * not ending at the round's upper bound, records in the encoder's form; with a producer id only given
  * `producer_ends`; transactional ones and their COMMIT and ABORT markers only given the transaction state:
  * `committed`, the set of ongoing committed producers, which CleanedTransactionMetadata's on_batch_read and
@@ -2514,7 +2530,9 @@ filter_batches(PyObject *self, PyObject *args)
         int64_t base = be64(b), base_ts = be64(b + 27), max_ts = be64(b + 35), producer_id = be64(b + 43);
         int32_t count = (int32_t)be32(b + 57);
         if (!loops_read(attributes, transactional) || (producer_id != -1 && !has_ends) || last_delta < 0 || count <= 0 ||
-            base + last_delta + 1 == upper_bound || crc32c(b + 21, (size_t)size - 21) != be32(b + 17)) {
+            base + last_delta + 1 == upper_bound ||
+            (!keymap_scan_checked((KeyMap *)key_map_obj, base, base + last_delta) &&
+             crc32c(b + 21, (size_t)size - 21) != be32(b + 17))) {
             break;
         }
         int retain_empty = producer_id != -1 && is_producers_last(ends, ends_count, base + last_delta, producer_id);
@@ -3646,6 +3664,7 @@ or_superseded_bits(PyObject *self, PyObject *args)
     m->bits_base = new_base;
     m->bits_last = new_last;
     m->bits_state = BITS_VALID;
+    m->bits_foreign = 1;
     Py_RETURN_NONE;
 }
 

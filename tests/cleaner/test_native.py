@@ -990,3 +990,26 @@ def test_a_map_told_to_skip_batch_checks_reads_a_damaged_batch_s_keys(tmp_path: 
     assert checking.map_batches(bytes(data), 0, len(data), 0)[1] == 5  # stops at the damaged sixth batch
     assert reading.map_batches(bytes(data), 0, len(data), 0)[1] == 6
     assert (checking.get(b"k2"), reading.get(b"k2")) == (2, 5)
+
+
+def test_the_filter_checks_again_only_the_batches_its_map_s_own_scan_did_not(tmp_path: Path) -> None:
+    """A batch that the scan behind the map's bitmap read this round, CRC and records checked, is not
+    checked a second time by the filter (one CRC pass a round over the dirty section). A map whose scan
+    skipped the checks, or whose bits were OR'd in from other maps, leaves every batch to the filter's
+    check. Shown by handing the filter bytes damaged after the scan: which maps notice is what each trusts."""
+    native = cleaner.native._native
+    assert native is not None
+    data = plain_segment_bytes(tmp_path)
+    damaged = bytearray(data)
+    damaged[-3] ^= 0xFF  # the last batch's value: its CRC no longer matches
+    last_batch_at = len(data) - list(iter_batches(data))[-1].size_bytes
+    checked, unchecked, foreign = native.KeyMap(), native.KeyMap(), native.KeyMap()
+    checked.map_batches(data, 0, len(data), 0)
+    cleaner.native.skip_batch_checks(unchecked)
+    unchecked.map_batches(data, 0, len(data), 0)
+    native.or_superseded_bits(foreign, native.dump_superseded_bits(checked))
+    reached = {
+        name: native.filter_batches(bytes(damaged), 0, len(damaged), key_map, 5, START, START, -1)[0]
+        for name, key_map in (("checked", checked), ("unchecked", unchecked), ("foreign", foreign))
+    }
+    assert reached == {"checked": len(data), "unchecked": last_batch_at, "foreign": last_batch_at}
