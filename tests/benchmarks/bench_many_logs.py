@@ -19,7 +19,7 @@ new pages recycled, as ``cp``'s are):
 - Spark forced (``local[*]``, one SparkSession, warmed up on a small log first), every log cleaned as
   ``logcleaner clean`` does (``LogCleaner.clean_filthiest_logs`` until none is left) with
   ``log.cleaner.spark.max.logs.per.job=1`` (one job per log) and ``=--logs`` (all in one job), alternating,
-  ``--pairs`` times each after one unmeasured job of all the logs, each run split into the time its Spark
+  ``--pairs`` times each after one unmeasured run of each way, each run split into the time its Spark
   actions took and the rest, with the CPU of this process, its JVM and Spark's Python workers.
 
 Each comparison prints its pairs' ratios, the ratio of its medians, and the floor that ratio would have on
@@ -211,8 +211,11 @@ def spark_runs(source: Path, work: Path, logs: int, pairs: int) -> None:
         seconds_by: dict[int, list[float]] = {logs: [], 1: []}
         cpu_by: dict[int, list[float]] = {logs: [], 1: []}
         # the first full-size job of a session runs on memory its workers never touched, which costs more
-        # on this project's VM: an unmeasured one first, then alternating pairs
-        for turn, per_job in enumerate((logs,) + (logs, 1) * pairs):
+        # on this project's VM, and the JVM compiles each way's code as it first runs it (a job per log
+        # schedules eight times the jobs: its first runs cost its JVM 1.4-2.1 s of CPU, later ones 0.6-0.7):
+        # an unmeasured pair first, then alternating pairs
+        warm_up = 2
+        for turn, per_job in enumerate((logs, 1) * (pairs + 1)):
             config = broker(
                 work / "spark",
                 **{"log.cleaner.engine": "spark", "log.cleaner.spark.max.logs.per.job": str(per_job)},
@@ -222,7 +225,7 @@ def spark_runs(source: Path, work: Path, logs: int, pairs: int) -> None:
             jobs.clear()
             freed = pages_to_free(source, work / "freed")
             seconds, rounds, cpu = offline_clean(target, engine, config, freed)
-            if turn:
+            if turn >= warm_up:
                 seconds_by[per_job].append(seconds)
                 cpu_by[per_job].append(sum(cpu.values()))
             print(
@@ -232,7 +235,7 @@ def spark_runs(source: Path, work: Path, logs: int, pairs: int) -> None:
                 "the plans, and the swaps after an action); CPU "
                 + ", ".join(f"{kind} {spent:.2f} s" for kind, spent in cpu.items())
                 + f" ({sum(cpu.values()) / seconds:.2f} cores busy)"
-                + ("" if turn else " (warm-up, not counted)"),
+                + ("" if turn >= warm_up else " (warm-up, not counted)"),
                 flush=True,
             )
         ratios = [one / per_log for one, per_log in zip(seconds_by[logs], seconds_by[1], strict=True)]
