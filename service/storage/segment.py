@@ -149,13 +149,26 @@ class LogSegment:
     ) -> LogSegment:
         """A new empty segment; its ``.log`` file exists at once (indexes stay lazy).
 
+        Files already at its names belong to no segment of the log (a copy dropped into the dir, say): as
+        Kafka's roll does, they are deleted first, with a warning, so that the new segment starts empty and
+        a stale ``.timeindex`` cannot lend it a largest timestamp (nor a stale ``.index`` its entries).
+
         ``indexes_grow``: a full index grows instead of refusing the entry (a cleaned segment, which cannot
         roll: its group's indexes fit ``segment.index.bytes``, Kafka's rule, but its shorter batches can
         still need more entries than theirs; the trim at its end leaves the file as long as its entries).
         """
         path = segment_path(directory, base_offset, LOG_SUFFIX + suffix)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            logger.warning("Newly created segment file %s already exists; emptying it first", path)
+            fd = os.open(path, os.O_RDWR | os.O_TRUNC)
         os.close(fd)
+        for index_suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            stale = segment_path(directory, base_offset, index_suffix + suffix)
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+                logger.warning("Newly created segment file %s already exists; deleted it first", stale)
         segment = cls(
             directory,
             base_offset,
@@ -166,6 +179,7 @@ class LogSegment:
             rolling_jitter_ms=roll_jitter_ms(config),
         )
         segment._indexes_grow = indexes_grow
+        segment._max_timestamp, segment._offset_of_max_timestamp = NO_TIMESTAMP, base_offset  # as recover()
         return segment
 
     # -- sizes, offsets and timestamps -------------------------------------------------------------

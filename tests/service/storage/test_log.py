@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,9 @@ from service.clock import ManualClock
 from service.errors import CorruptDataError, InvalidInputError, OffsetOutOfRangeError, RecordTooLargeError
 from service.storage.compression import CompressionType
 from service.storage.control import encode_end_txn_marker_batch
+from service.storage.log_config import LogConfig
 from service.storage.records import Record, TimestampType, decode_batch, encode_batch
+from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn
 from tests.service.storage.conftest import MakeLog, keyed, plain
 
@@ -111,6 +114,51 @@ def test_roll_materialises_trimmed_indexes_of_the_old_segment(make_log: MakeLog,
     assert "00000000000000000003.index" not in names
     assert os.path.getsize(log_dir / "00000000000000000000.index") == 2 * 8
     assert os.path.getsize(log_dir / "00000000000000000000.timeindex") == 12
+
+
+def test_a_roll_deletes_stale_files_at_the_new_segment_s_names_first(
+    make_log: MakeLog, log_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's roll: files at the new segment's names belong to no segment, and are deleted first. Kept,
+    a stale ``.timeindex`` would lend the new segment a largest timestamp decades ahead (so time retention
+    would never delete it), a stale ``.index`` its entries, a stale ``.txnindex`` an aborted transaction."""
+    log = make_log(index_interval_bytes=0)
+    for _ in range(3):
+        log.append_records([plain(timestamp=5)])
+    stem = log_dir / "00000000000000000003"
+    stem.with_suffix(".log").write_bytes(b"stale")
+    stem.with_suffix(".timeindex").write_bytes(struct.pack(">qi", 4_000_000_000_000, 7) * 3)
+    stem.with_suffix(".index").write_bytes(struct.pack(">ii", 9, 999_999) * 3)
+    stem.with_suffix(".txnindex").write_bytes(struct.pack(">hqqqq", 0, 1, 3, 4, 3))
+    with caplog.at_level("WARNING"):
+        log.roll()
+    assert sorted(m for m in caplog.messages if "already exists" in m) == sorted(
+        f"Newly created segment file {stem}{suffix} already exists; {what} it first"
+        for suffix, what in (
+            (".log", "emptying"),
+            (".index", "deleted"),
+            (".timeindex", "deleted"),
+            (".txnindex", "deleted"),
+        )
+    )
+    active = log.active_segment
+    assert (active.base_offset, active.size_bytes, active.max_timestamp_so_far) == (3, 0, -1)
+    log.append_records([plain(timestamp=7)])
+    log.append_records([plain(timestamp=6)])
+    assert (active.max_timestamp_so_far, active.offset_of_max_timestamp) == (7, 3)
+    assert (active.offset_index.entries, active.time_index.entries) == (1, 1), "the second append's only"
+    assert active.offset_index.lookup(4) == (4, active.size_bytes // 2)
+    assert active.txn_index.all_aborted() == []
+    assert [r.offset for r in log.read(3)] == [3, 4]
+
+
+def test_a_new_segment_has_no_largest_timestamp_and_no_time_index_file_yet(tmp_path: Path) -> None:
+    """Created empty (stale files deleted), a segment knows it holds no timestamp: asking does not create
+    its ``.timeindex`` (lazy, as Kafka's) to read back an empty last entry."""
+    segment = LogSegment.create(tmp_path, 42, config=LogConfig(), now_ms=0)
+    assert (segment.max_timestamp_so_far, segment.offset_of_max_timestamp) == (-1, 42)
+    assert segment.largest_timestamp()[1] == "mtime"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000042.log"]
 
 
 def test_read_below_log_start_and_at_or_past_end(make_log: MakeLog) -> None:
