@@ -714,12 +714,13 @@ class LogSegment:
         """Leave the segment as a clean load does: no descriptor, indexes trimmed and not in memory.
 
         For a segment that is no longer active (after a roll, a recovery, a swap); nothing is fsynced
-        here, a pending fsync is done by the next ``flush``. The next use opens what it needs again.
+        here, a pending fsync is done by the next ``flush``. The next use opens what it needs again. A
+        largest timestamp not known yet was never appended through this object, so the time index
+        already ends with it (its writer's roll or close wrote it: a swapped-in cleaned segment's): not
+        read here.
         """
-        if self.max_timestamp_so_far >= 0:  # a no-op after a roll or a recovery, which wrote it
-            self.time_index.append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
-            )
+        if self._max_timestamp >= 0:  # a no-op after a roll or a recovery, which wrote it
+            self.time_index.append(self._max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
         self.close_file()
         for index in self._opened_indexes():
             index.unload()  # trims what is in memory

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 from service.storage.loader import LoadResult
+from service.storage.log_config import LogConfig
 from service.storage.records import Record, encode_batch
+from service.storage.segment import LogSegment
 from tests.service.storage.conftest import MakeLog, OpenLog, keyed
 
 SEGMENT_BYTES = 300
@@ -192,6 +194,26 @@ def test_clean_load_reads_only_the_active_segment_and_an_idle_close_reads_nothin
         seg(log_dir, active_base, suffix).name for suffix in (".index", ".timeindex", ".log")
     )
     assert closing == []
+
+
+def test_releasing_a_sealed_segment_that_appended_nothing_reads_none_of_its_files(
+    make_log: MakeLog, log_dir: Path
+) -> None:
+    """``release`` after a swap (the cleaner's driver builds the object over a task's finished files): its
+    time index already ends with the largest timestamp, so nothing is read back to append it again."""
+    fill(make_log)
+    files = {p.name: p.read_bytes() for p in log_dir.glob("00000000000000000000.*")}
+    config = LogConfig(segment_bytes=SEGMENT_BYTES, index_interval_bytes=1)
+    segment = LogSegment(log_dir, 0, config=config, created_ms=0)
+    _RECORDED_OPENS.append([])
+    try:
+        segment.release()
+        opened = _RECORDED_OPENS[-1]
+    finally:
+        _RECORDED_OPENS.pop()
+    assert opened == []
+    assert {p.name: p.read_bytes() for p in log_dir.glob("00000000000000000000.*")} == files
+    assert segment.max_timestamp_so_far >= 1000, "read now, from the time index's last entry"
 
 
 def test_clean_load_and_close_of_an_idle_log_write_no_index(
