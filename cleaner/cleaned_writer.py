@@ -13,10 +13,8 @@ from cleaner.rules import BatchOutcome
 from service.storage.log_config import LogConfig
 from service.storage.log_files import (
     CLEANED_SUFFIX,
-    INDEX_SUFFIX,
+    INDEX_SUFFIXES,
     LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
     segment_path,
 )
 from service.storage.records import RecordBatch
@@ -147,7 +145,7 @@ class CleanedWriter:
 
 def delete_cleaned_files(directory: Path, base_offset: int) -> None:
     """The ``.cleaned`` segment files of ``base_offset`` (a cleaning's output, never a live segment's)."""
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+    for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
         segment_path(directory, base_offset, suffix + CLEANED_SUFFIX).unlink(missing_ok=True)
 
 

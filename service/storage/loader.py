@@ -34,6 +34,7 @@ from service.storage.log_files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
+    INDEX_SUFFIXES,
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -52,8 +53,7 @@ __all__ = ["LoadResult", "load_partition_log"]
 
 logger = logging.getLogger(__name__)
 
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES)
 _TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 _GONE_AT_LOAD = (DELETED_SUFFIX, CLEANED_SUFFIX)  # without a swap, step 1 only deletes these
 
@@ -362,7 +362,7 @@ def _sort_out_names(directory: Path, names: list[str], *, read_only: bool) -> tu
             continue
         if name.endswith(LOG_SUFFIX):
             log_names[name[: -len(LOG_SUFFIX)]] = name
-        elif name.endswith(_INDEX_SUFFIXES):
+        elif name.endswith(INDEX_SUFFIXES):
             index_names.append(name)
     log_bases = sorted(_base_offset(directory, n) for n in log_names.values())
     bases = set(log_bases)

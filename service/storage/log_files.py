@@ -21,6 +21,7 @@ __all__ = [
     "DELETE_DIR_SUFFIX",
     "FUTURE_DIR_SUFFIX",
     "INDEX_SUFFIX",
+    "INDEX_SUFFIXES",
     "LOCK_FILE",
     "LOG_START_OFFSET_CHECKPOINT",
     "LOG_SUFFIX",
@@ -46,6 +47,7 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)  # a segment's files beside its .log
 SNAPSHOT_SUFFIX = ".snapshot"
 
 DELETED_SUFFIX = ".deleted"

@@ -39,6 +39,7 @@ from service.storage.index_file import (
 from service.storage.log_config import LogConfig
 from service.storage.log_files import (
     INDEX_SUFFIX,
+    INDEX_SUFFIXES,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
@@ -164,7 +165,7 @@ class LogSegment:
             logger.warning("Newly created segment file %s already exists; emptying it first", path)
             fd = os.open(path, os.O_RDWR | os.O_TRUNC)
         os.close(fd)
-        for index_suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        for index_suffix in INDEX_SUFFIXES:
             stale = segment_path(directory, base_offset, index_suffix + suffix)
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
