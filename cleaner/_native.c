@@ -2446,7 +2446,8 @@ filter_batches(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "key_map must be a KeyMap; committed a set and txns a cursor, or neither");
         return NULL;
     }
-    if (keymap_settle((KeyMap *)key_map_obj, 0) < 0) {
+    KeyMap *key_map = (KeyMap *)key_map_obj;
+    if (keymap_settle(key_map, 0) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
@@ -2531,7 +2532,7 @@ filter_batches(PyObject *self, PyObject *args)
         int32_t count = (int32_t)be32(b + 57);
         if (!loops_read(attributes, transactional) || (producer_id != -1 && !has_ends) || last_delta < 0 || count <= 0 ||
             base + last_delta + 1 == upper_bound ||
-            (!keymap_scan_checked((KeyMap *)key_map_obj, base, base + last_delta) &&
+            (!keymap_scan_checked(key_map, base, base + last_delta) &&
              crc32c(b + 21, (size_t)size - 21) != be32(b + 17))) {
             break;
         }
@@ -2585,7 +2586,7 @@ filter_batches(PyObject *self, PyObject *args)
             retain_empty = 0; /* rules.batch_retention's DELETE: gone, its records not read */
         }
         else if (!is_marker && count == (int64_t)last_delta + 1 && base + last_delta <= map_latest_offset &&
-            keymap_all_superseded((KeyMap *)key_map_obj, base, base + last_delta)) {
+            keymap_all_superseded(key_map, base, base + last_delta)) {
             /* every offset holds a keyed record a later one supersedes (the map's scan read each of them
              * this round, so they are well formed): none survives, none is parsed */
             c.read = count;
@@ -2603,7 +2604,7 @@ filter_batches(PyObject *self, PyObject *args)
             c.log_append_time = max_ts;
             c.has_horizon = (attributes & 0x40) != 0;
             c.horizon = base_ts;
-            c.key_map = (KeyMap *)key_map_obj;
+            c.key_map = key_map;
             c.use_bitmap = !is_marker;
             c.is_control = is_marker;
             c.can_discard = can_discard;
