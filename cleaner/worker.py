@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from cleaner.errors import CleaningAbortedError
 from cleaner.manager import Candidate, CleanerManager
+from service.audit import audit_log
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
 
@@ -224,14 +225,7 @@ class CleanerWorker:
         self.last_outcome = outcome
         if self.on_outcome is not None:
             self.on_outcome(outcome)
-        logger.info(
-            "%s: cleaned %s [%d, %d) in %.2f s",
-            self.name,
-            tp,
-            outcome.first_dirty_offset,
-            outcome.end_offset,
-            time.perf_counter() - started,
-        )
+        audit_log.info("%s", _round_line(self.name, log, outcome, time.perf_counter() - started))
         return outcome
 
     def run_retention(self) -> None:
@@ -244,3 +238,20 @@ class CleanerWorker:
                     logger.exception("%s: retention of %s failed", self.name, log.topic_partition)
         finally:
             self.manager.done_deleting(logs)
+
+
+def _round_line(thread_name: str, log: PartitionLog, outcome: RoundOutcome, duration_s: float) -> str:
+    """The round's audit line: Kafka's "cleaned log … (dirty section = […])" with its figures on one line."""
+    records_read = _count(outcome.stats, "records_read")
+    records_removed = records_read - _count(outcome.stats, "records_retained")
+    return (
+        f"{thread_name}: cleaned log {log.topic_partition} in {log.directory.parent} (dirty section = "
+        f"[{outcome.first_dirty_offset}, {outcome.end_offset}]) on the {outcome.engine} engine: "
+        f"{outcome.bytes_read} bytes read, {outcome.bytes_written} bytes written, {records_read} records "
+        f"read, {records_removed} removed, in {duration_s:.2f} s"
+    )
+
+
+def _count(stats: dict[str, object], name: str) -> int:
+    value = stats.get(name, 0)
+    return value if isinstance(value, int) else 0

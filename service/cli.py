@@ -17,6 +17,7 @@ from typing import ClassVar, NoReturn
 
 import click
 
+from service.audit import AUDIT_LOGGER_NAME
 from service.errors import ConflictError, InvalidInputError, LogCleanerError, NotFoundError
 from service.storage.prescan import start_early_prescans
 from service.tools.log_commands import (
@@ -81,14 +82,17 @@ def cli(verbose: int) -> None:
 
 @cli.command()
 @config_options
-@click.option("-q", "--quiet", is_flag=True, help="No start-up, stop and shutdown lines (warnings only).")
+@click.option(
+    "-q", "--quiet", is_flag=True, help="No start-up, shutdown or audit-trail lines (warnings only)."
+)
 def serve(config_file: Path | None, overrides: tuple[str, ...], quiet: bool) -> None:
     """Run the daemon: load and recover every log under log.dirs, run Kafka's scheduled log tasks.
 
     SIGTERM/SIGINT shut it down cleanly (checkpoints and the clean-shutdown marker written, exit 0)
     within shutdown.timeout.ms; past it, on a second signal, or on a signal while the logs still load,
     exit 1 without the marker. A failed start exits 1 having changed nothing. Prints a start-up and a
-    shutdown line unless -q.
+    shutdown line, and one audit-trail line (logger logcleaner.audit) per action that changes data,
+    unless -q.
     """
     broker = load_config(config_file, overrides)
     # A clean dir's partition dirs are scanned (in C, the GIL released) while the API is imported and built.
@@ -96,8 +100,9 @@ def serve(config_file: Path | None, overrides: tuple[str, ...], quiet: bool) -> 
     try:
         from service.daemon import Daemon  # the API, scheduler and cleaner: imported for serve alone
 
-        if not quiet:  # the daemon's own lines at INFO even without -v
-            logging.getLogger("service.daemon").setLevel(min(logging.getLogger().level, logging.INFO))
+        if not quiet:  # the daemon's own lines and the audit trail at INFO even without -v
+            for name in ("service.daemon", AUDIT_LOGGER_NAME):
+                logging.getLogger(name).setLevel(min(logging.getLogger().level, logging.INFO))
         daemon = Daemon(broker, prescans=prescans, freeze_loaded=True)
         daemon.install_signal_handlers()  # a stop while the logs load interrupts the loading
         daemon.start()

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from service.audit import audit_log, log_ident, segment_description
 from service.clock import Clock
 from service.collector import collector_paused
 from service.errors import (
@@ -54,7 +55,7 @@ from service.storage.log_files import DELETE_DIR_SUFFIX, is_valid_topic_name, pa
 from service.storage.partition_files import create_partition_metadata, delete_marked_snapshot
 from service.storage.partition_metadata import new_topic_id
 from service.storage.prescan import EarlyPrescans, LogDirPrescan
-from service.storage.segment import LogSegment
+from service.storage.segment import TIMESTAMP_SOURCE_MTIME, LogSegment
 from service.storage.topic_partition import TopicPartition
 
 __all__ = ["DeletedSegment", "LogManager", "LogManagerSettings"]
@@ -431,6 +432,9 @@ class LogManager:
                 log.on_io_error = self._on_log_io_error
                 self._logs[tp] = log
                 created.append(log)
+                audit_log.info(
+                    "Created log for partition %s in %s (topic id %s)", tp, directory, log.topic_id
+                )
         if failure is not None:
             raise failure
         return created
@@ -477,6 +481,7 @@ class LogManager:
         suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         name = tp.topic[: _MAX_DIR_NAME - len(suffix)] + suffix
         renamed = log.directory.with_name(name)
+        size_bytes, segment_count = log.size_bytes, len(log.segments)
         try:
             log.close(deleted=True)
             log.directory.rename(renamed)  # made durable once per log dir: _finish_deletions
@@ -488,7 +493,16 @@ class LogManager:
             self._logs.pop(tp, None)
             self._offline_logs.pop(tp, None)
             self._delete_queue.append((renamed, self.clock.now_ms()))
-        logger.info("Partition %s renamed to %s for deletion", tp, renamed)
+        audit_log.info(
+            "Log for partition %s is renamed to %s and is scheduled for deletion (%d bytes in %d segment(s),"
+            " offsets [%d, %d))",
+            tp,
+            renamed,
+            size_bytes,
+            segment_count,
+            log.log_start_offset,
+            log.log_end_offset,
+        )
 
     def _finish_deletions(self, log_dir: Path, deleted: TopicPartition) -> None:
         """Make a topic deletion's renames durable, then drop its partitions from the checkpoints.
@@ -520,7 +534,7 @@ class LogManager:
             waiting = min((t + delay - now for _, t in self._delete_queue), default=max(delay, 1))
         for path, _ in due:
             shutil.rmtree(path, ignore_errors=True)
-            logger.info("Deleted log dir %s", path)
+            audit_log.info("Deleted log for partition %s in %s", _deleted_partition_name(path), path)
         return max(waiting, 1)
 
     @property
@@ -633,21 +647,29 @@ class LogManager:
             ]
             if dry_run:
                 return deleted
+            lines = _retention_lines(log, segments, plan.reasons())  # before the files are renamed
             doomed = log.delete_oldest_segments(plan.total)
         with self._deletions_lock:
             self._retention_deletions.update(str(d.reason) for d in deleted)
-        for d in deleted:
-            logger.info(
-                "Deleting segment %d of %s-%d: %s retention", d.base_offset, d.topic, d.partition, d.reason
-            )
+        for line in lines:
+            audit_log.info("%s", line)
         self.scheduler.schedule_once("delete-file", log.config.file_delete_delay_ms, _deleter(log, doomed))
         return deleted
 
     def remove_expired_producers(self, expiration_ms: int) -> int:
         """Kafka's producer-expiry check: every log forgets producers idle for ``expiration_ms``."""
-        expired = sum(len(log.remove_expired_producers(expiration_ms)) for log in self.logs.values())
-        if expired:
-            logger.info("Expired %d producer id(s) idle for %d ms or more", expired, expiration_ms)
+        expired = 0
+        for log in self.logs.values():
+            producer_ids = log.remove_expired_producers(expiration_ms)
+            if producer_ids:
+                expired += len(producer_ids)
+                audit_log.info(
+                    "%s Expired %d producer id(s) idle for %d ms or more (producer.id.expiration.ms): %s",
+                    log_ident(log.topic_partition, log.directory.parent),
+                    len(producer_ids),
+                    expiration_ms,
+                    ", ".join(map(str, sorted(producer_ids))),
+                )
         return expired
 
     # -- flush and checkpoints -------------------------------------------------------------------
@@ -685,6 +707,43 @@ class LogManager:
                     write(state.path, self.logs_in(state.path))
             except OSError as exc:
                 self._mark_offline(state, exc)
+
+
+def _deleted_partition_name(path: Path) -> str:
+    """``orders-0`` of ``orders-0.<id>-delete`` (Kafka's ``logDeleteDirName``; the topic may be shortened)."""
+    return path.name.rsplit(".", 1)[0] if path.name.endswith(DELETE_DIR_SUFFIX) else path.name
+
+
+def _retention_lines(
+    log: PartitionLog, segments: Sequence[LogSegment], reasons: list[RetentionReason]
+) -> list[str]:
+    """``UnifiedLog``'s lines for the segments retention deletes, one each, with the rule and its value."""
+    ident = log_ident(log.topic_partition, log.directory.parent)
+    config = log.config
+    size_after = log.size_bytes
+    lines = []
+    for segment, reason in zip(segments, reasons, strict=False):
+        _largest, source = segment.largest_timestamp()
+        described = segment_description(
+            segment.base_offset, segment.size_bytes, segment.last_modified_ms(), segment.max_timestamp_so_far
+        )
+        size_after -= segment.size_bytes
+        if reason is RetentionReason.TIME:
+            basis = (
+                "the last modified time of the segment"
+                if source == TIMESTAMP_SOURCE_MTIME
+                else "the largest record timestamp in the segment"
+            )
+            why = f"log retention time {config.retention_ms}ms breach based on {basis}"
+        elif reason is RetentionReason.SIZE:
+            why = (
+                f"log retention size {config.retention_bytes} breach. Log size after deletion will be "
+                f"{size_after}."
+            )
+        else:
+            why = f"log start offset {log.log_start_offset} breach"
+        lines.append(f"{ident} Deleting segment {described} due to {why}")
+    return lines
 
 
 def _deleter(log: PartitionLog, segments: list[LogSegment]) -> Callable[[], None]:

@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from service.audit import audit_log, log_ident
 from service.clock import Clock
 from service.errors import CorruptDataError, InvalidInputError, UnsupportedFormatError, WouldWriteError
 from service.storage.atomic import fsync_dir
@@ -124,6 +125,11 @@ def load_partition_log(
     now_ms = clock.now_ms()
     truncated = sum(rebuilt.values())
     recovered = len(rebuilt)
+    recovered_from = [*rebuilt]  # where each scan began
+    if not clean_shutdown and segments:
+        recovered_from.append(
+            max((s.base_offset for s in segments if s.base_offset <= recovery_point), default=0)
+        )
     if not clean_shutdown and segments:
         segments, recovered_now, truncated_now = _recover(segments, recovery_point, tracker, rebuilt)
         recovered += recovered_now
@@ -145,6 +151,7 @@ def load_partition_log(
                 )
                 truncated += active.recover(tracker.on_batch)
                 recovered += 1
+                recovered_from.append(active.base_offset)
         # The active segment's indexes are preallocated again at its first append, not here (Kafka's
         # LazyIndex): an idle log then never resizes them, and its close trims and fsyncs nothing.
         log_end_offset = known_end if known_end is not None else active.read_next_offset()
@@ -162,6 +169,19 @@ def load_partition_log(
             for segment in segments:
                 segment.delete_files()
             segments = []
+    if recovered or truncated:
+        audit_log.info(
+            "%s Recovered the log from offset %d (%s): %d segment(s) scanned, %d bytes truncated, log end "
+            "offset %d",
+            log_ident(topic_partition, directory.parent),
+            min(recovered_from),
+            "files contradict the clean shutdown"
+            if clean_shutdown
+            else f"no clean shutdown recorded, recovery point {recovery_point}",
+            recovered,
+            truncated,
+            log_end_offset if segments else log_start_offset,
+        )
     if not segments:
         if read_only:
             raise WouldWriteError(f"{directory}: loading it creates its first segment")

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from service.audit import audit_log, log_ident
 from service.clock import Clock
 from service.errors import InvalidInputError, LogClosedError, LogDirOfflineError, OffsetOutOfRangeError
 from service.storage.atomic import fsync_dir
@@ -483,11 +484,18 @@ class PartitionLog:
                 )
             if new_start <= self._log_start_offset:
                 return False
+            previous = self._log_start_offset
             self._log_start_offset = new_start
             self._recovery_point = max(self._recovery_point, new_start)
             self._publish(segments_changed=False)
             self.leader_epochs.truncate_from_start(new_start)
-            return True
+        audit_log.info(
+            "%s Incremented log start offset from %d to %d due to client delete records request",
+            log_ident(self.topic_partition, self.directory.parent),
+            previous,
+            new_start,
+        )
+        return True
 
     def delete_oldest_segments(self, count: int) -> list[LogSegment]:
         """Retention's deletion (§6.4): drop the ``count`` oldest segments from the log.

@@ -185,7 +185,7 @@ def test_the_scheduler_deletes_expired_segments_then_restarts_clean_and_recovers
         returncode = serve.stop()
     assert returncode == 0, serve.log
     assert segments_before > 2
-    assert "time retention" in serve.log
+    assert "due to log retention time 2000ms breach based on the largest record timestamp" in serve.log
     assert read_clean_shutdown_marker(log_dir) is not None
     assert OffsetCheckpointFile(log_dir / "recovery-point-offset-checkpoint").read() == {
         TopicPartition("events", 0): 40
