@@ -96,7 +96,7 @@ def serve(config_file: Path | None, overrides: tuple[str, ...], quiet: bool) -> 
     """
     broker = load_config(config_file, overrides)
     # A clean dir's partition dirs are scanned (in C, the GIL released) while the API is imported and built.
-    prescans = start_early_prescans(Path(d) for d in broker.log_dirs)
+    prescans = start_early_prescans(broker.log_dir_paths)
     try:
         from service.daemon import Daemon  # the API, scheduler and cleaner: imported for serve alone
 

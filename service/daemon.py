@@ -24,7 +24,6 @@ import signal
 import threading
 import time
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
@@ -78,7 +77,7 @@ class Daemon:
         self._prescans = prescans
         self._freeze_loaded = freeze_loaded
         self.clock = clock or SystemClock()
-        self.topic_store = TopicConfigStore([Path(d) for d in broker.log_dirs])
+        self.topic_store = TopicConfigStore(list(broker.log_dir_paths))
         self.metrics = ServiceMetrics(self)  # reads this daemon's parts at each scrape, not now
         self.metrics_registry = self.metrics.registry
         self.scheduler = LogScheduler(

@@ -9,6 +9,7 @@ from pathlib import Path
 __all__ = [
     "ConflictError",
     "CorruptDataError",
+    "DuplicatePartitionDirError",
     "InvalidInputError",
     "LogCleanerError",
     "LogClosedError",
@@ -61,6 +62,20 @@ def _rebuild_offline(message: str, log_dir: str) -> LogDirOfflineError:
 
 class ConflictError(LogCleanerError):
     """The request conflicts with current state (the topic exists, the dir is locked)."""
+
+
+class DuplicatePartitionDirError(InvalidInputError):
+    """Two partition dirs hold the same partition (in two log dirs, or ``t-7`` beside ``t-007``): Kafka's
+    LogManager refuses to start, and so does every command that loads the logs, having changed nothing.
+
+    Fix: delete one of the two dirs (Kafka recommends the one in the log dir that failed most recently).
+    """
+
+    def __init__(self, message: str, *, topic: str, partition: int, paths: tuple[str, str]) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.paths = paths
 
 
 class WouldWriteError(LogCleanerError):

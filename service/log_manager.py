@@ -37,6 +37,7 @@ from service.ports import CleaningControl, TaskScheduler
 from service.retention import RetentionReason, plan_retention
 from service.storage.atomic import fsync_dir
 from service.storage.dir_lock import LogDirLock
+from service.storage.duplicate_dirs import check_no_duplicate_partition_dirs
 from service.storage.leader_epoch_flush import flush_leader_epochs_in_batch
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
@@ -141,7 +142,9 @@ class LogManager:
         """Lock and load every log dir; an I/O error takes only that dir offline. Once ``stop`` is set no
         further partition loads (``LoadInterruptedError``; the locks stay held until ``release_locks``).
         ``prescans``: dirs already locked and being scanned ahead (``serve``: ``start_early_prescans``);
-        their locks and scans are taken over. ``freeze_loaded``: the daemon's (``collector_paused``)."""
+        their locks and scans are taken over. ``freeze_loaded``: the daemon's (``collector_paused``).
+        A partition held by two dirs stops it first, before any lock or write (``duplicate_dirs``)."""
+        check_no_duplicate_partition_dirs(state.path for state in self._dirs)
         started: dict[Path, LogDirPrescan] = {}
         for state in self._dirs if self.read_only is None else ():
             early = prescans.take(state.path) if prescans is not None else None

@@ -3,8 +3,6 @@ to import (no API, scheduler or cleaner), so an offline command starts fast."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from service.clock import Clock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_config import effective_log_config
@@ -32,7 +30,7 @@ def build_log_manager(
         return effective_log_config(broker, store.get(topic))
 
     return LogManager(
-        [Path(d) for d in broker.log_dirs],
+        broker.log_dir_paths,
         config_for,
         clock=clock,
         scheduler=scheduler,

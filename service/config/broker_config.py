@@ -10,6 +10,11 @@ Built in the composition root and passed down as narrow values; never a global. 
 - ``log_flush_interval_ms``: ``log.flush.interval.ms``, else ``log.flush.scheduler.interval.ms``.
 - ``log_dirs``: ``log.dirs``, else ``log.dir`` if set, else ``./data/logs`` (the contract's embedded
   default; Kafka's own would be ``/tmp/kafka-logs``).
+
+One field is no key: ``log_dir_paths``, the log dirs resolved once, at parse (absolute, ``..`` and
+symbolic links resolved, as Kafka's ``getCanonicalPath``). Every part of the service names a log dir by it,
+so a lock, a prescan and a load of the same dir always agree on its path; two entries that resolve to the
+same dir are refused (Kafka's "Duplicate log directory found").
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ class BrokerConfig:
     """Typed broker settings; build with :meth:`from_properties` or :func:`load_broker_config`."""
 
     log_dirs: tuple[str, ...]
+    log_dir_paths: tuple[Path, ...]
+    """``log_dirs`` resolved (see the module docstring): what the service opens."""
     log_dir: str
     log_segment_bytes: int
     log_roll_ms: int
@@ -127,8 +134,10 @@ class BrokerConfig:
                 warnings.append(_unknown_key_warning(key))
         values = _Values(explicit)
         spark_conf = {"spark.master": values.text("spark.master"), **spark}
+        log_dirs = _resolve_log_dirs(explicit)
         return cls(
-            log_dirs=_resolve_log_dirs(explicit),
+            log_dirs=log_dirs,
+            log_dir_paths=_log_dir_paths(log_dirs, "log.dirs" if "log.dirs" in explicit else "log.dir"),
             log_dir=values.text("log.dir"),
             log_segment_bytes=values.integer("log.segment.bytes"),
             log_roll_ms=values.ms("log.roll.ms"),
@@ -245,6 +254,30 @@ def _resolve_log_dirs(explicit: Mapping[str, ConfigValue]) -> tuple[str, ...]:
             value="",
         )
     return dirs
+
+
+def _log_dir_paths(log_dirs: tuple[str, ...], key: str) -> tuple[Path, ...]:
+    """Each log dir resolved against the working directory; the same dir named twice is refused."""
+    paths: dict[Path, str] = {}
+    for configured in log_dirs:
+        try:
+            path = Path(configured).resolve()
+        except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop
+            raise InvalidConfigError(
+                f"Invalid value '{configured}' for configuration {key}: cannot resolve the path ({exc}); "
+                "allowed: a directory path",
+                name=key,
+                value=configured,
+            ) from exc
+        if path in paths:
+            raise InvalidConfigError(
+                f"Invalid value '{','.join(log_dirs)}' for configuration {key}: Duplicate log directory "
+                f"found: '{paths[path]}' and '{configured}' are both {path}; allowed: each directory once",
+                name=key,
+                value=",".join(log_dirs),
+            )
+        paths[path] = configured
+    return tuple(paths)
 
 
 class _Values:

@@ -33,6 +33,7 @@ from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.log_files import (
     LOG_START_OFFSET_CHECKPOINT,
+    METADATA_TOPIC,
     RECOVERY_POINT_CHECKPOINT,
     parse_partition_dir_name,
 )
@@ -52,8 +53,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-_SKIPPED_DIRS = ("__cluster_metadata-",)
 
 
 class LoadInterruptedError(LogCleanerError):
@@ -160,7 +159,7 @@ def _load_log_dir(
     to_load: list[tuple[Path, TopicPartition]] = []
     pending_deletion = []
     with os.scandir(path) as entries:  # the entry's type comes with the listing: no stat per child
-        child_names = sorted(e.name for e in entries if e.is_dir() and not e.name.startswith(_SKIPPED_DIRS))
+        child_names = sorted(e.name for e in entries if e.is_dir())
     for name in child_names:
         child = path / name
         try:
@@ -168,7 +167,10 @@ def _load_log_dir(
         except InvalidInputError:
             logger.warning("Skipping %s: not a partition dir name", child)
             continue
-        if parsed.kind == "delete":
+        if parsed.topic == METADATA_TOPIC:  # the broker's Raft layer owns it, as in Kafka's loadLogs
+            level = logging.DEBUG if name == f"{METADATA_TOPIC}-0" else logging.WARNING
+            logger.log(level, "Skipping %s: a dir of the KRaft metadata log, not managed here", child)
+        elif parsed.kind == "delete":
             pending_deletion.append(child)
         elif parsed.kind == "":
             if read_only is None or read_only.selects(name):

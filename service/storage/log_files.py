@@ -25,6 +25,7 @@ __all__ = [
     "LOCK_FILE",
     "LOG_START_OFFSET_CHECKPOINT",
     "LOG_SUFFIX",
+    "METADATA_TOPIC",
     "OFFSET_WIDTH",
     "RECOVERY_POINT_CHECKPOINT",
     "SNAPSHOT_SUFFIX",
@@ -63,6 +64,10 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
+
+# KRaft's metadata log (``KafkaRaftServer.MetadataTopic``): its partition dir belongs to the broker's Raft
+# layer, and Kafka's LogManager leaves every dir of this topic alone.
+METADATA_TOPIC = "__cluster_metadata"
 
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # fullmatch: "$" would also match before a final "\n"
 

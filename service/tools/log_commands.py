@@ -83,7 +83,7 @@ def offline_log_manager(broker: BrokerConfig) -> Iterator[LogManager]:
     A missing log dir is an error (only ``serve`` creates one), and so is a log dir that went offline while
     loading: the command cannot answer for it.
     """
-    require_log_dirs([Path(d) for d in broker.log_dirs])
+    require_log_dirs(list(broker.log_dir_paths))
     with _loaded(broker) as manager:
         yield manager
 
@@ -95,7 +95,7 @@ def read_only_log_manager(
     """The LogManager of an inspection: it writes nothing into the log dirs (``read_only.py``). Errors and
     documents name the user's files, not the scratch copies of partitions that a load would write to.
     ``share``: the partition dir names to load (None: every one)."""
-    require_log_dirs([Path(d) for d in broker.log_dirs])
+    require_log_dirs(list(broker.log_dir_paths))
     with scratch_copies(share) as copies:
         try:
             with _loaded(broker, read_only=copies) as manager:
@@ -107,7 +107,7 @@ def read_only_log_manager(
 
 @contextmanager
 def _loaded(broker: BrokerConfig, *, read_only: ScratchCopies | None = None) -> Iterator[LogManager]:
-    store = TopicConfigStore([Path(d) for d in broker.log_dirs])
+    store = TopicConfigStore(list(broker.log_dir_paths))
     tasks = DeferredTasks()
     manager = build_log_manager(broker, store, clock=SystemClock(), scheduler=tasks, read_only=read_only)
     manager.startup()
@@ -134,7 +134,7 @@ def _inspect(
 
     Cyclic garbage collection is paused throughout: an inspection only adds objects that live until it
     ends, and each full collection would walk every loaded log again."""
-    log_dirs = [Path(d) for d in broker.log_dirs]
+    log_dirs = list(broker.log_dir_paths)
     require_log_dirs(log_dirs)
 
     def run_share(share: frozenset[str] | None) -> list[T]:
@@ -295,13 +295,13 @@ def topic_config_command(
     Changes are stored durably in every log dir; a running daemon applies them within a second.
     """
     broker = load_config(config_file, overrides)
-    require_log_dirs([Path(d) for d in broker.log_dirs])
+    require_log_dirs(list(broker.log_dir_paths))
     if not allow_missing_topic and not _topic_exists(broker, topic):
         raise NotFoundError(
             f"topic {topic!r} has no partition in log.dirs {', '.join(broker.log_dirs)}"
             " (--allow-missing-topic for a topic about to be created)"
         )
-    store = TopicConfigStore([Path(d) for d in broker.log_dirs])
+    store = TopicConfigStore(list(broker.log_dir_paths))
     if set_pairs or delete_keys:
         changes = {}
         for pair in set_pairs:
@@ -321,7 +321,7 @@ def topic_config_command(
 def _topic_exists(broker: BrokerConfig, topic: str) -> bool:
     """Whether some log dir holds a partition directory ``<topic>-<n>`` (read only, nothing created)."""
     prefix = f"{topic}-"
-    for log_dir in broker.log_dirs:
+    for log_dir in broker.log_dir_paths:
         try:
             names = [entry.name for entry in os.scandir(log_dir) if entry.is_dir()]
         except OSError:
