@@ -21,7 +21,11 @@ from pydantic import (
 )
 
 from service.config.topic_config import TOPIC_CONFIG_NAMES
-from service.storage.log_files import is_valid_topic_name
+from service.storage.log_files import (
+    METADATA_TOPIC,
+    METADATA_TOPIC_CREATION_PROHIBITED,
+    is_valid_topic_name,
+)
 
 __all__ = [
     "INT32_MAX",
@@ -67,6 +71,16 @@ TopicName = Annotated[
     AfterValidator(_check_topic_name),
     WithJsonSchema({"type": "string", "pattern": "^[a-zA-Z0-9._-]{1,249}$", "not": {"enum": [".", ".."]}}),
 ]
+
+
+def _check_creatable_topic_name(name: str) -> str:
+    """Checked with the request, so a refused creation stores nothing (not even its config overrides)."""
+    if name == METADATA_TOPIC:
+        raise ValueError(METADATA_TOPIC_CREATION_PROHIBITED)
+    return name
+
+
+NewTopicName = Annotated[TopicName, AfterValidator(_check_creatable_topic_name)]
 
 
 _DECIMAL_DIGITS = re.compile(r"0|[1-9][0-9]*")
@@ -124,7 +138,7 @@ ConfigNames = Annotated[list[str], WithJsonSchema({"type": "array", "items": _CO
 
 class CreateTopicRequest(BaseModel):
     model_config = _FORBID
-    name: TopicName
+    name: NewTopicName
     partitions: int | None = Field(
         default=None, ge=1, le=MAX_PARTITIONS, strict=True, description="num.partitions if absent"
     )

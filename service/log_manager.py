@@ -52,7 +52,13 @@ from service.storage.log_dir import (
     write_offset_checkpoints,
     write_recovery_point_checkpoint,
 )
-from service.storage.log_files import DELETE_DIR_SUFFIX, is_valid_topic_name, partition_dir_name
+from service.storage.log_files import (
+    DELETE_DIR_SUFFIX,
+    METADATA_TOPIC,
+    METADATA_TOPIC_CREATION_PROHIBITED,
+    is_valid_topic_name,
+    partition_dir_name,
+)
 from service.storage.partition_files import create_partition_metadata, delete_marked_snapshot
 from service.storage.partition_metadata import new_topic_id
 from service.storage.prescan import EarlyPrescans, LogDirPrescan
@@ -356,6 +362,8 @@ class LogManager:
             raise InvalidInputError(
                 f"topic name {topic!r} is invalid: use 1-249 of [a-zA-Z0-9._-], and not '.' or '..'"
             )
+        if topic == METADATA_TOPIC:  # the broker's Raft layer owns it: its dir is never ours to create
+            raise InvalidInputError(METADATA_TOPIC_CREATION_PROHIBITED)
         if partitions < 1:
             raise InvalidInputError(f"partitions must be at least 1, got {partitions}")
         with self._topic_admin_lock, self._lock:

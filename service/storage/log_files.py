@@ -26,6 +26,7 @@ __all__ = [
     "LOG_START_OFFSET_CHECKPOINT",
     "LOG_SUFFIX",
     "METADATA_TOPIC",
+    "METADATA_TOPIC_CREATION_PROHIBITED",
     "OFFSET_WIDTH",
     "RECOVERY_POINT_CHECKPOINT",
     "SNAPSHOT_SUFFIX",
@@ -68,6 +69,8 @@ LOCK_FILE = ".lock"
 # KRaft's metadata log (``KafkaRaftServer.MetadataTopic``): its partition dir belongs to the broker's Raft
 # layer, and Kafka's LogManager leaves every dir of this topic alone.
 METADATA_TOPIC = "__cluster_metadata"
+# Kafka's answer to a CreateTopics request for it (``ControllerApis``, ``INVALID_REQUEST``).
+METADATA_TOPIC_CREATION_PROHIBITED = f"Creation of internal topic {METADATA_TOPIC} is prohibited."
 
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # fullmatch: "$" would also match before a final "\n"
 
