@@ -4,7 +4,8 @@ An offset below the log start offset or past the log end offset is out of range 
 ``PartitionLog.read`` itself would silently start at the log start). An offset that compaction removed
 gives the next record. Control batches are skipped. At most ``max_records`` records, and no more once
 their keys and values pass ``max_bytes`` (the first record always comes, as Kafka's fetch does).
-``next_offset`` is where the following fetch should start.
+``next_offset`` is where the following fetch should start. Only records below the high watermark are
+served, as a Kafka consumer reads them; an offset between it and the log end offset gives no records.
 
 Every batch's CRC is verified before its records are decoded, as a Kafka consumer with ``check.crcs=true``
 does: the records before a corrupt batch are returned (``next_offset`` stops at it), and a fetch that
@@ -71,7 +72,10 @@ def fetch_document(
 def _read(
     log: PartitionLog, offset: int, max_records: int, max_bytes: int, on_fault: FetchFaultRecorder
 ) -> tuple[list[Record], int]:
-    end_before = log.log_end_offset  # everything below it is covered by a read that reaches the end
+    # Consumers read below the high watermark (Kafka's fetch at ``FetchIsolation.HIGH_WATERMARK``): records
+    # a broker had not acknowledged are not served, though their offsets are inside the log.
+    high_watermark = log.high_watermark
+    end_before = min(log.log_end_offset, high_watermark)  # all below it is covered by a read reaching the end
     contiguous = not log.config.is_compacted
     expected = max(offset, log.log_start_offset)  # the next offset a contiguous log holds
     out: list[Record] = []
@@ -80,7 +84,7 @@ def _read(
     while True:
         try:
             batch = next(batches, None)
-            if batch is None:
+            if batch is None or batch.base_offset >= high_watermark:
                 break
             if not batch.is_crc_valid():
                 raise CorruptDataError(
@@ -95,6 +99,8 @@ def _read(
         for record in records:
             if record.offset < offset:
                 continue
+            if record.offset >= high_watermark:
+                return out, max(high_watermark, offset)
             out.append(record)
             size += len(record.key or b"") + len(record.value or b"")
             if len(out) >= max_records or size >= max_bytes:

@@ -42,6 +42,7 @@ from service.errors import ConflictError, LogCleanerError
 from service.log_manager_setup import build_log_manager
 from service.ports import CleanerView
 from service.sd_notify import sd_notify
+from service.storage.log_config import LONG_MAX
 from service.storage.log_dir import LoadInterruptedError
 from service.storage.prescan import EarlyPrescans
 from service.storage.topic_partition import TopicPartition
@@ -205,6 +206,15 @@ class Daemon:
             "kafka-log-start-offset-checkpoint",
             broker.log_flush_start_offset_checkpoint_interval_ms,
             manager.checkpoint_log_start_offsets,
+        )
+        # The replica manager's task (a period of 0 or less: once, as Kafka's scheduler runs it). It starts
+        # after the initial delay like the others, not at once as Kafka's: until then the file on disk is
+        # the one loaded, which holds no high watermark above the logs' own.
+        hw_period = broker.replica_high_watermark_checkpoint_interval_ms
+        self.scheduler.add_periodic(
+            "highwatermark-checkpoint",
+            hw_period if hw_period > 0 else LONG_MAX,
+            manager.checkpoint_high_watermarks,
         )
         self.scheduler.add_self_rescheduling("kafka-delete-logs", manager.delete_logs)
         self.scheduler.add_periodic(

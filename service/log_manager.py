@@ -18,7 +18,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.audit import audit_log, log_ident, segment_description
@@ -38,6 +38,7 @@ from service.retention import RetentionReason, plan_retention
 from service.storage.atomic import fsync_dir
 from service.storage.dir_lock import LogDirLock
 from service.storage.duplicate_dirs import check_no_duplicate_partition_dirs
+from service.storage.high_watermark_checkpoint import write_high_watermark_checkpoint
 from service.storage.leader_epoch_flush import flush_leader_epochs_in_batch
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
@@ -95,6 +96,9 @@ class _LogDirState:
     lock: LogDirLock | None = None
     offline_reason: str | None = None
     had_clean_shutdown: bool = False
+    # ``replication-offset-checkpoint`` entries of partitions not managed here; guarded by the manager's
+    # ``_checkpoint_lock`` (the topic deletion that drops one writes the file under it too).
+    kept_high_watermarks: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 class LogManager:
@@ -194,6 +198,7 @@ class LogManager:
 
     def _adopt(self, state: _LogDirState, loaded: LoadedLogDir) -> None:
         state.had_clean_shutdown = loaded.had_clean_shutdown
+        state.kept_high_watermarks = loaded.kept_high_watermarks
         logger.info(
             "Loaded %d logs from %s (clean shutdown: %s, segments recovered: %d, bytes truncated: %d, "
             "partitions that failed to load: %d)",
@@ -226,7 +231,13 @@ class LogManager:
                     logs_by_tp = {log.topic_partition: log for log in logs}
                     failed = self.failed_in(state.path)
                     close_log_dir(
-                        LoadedLogDir(state.path, logs_by_tp, False, failed=failed),
+                        LoadedLogDir(
+                            state.path,
+                            logs_by_tp,
+                            False,
+                            failed=failed,
+                            kept_high_watermarks=state.kept_high_watermarks,
+                        ),
                         threads=self.settings.recovery_threads_per_dir,
                     )
             except OSError as exc:
@@ -500,6 +511,8 @@ class LogManager:
             self._mark_offline(self._state_of(log_dir), exc)
             log.check_usable()  # raises LogDirOfflineError
             raise
+        with self._checkpoint_lock:  # a partition deleted here leaves its high watermark behind too
+            self._state_of(log_dir).kept_high_watermarks.pop(tp, None)
         with self._lock:  # the dir may have gone offline meanwhile (another log's I/O error)
             self._logs.pop(tp, None)
             self._offline_logs.pop(tp, None)
@@ -528,7 +541,8 @@ class LogManager:
             if self.cleaning is not None:
                 self.cleaning.update_checkpoint(log_dir, deleted, None)
             with self._checkpoint_lock:
-                write_offset_checkpoints(log_dir, self.logs_in(log_dir), self.failed_in(log_dir))
+                kept = self._state_of(log_dir).kept_high_watermarks
+                write_offset_checkpoints(log_dir, self.logs_in(log_dir), self.failed_in(log_dir), kept)
         except OSError as exc:
             self._mark_offline(self._state_of(log_dir), exc)
 
@@ -708,6 +722,17 @@ class LogManager:
                 with self._checkpoint_lock:
                     logs = self.logs_in(state.path)
                     write_log_start_offset_checkpoint(state.path, logs, self.failed_in(state.path))
+            except OSError as exc:
+                self._mark_offline(state, exc)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """The ``highwatermark-checkpoint`` task (Kafka ``ReplicaManager.checkpointHighWatermarks``): each
+        online dir's ``replication-offset-checkpoint``, entries of partitions not managed here kept."""
+        for state in self.online_dirs():
+            try:
+                with self._checkpoint_lock:
+                    logs = self.logs_in(state.path)
+                    write_high_watermark_checkpoint(state.path, logs, state.kept_high_watermarks)
             except OSError as exc:
                 self._mark_offline(state, exc)
 

@@ -43,7 +43,7 @@ def count_future_timestamp_segments(log: PartitionLog, *, now_ms: int, cleaner_e
         now_ms=now_ms,
         log_start_offset=snapshot.log_start_offset,
         log_end_offset=snapshot.log_end_offset,
-        high_watermark=snapshot.log_end_offset,  # one replica: the high watermark is the log end offset
+        high_watermark=snapshot.high_watermark,
     )
     return sum(1 for v in verdicts if v.reason is RetentionReason.FUTURE_TIMESTAMP)
 

@@ -82,6 +82,7 @@ class BrokerConfig:
     log_flush_scheduler_interval_ms: int
     log_flush_offset_checkpoint_interval_ms: int
     log_flush_start_offset_checkpoint_interval_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
     log_index_interval_bytes: int
     log_index_size_max_bytes: int
     log_segment_delete_delay_ms: int
@@ -173,6 +174,9 @@ class BrokerConfig:
             log_flush_offset_checkpoint_interval_ms=values.integer("log.flush.offset.checkpoint.interval.ms"),
             log_flush_start_offset_checkpoint_interval_ms=values.integer(
                 "log.flush.start.offset.checkpoint.interval.ms"
+            ),
+            replica_high_watermark_checkpoint_interval_ms=values.integer(
+                "replica.high.watermark.checkpoint.interval.ms"
             ),
             log_index_interval_bytes=values.integer("log.index.interval.bytes"),
             log_index_size_max_bytes=values.integer("log.index.size.max.bytes"),

@@ -77,6 +77,7 @@ def load_partition_log(
     read_only: bool = False,
     topic_partition: TopicPartition | None = None,
     scan: PartitionScan | None = None,
+    high_watermark: int | None = None,
 ) -> LoadResult:
     """Load one partition dir (steps in the module docstring); ``read_only``: write nothing, or raise
     ``WouldWriteError``.
@@ -87,7 +88,8 @@ def load_partition_log(
     no descriptor stays open: at 100,000 segments, start-up is bound by those stats. ``topic_partition``
     is the dir name's, if the caller parsed it already. ``scan`` is the dir as a prescan found it, under the
     log dir's lock (``service.storage.prescan``): after a clean shutdown its listing, sizes and the active
-    segment's bytes stand in for those calls; on any other path it is not used.
+    segment's bytes stand in for those calls; on any other path it is not used. ``high_watermark``: the
+    broker's checkpointed one (``high_watermark_checkpoint``); None: the log end offset.
     """
     if topic_partition is None:
         parsed = parse_partition_dir_name(directory.name)
@@ -215,6 +217,7 @@ def load_partition_log(
         leader_epochs=files.leader_epochs,
         topic_id=files.topic_id,
         deferred=files.deferred,
+        high_watermark=high_watermark,
     )
     return LoadResult(log, recovered, truncated)
 

@@ -1,8 +1,10 @@
 """One partition's log (Kafka ``UnifiedLog`` + ``LocalLog``): segments, offsets, append, read, roll, flush.
 
-With one replica and no network clients the high watermark is the log end offset after every append and
-after loading. ``_lock`` guards the segment list, the offsets and the producer transaction state; appends,
-rolls, reads of the segment list and offset changes take it.
+The high watermark is the broker's (``replication-offset-checkpoint``) when the loader found one for the log,
+else the log end offset; it is held within [log start offset, log end offset] as Kafka's
+``UnifiedLog.updateHighWatermark`` holds it, and an append by logcleaner moves it to the new log end offset
+(logcleaner is then the only replica). ``_lock`` guards the segment list, the offsets and the producer
+transaction state; appends, rolls, reads of the segment list and offset changes take it.
 
 A closed log (its topic deleted, or shutdown) refuses every read and write with ``LogClosedError``; a log
 whose dir went offline with ``LogDirOfflineError``. Both are checked under ``_lock``, and a reader takes the
@@ -80,6 +82,7 @@ class LogSnapshot:
     size_bytes: int
     log_start_offset: int
     log_end_offset: int
+    high_watermark: int
 
 
 class PartitionLog:
@@ -98,9 +101,12 @@ class PartitionLog:
         leader_epochs: LeaderEpochCache | None = None,
         topic_id: str | None = None,
         deferred: DeferredFiles = NOTHING_DEFERRED,
+        high_watermark: int | None = None,
     ) -> None:
         """``deferred`` names the files a clean load left unread: each is read at its first use (under
-        ``_lock`` for the producer state and the leader epochs; see ``partition_files``)."""
+        ``_lock`` for the producer state and the leader epochs; see ``partition_files``).
+        ``high_watermark``: the broker's checkpointed one (held within the log's offsets); None: the log
+        end offset."""
         if not segments:
             raise ValueError("a log always has at least one segment")
         self.directory = directory
@@ -116,7 +122,10 @@ class PartitionLog:
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._log_end_offset = log_end_offset
-        self._snapshot = LogSnapshot((), 0, 0, 0)
+        self._high_watermark = self._bounded_high_watermark(
+            log_end_offset if high_watermark is None else high_watermark
+        )
+        self._snapshot = LogSnapshot((), 0, 0, 0, 0)
         self._publish()
         self._txns: ProducerStateManager | None = None
         if not deferred.producer_snapshot:
@@ -180,7 +189,9 @@ class PartitionLog:
         """Publish the figures; called under ``_lock`` by whatever changed them, before it lets go."""
         segments = tuple(self._segments) if segments_changed else self._snapshot.segments
         size = self._sealed_size_bytes + self._segments[-1].size_bytes
-        self._snapshot = LogSnapshot(segments, size, self._log_start_offset, self._log_end_offset)
+        self._snapshot = LogSnapshot(
+            segments, size, self._log_start_offset, self._log_end_offset, self._high_watermark
+        )
 
     @property
     def lock(self) -> threading.RLock:
@@ -252,7 +263,13 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        return self._log_end_offset
+        """The offset below which records are acknowledged: retention and the cleaner never act at or past
+        it, and consumers read below it (Kafka ``UnifiedLog.highWatermark``)."""
+        return self._high_watermark
+
+    def _bounded_high_watermark(self, offset: int) -> int:
+        """``offset`` held within [log start offset, log end offset] (Kafka ``updateHighWatermark``)."""
+        return min(max(offset, self._log_start_offset), self._log_end_offset)
 
     @property
     def last_stable_offset(self) -> int:
@@ -348,6 +365,7 @@ class PartitionLog:
                 for aborted in self.producer_state.on_batch(v.batch, high_watermark=v.batch.next_offset):
                     segment.append_aborted_txn(aborted)
             self._log_end_offset = last.next_offset
+            self._high_watermark = self._log_end_offset  # the only replica: acknowledged once appended
             self.leader_epochs.assign(epoch, validated[0].batch.base_offset)  # first append of the epoch
             if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
                 self.flush()
@@ -518,6 +536,8 @@ class PartitionLog:
             self._sealed_size_bytes -= sum(s.size_bytes for s in doomed)  # all sealed: the roll came first
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             self._recovery_point = max(self._recovery_point, self._log_start_offset)
+            # Never moves in practice: retention deletes nothing past the high watermark.
+            self._high_watermark = max(self._high_watermark, self._log_start_offset)
             self._publish()
             # The checkpoint file is written later: see flush_leader_epochs.
             self.leader_epochs.truncate_from_start(self._log_start_offset, flush=False)

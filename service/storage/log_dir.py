@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,7 @@ from service.storage.clean_shutdown import (
     remove_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
+from service.storage.high_watermark_checkpoint import read_high_watermarks, write_high_watermark_checkpoint
 from service.storage.loader import LoadResult, load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
@@ -99,6 +100,8 @@ class LoadedLogDir:
     recovered_segments: int = 0
     truncated_bytes: int = 0
     failed: list[FailedPartition] = field(default_factory=list)
+    # ``replication-offset-checkpoint`` entries of partitions not loaded here, written back unchanged.
+    kept_high_watermarks: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 def load_log_dir(
@@ -150,6 +153,7 @@ def _load_log_dir(
     path = path.resolve()
     if read_only is None:
         path.mkdir(parents=True, exist_ok=True)
+    high_watermarks = read_high_watermarks(path)  # malformed: stop before the marker goes
     clean = read_clean_shutdown_marker(path) is not None
     if clean and read_only is None:
         remove_clean_shutdown_marker(path)
@@ -214,6 +218,7 @@ def _load_log_dir(
                 read_only=in_place and read_only is not None,
                 topic_partition=tp,
                 scan=scan if in_place else None,
+                high_watermark=high_watermarks.for_partition(tp),
             )
 
         try:
@@ -247,6 +252,7 @@ def _load_log_dir(
     loaded.recovered_segments = sum(r.recovered_segments for r in loaded_logs)
     loaded.truncated_bytes = sum(r.truncated_bytes for r in loaded_logs)
     loaded.failed = [r for r in results if isinstance(r, FailedPartition)]
+    loaded.kept_high_watermarks = high_watermarks.not_managed(loaded.logs)
     logger.info(
         "%s: checkpoints read and %d partition dirs listed in %.2f s; loaded (recovery included: %d "
         "segments) in %.2f s on %d thread(s)",
@@ -305,18 +311,25 @@ def write_log_start_offset_checkpoint(
 
 
 def write_offset_checkpoints(
-    path: Path, logs: Iterable[PartitionLog], failed: Iterable[FailedPartition] = ()
+    path: Path,
+    logs: Iterable[PartitionLog],
+    failed: Iterable[FailedPartition] = (),
+    kept_high_watermarks: Mapping[TopicPartition, int] | None = None,
 ) -> None:
-    """Both offset checkpoints of one log dir."""
+    """The offset checkpoints of one log dir: recovery points, log start offsets and, unless
+    ``kept_high_watermarks`` is None, the high watermarks (with those entries of partitions not loaded)."""
     logs = list(logs)
     write_recovery_point_checkpoint(path, logs)
     write_log_start_offset_checkpoint(path, logs, failed)
+    if kept_high_watermarks is not None:
+        write_high_watermark_checkpoint(path, logs, kept_high_watermarks)
 
 
 def close_log_dir(loaded: LoadedLogDir, *, threads: int = 1) -> None:
     """Kafka's shutdown for one dir: close every log (on ``threads`` threads, as Kafka closes them on its
     recovery threads: a close's time is its fsyncs, which release the GIL), then write each checkpoint
-    file once, then the marker. Each phase's time is logged."""
+    file once (the high watermarks too, as the broker's replica manager does at its shutdown), then the
+    marker. Each phase's time is logged."""
     began = time.monotonic()
     logs = list(loaded.logs.values())
     if threads <= 1:
@@ -327,7 +340,7 @@ def close_log_dir(loaded: LoadedLogDir, *, threads: int = 1) -> None:
             for _ in pool.map(lambda log: log.close(), logs):
                 pass  # re-raises the first close that failed
     closed = time.monotonic()
-    write_offset_checkpoints(loaded.path, logs, loaded.failed)
+    write_offset_checkpoints(loaded.path, logs, loaded.failed, loaded.kept_high_watermarks)
     write_clean_shutdown_marker(loaded.path)
     logger.info(
         "%s: %d logs flushed and closed in %.2f s on %d thread(s); checkpoints and marker written in %.2f s",

@@ -29,6 +29,7 @@ __all__ = [
     "METADATA_TOPIC_CREATION_PROHIBITED",
     "OFFSET_WIDTH",
     "RECOVERY_POINT_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
     "SNAPSHOT_SUFFIX",
     "STRAY_DIR_SUFFIX",
     "SWAP_SUFFIX",
@@ -63,6 +64,7 @@ STRAY_DIR_SUFFIX = "-stray"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # the high watermarks (ReplicaManager's)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 

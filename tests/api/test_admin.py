@@ -74,6 +74,7 @@ def test_checkpoints_are_parsed_per_log_dir(served: Served, topic: str) -> None:
         "recovery-point-offset-checkpoint",
         "log-start-offset-checkpoint",
         "cleaner-offset-checkpoint",
+        "replication-offset-checkpoint",
     }
     assert all(f["log_dir"] == str(served.log_dir.resolve()) and f["error"] is None for f in files)
     one = served.client.get("/v1/checkpoints/recovery-point-offset-checkpoint").json()["checkpoints"]

@@ -38,6 +38,7 @@ RESOLVED_DEFAULTS: dict[str, object] = {
     "log_flush_scheduler_interval_ms": LONG_MAX,
     "log_flush_offset_checkpoint_interval_ms": 60_000,
     "log_flush_start_offset_checkpoint_interval_ms": 60_000,
+    "replica_high_watermark_checkpoint_interval_ms": 5000,
     "log_index_interval_bytes": 4096,
     "log_index_size_max_bytes": 10_485_760,
     "log_segment_delete_delay_ms": 60_000,
