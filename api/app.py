@@ -8,7 +8,6 @@ Everything is built here from the injected service and registry: no module-level
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
@@ -22,6 +21,7 @@ from api.problems import install_problem_handlers
 from api.produce import produce_request_model
 from api.readiness import ReadinessGuard
 from api.routes import checkpoints, cleaner, health, logs, partitions, records, retention, scheduler, topics
+from service.version import package_version
 
 __all__ = ["create_app"]
 
@@ -49,7 +49,7 @@ def create_app(
     produce_model = produce_request_model(settings.max_records_per_request)
     app = FastAPI(
         title="logcleaner",
-        version=_version(),
+        version=package_version(),
         description=_DESCRIPTION,
         openapi_url="/openapi.json",
         docs_url="/docs",
@@ -77,10 +77,3 @@ def create_app(
         auth=settings.auth_token is not None,
     )
     return app
-
-
-def _version() -> str:
-    try:
-        return version("logcleaner")
-    except PackageNotFoundError:
-        return "0+unknown"

@@ -27,6 +27,7 @@ from service.tools.log_commands import (
     retention_command,
     topic_config_command,
 )
+from service.version import version_line
 
 __all__ = ["cli", "exit_process", "main", "run"]
 
@@ -65,8 +66,22 @@ class _CommandGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_line())
+        ctx.exit()
+
+
 @click.group(cls=_CommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="More logging on stderr (-v info, -vv debug).")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Print the version and the Kafka log format it writes, and exit.",
+)
 def cli(verbose: int) -> None:
     """logcleaner: Kafka's log management (retention, compaction, checkpoints) on Kafka's own files."""
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG

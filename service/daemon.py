@@ -23,7 +23,6 @@ import os
 import signal
 import threading
 import time
-from importlib.metadata import PackageNotFoundError, version
 from types import FrameType
 from typing import NoReturn
 
@@ -46,6 +45,7 @@ from service.storage.log_config import LONG_MAX
 from service.storage.log_dir import LoadInterruptedError
 from service.storage.prescan import EarlyPrescans
 from service.storage.topic_partition import TopicPartition
+from service.version import package_version
 
 __all__ = ["TOPIC_CONFIG_REFRESH_MS", "Daemon", "StartupError"]
 
@@ -185,7 +185,7 @@ class Daemon:
         dirs = ", ".join(str(p) for p in manager.log_dirs)
         auth = "on" if self.broker.api_auth_token_file else "off"
         return (
-            f"logcleaner started (version {_package_version()}): {len(manager.logs)} logs loaded "
+            f"logcleaner started (version {package_version()}): {len(manager.logs)} logs loaded "
             f"({recovered} recovered) from {dirs}; REST API on {url} (auth {auth})"
         )
 
@@ -375,10 +375,3 @@ def _exit_now() -> NoReturn:
     """Exit 1 at once: threads stuck in a task would keep a normal exit waiting for them."""
     logging.shutdown()
     os._exit(1)
-
-
-def _package_version() -> str:
-    try:
-        return version("logcleaner")
-    except PackageNotFoundError:
-        return "0+unknown"

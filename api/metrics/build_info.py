@@ -7,19 +7,11 @@ this service's targets out of everything a Prometheus server scrapes (a Kafka br
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from prometheus_client import Gauge
 
-__all__ = ["build_info", "package_version"]
+from service.version import package_version
 
-
-def package_version() -> str:
-    """The installed distribution's version; ``0+unknown`` when run from a tree that is not installed."""
-    try:
-        return version("logcleaner")
-    except PackageNotFoundError:
-        return "0+unknown"
+__all__ = ["build_info"]
 
 
 def build_info(release: str | None = None) -> Gauge:

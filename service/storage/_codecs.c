@@ -4,14 +4,15 @@
  * headers or libraries are needed to build.
  *
  * compress(codec, data) writes what service.storage.compression.compress promises (one gzip member at level
- * 6; snappy in snappy-java's xerial framing, a raw block per 32 KiB of input; lz4 in Kafka's framing, each
- * 64 KiB of input an independent block, stored when it does not shrink; one zstd frame at level 3), with a
- * deflater and a zstd context kept per thread; decompress(codec, data) reads gzip members, xerial-framed
- * snappy (concatenated streams too) or one bare raw snappy block, Kafka-framed lz4 and zstd frames. Both
- * return None for a codec without a library or input they do not take: compression.py then uses cramjam,
- * which reads the input or names the error. The GIL is released while they run. The same functions serve
- * the cleaner's C loops through the capsule `system_codecs` (system_codecs.h), so that C and Python write
- * the same bytes.
+ * 6 with Java's header; snappy in snappy-java's xerial framing, a raw block per 32 KiB of input; lz4 in
+ * Kafka's framing, each 64 KiB of input an independent block, stored when it does not shrink; one zstd
+ * frame at level 3), with a deflater and a zstd context kept per thread; decompress(codec, data) reads
+ * gzip members, xerial-framed snappy (concatenated streams too) or one bare raw snappy block, Kafka-framed
+ * lz4 and zstd frames. Both return None for a codec without a library or input they do not take:
+ * compression.py then uses cramjam, which reads the input or names the error (and, without this module,
+ * calls the same libraries through ctypes: system_libraries.py). The GIL is released while they run. The
+ * same functions serve the cleaner's C loops through the capsule `system_codecs` (system_codecs.h), so that
+ * C and Python write the same bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -43,6 +44,9 @@ typedef struct {
 } ZStream;
 enum { Z_OK = 0, Z_STREAM_END = 1, Z_NO_FLUSH = 0, Z_FINISH = 4, Z_BUF_ERROR = -5, Z_DEFLATED = 8 };
 enum { GZIP_WINDOW_BITS = 31, Z_MEM_LEVEL = 8 }; /* a gzip wrapper around a 32 KiB window; zlib's default */
+/* The header's OS byte (RFC 1952): "unknown", as Java's GZIPOutputStream (JDK 16 on) writes it for Kafka, and
+ * compression.py's _GZIP_OS_UNKNOWN; zlib writes its build's OS (3 on Unix) there. */
+enum { GZIP_OS_OFFSET = 9, GZIP_OS_UNKNOWN = 0xFF };
 #define DEFLATE_MAX_RATIO 1032 /* deflate's greatest compression ratio */
 
 typedef struct {
@@ -247,6 +251,7 @@ gzip_compress(const unsigned char *src, size_t n, CodecBuffer *out)
         return -2;
     }
     out->length = (size_t)(z->next_out - out->data);
+    out->data[GZIP_OS_OFFSET] = GZIP_OS_UNKNOWN; /* no header CRC is written: nothing else to mend */
     return 0;
 }
 

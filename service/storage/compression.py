@@ -1,16 +1,20 @@
 """The five record-batch codecs, framed byte for byte as Kafka writes them (Kafka ``common.compress``).
 
 A batch names its codec in attribute bits 0-2; the compressed blob is everything after
-``recordsCount``. Every codec runs on cramjam; the framings cramjam does not write are built here. Where
-the system has ``libz.so.1``, ``libsnappy.so.1``, ``liblz4.so.1`` and ``libzstd.so.1``, gzip, snappy, lz4
-and zstd blobs are compressed by them instead (``_codecs.compress``: a deflater and a zstd context reused
-per thread, no Python object per block), in the same framing and at the same level: the cleaner's C loops
-compress with the same function, so both write the same bytes (cramjam's bundled codecs, other versions,
-can write others). Decompression tries ``_codecs.decompress`` first (gzip members, xerial-framed or bare
-snappy, Kafka-framed lz4, zstd frames), then cramjam, which reads any other framing or names what is
-wrong.
+``recordsCount``. Where the system has ``libz.so.1``, ``libsnappy.so.1``, ``liblz4.so.1`` and
+``libzstd.so.1``, gzip, snappy, lz4 and zstd blobs are compressed by them (``_codecs.compress``: a deflater
+and a zstd context reused per thread, no Python object per block), and the cleaner's C loops compress with
+the same function. Without that C module the same libraries write them: gzip by the standard library's
+``zlib``, the others through ctypes (``system_libraries.py``). A missing snappy, lz4 or zstd library
+leaves its codec to cramjam on both paths, a missing libz gzip to ``zlib``. So the bytes of a batch depend
+neither on the path nor on how logcleaner was installed (cramjam's bundled codecs, other builds, write
+other bytes). The framings the libraries do not write are built here. Decompression tries
+``_codecs.decompress`` first (gzip members, xerial-framed or bare snappy, Kafka-framed lz4, zstd frames),
+then cramjam, which reads any other framing or names what is wrong.
 
-gzip: one standard gzip stream (RFC 1952) at the zlib default level 6; several members are read.
+gzip: one standard gzip stream (RFC 1952) at the zlib default level 6, with the 10-byte header Java's
+``GZIPOutputStream`` (JDK 16 on) writes for Kafka: no name or time, OS byte 255 ("unknown"); several members
+are read.
 
 zstd: standard zstd frame(s), written at level 3.
 
@@ -50,12 +54,14 @@ from __future__ import annotations
 import enum
 import struct
 import threading
+import zlib
 from typing import assert_never
 
 import cramjam
 
 from service.errors import CorruptDataError, InvalidInputError
 from service.storage.native_module import load_native_module
+from service.storage.system_libraries import lz4_library, snappy_library, zstd_library
 
 __all__ = [
     "CompressionType",
@@ -85,6 +91,9 @@ _NAMES: dict[str, CompressionType] = {codec.label: codec for codec in Compressio
 _NAMES["uncompressed"] = CompressionType.NONE  # the broker-side spelling of `none`
 
 _GZIP_LEVEL = 6  # zlib's Z_DEFAULT_COMPRESSION, Kafka's compression.gzip.level = -1
+_GZIP_WBITS = 31  # a gzip wrapper around a 32 KiB window (_codecs.c's GZIP_WINDOW_BITS)
+_GZIP_OS_OFFSET = 9  # the header's OS byte, which zlib sets to its build's OS (3 on Unix)
+_GZIP_OS_UNKNOWN = 0xFF  # what Java's GZIPOutputStream writes there (_codecs.c's GZIP_OS_UNKNOWN)
 _ZSTD_LEVEL = 3  # Kafka's compression.zstd.level default (_codecs.c's ZSTD_LEVEL too)
 
 _codecs = load_native_module("service.storage._codecs")  # the system's libraries (``_codecs.c``)
@@ -160,12 +169,21 @@ def compress(codec: CompressionType, data: bytes) -> bytes:
     if codec is CompressionType.SNAPPY:
         return _compress_xerial(memoryview(data))
     if codec is CompressionType.GZIP:
-        return bytes(cramjam.gzip.compress(data, level=_GZIP_LEVEL))
+        return _compress_gzip(data)
     if codec is CompressionType.LZ4:
         return _compress_lz4_frame(memoryview(data))
     if codec is CompressionType.ZSTD:
-        return bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL))
+        zstd = zstd_library()
+        packed = None if zstd is None else zstd.compress(bytes(data), _ZSTD_LEVEL)
+        return packed if packed is not None else bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL))
     assert_never(codec)
+
+
+def _compress_gzip(data: bytes) -> bytes:
+    """zlib's gzip stream with Java's OS byte; the header has no CRC of its own to mend."""
+    packed = bytearray(zlib.compress(data, _GZIP_LEVEL, _GZIP_WBITS))
+    packed[_GZIP_OS_OFFSET] = _GZIP_OS_UNKNOWN
+    return bytes(packed)
 
 
 def system_codecs() -> object | None:
@@ -207,9 +225,13 @@ def decompress(codec: CompressionType, data: bytes | memoryview) -> bytes:
 
 
 def _compress_xerial(view: memoryview) -> bytes:
+    snappy = snappy_library()
     parts: list[bytes | cramjam.Buffer] = [_XERIAL_HEADER]
     for start in range(0, len(view), _XERIAL_CHUNK_BYTES):
-        block = cramjam.snappy.compress_raw(view[start : start + _XERIAL_CHUNK_BYTES])
+        chunk = view[start : start + _XERIAL_CHUNK_BYTES]
+        block: bytes | cramjam.Buffer | None = None if snappy is None else snappy.compress_block(bytes(chunk))
+        if block is None:
+            block = cramjam.snappy.compress_raw(chunk)
         parts.append(_INT32_BE.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -291,11 +313,15 @@ def _decompress_kafka_lz4(view: memoryview) -> bytes | None:
 
 
 def _compress_lz4_frame(view: memoryview) -> bytes:
+    lz4 = lz4_library()
     parts: list[bytes | memoryview | cramjam.Buffer] = [_LZ4_HEADER]
     for start in range(0, len(view), _LZ4_BLOCK_BYTES):
         chunk = view[start : start + _LZ4_BLOCK_BYTES]
-        block = cramjam.lz4.compress_block(chunk, store_size=False)
-        if len(block) < len(chunk):
+        if lz4 is None:
+            block: bytes | cramjam.Buffer | None = cramjam.lz4.compress_block(chunk, store_size=False)
+        else:
+            block = lz4.compress_block(bytes(chunk))  # None: it does not shrink
+        if block is not None and len(block) < len(chunk):
             parts.append(_UINT32_LE.pack(len(block)))
             parts.append(block)
         else:
