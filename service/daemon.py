@@ -116,6 +116,12 @@ class Daemon:
             raise StartupError(str(exc)) from exc
         self.api_server = server
         sd_notify("READY=1")  # systemd: the API listens (it reports the loading progress from here on)
+        if self.broker.source_of("log.dirs") == "default":  # a surprise otherwise: it follows the cwd
+            logger.info(
+                "log.dirs and log.dir are not set: using the embedded default %s, here %s",
+                ",".join(self.broker.log_dirs),
+                ", ".join(str(path.absolute()) for path in self.log_manager.log_dirs),
+            )
         try:
             for path in self.log_manager.log_dirs:
                 if not path.is_dir():  # as a broker does; the offline commands never create one
@@ -142,7 +148,7 @@ class Daemon:
                 return
             self._start_services()
         except BaseException:
-            logger.error("Start-up failed: stopping what was started before it acted")
+            logger.debug("Start-up failed: stopping what was started before it acted")  # main() says why
             self._abort_start()
             raise
         self._ready = True

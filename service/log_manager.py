@@ -65,6 +65,7 @@ from service.storage.partition_metadata import new_topic_id
 from service.storage.prescan import EarlyPrescans, LogDirPrescan
 from service.storage.segment import TIMESTAMP_SOURCE_MTIME, LogSegment
 from service.storage.topic_partition import TopicPartition
+from service.wording import counted
 
 __all__ = ["DeletedSegment", "LogManager", "LogManagerSettings"]
 
@@ -518,12 +519,12 @@ class LogManager:
             self._offline_logs.pop(tp, None)
             self._delete_queue.append((renamed, self.clock.now_ms()))
         audit_log.info(
-            "Log for partition %s is renamed to %s and is scheduled for deletion (%d bytes in %d segment(s),"
-            " offsets [%d, %d))",
+            "Log for partition %s is renamed to %s and is scheduled for deletion (%d bytes in %s, offsets "
+            "[%d, %d))",
             tp,
             renamed,
             size_bytes,
-            segment_count,
+            counted(segment_count, "segment"),
             log.log_start_offset,
             log.log_end_offset,
         )
@@ -689,9 +690,9 @@ class LogManager:
             if producer_ids:
                 expired += len(producer_ids)
                 audit_log.info(
-                    "%s Expired %d producer id(s) idle for %d ms or more (producer.id.expiration.ms): %s",
+                    "%s Expired %s idle for %d ms or more (producer.id.expiration.ms): %s",
                     log_ident(log.topic_partition, log.directory.parent),
-                    len(producer_ids),
+                    counted(len(producer_ids), "producer id"),
                     expiration_ms,
                     ", ".join(map(str, sorted(producer_ids))),
                 )

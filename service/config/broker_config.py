@@ -19,6 +19,7 @@ same dir are refused (Kafka's "Duplicate log directory found").
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,13 +233,18 @@ def load_broker_config(config_file: Path | None, overrides: Sequence[str]) -> tu
     return broker, file_warnings + warnings
 
 
+_SUGGESTION_CUTOFF = 0.85  # a typo of a known key ("hourz"), not another broker setting ("listeners")
+
+
 def _unknown_key_warning(key: str) -> str:
+    """Kafka's tolerance of unknown keys, with the closest known key when one looks like a typo of it."""
     topic_defn = DEFS_BY_TOPIC_NAME.get(key)
     if topic_defn is not None:
         return (
             f"unknown config key {key!r} ignored: it is a topic config; the broker key is {topic_defn.name!r}"
         )
-    return f"unknown config key {key!r} ignored"
+    close = difflib.get_close_matches(key, DEFS_BY_NAME, n=1, cutoff=_SUGGESTION_CUTOFF)
+    return f"unknown config key {key!r} ignored" + (f": did you mean {close[0]}?" if close else "")
 
 
 def _resolve_log_dirs(explicit: Mapping[str, ConfigValue]) -> tuple[str, ...]:

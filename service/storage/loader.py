@@ -49,6 +49,7 @@ from service.storage.prescan import PartitionScan
 from service.storage.producer_state import ProducerStateManager
 from service.storage.segment import LogSegment
 from service.storage.topic_partition import TopicPartition
+from service.wording import counted
 
 __all__ = ["LoadResult", "load_partition_log"]
 
@@ -173,14 +174,13 @@ def load_partition_log(
             segments = []
     if recovered or truncated:
         audit_log.info(
-            "%s Recovered the log from offset %d (%s): %d segment(s) scanned, %d bytes truncated, log end "
-            "offset %d",
+            "%s Recovered the log from offset %d (%s): %s scanned, %d bytes truncated, log end offset %d",
             log_ident(topic_partition, directory.parent),
             min(recovered_from),
             "files contradict the clean shutdown"
             if clean_shutdown
             else f"no clean shutdown recorded, recovery point {recovery_point}",
-            recovered,
+            counted(recovered, "segment"),
             truncated,
             log_end_offset if segments else log_start_offset,
         )

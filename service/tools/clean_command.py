@@ -15,7 +15,9 @@ import click
 from cleaner.setup import build_engine, build_log_cleaner
 from service.errors import LogCleanerError
 from service.storage.topic_partition import TopicPartition
+from service.tools.clean_preview import NotCleaned, nothing_to_clean
 from service.tools.log_commands import config_options, json_option, load_config, offline_log_manager
+from service.wording import counted
 
 __all__ = ["clean_command"]
 
@@ -41,6 +43,11 @@ def clean_command(
     if (topic is None) != (partition is None):
         raise click.UsageError("--topic and --partition go together")
     broker = load_config(config_file, overrides)
+    if topic is None:
+        not_cleaned = nothing_to_clean(broker)
+        if not_cleaned is not None:  # nothing would change: the files stay as they are
+            _report_nothing_cleaned(not_cleaned, as_json=as_json)
+            return
     with offline_log_manager(broker) as manager:
         engine = build_engine(broker, manager.clock)
         try:
@@ -63,9 +70,24 @@ def clean_command(
     else:
         for doc in cleaned:
             click.echo(_describe(doc))
-        click.echo(f"{len(cleaned)} partition(s) cleaned")
+        click.echo(f"{counted(len(cleaned), 'partition')} cleaned")
     if failed:
         raise CleaningFailedError(f"{failed} partition(s) failed to clean and were marked uncleanable")
+
+
+def _report_nothing_cleaned(not_cleaned: list[NotCleaned], *, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"cleaned": []}, indent=2))
+        return
+    if not not_cleaned:
+        click.echo("0 partitions cleaned: no partition has cleanup.policy=compact (files left untouched)")
+        return
+    lines = [entry.describe() for entry in not_cleaned]
+    lines.append(
+        "0 partitions cleaned: no compacted partition is dirty enough (files left untouched; "
+        "clean --topic T --partition P cleans one whatever its ratio)"
+    )
+    click.echo("\n".join(lines))
 
 
 def _describe(doc: dict[str, object]) -> str:

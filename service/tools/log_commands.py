@@ -37,6 +37,7 @@ from service.tasks import DeferredTasks
 from service.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
 from service.tools.read_only import ScratchCopies, require_log_dirs, scratch_copies
 from service.tools.shares import partition_dir_names, process_count, run_in_shares
+from service.wording import counted
 
 __all__ = [
     "config_options",
@@ -186,7 +187,7 @@ def retention_command(
         f"{verb} {d.topic}-{d.partition} segment {d.base_offset} ({d.size_bytes} bytes): {d.reason}"
         for d in deleted
     ]
-    lines.append(f"{len(deleted)} segment(s) {verb}")
+    lines.append(f"{counted(len(deleted), 'segment')} {'would be deleted' if dry_run else 'deleted'}")
     click.echo("\n".join(lines))  # one write: a line each is 10,000 writes at a broker's worth
 
 

@@ -98,9 +98,43 @@ def test_the_named_partition_is_cleaned_whatever_its_dirty_ratio(
         capsys, "clean", *options(tmp_path, *high_ratio), "--topic", "gen-0", "--partition", "1"
     )
     assert code == 0, err
-    assert out.startswith("cleaned gen-0-1 [0, ") and "1 partition(s) cleaned" in out
+    assert out.startswith("cleaned gen-0-1 [0, ") and "1 partition cleaned" in out
     checkpoints = OffsetCheckpointFile(tmp_path / "cleaner-offset-checkpoint").read()
     assert list(checkpoints) == [TopicPartition("gen-0", 1)]
+
+
+def state_of_the_log_dir(log_dir: Path) -> dict[str, tuple[bytes, int]]:
+    """Each file at the log dir's top (the marker and the checkpoints): its bytes and modification time."""
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in log_dir.iterdir() if p.is_file()}
+
+
+def test_nothing_compacted_says_so_and_leaves_every_file_untouched(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    generate(capsys, tmp_path, "--partitions", "1")
+    before = state_of_the_log_dir(tmp_path)
+    assert ".kafka_cleanshutdown" in before and "recovery-point-offset-checkpoint" in before
+    code, out, err = run(capsys, "clean", "--override", f"log.dirs={tmp_path}", *ENGINE)
+    assert code == 0, err
+    assert out == "0 partitions cleaned: no partition has cleanup.policy=compact (files left untouched)\n"
+    assert state_of_the_log_dir(tmp_path) == before
+
+
+def test_nothing_dirty_enough_names_each_ratio_and_leaves_every_file_untouched(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    generate(capsys, tmp_path, "--partitions", "2")
+    before = state_of_the_log_dir(tmp_path)
+    high_ratio = ("--override", "log.cleaner.min.cleanable.ratio=1")
+    code, out, err = run(capsys, "clean", *options(tmp_path, *high_ratio))
+    assert code == 0, err
+    first, second, summary = out.splitlines()
+    assert first.startswith("not cleaned gen-0-0: dirty ratio 1.000 is not above min.cleanable.dirty.ratio=1")
+    assert second.startswith("not cleaned gen-0-1: dirty ratio ")
+    assert summary.startswith(
+        "0 partitions cleaned: no compacted partition is dirty enough (files left untouched"
+    )
+    assert state_of_the_log_dir(tmp_path) == before
 
 
 @pytest.mark.parametrize(

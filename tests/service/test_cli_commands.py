@@ -90,6 +90,8 @@ def test_unknown_keys_warn_and_the_command_goes_on(tmp_path: Path) -> None:
             f"log.dirs={tmp_path}",
             "--override",
             "broker.id=7",
+            "--override",
+            "log.retention.hourz=1",
         ],
         cwd=REPO,
         capture_output=True,
@@ -97,7 +99,11 @@ def test_unknown_keys_warn_and_the_command_goes_on(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "WARNING" in proc.stderr and "broker.id" in proc.stderr
+    broker_id, misspelt = proc.stderr.splitlines()
+    assert "WARNING" in broker_id and broker_id.endswith("unknown config key 'broker.id' ignored")
+    assert misspelt.endswith(
+        "unknown config key 'log.retention.hourz' ignored: did you mean log.retention.hours?"
+    )
     assert json.loads(proc.stdout) == {"dry_run": False, "deleted": []}
 
 
@@ -153,6 +159,22 @@ def test_retention_deletes_and_removes_files_before_exit(
     partition = tmp_path / "t-0"
     assert [p.name for p in partition.glob("*.log")] == ["00000000000000000020.log"]
     assert not list(partition.glob("*.deleted"))
+
+
+def test_retention_text_says_how_many_segments_in_english(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    make_logs(tmp_path, age_ms=8 * DAY_MS, count=8)
+    code, out, err = run(capsys, "retention", "--override", f"log.dirs={tmp_path}", "--dry-run")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) > 2 and lines[0].startswith("would delete t-0 segment 0 (")
+    assert lines[-1] == f"{len(lines) - 1} segments would be deleted"
+    code, out, err = run(capsys, "retention", "--override", f"log.dirs={tmp_path}")
+    assert code == 0, err
+    assert out.splitlines()[-1] == f"{len(lines) - 1} segments deleted"
+    code, out, err = run(capsys, "retention", "--override", f"log.dirs={tmp_path}", "--dry-run")
+    assert (code, out) == (0, "0 segments would be deleted\n")
 
 
 def test_explain_text_and_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -118,6 +118,8 @@ def test_sigterm_shuts_down_cleanly_and_a_second_instance_is_refused(tmp_path: P
     )
     assert second.returncode == 1  # a start-up failure (the dir is locked), not bad input
     assert str(log_dir) in second.stderr and "another" in second.stderr
+    assert len(second.stderr.splitlines()) == 1, f"one line per failure:\n{second.stderr}"
+    assert second.stderr.startswith("logcleaner: error: ")
     assert serve.stop() == 0, serve.log
     assert read_clean_shutdown_marker(log_dir) is not None
     recovery_points = OffsetCheckpointFile(log_dir / "recovery-point-offset-checkpoint").read()

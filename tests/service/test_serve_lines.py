@@ -3,6 +3,7 @@ prints neither."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -80,3 +81,30 @@ def test_serve_warns_of_a_value_ending_in_what_looks_like_a_comment(tmp_path: Pa
         f"WARNING service.tools.log_commands: config file {config}, line 2: the value of 'spark.app.name'"
         in warning
     )
+
+
+@pytest.mark.slow
+def test_serve_names_the_absolute_log_dir_when_it_comes_from_the_default(tmp_path: Path) -> None:
+    """With no log.dirs the embedded ./data/logs follows the working directory: the line says where."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = [sys.executable, "-m", "service", "serve", "--override", "api.port=0"]
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "logcleaner started" in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    lines += proc.stderr.readlines()
+    proc.stderr.close()
+    assert proc.wait(timeout=30) == 0, "".join(lines)
+    [said] = [line for line in lines if "log.dirs and log.dir are not set" in line]
+    assert said.rstrip().endswith(
+        f"using the embedded default ./data/logs, here {tmp_path / 'data' / 'logs'}"
+    )
+    assert (tmp_path / "data" / "logs").is_dir()
+    code, stderr = serve_until_ready_then_stop([tmp_path / "explicit"])
+    assert code == 0 and "are not set" not in stderr, "said only when the default applies"

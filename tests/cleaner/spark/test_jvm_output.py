@@ -114,7 +114,7 @@ def run_spark_clean(tmp_path: Path, *verbosity: str) -> str:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert "1 partition(s) cleaned" in done.stdout
+    assert "1 partition cleaned" in done.stdout
     return done.stderr
 
 
