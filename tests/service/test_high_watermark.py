@@ -36,10 +36,14 @@ EXPIRED_BASES = [0, 150, 300, 450]
 
 
 def run(
-    capsys: pytest.CaptureFixture[str], log_dir: Path, *args: str, policy: str = "delete"
+    capsys: pytest.CaptureFixture[str],
+    log_dir: Path,
+    *args: str,
+    policy: str = "delete",
+    engine: str = "in-process",
 ) -> tuple[int, str, str]:
     overrides = [f"log.dirs={log_dir}", "log.retention.hours=24", f"log.cleanup.policy={policy}"]
-    overrides.append("log.cleaner.engine=in-process")
+    overrides += [f"log.cleaner.engine={engine}", "spark.master=local[1]"]
     code = main([*args, *[arg for o in overrides for arg in ("--override", o)]])
     out, err = capsys.readouterr()
     return code, out, err
@@ -123,19 +127,34 @@ def test_without_the_file_the_high_watermark_is_the_log_end(
     assert [d["base_offset"] for d in json.loads(out)["deleted"]] == EXPIRED_BASES
 
 
+@pytest.mark.parametrize("engine", ["in-process", "spark"])
 def test_the_cleaner_stops_at_the_segment_holding_the_high_watermark(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: str
 ) -> None:
+    """Both engines clean the range the cleaner manager plans (``service.cleanable``)."""
     log_dir = make_broker_dir(tmp_path / "logs", "t")
     cleaner = explain_t0(capsys, log_dir, policy="compact")["cleaner"]
     assert isinstance(cleaner, dict)
     assert (cleaner["first_dirty_offset"], cleaner["first_uncleanable_offset"]) == (0, PER_SEGMENT)
     code, out, err = run(
-        capsys, log_dir, "clean", "--topic", "t", "--partition", "0", "--json", policy="compact"
+        capsys,
+        log_dir,
+        "clean",
+        "--topic",
+        "t",
+        "--partition",
+        "0",
+        "--json",
+        policy="compact",
+        engine=engine,
     )
     assert code == 0, err
     [cleaned] = json.loads(out)["cleaned"]
-    assert (cleaned["first_dirty_offset"], cleaned["end_offset"]) == (0, PER_SEGMENT)
+    assert (cleaned["first_dirty_offset"], cleaned["end_offset"], cleaned["engine"]) == (
+        0,
+        PER_SEGMENT,
+        engine,
+    )
     assert decode_checkpoint((log_dir / "cleaner-offset-checkpoint").read_bytes()) == {T0: PER_SEGMENT}
     loaded = load_log_dir(log_dir, lambda _t: LogConfig(), clock=SystemClock())
     try:
@@ -148,7 +167,11 @@ def test_the_cleaner_stops_at_the_segment_holding_the_high_watermark(
     assert read_high_watermark_file(log_dir) == {T0: HIGH_WATERMARK, FUTURE: FUTURE_HIGH_WATERMARK}
 
 
-@pytest.mark.parametrize("command", [["explain", "--json"], ["retention"], ["clean"]], ids=lambda c: c[0])
+@pytest.mark.parametrize(
+    "command",
+    [["explain", "--json"], ["retention"], ["clean"], ["serve", "--override", "api.port=0"]],
+    ids=lambda c: c[0],
+)
 def test_a_malformed_file_is_exit_2_naming_file_and_line_and_changes_nothing(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
 ) -> None:

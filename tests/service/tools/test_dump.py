@@ -476,7 +476,13 @@ def test_txn_index_with_a_bad_version(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 @pytest.mark.parametrize(
-    "name", ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "cleaner-offset-checkpoint"]
+    "name",
+    [
+        "recovery-point-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "cleaner-offset-checkpoint",
+        "replication-offset-checkpoint",
+    ],
 )
 def test_checkpoint_entries(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     path = tmp_path / name
