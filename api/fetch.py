@@ -94,7 +94,9 @@ def _read(
         except CorruptDataError as exc:
             return _stop_at_corrupt(log, out, expected, exc, on_fault)
         if contiguous and batch.base_offset > expected:
-            _missing_range(log, expected, batch.base_offset, on_fault)
+            expected = max(expected, log.log_start_offset)  # retention may have passed the read meanwhile
+            if batch.base_offset > expected:
+                _missing_range(log, expected, batch.base_offset, on_fault)
         expected = max(expected, batch.next_offset)
         for record in records:
             if record.offset < offset:

@@ -446,7 +446,16 @@ class PartitionLog:
     # -- read --------------------------------------------------------------------------------------
 
     def read_batches(self, offset: int) -> Iterator[RecordBatch]:
-        """Batches from the one holding ``offset`` (or the next one, if compaction removed it) to the end."""
+        """Batches from the one holding ``offset`` (or the next one, if compaction removed it) to the end.
+
+        A segment is opened (its offset index read, its ``.log`` descriptor taken) only while it is still
+        in the segment list, under the lock; from then on its batches come from that descriptor, even once
+        a swap or retention renamed it ``.deleted`` and its delayed deletion removed the file, as Kafka's
+        read goes on from the segment's open channel. A segment that left the list after the reader listed
+        it (and before it was opened: its files may be gone already) is not touched: the reader lists the
+        segments again from the next offset it has not read, so a cleaned replacement is read instead, and
+        offsets retention removed meanwhile are passed.
+        """
         if offset > self._log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is past the log end offset {self._log_end_offset}",
@@ -454,23 +463,37 @@ class PartitionLog:
                 log_start_offset=self._log_start_offset,
                 log_end_offset=self._log_end_offset,
             )
-        start = max(offset, self._log_start_offset)
+        position = max(offset, self._log_start_offset)  # the next offset to read
         with self._lock:
             self.check_usable()
-            index = max(bisect.bisect_right(self._bases, start) - 1, 0)
-            segments = self._segments[index:]
+            pending = iter(self._segments_from(position))
             end = self._log_end_offset
-        for segment in segments:
-            batches = segment.read_from(start)
+        while (segment := next(pending, None)) is not None:
+            batches: Iterator[RecordBatch] | None = None
             while True:
                 with self._lock:  # each read under the lock: a close cannot come between check and read
                     self.check_usable()
+                    if batches is None:
+                        if not self._is_live(segment):  # replaced or deleted since it was listed
+                            pending = iter(self._segments_from(max(position, self._log_start_offset)))
+                            break
+                        batches = segment.read_from(position)
                     batch = next(batches, None)
                 if batch is None:
                     break
                 if batch.base_offset >= end:
                     return
+                position = max(position, batch.next_offset)
                 yield batch
+
+    def _segments_from(self, offset: int) -> list[LogSegment]:
+        """The live segments from the one holding ``offset`` on (``_lock`` held)."""
+        return self._segments[max(bisect.bisect_right(self._bases, offset) - 1, 0) :]
+
+    def _is_live(self, segment: LogSegment) -> bool:
+        """Whether ``segment`` is still in the segment list (``_lock`` held)."""
+        index = bisect.bisect_right(self._bases, segment.base_offset) - 1
+        return index >= 0 and self._segments[index] is segment
 
     def read(self, offset: int, max_records: int = 500) -> list[Record]:
         """Up to ``max_records`` records from ``offset`` on; a missing offset gives the next record."""
