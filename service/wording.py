@@ -1,10 +1,36 @@
-"""English for the lines people read: counts with the right number (``1 segment``, ``2 segments``)."""
+"""English for the lines people read: counts with the right number (``1 segment``, ``2 segments``), UTC
+dates in ISO 8601 and durations in their two largest units (``1d 0h``, ``3h 12m``, ``45s``)."""
 
 from __future__ import annotations
 
-__all__ = ["counted"]
+from datetime import UTC, datetime
+
+__all__ = ["counted", "human_duration", "utc_date"]
+
+_UNITS_MS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:
     """``count`` and ``noun``, plural unless the count is one (``plural``: an irregular plural)."""
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def human_duration(duration_ms: int) -> str:
+    """``1d 0h``, ``3h 12m``, ``4m 5s``, ``45s``, ``850ms``: the two largest units, rounded down."""
+    if duration_ms < 0:
+        return "-" + human_duration(-duration_ms)
+    if duration_ms < 1000:
+        return f"{duration_ms}ms"
+    for i, (unit, size) in enumerate(_UNITS_MS[:-1]):
+        if duration_ms >= size:
+            next_unit, next_size = _UNITS_MS[i + 1]
+            return f"{duration_ms // size}{unit} {duration_ms % size // next_size}{next_unit}"
+    return f"{duration_ms // 1000}s"
+
+
+def utc_date(timestamp_ms: int) -> str:
+    """``2026-11-28T02:32:07Z``; a timestamp no calendar holds (before year 1 or past 9999) as its ms."""
+    try:
+        return datetime.fromtimestamp(timestamp_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"{timestamp_ms} ms since the epoch"

@@ -34,6 +34,7 @@ from service.log_manager_setup import build_log_manager
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.storage.topic_partition import TopicPartition
 from service.tasks import DeferredTasks
+from service.tools.explain_text import explanation_lines
 from service.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
 from service.tools.read_only import ScratchCopies, require_log_dirs, scratch_copies
 from service.tools.shares import partition_dir_names, process_count, run_in_shares
@@ -231,10 +232,10 @@ def explain_command(
         _require_some(sum(count for count, _ in parts), topic, partition)
         click.echo(indented_array_document("partitions", [text for _, text in parts]))
         return
+    now_ms = SystemClock().now_ms()  # as the inspection's: ages in words need no more precision
     docs = _inspect(broker, explain_share, selected)
     _require_some(len(docs), topic, partition)
-    for doc in docs:
-        _print_explanation(doc)
+    click.echo("\n".join(line for doc in docs for line in explanation_lines(doc, now_ms)))
 
 
 def _require_some(partitions: int, topic: str | None, partition: int | None) -> None:
@@ -242,31 +243,6 @@ def _require_some(partitions: int, topic: str | None, partition: int | None) -> 
     if topic is not None and not partitions:
         where = f"topic {topic!r}" + (f" partition {partition}" if partition is not None else "")
         raise NotFoundError(f"no partition matches {where}")
-
-
-def _print_explanation(doc: dict[str, object]) -> None:
-    click.echo(
-        f"{doc['topic']}-{doc['partition']} ({doc['log_dir']}): offsets [{doc['log_start_offset']}, "
-        f"{doc['log_end_offset']}), {doc['size_bytes']} bytes, cleanup.policy={doc['cleanup_policy']}, "
-        f"retention.ms={doc['retention_ms']}, retention.bytes={doc['retention_bytes']}"
-    )
-    segments = doc["segments"]
-    assert isinstance(segments, list)
-    for seg in segments:
-        detail = f" — {seg['detail']}" if seg["detail"] else ""
-        click.echo(
-            f"  segment {seg['base_offset']:>20}  {seg['size_bytes']:>12} B  "
-            f"largest ts {seg['largest_timestamp']} ({seg['largest_timestamp_source']})  "
-            f"{seg['verdict'].upper():6} {seg['reason']}{detail}"
-        )
-    cleaner = doc["cleaner"]
-    assert isinstance(cleaner, dict)
-    click.echo(
-        f"  cleaner: dirty ratio {cleaner['dirty_ratio']:.3f} (min {cleaner['min_cleanable_dirty_ratio']}), "
-        f"dirty from {cleaner['first_dirty_offset']} to {cleaner['first_uncleanable_offset']}: "
-        f"{'would clean' if cleaner['would_clean'] else 'would not clean'} ({cleaner['reason']})"
-        f", on {cleaner['engine']} ({cleaner['engine_reason']})"
-    )
 
 
 @click.command("topic-config")

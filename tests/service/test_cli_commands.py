@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -186,7 +187,43 @@ def test_explain_text_and_json(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert partition["segments"][0]["future_by_ms"] > 0
     code, out, _ = run(capsys, "explain", "--override", f"log.dirs={tmp_path}")
     assert code == 0
-    assert "future-timestamp" in out and "in the future" in out
+    header, first = out.splitlines()[:2]
+    assert header.endswith("retention.ms=604800000 (7d 0h), retention.bytes=-1")
+    segments = partition["segments"]
+    largest = segments[0]["largest_timestamp"]
+    date = datetime.fromtimestamp(largest / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    expires = datetime.fromtimestamp((largest + 604_800_001) / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert (
+        f"largest ts {date} (record)  KEEP   future-timestamp — largest timestamp 23h 59m in the future"
+        in first
+    )
+    assert (
+        f"it expires only at {expires}. Remedy: delete-records up to offset {segments[1]['base_offset']} "
+        in first
+    )
+    assert "message.timestamp.type=LogAppendTime" in first
+    assert str(largest) not in out, "text mode shows dates, not ms since the epoch"
+
+
+def test_explain_text_says_ages_in_words_and_the_cleaner_remedy(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    make_logs(tmp_path, age_ms=3 * DAY_MS + 2 * 3_600_000 + 60_000)
+    compact = (
+        "--override",
+        "log.cleanup.policy=compact,delete",
+        "--override",
+        "log.cleaner.min.cleanable.ratio=1",
+    )
+    code, out, err = run(capsys, "explain", "--override", f"log.dirs={tmp_path}", *compact)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "within-retention — age 3d 2h ≤ retention.ms (7d 0h); expires at 20" in lines[1]
+    assert lines[-1].endswith(
+        "would not clean (dirty-ratio-at-or-below-min-cleanable-ratio), on in-process "
+        "(below-spark-min-bytes). Remedy: logcleaner clean --topic t --partition 0 cleans it now, "
+        "whatever its ratio"
+    )
 
 
 def test_inspections_import_neither_the_cleaner_nor_gen_nor_dump(tmp_path: Path) -> None:

@@ -1,0 +1,96 @@
+"""``logcleaner explain``'s text: the explain document for people. Dates are UTC ISO 8601 and durations
+``1d 0h``; the exact figures (ms since the epoch, ms) stay in ``--json``. Where a verdict has a standard
+remedy, the line says it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from service.wording import human_duration, utc_date
+
+__all__ = ["explanation_lines"]
+
+Doc = Mapping[str, object]
+
+
+def explanation_lines(doc: Doc, now_ms: int) -> list[str]:
+    """One partition's lines: a header, one line per segment, the cleaner's view; ``now_ms`` is when the
+    explanation was made (ages are counted from it)."""
+    retention_ms = _int(doc["retention_ms"])
+    lines = [
+        f"{doc['topic']}-{doc['partition']} ({doc['log_dir']}): offsets [{doc['log_start_offset']}, "
+        f"{doc['log_end_offset']}), {doc['size_bytes']} bytes, cleanup.policy={doc['cleanup_policy']}, "
+        f"retention.ms={retention_ms}{_in_words(retention_ms)}, retention.bytes={doc['retention_bytes']}"
+    ]
+    segments = _docs(doc["segments"])
+    for index, seg in enumerate(segments):
+        end_offset = _int(
+            segments[index + 1]["base_offset"] if index + 1 < len(segments) else doc["log_end_offset"]
+        )
+        why = _segment_why(doc, seg, end_offset, retention_ms, now_ms)
+        lines.append(
+            f"  segment {seg['base_offset']:>20}  {seg['size_bytes']:>12} B  "
+            f"largest ts {utc_date(_int(seg['largest_timestamp']))} ({seg['largest_timestamp_source']})  "
+            f"{str(seg['verdict']).upper():6} {seg['reason']}{' — ' + why if why else ''}"
+        )
+    lines.append(_cleaner_line(doc))
+    return lines
+
+
+def _segment_why(doc: Doc, seg: Doc, end_offset: int, retention_ms: int, now_ms: int) -> str:
+    """The verdict's sentence: the document's own, with its ms figures as dates and durations."""
+    reason, largest = seg["reason"], _int(seg["largest_timestamp"])
+    if reason == "future-timestamp":
+        return (
+            f"largest timestamp {human_duration(_int(seg['future_by_ms']))} in the future; it expires only "
+            f"at {utc_date(largest + retention_ms + 1)}. Remedy: delete-records up to offset {end_offset} "
+            f"(the segment's end) removes it; message.timestamp.type=LogAppendTime (or "
+            f"message.timestamp.after.max.ms) keeps new records from doing the same"
+        )
+    if reason == "time":
+        return f"age {human_duration(now_ms - largest)} > retention.ms ({human_duration(retention_ms)})"
+    if reason in ("within-retention", "active-segment") and str(seg["detail"]).startswith("age "):
+        return (
+            f"age {human_duration(now_ms - largest)} ≤ retention.ms ({human_duration(retention_ms)}); "
+            f"expires at {utc_date(largest + retention_ms + 1)}"
+        )
+    if reason == "cleaner-disabled":
+        return f"{seg['detail']}. Remedy: log.cleaner.enable=true"
+    return str(seg["detail"])
+
+
+def _cleaner_line(doc: Doc) -> str:
+    cleaner = doc["cleaner"]
+    if not isinstance(cleaner, Mapping):
+        raise TypeError(f"the explain document's cleaner is not an object: {cleaner!r}")
+    reason = cleaner["reason"]
+    line = (
+        f"  cleaner: dirty ratio {cleaner['dirty_ratio']:.3f} (min {cleaner['min_cleanable_dirty_ratio']}), "
+        f"dirty from {cleaner['first_dirty_offset']} to {cleaner['first_uncleanable_offset']}: "
+        f"{'would clean' if cleaner['would_clean'] else 'would not clean'} ({reason})"
+        f", on {cleaner['engine']} ({cleaner['engine_reason']})"
+    )
+    if reason == "dirty-ratio-at-or-below-min-cleanable-ratio":
+        line += (
+            f". Remedy: logcleaner clean --topic {doc['topic']} --partition {doc['partition']} cleans it "
+            "now, whatever its ratio"
+        )
+    elif reason == "cleaner-disabled":
+        line += ". Remedy: log.cleaner.enable=true"
+    return line
+
+
+def _in_words(duration_ms: int) -> str:
+    return f" ({human_duration(duration_ms)})" if duration_ms >= 0 else " (unlimited)"
+
+
+def _int(value: object) -> int:
+    if not isinstance(value, int):
+        raise TypeError(f"the explain document has {value!r} where it has an integer")
+    return value
+
+
+def _docs(value: object) -> Sequence[Doc]:
+    if not isinstance(value, list):
+        raise TypeError(f"the explain document has {value!r} where it has a list")
+    return value
