@@ -29,7 +29,7 @@ __all__ = [
     "take_offline",
 ]
 
-# The README's metric names as exposed: counters with their _total, histograms by their family name.
+# The metric names of docs/metrics.md as exposed: counters with their _total, histograms by their family name.
 CONTRACT_NAMES = (
     "kafka_log_log_size",
     "kafka_log_log_numlogsegments",
@@ -169,7 +169,7 @@ def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProces
     if path is None:
         pytest.fail(
             "promtool is not on PATH: install Debian's prometheus package (apt-get install -y prometheus), "
-            "as .ci/run does, or put the promtool of Prometheus' release tarball on PATH (README, Set-up)"
+            "as .ci/run does, or put the promtool of Prometheus' release tarball on PATH (docs/operations.md)"
         )
     return subprocess.run(
         [path, *args], input=stdin, capture_output=True, text=True, timeout=120, check=False

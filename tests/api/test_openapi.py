@@ -1,4 +1,4 @@
-"""The OpenAPI document describes every route the README lists, its bodies and its problem responses."""
+"""The OpenAPI document describes every route docs/rest-api.md lists, its bodies and its problem responses."""
 
 from __future__ import annotations
 

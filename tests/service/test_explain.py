@@ -63,7 +63,7 @@ CLEANER_FIELDS: dict[str, type] = {
     "would_clean": bool,
     "reason": str,
 }
-# The README's extensions.
+# The extensions docs/cli.md documents.
 EXTRA_PARTITION_FIELDS: dict[str, type] = {
     "high_watermark": int,
     "size_bytes": int,

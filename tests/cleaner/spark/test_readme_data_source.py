@@ -1,4 +1,5 @@
-"""The README's ``kafka-log`` snippet, run as written (a fresh process, its own session) on a new log."""
+"""The ``kafka-log`` snippet of ``docs/cleaner.md``, run as written (a fresh process, its own session) on a
+new log."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ GEN_SHAPE = ("--partitions", "2", "--records", "1500", "--keys", "100", "--segme
 
 
 def readme_snippet() -> str:
-    """The Python block that follows the README's sentence introducing the data source."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    """The Python block that follows the sentence of ``docs/cleaner.md`` introducing the data source."""
+    readme = (REPO / "docs" / "cleaner.md").read_text(encoding="utf-8")
     intro = readme.index("Spark data source is usable on its own")
     match = re.compile(r"```python\n(.*?)```", re.DOTALL).search(readme, intro)
     assert match is not None, "no python block after the data source's introduction"
