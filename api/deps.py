@@ -21,6 +21,7 @@ from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
 from service.errors import NotFoundError
 from service.log_manager import LogManager
+from service.metadata.source import MetadataSource
 from service.ports import CleanerView
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
@@ -74,6 +75,8 @@ class LogService(Protocol):
     def log_manager(self) -> LogManager: ...
     @property
     def topic_store(self) -> TopicConfigStore: ...
+    @property
+    def metadata(self) -> MetadataSource: ...
     @property
     def scheduler(self) -> JobsView: ...
     @property

@@ -196,6 +196,12 @@ class PartitionSummary(BaseModel):
     )
 
 
+class EffectiveConfig(BaseModel):
+    name: str
+    value: int | float | bool | str
+    source: Literal["override", "metadata", "broker-dynamic", "broker", "default"]
+
+
 class TopicDetail(BaseModel):
     name: str
     topic_id: str | None = Field(
@@ -203,6 +209,10 @@ class TopicDetail(BaseModel):
     )
     partitions: list[PartitionSummary]
     configs: dict[str, str] = Field(description="The topic's overrides (Kafka's string form)")
+    effective_configs: list[EffectiveConfig] = Field(
+        description="Every topic config's effective value and where it came from: logcleaner's override, "
+        "the broker's metadata log, its dynamic broker configs, the broker config file, or the default"
+    )
 
 
 class TopicDeleted(BaseModel):

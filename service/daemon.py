@@ -1,7 +1,8 @@
 """The composition root of the long-running service: configuration, the LogManager, the scheduler.
 
 Start-up: the REST API binds its port first (``/healthz`` and ``/metrics`` answer from then on, ``/readyz``
-and ``/v1`` answer 503 with the loading progress), then topic overrides are read, every log dir is locked
+and ``/v1`` answer 503 with the loading progress), then topic overrides and the broker's metadata log
+(``service.metadata``; unreadable: start-up fails, exit 2) are read, every log dir is locked
 and loaded (the LogManager), then Kafka's periodic log tasks start after ``scheduler.initial.delay.ms``.
 A start-up that fails stops what it started before anything acted, without the clean-shutdown marker.
 SIGTERM/SIGINT: cleaner rounds and retention passes in flight are told to end at once, the API stops, then
@@ -12,8 +13,9 @@ signal while the logs load ends the loading at the next partition: start-up fail
 
 With ``log.cleaner.enable``, ``log.cleaner.threads`` cleaner workers (``kafka-log-cleaner-thread-N``)
 compact the dirtiest logs on the chosen engine and run the retention of compacted logs; they stop before
-the logs are closed. Topic overrides changed by another process are picked up within a second
-(``logcleaner-topic-config-refresh`` every ``TOPIC_CONFIG_REFRESH_MS``) and at each retention run.
+the logs are closed. Topic overrides changed by another process, and configs changed in the metadata log,
+are picked up within a second (``logcleaner-topic-config-refresh`` every ``TOPIC_CONFIG_REFRESH_MS``) and
+at each retention run.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from service.config.listen_policy import check_listen_policy
 from service.config.topic_store import TopicConfigStore
 from service.errors import ConflictError, LogCleanerError
 from service.log_manager_setup import build_log_manager
+from service.metadata.source import MetadataSource
 from service.ports import CleanerView
 from service.sd_notify import sd_notify
 from service.storage.log_config import LONG_MAX
@@ -79,6 +82,7 @@ class Daemon:
         self._freeze_loaded = freeze_loaded
         self.clock = clock or SystemClock()
         self.topic_store = TopicConfigStore(list(broker.log_dir_paths))
+        self.metadata = MetadataSource(broker)
         self.metrics = ServiceMetrics(self)  # reads this daemon's parts at each scrape, not now
         self.metrics_registry = self.metrics.registry
         self.scheduler = LogScheduler(
@@ -87,10 +91,11 @@ class Daemon:
             on_outcome=self.metrics.on_job_outcome,
         )
         self.log_manager = build_log_manager(
-            broker, self.topic_store, clock=self.clock, scheduler=self.scheduler
+            broker, self.topic_store, metadata=self.metadata, clock=self.clock, scheduler=self.scheduler
         )
         self._stop = threading.Event()
-        self._config_version = 0
+        self._config_version: tuple[int, object] = (0, None)
+        self._metadata_error: str | None = None  # the last metadata read's error, logged once
         self.engine: CompactionEngine | None = None
         self.cleaner: LogCleaner | None = None
         self.api_server: ApiServer | None = None
@@ -128,7 +133,8 @@ class Daemon:
                     path.mkdir(parents=True, exist_ok=True)
                     logger.info("Created the missing log dir %s", path)
             self.topic_store.load()
-            self._config_version = self.topic_store.version
+            self.metadata.load()  # unreadable metadata stops the start (exit 2), never the broker defaults
+            self._config_version = (self.topic_store.version, self.metadata.dynamic_configs)
             try:
                 if self._stop.is_set():
                     raise LoadInterruptedError("a stop was requested before the logs loaded")
@@ -241,14 +247,28 @@ class Daemon:
         self.log_manager.cleanup_logs()
 
     def refresh_topic_configs(self) -> None:
-        """Pick up topic overrides changed by another process (``logcleaner topic-config``) or the API."""
+        """Pick up topic overrides changed by another process (``logcleaner topic-config``) or the API, and
+        configs changed in the broker's metadata log (a new snapshot or batches)."""
         self.topic_store.load_if_changed()
-        version = self.topic_store.version
+        self._refresh_metadata()
+        version = (self.topic_store.version, self.metadata.dynamic_configs)
         if version != self._config_version:
             self._config_version = version
             for topic in self.log_manager.topics():
                 self.log_manager.apply_topic_config(topic)
-            logger.info("Topic configs changed (version %d): applied to the live logs", version)
+            logger.info("Topic configs changed (overrides version %d): applied to the live logs", version[0])
+
+    def _refresh_metadata(self) -> None:
+        """Re-read the metadata log if its files changed; an unreadable one keeps the last image read (a
+        broker writing it may be mid-way through a snapshot), logged once per distinct error."""
+        try:
+            self.metadata.load_if_changed()
+        except (LogCleanerError, OSError) as exc:
+            if str(exc) != self._metadata_error:
+                logger.error("Cannot re-read the metadata log; the configs read before stay: %s", exc)
+            self._metadata_error = str(exc)
+        else:
+            self._metadata_error = None
 
     @property
     def cleaner_view(self) -> CleanerView | None:

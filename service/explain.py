@@ -56,6 +56,7 @@ def explain_partition(
         "cleanup_policy": ",".join(sorted(config.cleanup_policy)),
         "retention_ms": config.retention_ms,
         "retention_bytes": config.retention_bytes,
+        "config_sources": dict(config.config_sources),
         "segments": [_segment_doc(v) for v in verdicts],
         "cleaner": cleaner,
     }

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from service.clock import Clock
 from service.config.broker_config import BrokerConfig
+from service.config.config_layers import NO_DYNAMIC_CONFIGS
 from service.config.topic_config import effective_log_config
 from service.config.topic_store import TopicConfigStore
 from service.log_manager import LogManager, LogManagerSettings
+from service.metadata.source import MetadataSource
 from service.ports import TaskScheduler
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import PartitionCopier
@@ -19,15 +21,18 @@ def build_log_manager(
     broker: BrokerConfig,
     store: TopicConfigStore,
     *,
+    metadata: MetadataSource | None = None,
     clock: Clock,
     scheduler: TaskScheduler,
     read_only: PartitionCopier | None = None,
 ) -> LogManager:
-    """The LogManager with effective per-topic configs: topic override, else broker value, else default;
+    """The LogManager with effective per-topic configs: logcleaner's override, else the metadata log's
+    (``metadata``, read at each call: a reload applies at once), else broker value, else default;
     ``read_only`` for an inspection's (``LogManager``)."""
 
     def config_for(topic: str) -> LogConfig:
-        return effective_log_config(broker, store.get(topic))
+        dynamic = metadata.dynamic_configs if metadata is not None else NO_DYNAMIC_CONFIGS
+        return effective_log_config(broker, store.get(topic), topic=topic, dynamic=dynamic)
 
     return LogManager(
         broker.log_dir_paths,

@@ -19,8 +19,13 @@ from api.models import (
     TopicList,
 )
 from api.problems import ApiProblem, FieldError, problem_responses
-from service.config.definitions import InvalidConfigError
-from service.config.topic_config import describe_topic_config, topic_config_def, validate_topic_overrides
+from service.config.definitions import ConfigSource, InvalidConfigError
+from service.config.topic_config import (
+    ConfigEntry,
+    describe_topic_config,
+    topic_config_def,
+    validate_topic_overrides,
+)
 from service.errors import ConflictError, NotFoundError
 from service.reports import topic_config_document
 from service.storage.topic_partition import TopicPartition
@@ -28,6 +33,13 @@ from service.storage.topic_partition import TopicPartition
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"], route_class=BoundedJsonRoute)
+_CONTRACT_V1_SOURCES: dict[ConfigSource, str] = {
+    "override": "topic",
+    "metadata": "topic",
+    "broker-dynamic": "broker",
+    "broker": "broker",
+    "default": "default",
+}
 
 
 @router.get("", response_model=TopicList)
@@ -100,7 +112,8 @@ def delete_topic(context: Context, topic: TopicPath) -> TopicDeleted:
 
 @router.get("/{topic}/configs", response_model=TopicConfigs, responses=problem_responses(404, 422))
 def get_configs(context: Context, topic: TopicPath) -> TopicConfigs:
-    """Every topic config with its effective value and source (``default``, ``broker``, ``topic``)."""
+    """Every topic config with its effective value and source (``default``, ``broker``, ``topic``: the
+    topic's own, logcleaner's override or the metadata log's; ``GET /v1/topics/{t}`` tells them apart)."""
     _require_topic(context.service, topic)
     return _configs(context.service, topic)
 
@@ -157,6 +170,7 @@ def topic_detail(service: LogService, topic: str) -> TopicDetail:
             "topic_id": topic_id,
             "partitions": summaries,
             "configs": service.topic_store.get(topic),
+            "effective_configs": topic_config_document(topic, _entries(service, topic))["configs"],
         }
     )
 
@@ -168,9 +182,23 @@ def _require_topic(service: LogService, topic: str) -> list[int]:
     return partitions
 
 
+def _entries(service: LogService, topic: str) -> dict[str, ConfigEntry]:
+    return describe_topic_config(
+        service.broker, service.topic_store.get(topic), topic=topic, dynamic=service.metadata.dynamic_configs
+    )
+
+
 def _configs(service: LogService, topic: str) -> TopicConfigs:
-    entries = describe_topic_config(service.broker, service.topic_store.get(topic))
-    return TopicConfigs.model_validate(topic_config_document(topic, entries))
+    """The ``/configs`` document in the contract's three sources: a topic-level value (logcleaner's
+    override or the metadata log's) is ``topic``, a broker-level one (dynamic or the file's) ``broker``."""
+    doc = {
+        "topic": topic,
+        "configs": [
+            {"name": e.name, "value": e.value, "source": _CONTRACT_V1_SOURCES[e.source]}
+            for e in _entries(service, topic).values()
+        ],
+    }
+    return TopicConfigs.model_validate(doc)
 
 
 def _validated(changes: dict[str, tuple[str, object]]) -> dict[str, str]:

@@ -93,6 +93,10 @@ class BrokerConfig:
     num_recovery_threads_per_data_dir: int
     num_partitions: int
     message_max_bytes: int
+    offsets_topic_segment_bytes: int
+    transaction_state_log_segment_bytes: int
+    metadata_log_dir: str | None
+    metadata_log_ignore: bool
     api_host: str
     api_port: int
     api_auth_token_file: str | None
@@ -190,6 +194,10 @@ class BrokerConfig:
             num_recovery_threads_per_data_dir=values.integer("num.recovery.threads.per.data.dir"),
             num_partitions=values.integer("num.partitions"),
             message_max_bytes=values.integer("message.max.bytes"),
+            offsets_topic_segment_bytes=values.integer("offsets.topic.segment.bytes"),
+            transaction_state_log_segment_bytes=values.integer("transaction.state.log.segment.bytes"),
+            metadata_log_dir=values.optional_text("metadata.log.dir"),
+            metadata_log_ignore=values.flag("metadata.log.ignore"),
             api_host=values.text("api.host"),
             api_port=values.integer("api.port"),
             api_auth_token_file=values.optional_text("api.auth.token.file"),
@@ -214,6 +222,11 @@ class BrokerConfig:
             raise KeyError(key)
         keys = (key, *defn.synonyms) if defn is not None else (key,)
         return "broker" if any(k in self.explicit_keys for k in keys) else "default"
+
+    @property
+    def metadata_log_path(self) -> Path:
+        """The dir holding the KRaft metadata log: ``metadata.log.dir``, else the first of ``log.dirs``."""
+        return Path(self.metadata_log_dir).resolve() if self.metadata_log_dir else self.log_dir_paths[0]
 
     def broker_value(self, key: str) -> ConfigValue | None:
         """The typed (for synonyms: resolved) value of broker ``key``; ``None`` if unset without default."""

@@ -3,8 +3,8 @@
 Each :class:`ConfigDef` row holds a broker key, its type, Kafka's default, the validator, a one-line doc,
 the topic-level name it is the default for (Kafka's "synonym") and the lower-precedence broker keys it
 falls back to (``log.retention.ms`` → ``.minutes`` → ``.hours``). Parsing, unknown-key warnings, topic
-validation and the ``default``/``broker``/``topic`` source all derive from this table, so a key is
-added or changed here and nowhere else.
+validation and each value's source (``default``, ``broker``, ``override`` …) derive from this table, so a
+key is added or changed here and nowhere else.
 
 Defaults are Kafka 3.x's (``segment.bytes`` down to 14 bytes; ``message.timestamp.after.max.ms``
 unlimited). Validators are what Kafka enforces in effect: a broker value that Kafka would only reject
@@ -57,7 +57,8 @@ ConfigValue = int | float | bool | str | tuple[str, ...]
 """A parsed value: INT/LONG → int, DOUBLE → float, BOOLEAN → bool, STRING → str, LIST → tuple."""
 RawValue = str | int | float | bool
 """A value as it arrives: a string from a properties file, a string or a number from the API."""
-ConfigSource = Literal["default", "broker", "topic"]
+ConfigSource = Literal["default", "broker", "broker-dynamic", "metadata", "override"]
+"""Where an effective topic config value came from (``config_layers``: the order, highest last here)."""
 
 
 class ConfigType(enum.Enum):
@@ -235,6 +236,14 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "round reads from which it runs on Spark (ours)", _AT_LEAST_0),
     ConfigDef("log.cleaner.spark.max.logs.per.job", _I, SPARK_MAX_LOGS_PER_JOB_DEFAULT, "How many logs whose "
               "rounds go to Spark one Spark job may clean together (ours)", _AT_LEAST_1),
+    ConfigDef("offsets.topic.segment.bytes", _I, 104_857_600, "segment.bytes of __consumer_offsets when "
+              "nothing else sets it (Kafka creates the topic with it)", _AT_LEAST_1),
+    ConfigDef("transaction.state.log.segment.bytes", _I, 104_857_600, "segment.bytes of __transaction_state "
+              "when nothing else sets it (Kafka creates the topic with it)", _AT_LEAST_1),
+    ConfigDef("metadata.log.dir", _S, None, "Where the KRaft metadata log __cluster_metadata-0 is (unset: "
+              "the first of log.dirs); read, never written"),
+    ConfigDef("metadata.log.ignore", _B, False, "Do not read the KRaft metadata log: every topic falls under "
+              "logcleaner's overrides and the broker config (ours)"),
     ConfigDef("spark.master", _S, "local[*]", "Spark master URL; other spark.* keys pass to Spark as is"),
 )
 # fmt: on

@@ -1,9 +1,10 @@
-"""Topic-level configuration: overrides on top of the broker defaults, as Kafka's ``LogConfig.fromProps``.
+"""Topic-level configuration: the layers of ``config_layers`` over the broker config, as Kafka's
+``LogConfig.fromProps`` puts a topic's configs over the broker's.
 
-A topic config's value is the topic override if there is one, else the broker key it is the synonym of
-(whose own value is resolved through its synonyms, ``log.retention.ms`` → ``.minutes`` → ``.hours``),
-else the default. Overrides are kept as Kafka's strings (as the store writes them) and parsed here with
-the topic-level validators.
+A topic config's value is logcleaner's override if there is one, else the topic's config in the metadata
+log, else an internal topic's creation default, else the broker key it is the synonym of (dynamic, then
+the file, resolved through its synonyms ``log.retention.ms`` → ``.minutes`` → ``.hours``), else the
+default. Topic-level values are kept as Kafka's strings and parsed here with the topic-level validators.
 """
 
 from __future__ import annotations
@@ -12,6 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from service.config.broker_config import BrokerConfig
+from service.config.config_layers import (
+    NO_DYNAMIC_CONFIGS,
+    DynamicConfigs,
+    internal_topic_defaults,
+    resolve_broker_value,
+)
 from service.config.definitions import (
     DEFS_BY_TOPIC_NAME,
     ConfigDef,
@@ -69,9 +76,16 @@ def validate_topic_overrides(changes: Mapping[str, object]) -> dict[str, str]:
     return normalized
 
 
-def effective_log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
-    """The ``LogConfig`` one topic's partitions obey: ``overrides`` over ``broker`` over the defaults."""
-    v = _Effective(broker, overrides)
+def effective_log_config(
+    broker: BrokerConfig,
+    overrides: Mapping[str, str],
+    *,
+    topic: str | None = None,
+    dynamic: DynamicConfigs = NO_DYNAMIC_CONFIGS,
+) -> LogConfig:
+    """The ``LogConfig`` one topic's partitions obey: ``overrides`` over the metadata log's configs
+    (``dynamic``, for ``topic``) over ``broker`` over the defaults; ``config_sources`` says which won."""
+    v = _Effective(broker, overrides, topic, dynamic)
     return LogConfig(
         segment_bytes=v.integer("segment.bytes"),
         segment_ms=v.integer("segment.ms"),
@@ -93,12 +107,19 @@ def effective_log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
         flush_messages=v.integer("flush.messages"),
         flush_ms=v.integer("flush.ms"),
         preallocate=v.value("preallocate") is True,
+        config_sources=tuple((name, v.source(name)) for name in TOPIC_CONFIG_NAMES),
     )
 
 
-def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> dict[str, ConfigEntry]:
+def describe_topic_config(
+    broker: BrokerConfig,
+    overrides: Mapping[str, str],
+    *,
+    topic: str | None = None,
+    dynamic: DynamicConfigs = NO_DYNAMIC_CONFIGS,
+) -> dict[str, ConfigEntry]:
     """Every topic config with its effective value and where it came from, sorted by name."""
-    v = _Effective(broker, overrides)
+    v = _Effective(broker, overrides, topic, dynamic)
     entries: dict[str, ConfigEntry] = {}
     for name in TOPIC_CONFIG_NAMES:
         value = v.value(name)
@@ -122,23 +143,32 @@ def topic_config_def(name: str) -> ConfigDef:
 class _Effective:
     """The effective values of one topic, parsed lazily; typed getters narrow for ``LogConfig``."""
 
-    def __init__(self, broker: BrokerConfig, overrides: Mapping[str, str]) -> None:
+    def __init__(
+        self, broker: BrokerConfig, overrides: Mapping[str, str], topic: str | None, dynamic: DynamicConfigs
+    ) -> None:
         self._broker = broker
-        self._overrides = overrides
+        self._dynamic = dynamic
         for name in overrides:
             topic_config_def(name)  # an unknown name is an error here too, not silently ignored
+        # The topic-level layers, highest first; the metadata's values were checked when it was read.
+        self._topic_layers: tuple[tuple[Mapping[str, str], ConfigSource], ...] = (
+            (overrides, "override"),
+            (dynamic.for_topic(topic) if topic is not None else {}, "metadata"),
+            (internal_topic_defaults(topic, broker) if topic is not None else {}, "default"),
+        )
+
+    def resolved(self, name: str) -> tuple[ConfigValue, ConfigSource]:
+        defn = DEFS_BY_TOPIC_NAME[name]
+        for layer, source in self._topic_layers:
+            if name in layer:
+                return parse_value(defn, layer[name], topic=True), source
+        return resolve_broker_value(self._broker, defn.name, self._dynamic)
 
     def value(self, name: str) -> ConfigValue:
-        defn = DEFS_BY_TOPIC_NAME[name]
-        if name in self._overrides:
-            return parse_value(defn, self._overrides[name], topic=True)
-        value = self._broker.broker_value(defn.name)
-        if value is None:  # every topic synonym resolves to a value; None would be a table bug
-            raise TypeError(f"{defn.name} has no value")
-        return value
+        return self.resolved(name)[0]
 
     def source(self, name: str) -> ConfigSource:
-        return "topic" if name in self._overrides else self._broker.source_of(DEFS_BY_TOPIC_NAME[name].name)
+        return self.resolved(name)[1]
 
     def integer(self, name: str) -> int:
         value = self.value(name)

@@ -39,6 +39,10 @@ class LogConfig:
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
     preallocate: bool = False
+    config_sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    """Each topic config name and where its value came from (``override``, ``metadata``, ``broker`` …):
+    for the explain view; empty when the config was built directly. Not compared: the same values obey
+    the same rules, wherever they came from."""
 
     @property
     def is_compacted(self) -> bool:

@@ -8,6 +8,8 @@ A message version is either *classic* or *flexible* (``flexibleVersions``). Fiel
 
     type       classic                                   flexible
     int8..64   1, 2, 4, 8 bytes, signed                  the same
+    bool       1 byte, 0 or 1                            the same
+    uuid       16 bytes (Kafka ``Uuid``)                 the same
     string     int16 length (-1: null) + UTF-8           uvarint length+1 (0: null) + UTF-8
     bytes      int32 length (-1: null) + bytes           uvarint length+1 (0: null) + bytes
     [] of T    int32 count (-1: null) + elements         uvarint count+1 (0: null) + elements
@@ -17,11 +19,14 @@ Tagged fields (flexible versions only, ``taggedVersions``) follow a struct's reg
 count, then per field a uvarint tag, a uvarint size and the field's bytes, in ascending tag order. A
 tagged field that is absent takes its default; a tag the schema does not know is kept as raw bytes
 (``unknown_tagged_fields``), as Kafka keeps it. Decoded messages are dicts keyed by the snake_case field
-names; ``bytes`` fields decode to ``bytes``.
+names; ``bytes`` fields decode to ``bytes``, ``uuid`` fields to Kafka's ``Uuid.toString`` form (URL-safe
+base64 without padding, as ``partition.metadata`` holds a topic id).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,13 +53,15 @@ _INTS: dict[str, struct.Struct] = {
 _LENGTH16 = _INTS["int16"]
 _LENGTH32 = _INTS["int32"]
 _MAX_UVARINT_BYTES = 5  # an unsigned varint of a 32-bit value
+_UUID_BYTES = 16
 
 
 @dataclass(frozen=True, slots=True)
 class Field:
     """One field of a schema, as the JSON spec declares it.
 
-    ``type`` is ``int8``/``int16``/``int32``/``int64``/``string``/``bytes``, or ``struct`` with ``fields``;
+    ``type`` is ``int8``/``int16``/``int32``/``int64``/``bool``/``uuid``/``string``/``bytes``, or ``struct``
+    with ``fields``;
     ``is_array`` makes it ``[]type``. ``first_version``/``last_version`` bound the versions that carry it
     (``last_version`` None: every later one); ``nullable_from`` is the first version where it may be
     null. A field with a ``tag`` is tagged in those versions (``taggedVersions``) and takes ``default``
@@ -225,6 +232,10 @@ def _read_field(reader: _Reader, field: Field, version: int, flexible: bool) -> 
 def _read_value(reader: _Reader, field: Field, version: int, flexible: bool) -> object:
     if field.type in _INTS:
         return reader.integer(field.type, field.name)
+    if field.type == "bool":
+        return reader.take(1, field.name) != b"\x00"
+    if field.type == "uuid":
+        return base64.urlsafe_b64encode(reader.take(_UUID_BYTES, field.name)).decode("ascii").rstrip("=")
     if field.type == "struct":
         return _read_struct(reader, field.fields, version, flexible)
     wide = field.type == "bytes"
@@ -302,6 +313,12 @@ def _write_value(out: bytearray, field: Field, version: int, flexible: bool, val
         if not isinstance(value, int):
             raise ValueError(f"{field.name} is an {field.type}, got {value!r}")
         out += _INTS[field.type].pack(value)
+    elif field.type == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{field.name} is a bool, got {value!r}")
+        out += b"\x01" if value else b"\x00"
+    elif field.type == "uuid":
+        out += _uuid_bytes(field.name, value)
     elif field.type == "struct":
         if not isinstance(value, Mapping):
             raise ValueError(f"{field.name} is a struct, got {value!r}")
@@ -321,3 +338,19 @@ def _write_length(out: bytearray, length: int, flexible: bool, *, wide: bool) ->
         out += encode_uvarint(length + 1)
     else:
         out += (_LENGTH32 if wide else _LENGTH16).pack(length)
+
+
+def _uuid_bytes(name: str, value: object) -> bytes:
+    """A ``uuid`` field's 16 bytes from Kafka's string form (or the bytes themselves)."""
+    if isinstance(value, bytes):
+        raw = value
+    elif isinstance(value, str):
+        try:
+            raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError(f"{name} is a uuid, got {value!r}") from exc
+    else:
+        raise ValueError(f"{name} is a uuid, got {value!r}")
+    if len(raw) != _UUID_BYTES:
+        raise ValueError(f"{name} is a uuid of {_UUID_BYTES} bytes, got {len(raw)}")
+    return raw

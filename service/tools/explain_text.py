@@ -17,10 +17,14 @@ def explanation_lines(doc: Doc, now_ms: int) -> list[str]:
     """One partition's lines: a header, one line per segment, the cleaner's view; ``now_ms`` is when the
     explanation was made (ages are counted from it)."""
     retention_ms = _int(doc["retention_ms"])
+    sources = doc.get("config_sources")
+    source_of = sources if isinstance(sources, Mapping) else {}
     lines = [
         f"{doc['topic']}-{doc['partition']} ({doc['log_dir']}): offsets [{doc['log_start_offset']}, "
-        f"{doc['log_end_offset']}), {doc['size_bytes']} bytes, cleanup.policy={doc['cleanup_policy']}, "
-        f"retention.ms={retention_ms}{_in_words(retention_ms)}, retention.bytes={doc['retention_bytes']}"
+        f"{doc['log_end_offset']}), {doc['size_bytes']} bytes, "
+        f"cleanup.policy={doc['cleanup_policy']}{_from(source_of, 'cleanup.policy')}, "
+        f"retention.ms={retention_ms}{_in_words(retention_ms)}{_from(source_of, 'retention.ms')}, "
+        f"retention.bytes={doc['retention_bytes']}{_from(source_of, 'retention.bytes')}"
     ]
     segments = _docs(doc["segments"])
     for index, seg in enumerate(segments):
@@ -78,6 +82,12 @@ def _cleaner_line(doc: Doc) -> str:
     elif reason == "cleaner-disabled":
         line += ". Remedy: log.cleaner.enable=true"
     return line
+
+
+def _from(source_of: Mapping[object, object], name: str) -> str:
+    """Where a config value came from (``override``, ``metadata``, ``broker`` …), when the document says."""
+    source = source_of.get(name)
+    return f" [{source}]" if source else ""
 
 
 def _in_words(duration_ms: int) -> str:

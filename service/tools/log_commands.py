@@ -31,6 +31,7 @@ from service.engine_choice import EngineChoice
 from service.errors import InvalidInputError, LogCleanerError, NotFoundError
 from service.log_manager import DeletedSegment, LogManager
 from service.log_manager_setup import build_log_manager
+from service.metadata.source import MetadataSource
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.storage.topic_partition import TopicPartition
 from service.tasks import DeferredTasks
@@ -110,8 +111,12 @@ def read_only_log_manager(
 @contextmanager
 def _loaded(broker: BrokerConfig, *, read_only: ScratchCopies | None = None) -> Iterator[LogManager]:
     store = TopicConfigStore(list(broker.log_dir_paths))
+    metadata = MetadataSource(broker)
+    metadata.load()  # unreadable metadata is an error (exit 2), never a silent fall back to the defaults
     tasks = DeferredTasks()
-    manager = build_log_manager(broker, store, clock=SystemClock(), scheduler=tasks, read_only=read_only)
+    manager = build_log_manager(
+        broker, store, metadata=metadata, clock=SystemClock(), scheduler=tasks, read_only=read_only
+    )
     manager.startup()
     try:
         for path, reason in manager.offline_dirs.items():
@@ -287,7 +292,9 @@ def topic_config_command(
                 raise click.UsageError(f"--set {pair!r} is not of the form key=value")
             changes[key.strip()] = value.strip()
         store.update(topic, changes, list(delete_keys))
-    entries = describe_topic_config(broker, store.get(topic))
+    metadata = MetadataSource(broker)
+    metadata.load()
+    entries = describe_topic_config(broker, store.get(topic), topic=topic, dynamic=metadata.dynamic_configs)
     if as_json:
         click.echo(json.dumps(topic_config_document(topic, entries), indent=2))
         return

@@ -21,6 +21,7 @@ from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
 from service.daemon import Daemon
 from service.log_manager import LogManager
+from service.metadata.source import MetadataSource
 from service.ports import CleanerFigures, CleanerView
 from service.storage.topic_partition import TopicPartition
 from tests.api.conftest import QUIET_DAEMON, Served, assert_problem, string_record
@@ -99,6 +100,7 @@ class WithCleaner:
         self.broker: BrokerConfig = daemon.broker
         self.log_manager: LogManager = daemon.log_manager
         self.topic_store: TopicConfigStore = daemon.topic_store
+        self.metadata: MetadataSource = daemon.metadata
         self.scheduler: JobsView = daemon.scheduler
 
     def refresh_topic_configs(self) -> None:

@@ -262,7 +262,7 @@ def test_topic_config_is_durable_and_takes_effect(capsys: pytest.CaptureFixture[
     )
     assert code == 0, err
     configs = {c["name"]: c for c in json.loads(out)["configs"]}
-    assert configs["retention.ms"] == {"name": "retention.ms", "value": 86400000, "source": "topic"}
+    assert configs["retention.ms"] == {"name": "retention.ms", "value": 86400000, "source": "override"}
     assert configs["segment.bytes"]["source"] == "default"
     code, out, _ = run(capsys, "retention", *base, "--dry-run", "--json")
     assert json.loads(out)["deleted"], "the one-day override makes two-day-old segments expire"

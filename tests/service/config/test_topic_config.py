@@ -94,8 +94,8 @@ def test_describe_gives_every_topic_config_with_its_source() -> None:
     broker = _broker({"log.retention.minutes": "10", "log.cleanup.policy": "compact, delete"})
     entries = describe_topic_config(broker, {"min.cleanable.dirty.ratio": "0.1", "retention.ms": "-1"})
     assert list(entries) == sorted(TOPIC_CONFIG_NAMES) and len(entries) == 20
-    assert entries["retention.ms"] == ConfigEntry("retention.ms", -1, "topic")
-    assert entries["min.cleanable.dirty.ratio"] == ConfigEntry("min.cleanable.dirty.ratio", 0.1, "topic")
+    assert entries["retention.ms"] == ConfigEntry("retention.ms", -1, "override")
+    assert entries["min.cleanable.dirty.ratio"] == ConfigEntry("min.cleanable.dirty.ratio", 0.1, "override")
     assert entries["cleanup.policy"] == ConfigEntry("cleanup.policy", "compact,delete", "broker")
     assert entries["segment.bytes"] == ConfigEntry("segment.bytes", 1_073_741_824, "default")
     assert entries["max.compaction.lag.ms"] == ConfigEntry("max.compaction.lag.ms", LONG_MAX, "default")

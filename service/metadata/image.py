@@ -1,0 +1,176 @@
+"""The broker's view of the cluster built from its metadata log: topics, assignments and configs.
+
+:class:`MetadataImageBuilder` replays metadata records in offset order as a broker's ``MetadataDelta``
+does, keeping what logcleaner needs:
+
+- ``TopicRecord`` adds a topic (name, id); ``PartitionRecord`` a partition and its replicas;
+  ``PartitionChangeRecord`` changes the replicas when its ``replicas`` is not null;
+- ``RemoveTopicRecord`` removes the topic, its partitions and its configs (the name is remembered in
+  ``removed_topics`` until a topic of that name is created again);
+- ``ConfigRecord`` of resource type TOPIC (2) sets or (null value) removes a topic config; of type
+  BROKER (4) a dynamic broker config, an empty resource name being the cluster default;
+- records between ``BeginTransactionRecord`` and ``EndTransactionRecord`` apply at the end, and are
+  dropped by ``AbortTransactionRecord`` or when the log ends first (KIP-868);
+- every other kind changes nothing here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from service.config.config_layers import DynamicConfigs
+from service.errors import CorruptDataError
+from service.metadata.log_reader import MetadataEntry
+from service.metadata.records import (
+    CONFIG_RECORD_KEY,
+    PARTITION_CHANGE_RECORD_KEY,
+    PARTITION_RECORD_KEY,
+    REMOVE_TOPIC_RECORD_KEY,
+    TOPIC_RECORD_KEY,
+)
+
+__all__ = ["BROKER_RESOURCE", "TOPIC_RESOURCE", "MetadataImage", "MetadataImageBuilder", "TopicImage"]
+
+TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
+BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
+_BEGIN_TRANSACTION, _END_TRANSACTION, _ABORT_TRANSACTION = 23, 24, 25
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    """A topic as the metadata has it: its id (Kafka's base64 form) and each partition's replicas."""
+
+    name: str
+    topic_id: str
+    partitions: Mapping[int, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    """Everything logcleaner reads from one metadata log, as of ``end_offset`` (the next offset)."""
+
+    topics: Mapping[str, TopicImage] = field(default_factory=dict)
+    removed_topics: Mapping[str, str] = field(default_factory=dict)
+    topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    end_offset: int = 0
+
+    def dynamic_configs(self, node_id: int | None) -> DynamicConfigs:
+        """The config layers for this broker (``node_id`` None: the cluster default only)."""
+        node = self.broker_configs.get(str(node_id), {}) if node_id is not None else {}
+        return DynamicConfigs.checked(self.topic_configs, node, self.broker_configs.get("", {}))
+
+
+class MetadataImageBuilder:
+    """Replays entries into an image; one builder per read (not shared between threads)."""
+
+    def __init__(self) -> None:
+        self._topics: dict[str, tuple[str, dict[int, tuple[int, ...]]]] = {}  # name → (id, partitions)
+        self._names_by_id: dict[str, str] = {}
+        self._removed: dict[str, str] = {}
+        self._topic_configs: dict[str, dict[str, str]] = {}
+        self._broker_configs: dict[str, dict[str, str]] = {}
+        self._pending: list[MetadataEntry] | None = None  # inside a metadata transaction
+        self._end_offset = 0
+
+    def replay(self, entry: MetadataEntry) -> None:
+        self._end_offset = max(self._end_offset, entry.offset + 1)
+        key = entry.record.api_key
+        if key == _BEGIN_TRANSACTION:
+            self._pending = []
+        elif key == _END_TRANSACTION:
+            pending, self._pending = self._pending or [], None
+            for inner in pending:
+                self._apply(inner)
+        elif key == _ABORT_TRANSACTION:
+            self._pending = None
+        elif self._pending is not None:
+            self._pending.append(entry)
+        else:
+            self._apply(entry)
+
+    def build(self) -> MetadataImage:
+        return MetadataImage(
+            {
+                name: TopicImage(name, topic_id, dict(partitions))
+                for name, (topic_id, partitions) in sorted(self._topics.items())
+            },
+            dict(self._removed),
+            {topic: dict(configs) for topic, configs in self._topic_configs.items() if configs},
+            {name: dict(configs) for name, configs in self._broker_configs.items() if configs},
+            self._end_offset,
+        )
+
+    def _apply(self, entry: MetadataEntry) -> None:
+        fields = entry.record.fields
+        if fields is None:
+            return
+        key = entry.record.api_key
+        if key == TOPIC_RECORD_KEY:
+            name, topic_id = str(fields["name"]), str(fields["topic_id"])
+            self._topics[name] = (topic_id, {})
+            self._names_by_id[topic_id] = name
+            self._removed.pop(name, None)
+        elif key == PARTITION_RECORD_KEY:
+            self._partitions_of(entry, fields)[_int(fields["partition_id"])] = _replicas(fields["replicas"])
+        elif key == PARTITION_CHANGE_RECORD_KEY:
+            partitions = self._partitions_of(entry, fields)
+            if fields["replicas"] is not None:
+                partitions[_int(fields["partition_id"])] = _replicas(fields["replicas"])
+        elif key == REMOVE_TOPIC_RECORD_KEY:
+            self._remove_topic(entry, str(fields["topic_id"]))
+        elif key == CONFIG_RECORD_KEY:
+            self._apply_config(fields)
+
+    def _remove_topic(self, entry: MetadataEntry, topic_id: str) -> None:
+        name = self._names_by_id.get(topic_id)
+        if name is None:
+            raise _unknown_topic(entry, topic_id)
+        del self._names_by_id[topic_id], self._topics[name]
+        self._topic_configs.pop(name, None)  # a broker's MetadataDelta drops the topic's configs with it
+        self._removed[name] = topic_id
+
+    def _apply_config(self, fields: Mapping[str, object]) -> None:
+        resource_type = fields["resource_type"]
+        if resource_type == TOPIC_RESOURCE:
+            configs = self._topic_configs.setdefault(str(fields["resource_name"]), {})
+        elif resource_type == BROKER_RESOURCE:
+            configs = self._broker_configs.setdefault(str(fields["resource_name"]), {})
+        else:
+            return  # client metrics, groups, broker loggers: nothing logcleaner uses
+        name, value = str(fields["name"]), fields["value"]
+        if value is None:
+            configs.pop(name, None)
+        else:
+            configs[name] = str(value)
+
+    def _partitions_of(
+        self, entry: MetadataEntry, fields: Mapping[str, object]
+    ) -> dict[int, tuple[int, ...]]:
+        topic_id = str(fields["topic_id"])
+        name = self._names_by_id.get(topic_id)
+        if name is None:
+            raise _unknown_topic(entry, topic_id)
+        return self._topics[name][1]
+
+
+def _unknown_topic(entry: MetadataEntry, topic_id: str) -> CorruptDataError:
+    return CorruptDataError(
+        f"{entry.record.kind} at offset {entry.offset} names topic id {topic_id}, which no TopicRecord "
+        "before it created",
+        path=entry.path,
+        position=entry.position,
+    )
+
+
+def _int(value: object) -> int:
+    if not isinstance(value, int):
+        raise TypeError(f"expected an int, got {value!r}")
+    return value
+
+
+def _replicas(value: object) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list of replicas, got {value!r}")
+    return tuple(_int(v) for v in value)

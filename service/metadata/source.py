@@ -1,0 +1,140 @@
+"""The metadata log as logcleaner's processes see it: read once, re-read when its files change.
+
+A broker's metadata log dir (``metadata.log.dir``, else the first of ``log.dirs``) holds
+``meta.properties`` (this broker's ``node.id``) and ``__cluster_metadata-0``. A dir without the latter is
+a ZooKeeper-era dir (or not a broker's at all): there is no metadata, and topics fall under logcleaner's
+overrides and the broker config, as before. ``metadata.log.ignore=true`` makes every dir read that way.
+
+A metadata log that cannot be read (corrupt, truncated before its end, an unknown record version) raises
+``CorruptDataError`` naming the file and byte position: applying the broker defaults instead would
+silently delete a compacted topic by time. A running daemon keeps the last image it read and logs the
+error until the files are readable again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from pathlib import Path
+
+from service.config.broker_config import BrokerConfig
+from service.config.config_layers import NO_DYNAMIC_CONFIGS, DynamicConfigs
+from service.config.properties import read_properties
+from service.errors import CorruptDataError
+from service.metadata.image import MetadataImage, MetadataImageBuilder
+from service.metadata.log_reader import METADATA_PARTITION_DIR, find_metadata_log, read_metadata_log
+
+__all__ = ["META_PROPERTIES_FILE", "MetadataSource", "read_node_id"]
+
+logger = logging.getLogger(__name__)
+
+META_PROPERTIES_FILE = "meta.properties"
+_Stamp = tuple[tuple[str, int, int], ...]
+
+
+def read_node_id(metadata_log_dir: Path) -> int | None:
+    """``node.id`` (KRaft) or ``broker.id`` (ZooKeeper era) of the dir's ``meta.properties``; None if none."""
+    path = metadata_log_dir / META_PROPERTIES_FILE
+    if not path.is_file():
+        return None
+    props = read_properties(path)
+    raw = props.get("node.id", props.get("broker.id"))
+    if raw is None:
+        return None
+    try:
+        return int(raw.strip())
+    except ValueError as exc:
+        raise CorruptDataError(f"node.id {raw!r} is not an integer", path=str(path)) from exc
+
+
+class MetadataSource:
+    """The owner of the current image. ``_lock`` guards ``_image``, ``_node_id``, ``_dynamic`` and
+    ``_stamp``; readers get immutable values, so a reload never shows them half-applied."""
+
+    def __init__(self, broker: BrokerConfig) -> None:
+        self._dir = Path(broker.metadata_log_path)
+        self._ignored = broker.metadata_log_ignore
+        self._lock = threading.Lock()
+        self._image: MetadataImage | None = None
+        self._node_id: int | None = None
+        self._dynamic = NO_DYNAMIC_CONFIGS
+        self._stamp: _Stamp | None = None
+
+    @property
+    def metadata_log_dir(self) -> Path:
+        return self._dir
+
+    @property
+    def image(self) -> MetadataImage | None:
+        """The last image read; None without a metadata log (or with ``metadata.log.ignore=true``)."""
+        with self._lock:
+            return self._image
+
+    @property
+    def node_id(self) -> int | None:
+        with self._lock:
+            return self._node_id
+
+    @property
+    def dynamic_configs(self) -> DynamicConfigs:
+        with self._lock:
+            return self._dynamic
+
+    def load(self) -> None:
+        """(Re)read the metadata log; ``CorruptDataError`` (file, position) if it cannot be read."""
+        if self._ignored:
+            return
+        stamp = self._stamps()
+        node_id = read_node_id(self._dir)
+        files = find_metadata_log(self._dir)
+        image: MetadataImage | None = None
+        if files is not None:
+            builder = MetadataImageBuilder()
+            for entry in read_metadata_log(files):
+                builder.replay(entry)
+            image = builder.build()
+            if node_id is None:
+                logger.warning(
+                    "%s has no node.id: only the cluster-wide dynamic broker configs apply",
+                    self._dir / META_PROPERTIES_FILE,
+                )
+        dynamic = image.dynamic_configs(node_id) if image is not None else NO_DYNAMIC_CONFIGS
+        with self._lock:
+            self._image, self._node_id, self._dynamic, self._stamp = image, node_id, dynamic, stamp
+        if image is not None:
+            logger.info(
+                "Read the metadata log %s up to offset %d: %d topics, %d with configs",
+                self._dir / METADATA_PARTITION_DIR,
+                image.end_offset,
+                len(image.topics),
+                len(image.topic_configs),
+            )
+
+    def load_if_changed(self) -> bool:
+        """Re-read if a file of the metadata log changed since the last read (a ``listdir`` and a few
+        ``stat`` calls when none did); return whether it did. Errors propagate, the old image stays."""
+        if self._ignored:
+            return False
+        with self._lock:
+            unchanged = self._stamp is not None and self._stamp == self._stamps()
+        if unchanged:
+            return False
+        self.load()
+        return True
+
+    def _stamps(self) -> _Stamp:
+        """(name, size, mtime) of meta.properties and every file of the metadata log, sorted."""
+        stamps: list[tuple[str, int, int]] = []
+        candidates = [self._dir / META_PROPERTIES_FILE]
+        log_dir = self._dir / METADATA_PARTITION_DIR
+        with contextlib.suppress(OSError):  # no metadata log (yet): only meta.properties counts
+            candidates += [log_dir / name for name in os.listdir(log_dir)]
+        for path in candidates:
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            stamps.append((str(path), stat.st_size, stat.st_mtime_ns))
+        return tuple(sorted(stamps))

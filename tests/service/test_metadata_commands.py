@@ -1,0 +1,151 @@
+"""The offline commands and the daemon on a dir with a KRaft metadata log: its configs govern the topics,
+each value says where it came from, and unreadable metadata stops the command instead of the defaults."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from service.cli import main
+from service.config.broker_config import BrokerConfig
+from service.daemon import TOPIC_CONFIG_REFRESH_MS, Daemon
+from service.storage.partition_metadata import new_topic_id
+from service.storage.topic_partition import TopicPartition
+from tests.service.metadata.metadata_helpers import (
+    broker_config,
+    partition,
+    topic,
+    topic_config,
+    write_segment,
+)
+from tests.service.test_cli_commands import DAY_MS, make_logs
+
+T_ID = new_topic_id()
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def compacted_in_metadata(log_dir: Path) -> Path:
+    """Topic ``t`` (8 days old records) compacted by the metadata log; the cluster keeps 1 day."""
+    make_logs(log_dir, age_ms=8 * DAY_MS)
+    return write_segment(
+        log_dir,
+        [
+            [topic("t", T_ID), topic_config("t", "cleanup.policy", "compact"), partition(T_ID, 0)],
+            [
+                broker_config("", "log.retention.hours", "24"),
+                broker_config("1", "log.retention.bytes", "4096"),
+            ],
+        ],
+    )
+
+
+def test_a_topic_compacted_in_the_metadata_is_not_deleted_by_time(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    compacted_in_metadata(tmp_path)
+    code, out, err = run(capsys, "retention", "--json", "--override", f"log.dirs={tmp_path}")
+    assert code == 0, err
+    assert json.loads(out)["deleted"] == []
+    code, out, err = run(
+        capsys,
+        "retention",
+        "--json",
+        "--override",
+        f"log.dirs={tmp_path}",
+        "--override",
+        "metadata.log.ignore=true",
+    )
+    assert code == 0, err
+    assert {d["reason"] for d in json.loads(out)["deleted"]} == {"time"}, "ignored: the broker defaults apply"
+
+
+def test_explain_and_topic_config_name_each_values_source(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    compacted_in_metadata(tmp_path)
+    code, out, err = run(capsys, "explain", "--json", "--override", f"log.dirs={tmp_path}")
+    assert code == 0, err
+    (doc,) = json.loads(out)["partitions"]
+    assert (
+        doc["cleanup_policy"] == "compact"
+        and doc["retention_ms"] == DAY_MS
+        and doc["retention_bytes"] == 4096
+    )
+    sources = doc["config_sources"]
+    assert (sources["cleanup.policy"], sources["retention.ms"], sources["retention.bytes"]) == (
+        "metadata",
+        "broker-dynamic",
+        "broker-dynamic",
+    )
+    assert sources["segment.bytes"] == "default"
+    code, out, err = run(capsys, "explain", "--override", f"log.dirs={tmp_path}")
+    assert code == 0, err
+    assert "cleanup.policy=compact [metadata]" in out and "(1d 0h) [broker-dynamic]" in out
+
+    args = ["topic-config", "--topic", "t", "--json", "--override", f"log.dirs={tmp_path}"]
+    code, out, err = run(capsys, *args, "--set", "retention.bytes=100")
+    assert code == 0, err
+    configs = {c["name"]: c for c in json.loads(out)["configs"]}
+    assert configs["cleanup.policy"] == {"name": "cleanup.policy", "value": "compact", "source": "metadata"}
+    assert configs["retention.bytes"] == {"name": "retention.bytes", "value": 100, "source": "override"}
+    assert configs["retention.ms"]["source"] == "broker-dynamic"
+
+
+def test_corrupt_metadata_stops_every_command_unless_ignored(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    segment = compacted_in_metadata(tmp_path)
+    data = bytearray(segment.read_bytes())
+    data[40] ^= 0x01  # the first of two batches: corruption before the end, not a torn tail
+    segment.write_bytes(bytes(data))
+    for command in (["retention"], ["explain"], ["topic-config", "--topic", "t"]):
+        code, out, err = run(capsys, *command, "--override", f"log.dirs={tmp_path}")
+        assert code == 2, (command, out, err)
+        assert f"{segment}, position 0" in err and "CRC" in err and len(err.strip().splitlines()) == 1
+    code, _out, err = run(
+        capsys, "explain", "--override", f"log.dirs={tmp_path}", "--override", "metadata.log.ignore=true"
+    )
+    assert code == 0, err
+
+
+def test_internal_topics_are_compacted_without_a_metadata_log(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    make_logs(tmp_path, age_ms=8 * DAY_MS)
+    (tmp_path / "t-0").rename(tmp_path / "__consumer_offsets-0")
+    code, out, err = run(capsys, "retention", "--json", "--override", f"log.dirs={tmp_path}")
+    assert code == 0, err
+    assert json.loads(out)["deleted"] == [], "committed offsets are never deleted by time"
+    code, out, err = run(capsys, "explain", "--json", "--override", f"log.dirs={tmp_path}")
+    (doc,) = json.loads(out)["partitions"]
+    assert doc["cleanup_policy"] == "compact" and doc["config_sources"]["cleanup.policy"] == "default"
+
+
+def test_a_config_change_in_the_metadata_log_reaches_a_running_daemon_within_a_second(tmp_path: Path) -> None:
+    compacted_in_metadata(tmp_path)
+    broker, _ = BrokerConfig.from_properties(
+        {"log.dirs": str(tmp_path), "scheduler.initial.delay.ms": "3600000", "api.port": "0"}
+    )
+    daemon = Daemon(broker)
+    daemon.start()
+    try:
+        log = daemon.log_manager.get_log(TopicPartition("t", 0))
+        assert log.config.is_compacted
+        write_segment(tmp_path, [[topic_config("t", "cleanup.policy", "delete")]], base_offset=5)
+        changed = time.monotonic()
+        while log.config.is_compacted and time.monotonic() - changed < 10:
+            time.sleep(0.02)
+        took_s = time.monotonic() - changed
+    finally:
+        daemon.shutdown()
+    assert not log.config.is_compacted
+    assert dict(log.config.config_sources)["cleanup.policy"] == "metadata"
+    assert took_s < 3 * TOPIC_CONFIG_REFRESH_MS / 1000, f"took {took_s:.2f} s"
