@@ -90,6 +90,7 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "transaction.state.log.segment.bytes": 104_857_600,
     "metadata.log.dir": None,
     "metadata.log.ignore": False,
+    "replica.high.watermark.checkpoint.interval.ms": 5000,
 }
 
 # Broker key → topic key (reference 13.1, 13.2).
@@ -134,7 +135,7 @@ def test_every_topic_config_is_a_log_config_field() -> None:
 def test_every_row_is_a_broker_config_field() -> None:
     fields = set(BrokerConfig.__dataclass_fields__)
     assert {d.attribute for d in CONFIG_DEFS} <= fields
-    assert fields - {d.attribute for d in CONFIG_DEFS} == {"spark_conf", "explicit_keys"}
+    assert fields - {d.attribute for d in CONFIG_DEFS} == {"spark_conf", "explicit_keys", "log_dir_paths"}
 
 
 @pytest.mark.parametrize("defn", [d for d in CONFIG_DEFS if d.default is not None], ids=lambda d: d.name)
