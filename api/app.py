@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CollectorRegistry
 
 from api.auth import BearerAuthMiddleware, read_token_file
 from api.deps import ApiContext, ApiSettings, LogService
 from api.guards import BodyLimitMiddleware, EncodedSlashGuard, JsonContentTypeGuard
+from api.head_requests import HeadAsGetMiddleware
 from api.network_guards import HostGuard, OriginGuard
 from api.openapi import install_openapi
 from api.problems import install_problem_handlers
@@ -23,7 +25,9 @@ from api.readiness import ReadinessGuard
 from api.routes import checkpoints, cleaner, health, logs, partitions, records, retention, scheduler, topics
 from service.version import package_version
 
-__all__ = ["create_app"]
+__all__ = ["DOCS_ASSETS_PATH", "create_app"]
+
+DOCS_ASSETS_PATH = "/docs/static"  # Swagger UI's script, stylesheet and icon (fastapi-offline ships them)
 
 _DESCRIPTION = (
     "Kafka's log management over HTTP: topics and their configs, produce and fetch, DeleteRecords, "
@@ -47,20 +51,23 @@ def create_app(
         token = read_token_file(token_file) if token_file else None
         settings = ApiSettings.from_broker(service.broker, auth_token=token)
     produce_model = produce_request_model(settings.max_records_per_request)
-    app = FastAPI(
+    app = FastAPIOffline(  # /docs with Swagger UI's files served from here: no CDN, works offline
         title="logcleaner",
         version=package_version(),
         description=_DESCRIPTION,
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url=None,
+        static_url=DOCS_ASSETS_PATH,
+        swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from swagger.io's validator
     )
     app.state.context = ApiContext(service, settings, produce_model)
     install_problem_handlers(app)
     app.include_router(health.build_router(registry))
     for module in (topics, partitions, records, checkpoints, retention, cleaner, scheduler, logs):
         app.include_router(module.router)
-    # The last added runs first: Host, Origin, auth, encoded slashes, the body's type and size, readiness.
+    # The last added runs first: HEAD as GET, Host, Origin, auth, encoded slashes, the body's type and size,
+    # readiness.
     if not_ready is not None:
         app.add_middleware(ReadinessGuard, not_ready=not_ready)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
@@ -70,6 +77,7 @@ def create_app(
         app.add_middleware(BearerAuthMiddleware, token=settings.auth_token)
     app.add_middleware(OriginGuard, allowed_origins=settings.allowed_origins)
     app.add_middleware(HostGuard, bound_host=settings.bound_host, allowed_hosts=settings.allowed_hosts)
+    app.add_middleware(HeadAsGetMiddleware)
     install_openapi(
         app,
         raw_bodies={"ProduceRequest": produce_model},
