@@ -48,6 +48,7 @@ __all__ = [
     "TOPIC_RECORD",
     "TOPIC_RECORD_KEY",
     "MetadataRecord",
+    "decode_cluster_metadata_record",
     "decode_control_value",
     "decode_metadata_record",
     "encode_metadata_record",
@@ -264,3 +265,20 @@ def decode_control_value(control_type: ControlRecordType, value: bytes | None) -
         return None
     fields, _end = decode_message(schema, 0, value)
     return fields
+
+
+def decode_cluster_metadata_record(key: bytes | None, value: bytes | None) -> dict[str, object]:
+    """``dump --cluster-metadata-decoder``: ``{"key": null, "value": {"kind", "api_key", "version",
+    "data"}}`` with the fields in snake_case under ``data`` (absent for a kind without a schema here).
+
+    Never fails: bytes that are not a metadata record give ``{"note": why, "raw": bytes}`` as the value,
+    so a dump shows everything.
+    """
+    try:
+        record = decode_metadata_record(value)
+    except CorruptDataError as exc:
+        return {"key": key, "value": {"note": exc.reason, "raw": value}}
+    decoded: dict[str, object] = {"kind": record.kind, "api_key": record.api_key, "version": record.version}
+    if record.fields is not None:
+        decoded["data"] = record.fields
+    return {"key": key, "value": decoded}

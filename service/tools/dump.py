@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from service.metadata.records import decode_cluster_metadata_record
 from service.storage.coordinator_records import decode_offsets_record, decode_transaction_log_record
 from service.tools.dump_readers import KINDS, TEMP_SUFFIXES, DumpProblem, file_kind, read_file
 from service.tools.dump_render import JsonRenderer, RecordDecoder, TextRenderer
@@ -48,25 +49,33 @@ def _require_kind(path: Path) -> str:
     is_flag=True,
     help="Decode records as __transaction_state's transaction metadata (implies --records).",
 )
+@click.option(
+    "--cluster-metadata-decoder",
+    is_flag=True,
+    help="Decode records as KRaft metadata records of __cluster_metadata (implies --records).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def dump_command(
     files: tuple[Path, ...],
     with_records: bool,
     offsets_decoder: bool,
     transaction_log_decoder: bool,
+    cluster_metadata_decoder: bool,
     as_json: bool,
 ) -> int:
     """Print the batches (and records) of .log files and the entries of every other file a broker writes.
 
     Like kafka-dump-log.sh. Reads .log, .index, .timeindex, .txnindex, .snapshot (also
     .deleted/.cleaned/.swap), the three offset checkpoint files, leader-epoch-checkpoint,
-    partition.metadata and .kafka_cleanshutdown. Corrupt bytes: everything readable is printed, then the
+    partition.metadata, .kafka_cleanshutdown and KRaft metadata snapshots (<offset>-<epoch>.checkpoint).
+    Corrupt bytes: everything readable is printed, then the
     error with its position on stderr (and as "error" in JSON); the exit code is 2. With a decoder, each
     record's key and value are shown decoded (a version Kafka does not define: raw, with a note).
     """
-    if offsets_decoder and transaction_log_decoder:
+    if offsets_decoder + transaction_log_decoder + cluster_metadata_decoder > 1:
         raise click.BadParameter(
-            "give --offsets-decoder or --transaction-log-decoder, not both", param_hint="--offsets-decoder"
+            "give one of --offsets-decoder, --transaction-log-decoder and --cluster-metadata-decoder",
+            param_hint="--offsets-decoder",
         )
     kinds = [_require_kind(path) for path in files]
     decoder: RecordDecoder | None = None
@@ -74,6 +83,8 @@ def dump_command(
         decoder = decode_offsets_record
     elif transaction_log_decoder:
         decoder = decode_transaction_log_record
+    elif cluster_metadata_decoder:
+        decoder = decode_cluster_metadata_record
     with_records = with_records or decoder is not None
     renderer = JsonRenderer(decoder) if as_json else TextRenderer(decoder)
     failed = False

@@ -11,6 +11,7 @@ framing is broken (length, magic) ends the file. ``.log`` files are read in chun
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,7 @@ from service.storage.txn_index import AbortedTxn
 from service.storage.varint import decode_varint
 
 __all__ = [
+    "BATCH_KINDS",
     "KINDS",
     "TEMP_SUFFIXES",
     "BatchDump",
@@ -76,7 +78,10 @@ KINDS: dict[str, str] = {
     "snapshot": SNAPSHOT_SUFFIX,
     "leader_epoch": LEADER_EPOCH_CHECKPOINT,
     "partition_metadata": PARTITION_METADATA_FILE,
+    "metadata_snapshot": "<end offset>-<epoch>.checkpoint (a KRaft metadata snapshot)",
 }
+BATCH_KINDS = frozenset({"log", "metadata_snapshot"})  # files of record batches; the others hold entries
+_METADATA_SNAPSHOT_NAME = re.compile(r"^[0-9]{20}-[0-9]{10}\.checkpoint$")
 TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)  # looked through by file_kind
 _CHECKPOINT_NAMES = (
     RECOVERY_POINT_CHECKPOINT,
@@ -134,6 +139,8 @@ def file_kind(path: Path) -> str | None:
         return "leader_epoch"
     if name == PARTITION_METADATA_FILE:
         return "partition_metadata"
+    if _METADATA_SNAPSHOT_NAME.match(name):
+        return "metadata_snapshot"
     for kind in ("log", "index", "timeindex", "txnindex", "snapshot"):
         if name.endswith(KINDS[kind]) and len(name) > len(KINDS[kind]):
             return kind
@@ -144,6 +151,7 @@ def read_file(path: Path, kind: str, *, with_records: bool = False) -> Iterator[
     """Everything ``path`` holds, in file order, with a DumpProblem where the bytes are bad."""
     readers: dict[str, Callable[[Path], Iterator[Item]]] = {
         "log": lambda p: _read_log(p, with_records=with_records),
+        "metadata_snapshot": lambda p: _read_log(p, with_records=with_records),
         "index": lambda p: _read_index(p, OFFSET_ENTRY_SIZE, "offset index", decode_offset_entries),
         "timeindex": lambda p: _read_index(p, TIME_ENTRY_SIZE, "time index", decode_time_entries),
         "txnindex": _read_txn_index,

@@ -20,7 +20,7 @@ from service.storage.control import ControlRecordType, decode_control_type, deco
 from service.storage.coordinator_records import Decoded
 from service.storage.log_files import base_offset_from_name
 from service.storage.records import NO_SEQUENCE, Record, RecordBatch
-from service.tools.dump_readers import BatchDump, DumpProblem, Entry
+from service.tools.dump_readers import BATCH_KINDS, BatchDump, DumpProblem, Entry
 
 __all__ = ["JsonRenderer", "RecordDecoder", "TextRenderer", "batch_to_json", "report_problem"]
 
@@ -274,7 +274,7 @@ class JsonRenderer:
     def begin_file(self, path: Path, kind: str) -> None:
         head = f'\n    {{\n      "path": {json.dumps(str(path))},\n      "kind": {json.dumps(kind)},'
         head += '\n      "batches": ['
-        if kind != "log":
+        if kind not in BATCH_KINDS:
             head += '],\n      "entries": ['
         self._out.write(("," if self._files else "") + head)
         self._files += 1

@@ -173,4 +173,4 @@ def test_both_decoders_at_once_is_bad_usage(
 ) -> None:
     code, out, err = run(capsys, "--offsets-decoder", "--transaction-log-decoder", str(offsets_segment))
     assert code == 2 and out == ""
-    assert "not both" in err and len(err.strip().splitlines()) == 1
+    assert "give one of" in err and len(err.strip().splitlines()) == 1
