@@ -46,7 +46,7 @@ IN_PROCESS_ROUNDS = int(os.environ.get("LOGCLEANER_STOP_ROUNDS", "50"))
 SPARK_ROUNDS = 2
 
 
-def workload(log_dir: Path) -> None:
+def workload(log_dir: Path, *, old_partitions: int = OLD_PARTITIONS, compacted_records: int = 20_000) -> None:
     generate(
         GenOptions(
             log_dir=log_dir,
@@ -61,7 +61,7 @@ def workload(log_dir: Path) -> None:
         GenOptions(
             log_dir=log_dir,
             topics=("c",),
-            records=20_000,
+            records=compacted_records,
             keys=500,
             batch_size=200,
             segment_bytes=65_536,
@@ -69,7 +69,7 @@ def workload(log_dir: Path) -> None:
         )
     )
     TopicConfigStore([log_dir]).update("c", {"min.cleanable.dirty.ratio": "0.01"})
-    copies_of_one_partition(log_dir, "old", OLD_PARTITIONS)
+    copies_of_one_partition(log_dir, "old", old_partitions)
     copies_of_one_partition(log_dir, "c", COMPACTED_PARTITIONS)
 
 
@@ -91,7 +91,14 @@ class Acknowledged:
                 self.old_start_offsets[part["partition"]] = max(seen, part["log_start_offset"])
 
 
-def produce_until(stop: threading.Event, url: str, acked: Acknowledged, rng: random.Random, tag: str) -> None:
+def produce_until(
+    stop: threading.Event,
+    url: str,
+    acked: Acknowledged,
+    rng: random.Random,
+    tag: str,
+    old_partitions: int = OLD_PARTITIONS,
+) -> None:
     """Produce batches to ``c`` (unique keys: compaction keeps them all) and to ``old`` (1970 records,
     for retention) until ``stop``; a refused or failed request is simply not acknowledged."""
     n = 0
@@ -122,7 +129,7 @@ def produce_until(stop: threading.Event, url: str, acked: Acknowledged, rng: ran
                 with acked.lock:
                     acked.records[partition].update(served)
             try:
-                client.post(f"/v1/topics/old/partitions/{rng.randrange(OLD_PARTITIONS)}/records", json=old)
+                client.post(f"/v1/topics/old/partitions/{rng.randrange(old_partitions)}/records", json=old)
             except httpx.HTTPError:
                 continue
 
