@@ -27,6 +27,7 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -189,7 +190,7 @@ def start_workers(
     stop: threading.Event, url: str, acked: Acknowledged, observed: Observed, rng: random.Random, tag: str
 ) -> list[threading.Thread]:
     """A producer (``c`` and ``old``), a DeleteRecords caller and a fetcher, each with its own seed."""
-    targets = [
+    targets: list[tuple[Callable[..., None], tuple[object, ...]]] = [
         (produce_until, (stop, url, acked, random.Random(rng.random()), tag, OLD_PARTITIONS)),
         (delete_records_until, (stop, url, acked, observed, random.Random(rng.random()))),
         (fetch_until, (stop, url, acked, observed, random.Random(rng.random()))),
