@@ -95,6 +95,7 @@ class GenOptions:
     idempotent: bool = False  # batches as an idempotent producer writes them (Kafka's default since 3.0)
     transaction_batches: int = 0  # batches per transaction; 0: not transactional
     aborted_share: float = 0.0  # of the transactions, the share that is aborted
+    metadata_log: bool = False  # the topics and their configs go into a KRaft metadata log (gen_metadata)
 
     @property
     def producer_id(self) -> int:
@@ -204,6 +205,7 @@ def generate(options: GenOptions, *, clock: Clock | None = None) -> list[GenResu
         options.topic_overrides(),
         lambda log, now_ms: _fill_partition(log, options, pool, now_ms),
         clock=clock,
+        metadata_log=options.metadata_log,
     )
 
 

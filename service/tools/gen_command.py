@@ -172,6 +172,12 @@ _FRACTION = click.FloatRange(0.0, 1.0)
     show_default=True,
     help="transaction-state: share of transactional ids that end in a tombstone (expired).",
 )
+@click.option(
+    "--metadata-log",
+    is_flag=True,
+    help="Also write a KRaft metadata log (__cluster_metadata-0) with the topics, their partitions on this "
+    "node and their configs, instead of storing the configs as logcleaner's overrides.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 def gen_command(
     log_dir: Path,
@@ -203,6 +209,7 @@ def gen_command(
     transactional_ids: int,
     transactions: int,
     expired_ids: float,
+    metadata_log: bool,
     as_json: bool,
 ) -> int:
     """Write a synthetic workload into a log dir (through the storage layer), for demos and benchmarks.
@@ -282,6 +289,7 @@ def gen_command(
         idempotent=idempotent,
         transaction_batches=transaction_batches,
         aborted_share=aborted_share,
+        metadata_log=metadata_log,
     )
     _print_results(generate(options), as_json=as_json)
     return 0
@@ -323,6 +331,7 @@ _WORKLOAD_OPTIONS = {
         [
             "topic_count",
             "topic_names",
+            "metadata_log",
             "records",
             "batch_size",
             "keys",

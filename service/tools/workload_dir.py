@@ -23,6 +23,7 @@ from service.storage.log_dir import LoadedLogDir, close_log_dir, load_log_dir
 from service.storage.log_files import partition_dir_name
 from service.storage.partition_files import create_partition_metadata, load_topic_id
 from service.storage.topic_partition import TopicPartition
+from service.tools.gen_metadata import write_generated_metadata
 
 __all__ = ["GenResult", "is_chosen", "write_workload"]
 
@@ -59,9 +60,12 @@ def write_workload(
     fill: Callable[[PartitionLog, int], GenResult],
     *,
     clock: Clock | None = None,
+    metadata_log: bool = False,
 ) -> list[GenResult]:
     """Load ``log_dir`` under its lock, ``fill`` each target partition (created if missing, with ``config``)
-    given the time now, close the dir cleanly and store ``overrides`` as the targets' topic configs."""
+    given the time now, close the dir cleanly and store ``overrides`` as the targets' topic configs: as
+    logcleaner's overrides, or with ``metadata_log`` as ConfigRecords of a metadata log (``gen_metadata``)
+    that also records the topics and their partitions."""
     clock = clock or SystemClock()
     log_dir.mkdir(parents=True, exist_ok=True)
     topics = {tp.topic for tp in targets}
@@ -76,7 +80,9 @@ def write_workload(
             _remove_created(created)
             raise
         close_log_dir(loaded)
-        if overrides:
+        if metadata_log:
+            write_generated_metadata(log_dir, targets, overrides, now_ms=now_ms)
+        elif overrides:
             store = TopicConfigStore([log_dir])
             for topic in sorted(topics):
                 store.update(topic, overrides)
