@@ -18,7 +18,13 @@ from typing import ClassVar, NoReturn
 import click
 
 from service.audit import AUDIT_LOGGER_NAME
-from service.errors import ConflictError, InvalidInputError, LogCleanerError, NotFoundError
+from service.errors import (
+    ConflictError,
+    InterruptedCommandError,
+    InvalidInputError,
+    LogCleanerError,
+    NotFoundError,
+)
 from service.storage.prescan import start_early_prescans
 from service.tools.log_commands import (
     config_options,
@@ -146,6 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as exc:
         click.echo(f"logcleaner: error: {exc.format_message()}", err=True)
         return EXIT_BAD_INPUT if exc.exit_code == 2 else exc.exit_code
+    except InterruptedCommandError as exc:
+        click.echo(f"logcleaner: {exc}", err=True)
+        return exc.exit_code
     except (InvalidInputError, NotFoundError, ConflictError) as exc:
         click.echo(f"logcleaner: error: {exc}", err=True)
         return EXIT_BAD_INPUT

@@ -10,6 +10,7 @@ __all__ = [
     "ConflictError",
     "CorruptDataError",
     "DuplicatePartitionDirError",
+    "InterruptedCommandError",
     "InvalidInputError",
     "LogCleanerError",
     "LogClosedError",
@@ -25,6 +26,17 @@ __all__ = [
 
 class LogCleanerError(Exception):
     """Root of every error logcleaner raises on purpose."""
+
+
+class InterruptedCommandError(LogCleanerError):
+    """An offline command stopped by SIGINT or SIGTERM at a safe point; the message says how far it got.
+
+    Exits with the shell's code for the signal: 130 (SIGINT), 143 (SIGTERM)."""
+
+    def __init__(self, message: str, *, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum
 
 
 class InvalidInputError(LogCleanerError, ValueError):
