@@ -140,8 +140,9 @@ def find_log(context: ApiContext, topic: str, partition: int) -> PartitionLog:
     try:
         return manager.get_log(TopicPartition(topic, partition))
     except NotFoundError as exc:
-        if TopicPartition(topic, partition) in manager.failed_partitions:
-            raise exc from None  # names the load failure
+        tp = TopicPartition(topic, partition)
+        if tp in manager.failed_partitions or any(s.topic_partition == tp for s in manager.stray_replicas):
+            raise exc from None  # names the load failure or the stray replica
         partitions = manager.topics().get(topic)
         if partitions is None:
             raise NotFoundError(f"topic {topic!r} does not exist") from None

@@ -44,6 +44,7 @@ __all__ = [
     "Jobs",
     "PartitionDetail",
     "RetentionDocument",
+    "StrayReplicas",
     "StrictDigits",
     "TopicConfigs",
     "TopicDeleted",
@@ -318,6 +319,7 @@ class ExplainPartition(BaseModel):
     topic: str
     partition: int
     log_dir: str
+    stray: Literal[False] = False
     log_start_offset: int
     log_end_offset: int
     cleanup_policy: str
@@ -325,8 +327,36 @@ class ExplainPartition(BaseModel):
     cleaner: ExplainCleaner
 
 
+class ExplainStraySegment(BaseModel):
+    base_offset: int
+    size_bytes: int
+    verdict: Literal["keep"]
+    reason: Literal["stray-replica"]
+
+
+class ExplainStrayCleaner(BaseModel):
+    would_clean: Literal[False]
+    reason: Literal["stray-replica"]
+
+
+class ExplainStrayReplica(BaseModel):
+    """A stray replica (never loaded): its segment files, each kept, and why it is stray."""
+
+    model_config = _OPEN
+    topic: str
+    partition: int
+    topic_id: str | None
+    log_dir: str
+    path: str
+    stray: Literal[True]
+    reason: str
+    size_bytes: int
+    segments: list[ExplainStraySegment]
+    cleaner: ExplainStrayCleaner
+
+
 class ExplainDocument(BaseModel):
-    partitions: list[ExplainPartition]
+    partitions: list[Annotated[ExplainPartition | ExplainStrayReplica, Field(discriminator="stray")]]
 
 
 class CleanedPartition(BaseModel):
@@ -384,6 +414,21 @@ class SetAsideConfigFile(BaseModel):
     path: str = Field(description="The corrupt topic-config store copy")
     kept_as: str | None = Field(description="Where it was renamed aside; null if the rename failed")
     reason: str
+
+
+class StrayReplicaOut(BaseModel):
+    topic: str
+    partition: int
+    topic_id: str | None = Field(description="The dir's topic id (partition.metadata); null without one")
+    log_dir: str
+    path: str = Field(description="The partition dir, as it is (logcleaner never renames it)")
+    reason: str = Field(description="Why it is not the topic's replica")
+
+
+class StrayReplicas(BaseModel):
+    partitions: list[StrayReplicaOut] = Field(
+        description="Stray replicas found at start-up: never retained, cleaned or deleted; not served"
+    )
 
 
 class LoadFailures(BaseModel):

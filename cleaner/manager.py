@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,9 +67,17 @@ class Candidate:
 
 
 class CleanerManager:
-    def __init__(self, logs: Callable[[], dict[TopicPartition, PartitionLog]], clock: Clock) -> None:
-        """``logs`` returns the live logs (the LogManager's view), read afresh at each selection."""
+    def __init__(
+        self,
+        logs: Callable[[], dict[TopicPartition, PartitionLog]],
+        clock: Clock,
+        unmanaged: Callable[[Path], Collection[TopicPartition]] = lambda _log_dir: (),
+    ) -> None:
+        """``logs`` returns the live logs (the LogManager's view), read afresh at each selection;
+        ``unmanaged`` a log dir's logs not managed here (``LogManager.unmanaged_in``), whose checkpoint
+        entries are carried over."""
         self._logs = logs
+        self._unmanaged = unmanaged
         self.clock = clock
         self._cond = threading.Condition()
         self._checkpoint_lock = threading.Lock()
@@ -265,14 +273,15 @@ class CleanerManager:
         self.update_checkpoint(log.directory.parent, log.topic_partition, offset)
 
     def update_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int | None) -> None:
-        """Set (None: remove) one entry; as Kafka does, entries of partitions no longer live are dropped."""
+        """Set (None: remove) one entry; as Kafka does, entries of partitions no longer live are dropped,
+        but those of the logs not managed here are kept as they are."""
         with self._checkpoint_lock:
             live = {t for t, log in self._logs().items() if log.directory.parent == log_dir}
             file = _checkpoint_file(log_dir)
             entries = {t: o for t, o in file.read().items() if t in live and t != tp}
             if offset is not None:
                 entries[tp] = offset
-            file.write(entries)
+            file.write(entries, carry_over=self._unmanaged(log_dir))
 
 
 def _checkpoint_file(log_dir: Path) -> OffsetCheckpointFile:

@@ -56,7 +56,7 @@ def build_log_cleaner(
 ) -> LogCleaner:
     """The pool of ``log.cleaner.threads`` workers; it becomes the LogManager's cleaning port.
     ``on_round(engine, seconds)`` hears of every finished round (the metrics' round-duration histogram)."""
-    manager = CleanerManager(lambda: log_manager.logs, log_manager.clock)
+    manager = CleanerManager(lambda: log_manager.logs, log_manager.clock, log_manager.unmanaged_in)
     stop = threading.Event()  # a stop ends a throttling pause at once (a Spark round's can be long)
 
     def pause(seconds: float) -> None:

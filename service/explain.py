@@ -7,17 +7,22 @@ also carries ``detail`` (a sentence) and, when held back by a future timestamp, 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from service.cleanable import CleanerReason, log_to_clean
 from service.engine_choice import EngineChoice
 from service.retention import SegmentVerdict, explain_log_retention
 from service.storage.log import PartitionLog
+from service.storage.log_files import LOG_SUFFIX, base_offset_from_name
 from service.storage.topic_partition import TopicPartition
+from service.stray_replicas import StrayReplica
 
-__all__ = ["explain_partition"]
+__all__ = ["STRAY_REPLICA", "explain_partition", "explain_stray_replica"]
 
 JsonDoc = dict[str, object]
+
+STRAY_REPLICA = "stray-replica"  # the verdict reason of every segment of a stray replica
 
 
 def explain_partition(
@@ -48,6 +53,7 @@ def explain_partition(
         "partition": tp.partition,
         "topic_id": log.topic_id,
         "log_dir": str(log.directory.parent),
+        "stray": False,
         "log_start_offset": log.log_start_offset,
         "log_end_offset": log.log_end_offset,
         "high_watermark": log.high_watermark,
@@ -102,4 +108,29 @@ def _cleaner_view(
         "reason": str(reason),
         "engine": engine,
         "engine_reason": str(engine_reason),
+    }
+
+
+def explain_stray_replica(stray: StrayReplica) -> JsonDoc:
+    """A stray replica: never loaded, so only its segment files' sizes; every one kept, for that reason."""
+    sizes = {
+        base_offset_from_name(name): os.stat(os.path.join(stray.path, name)).st_size
+        for name in os.listdir(stray.path)
+        if name.endswith(LOG_SUFFIX) and name[:1].isdigit()
+    }
+    tp = stray.topic_partition
+    return {
+        "topic": tp.topic,
+        "partition": tp.partition,
+        "topic_id": stray.topic_id,
+        "log_dir": str(stray.log_dir),
+        "path": str(stray.path),
+        "stray": True,
+        "reason": stray.reason,
+        "size_bytes": sum(sizes.values()),
+        "segments": [
+            {"base_offset": base, "size_bytes": size, "verdict": "keep", "reason": STRAY_REPLICA}
+            for base, size in sorted(sizes.items())
+        ],
+        "cleaner": {"would_clean": False, "reason": STRAY_REPLICA},
     }

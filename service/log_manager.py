@@ -36,6 +36,7 @@ from service.load_progress import LoadProgress
 from service.ports import CleaningControl, TaskScheduler
 from service.retention import RetentionReason, plan_retention
 from service.storage.atomic import fsync_dir
+from service.storage.clean_shutdown import NO_BROKER_EPOCH
 from service.storage.dir_lock import LogDirLock
 from service.storage.duplicate_dirs import check_no_duplicate_partition_dirs
 from service.storage.high_watermark_checkpoint import write_high_watermark_checkpoint
@@ -65,6 +66,7 @@ from service.storage.partition_metadata import new_topic_id
 from service.storage.prescan import EarlyPrescans, LogDirPrescan
 from service.storage.segment import TIMESTAMP_SOURCE_MTIME, LogSegment
 from service.storage.topic_partition import TopicPartition
+from service.stray_replicas import KnownTopics, StrayReplica, find_stray_replicas, survey_replica_dirs
 from service.wording import counted
 
 __all__ = ["DeletedSegment", "LogManager", "LogManagerSettings"]
@@ -100,6 +102,10 @@ class _LogDirState:
     # ``replication-offset-checkpoint`` entries of partitions not managed here; guarded by the manager's
     # ``_checkpoint_lock`` (the topic deletion that drops one writes the file under it too).
     kept_high_watermarks: dict[TopicPartition, int] = field(default_factory=dict)
+    broker_epoch: int = NO_BROKER_EPOCH  # the clean-shutdown marker's at load, written back at shutdown
+    # Logs of the dir that logcleaner does not manage (-future and stray replicas): their checkpoint
+    # entries are carried over, and an unclean start leaves them unrecovered (no marker at shutdown).
+    unmanaged: frozenset[TopicPartition] = frozenset()
 
 
 class LogManager:
@@ -112,10 +118,13 @@ class LogManager:
         scheduler: TaskScheduler,
         settings: LogManagerSettings = LogManagerSettings(),
         read_only: PartitionCopier | None = None,
+        known_topics: KnownTopics | None = None,
     ) -> None:
         """``read_only``: an inspection's manager, which writes nothing into its log dirs (no lock, no
         marker, no checkpoint; a partition whose load would write is read from a copy ``read_only`` makes),
-        and whose shutdown only releases files."""
+        and whose shutdown only releases files. ``known_topics``: the broker's metadata, which then alone
+        decides which replicas are stray (``service.stray_replicas``)."""
+        self.known_topics = known_topics
         self.config_for = config_for
         self.read_only = read_only
         self.clock = clock
@@ -127,6 +136,7 @@ class LogManager:
         self._offline_logs: dict[TopicPartition, PartitionLog] = {}
         self._topic_admin_lock = threading.RLock()  # one topic creation or deletion at a time
         self._failed: dict[TopicPartition, FailedPartition] = {}  # left out at start-up
+        self._strays: list[StrayReplica] = []  # found at start-up; never loaded, changed or deleted
         self._delete_queue: list[tuple[Path, int]] = []  # (renamed dir, time enqueued)
         self._lock = threading.RLock()
         self.is_loaded = False
@@ -154,8 +164,12 @@ class LogManager:
         further partition loads (``LoadInterruptedError``; the locks stay held until ``release_locks``).
         ``prescans``: dirs already locked and being scanned ahead (``serve``: ``start_early_prescans``);
         their locks and scans are taken over. ``freeze_loaded``: the daemon's (``collector_paused``).
-        A partition held by two dirs stops it first, before any lock or write (``duplicate_dirs``)."""
-        check_no_duplicate_partition_dirs(state.path for state in self._dirs)
+        A partition held by two dirs stops it first, before any lock or write (``duplicate_dirs``); a stray
+        replica is set aside before that check, as Kafka's ``loadLog`` does (``service.stray_replicas``)."""
+        strays = self._find_strays()
+        check_no_duplicate_partition_dirs(
+            (state.path for state in self._dirs), strays=[s.path for s in strays]
+        )
         started: dict[Path, LogDirPrescan] = {}
         for state in self._dirs if self.read_only is None else ():
             early = prescans.take(state.path) if prescans is not None else None
@@ -173,14 +187,17 @@ class LogManager:
                 self._mark_offline(state, exc)
         try:
             with collector_paused(freeze=freeze_loaded):
-                self._load_dirs(stop, started)
+                self._load_dirs(stop, started, strays)
         finally:
             for prescan in started.values():
                 prescan.close()
         self.is_loaded = True
 
-    def _load_dirs(self, stop: threading.Event | None, prescans: dict[Path, LogDirPrescan]) -> None:
+    def _load_dirs(
+        self, stop: threading.Event | None, prescans: dict[Path, LogDirPrescan], strays: list[StrayReplica]
+    ) -> None:
         for state in self.online_dirs():
+            in_dir = [s for s in strays if s.log_dir == state.path]
             try:
                 loaded = load_log_dir(
                     state.path,
@@ -191,15 +208,38 @@ class LogManager:
                     stop=stop,
                     read_only=self.read_only,
                     prescan=prescans.get(state.path),
+                    strays=[s.path for s in in_dir],
                 )
             except OSError as exc:
                 self._mark_offline(state, exc)
                 continue
             self._adopt(state, loaded)
+            selected = [s for s in in_dir if self.read_only is None or self.read_only.selects(s.path.name)]
+            with self._lock:
+                self._strays.extend(selected)
+
+    def _find_strays(self) -> list[StrayReplica]:
+        """The stray replicas of every log dir (decided over all of them: a topic spans log dirs); each
+        dir's unmanaged logs (strays and ``-future`` replicas) are noted on its state. Reads only; a dir
+        that cannot be listed is left to its load, which reports it."""
+        replicas = []
+        for state in self._dirs:
+            try:
+                found = survey_replica_dirs([state.path])
+            except OSError:
+                continue
+            replicas.extend(found)
+            state.unmanaged = frozenset(r.topic_partition for r in found if r.kind == "future")
+        strays = find_stray_replicas(replicas, self.known_topics)
+        for state in self._dirs:
+            in_dir = {s.topic_partition for s in strays if s.log_dir == state.path}
+            state.unmanaged = state.unmanaged | in_dir
+        return strays
 
     def _adopt(self, state: _LogDirState, loaded: LoadedLogDir) -> None:
         state.had_clean_shutdown = loaded.had_clean_shutdown
         state.kept_high_watermarks = loaded.kept_high_watermarks
+        state.broker_epoch = loaded.broker_epoch
         logger.info(
             "Loaded %d logs from %s (clean shutdown: %s, segments recovered: %d, bytes truncated: %d, "
             "partitions that failed to load: %d)",
@@ -238,8 +278,12 @@ class LogManager:
                             False,
                             failed=failed,
                             kept_high_watermarks=state.kept_high_watermarks,
+                            broker_epoch=state.broker_epoch,
                         ),
                         threads=self.settings.recovery_threads_per_dir,
+                        unmanaged=state.unmanaged,
+                        # Kafka writes the marker for a dir that had one or whose every log it recovered.
+                        write_marker=state.had_clean_shutdown or not state.unmanaged,
                     )
             except OSError as exc:
                 self._mark_offline(state, exc)
@@ -327,8 +371,21 @@ class LogManager:
         if log is None:
             if tp in self.failed_partitions:
                 raise NotFoundError(f"partition {tp} failed to load at start-up (see GET /v1/logs/failed)")
+            if any(s.topic_partition == tp for s in self.stray_replicas):
+                raise NotFoundError(f"partition {tp} is held as a stray replica (see GET /v1/logs/stray)")
             raise NotFoundError(f"partition {tp} does not exist")
         return log
+
+    @property
+    def stray_replicas(self) -> list[StrayReplica]:
+        """The stray replicas found at start-up (``service.stray_replicas``): listed, never touched."""
+        with self._lock:
+            return list(self._strays)
+
+    def unmanaged_in(self, log_dir: Path) -> frozenset[TopicPartition]:
+        """The partitions of ``log_dir``'s logs that logcleaner does not manage (-future and stray replicas),
+        whose checkpoint entries every checkpoint writer carries over."""
+        return next((s.unmanaged for s in self._dirs if s.path == log_dir), frozenset())
 
     @property
     def failed_partitions(self) -> dict[TopicPartition, FailedPartition]:
@@ -347,6 +404,20 @@ class LogManager:
             raise ConflictError(
                 f"topic {topic!r} has partitions that failed to load at start-up ({failed}); "
                 "repair or remove their dirs and restart first"
+            )
+
+    def _refuse_stray_names(self, partitions: list[TopicPartition]) -> None:
+        """A stray replica under a live name (``t-0``, not renamed ``-stray``) would collide with a new
+        partition of that name, or stand beside it as a second copy."""
+        wanted = set(partitions)
+        names = {partition_dir_name(tp.topic, tp.partition) for tp in partitions}
+        held = sorted(
+            str(s.path) for s in self.stray_replicas if s.topic_partition in wanted and s.path.name in names
+        )
+        if held:
+            raise ConflictError(
+                f"stray replicas hold the names of the partitions to create ({', '.join(held)}); the broker "
+                "renames them -stray at its next start, or remove them, then restart"
             )
 
     def topics(self) -> dict[str, list[int]]:
@@ -382,7 +453,9 @@ class LogManager:
             if topic in self.topics():
                 raise ConflictError(f"topic {topic!r} already exists")
             self._refuse_failed_topic(topic)
-            return self._create_partitions([TopicPartition(topic, p) for p in range(partitions)])
+            new = [TopicPartition(topic, p) for p in range(partitions)]
+            self._refuse_stray_names(new)
+            return self._create_partitions(new)
 
     def create_partitions(self, topic: str, total: int) -> list[PartitionLog]:
         """Kafka's CreatePartitions: grow ``topic`` to ``total`` partitions (never shrink)."""
@@ -395,7 +468,9 @@ class LogManager:
                 raise InvalidInputError(
                     f"topic {topic!r} has {len(existing)} partitions; the new count {total} must be larger"
                 )
-            return self._create_partitions([TopicPartition(topic, p) for p in range(len(existing), total)])
+            new = [TopicPartition(topic, p) for p in range(len(existing), total)]
+            self._refuse_stray_names(new)
+            return self._create_partitions(new)
 
     def _create_partitions(self, partitions: list[TopicPartition]) -> list[PartitionLog]:
         """Each new partition goes to the online dir with the fewest partitions (Kafka's choice).
@@ -542,8 +617,14 @@ class LogManager:
             if self.cleaning is not None:
                 self.cleaning.update_checkpoint(log_dir, deleted, None)
             with self._checkpoint_lock:
-                kept = self._state_of(log_dir).kept_high_watermarks
-                write_offset_checkpoints(log_dir, self.logs_in(log_dir), self.failed_in(log_dir), kept)
+                state = self._state_of(log_dir)
+                write_offset_checkpoints(
+                    log_dir,
+                    self.logs_in(log_dir),
+                    self.failed_in(log_dir),
+                    state.kept_high_watermarks,
+                    state.unmanaged,
+                )
         except OSError as exc:
             self._mark_offline(self._state_of(log_dir), exc)
 
@@ -714,7 +795,12 @@ class LogManager:
 
     def checkpoint_recovery_points(self) -> None:
         """The ``kafka-recovery-point-checkpoint`` task."""
-        self._checkpoint_each_dir(write_recovery_point_checkpoint)
+        for state in self.online_dirs():
+            try:
+                with self._checkpoint_lock:
+                    write_recovery_point_checkpoint(state.path, self.logs_in(state.path), state.unmanaged)
+            except OSError as exc:
+                self._mark_offline(state, exc)
 
     def checkpoint_log_start_offsets(self) -> None:
         """The ``kafka-log-start-offset-checkpoint`` task (partitions that failed to load keep theirs)."""
@@ -722,7 +808,8 @@ class LogManager:
             try:
                 with self._checkpoint_lock:
                     logs = self.logs_in(state.path)
-                    write_log_start_offset_checkpoint(state.path, logs, self.failed_in(state.path))
+                    failed = self.failed_in(state.path)
+                    write_log_start_offset_checkpoint(state.path, logs, failed, state.unmanaged)
             except OSError as exc:
                 self._mark_offline(state, exc)
 
@@ -734,14 +821,6 @@ class LogManager:
                 with self._checkpoint_lock:
                     logs = self.logs_in(state.path)
                     write_high_watermark_checkpoint(state.path, logs, state.kept_high_watermarks)
-            except OSError as exc:
-                self._mark_offline(state, exc)
-
-    def _checkpoint_each_dir(self, write: Callable[[Path, list[PartitionLog]], None]) -> None:
-        for state in self.online_dirs():
-            try:
-                with self._checkpoint_lock:
-                    write(state.path, self.logs_in(state.path))
             except OSError as exc:
                 self._mark_offline(state, exc)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from service.config.topic_config import ConfigEntry
 from service.engine_choice import EngineChoice
 from service.errors import NotFoundError
-from service.explain import explain_partition
+from service.explain import explain_partition, explain_stray_replica
 from service.log_manager import DeletedSegment, LogManager
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
@@ -82,7 +82,8 @@ def explain_partitions(
     partition: int | None = None,
     engine_choice: EngineChoice | None = None,
 ) -> list[JsonDoc]:
-    """:func:`~service.explain.explain_partition` of every live log matching ``topic``/``partition``.
+    """:func:`~service.explain.explain_partition` of every live log matching ``topic``/``partition``, and
+    :func:`~service.explain.explain_stray_replica` of every stray replica that does.
 
     Raises ``NotFoundError`` when ``topic`` (and ``partition``) name no live partition.
     """
@@ -91,13 +92,19 @@ def explain_partitions(
         for tp, log in sorted(manager.logs.items(), key=_by_topic_partition)
         if (topic is None or tp.topic == topic) and (partition is None or tp.partition == partition)
     ]
-    if topic is not None and not logs:
+    strays = [
+        stray
+        for stray in manager.stray_replicas
+        if (topic is None or stray.topic_partition.topic == topic)
+        and (partition is None or stray.topic_partition.partition == partition)
+    ]
+    if topic is not None and not logs and not strays:
         where = f"topic {topic!r}" + (f" partition {partition}" if partition is not None else "")
         raise NotFoundError(f"no partition matches {where}")
     online = [path for path in manager.log_dirs if path not in manager.offline_dirs]
     checkpoints = cleaner_checkpoints(online)
     now = manager.clock.now_ms()
-    return [
+    docs = [
         explain_partition(
             log,
             now_ms=now,
@@ -107,6 +114,10 @@ def explain_partitions(
         )
         for log in logs
     ]
+    if strays:  # each beside the live partition of its name, if any
+        docs.extend(explain_stray_replica(stray) for stray in strays)
+        docs.sort(key=lambda doc: (str(doc["topic"]), int(str(doc["partition"])), bool(doc["stray"])))
+    return docs
 
 
 def _by_topic_partition(item: tuple[TopicPartition, PartitionLog]) -> tuple[str, int]:

@@ -1,12 +1,13 @@
-"""``/v1/logs/failed``: what start-up could not load, and why: partitions left out, corrupt topic-config
-store copies set aside. The daemon runs without them; an operator repairs the files and restarts."""
+"""``/v1/logs``: what start-up left out, and why. ``failed``: partitions that could not load, corrupt
+topic-config store copies set aside (the daemon runs without them; an operator repairs the files and
+restarts). ``stray``: stray replicas (``service.stray_replicas``), never retained, cleaned or deleted."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
 from api.deps import Context
-from api.models import LoadFailures
+from api.models import LoadFailures, StrayReplicas
 
 __all__ = ["router"]
 
@@ -38,5 +39,27 @@ def load_failures(context: Context) -> LoadFailures:
                 }
                 for a in service.topic_store.set_aside
             ],
+        }
+    )
+
+
+@router.get("/stray", response_model=StrayReplicas)
+def stray_replicas(context: Context) -> StrayReplicas:
+    """Partition dirs that are not their topic's replica (Kafka's ``-stray`` dirs, and dirs whose topic id
+    is not the topic's): listed here, left as they are on disk."""
+    strays = context.service.log_manager.stray_replicas
+    return StrayReplicas.model_validate(
+        {
+            "partitions": [
+                {
+                    "topic": s.topic_partition.topic,
+                    "partition": s.topic_partition.partition,
+                    "topic_id": s.topic_id,
+                    "log_dir": str(s.log_dir),
+                    "path": str(s.path),
+                    "reason": s.reason,
+                }
+                for s in strays
+            ]
         }
     )

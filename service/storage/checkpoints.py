@@ -26,9 +26,10 @@ write, every topic must be a valid Kafka topic name, which guarantees it holds n
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from service.errors import CorruptDataError, InvalidInputError
@@ -43,6 +44,8 @@ __all__ = [
     "encode_checkpoint",
     "split_lines",
 ]
+
+logger = logging.getLogger(__name__)
 
 CHECKPOINT_VERSION = 0
 
@@ -129,10 +132,28 @@ class OffsetCheckpointFile:
                 return {}
         return decode_checkpoint(data, path=str(self._path))
 
-    def write(self, entries: Mapping[TopicPartition, int]) -> None:
+    def write(
+        self, entries: Mapping[TopicPartition, int], *, carry_over: Collection[TopicPartition] = ()
+    ) -> None:
+        """Replace the file with ``entries``; the file's entries of the ``carry_over`` partitions that
+        ``entries`` does not set are kept unchanged (logs the writer does not manage, such as a broker's
+        ``-future`` or stray replicas, whose lines are the broker's). An unreadable file carries none over."""
         data = encode_checkpoint(entries)  # validate before touching the disk
         with self._lock:
+            kept = self._entries_of(carry_over) if carry_over else {}
+            if kept.keys() - entries.keys():
+                data = encode_checkpoint({**kept, **entries})
             write_atomically(self._path, data)
+
+    def _entries_of(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+        try:
+            current = decode_checkpoint(self._path.read_bytes(), path=str(self._path))
+        except FileNotFoundError:
+            return {}
+        except CorruptDataError as exc:
+            logger.warning("%s: its entries of logs not managed here are lost with it", exc)
+            return {}
+        return {tp: offset for tp, offset in current.items() if tp in partitions}
 
     def __repr__(self) -> str:
         return f"OffsetCheckpointFile({str(self._path)!r})"

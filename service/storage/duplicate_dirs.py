@@ -13,7 +13,7 @@ partition are not. ``-delete`` and ``-stray`` dirs may repeat: Kafka loads them 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from service.errors import DuplicatePartitionDirError, InvalidInputError
@@ -25,9 +25,10 @@ __all__ = ["check_no_duplicate_partition_dirs"]
 _CHECKED_KINDS = ("", "future")  # current and future replicas: one of each per partition at most
 
 
-def check_no_duplicate_partition_dirs(log_dirs: Iterable[Path]) -> None:
+def check_no_duplicate_partition_dirs(log_dirs: Iterable[Path], *, strays: Collection[Path] = ()) -> None:
     """Raise ``DuplicatePartitionDirError`` naming the first partition (in topic-partition order) held by
-    two dirs of ``log_dirs``; a log dir that cannot be listed is left to the load, which reports it."""
+    two dirs of ``log_dirs``; a log dir that cannot be listed is left to the load, which reports it. The
+    ``strays`` (stray replicas' dirs) are no duplicates: Kafka's ``loadLog`` sets them aside first."""
     seen: dict[tuple[TopicPartition, str], Path] = {}
     duplicates: list[tuple[TopicPartition, str, Path, Path]] = []
     for log_dir in log_dirs:
@@ -41,7 +42,11 @@ def check_no_duplicate_partition_dirs(log_dirs: Iterable[Path]) -> None:
                 parsed = parse_partition_dir_name(name)
             except InvalidInputError:
                 continue  # the load skips it, with a warning
-            if parsed.kind not in _CHECKED_KINDS or parsed.topic == METADATA_TOPIC:
+            if (
+                parsed.kind not in _CHECKED_KINDS
+                or parsed.topic == METADATA_TOPIC
+                or log_dir / name in strays
+            ):
                 continue
             key = (TopicPartition(parsed.topic, parsed.partition), parsed.kind)
             previous = seen.setdefault(key, log_dir / name)

@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +24,7 @@ from service.errors import InvalidInputError, LogCleanerError, WouldWriteError
 from service.load_progress import LoadProgress
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import (
+    NO_BROKER_EPOCH,
     read_clean_shutdown_marker,
     remove_clean_shutdown_marker,
     write_clean_shutdown_marker,
@@ -102,6 +103,8 @@ class LoadedLogDir:
     failed: list[FailedPartition] = field(default_factory=list)
     # ``replication-offset-checkpoint`` entries of partitions not loaded here, written back unchanged.
     kept_high_watermarks: dict[TopicPartition, int] = field(default_factory=dict)
+    # The marker's broker epoch at load, written back at close (Kafka reads it at its next start).
+    broker_epoch: int = NO_BROKER_EPOCH
 
 
 def load_log_dir(
@@ -114,9 +117,11 @@ def load_log_dir(
     stop: threading.Event | None = None,
     read_only: PartitionCopier | None = None,
     prescan: LogDirPrescan | None = None,
+    strays: Collection[Path] = (),
 ) -> LoadedLogDir:
-    """Load every partition of ``path``; the clean-shutdown marker is honoured, then removed (kept, and
-    nothing written, when ``read_only`` is given: see the module docstring).
+    """Load every partition of ``path`` but the ``strays`` (dirs left as they are); the clean-shutdown
+    marker is honoured, then removed (kept, and nothing written, when ``read_only`` is given: see the
+    module docstring).
 
     ``progress`` counts the logs found and loaded, for a start-up that reports how far it is. Once ``stop``
     is set, no further partition starts loading: ``LoadInterruptedError``. The caller holds the dir's lock
@@ -132,6 +137,7 @@ def load_log_dir(
             stop=stop,
             read_only=read_only,
             prescan=prescan,
+            strays=strays,
         )
     finally:
         if prescan is not None:
@@ -148,13 +154,15 @@ def _load_log_dir(
     stop: threading.Event | None,
     read_only: PartitionCopier | None,
     prescan: LogDirPrescan | None,
+    strays: Collection[Path],
 ) -> LoadedLogDir:
     began = time.monotonic()
     path = path.resolve()
     if read_only is None:
         path.mkdir(parents=True, exist_ok=True)
     high_watermarks = read_high_watermarks(path)  # malformed: stop before the marker goes
-    clean = read_clean_shutdown_marker(path) is not None
+    marker_epoch = read_clean_shutdown_marker(path)
+    clean = marker_epoch is not None
     if clean and read_only is None:
         remove_clean_shutdown_marker(path)
         logger.info("%s was shut down cleanly: skipping recovery", path)
@@ -177,6 +185,8 @@ def _load_log_dir(
         elif parsed.kind == "delete":
             pending_deletion.append(child)
         elif parsed.kind == "":
+            if child in strays:
+                continue  # a stray replica: not this topic's log (``service.stray_replicas``)
             if read_only is None or read_only.selects(name):
                 to_load.append((child, TopicPartition(parsed.topic, parsed.partition)))
         else:
@@ -249,6 +259,7 @@ def _load_log_dir(
             prescan.close()
     loaded_logs = [r for r in results if isinstance(r, LoadResult)]
     loaded = LoadedLogDir(path, {r.log.topic_partition: r.log for r in loaded_logs}, clean, pending_deletion)
+    loaded.broker_epoch = NO_BROKER_EPOCH if marker_epoch is None else marker_epoch
     loaded.recovered_segments = sum(r.recovered_segments for r in loaded_logs)
     loaded.truncated_bytes = sum(r.truncated_bytes for r in loaded_logs)
     loaded.failed = [r for r in results if isinstance(r, FailedPartition)]
@@ -288,18 +299,24 @@ def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
         return {}
 
 
-def write_recovery_point_checkpoint(path: Path, logs: Iterable[PartitionLog]) -> None:
-    """``recovery-point-offset-checkpoint``: every log of the dir → its recovery point."""
+def write_recovery_point_checkpoint(
+    path: Path, logs: Iterable[PartitionLog], unmanaged: Collection[TopicPartition] = ()
+) -> None:
+    """``recovery-point-offset-checkpoint``: every log of the dir → its recovery point; the ``unmanaged``
+    logs' entries (a broker's ``-future`` and stray replicas) are carried over unchanged."""
     OffsetCheckpointFile(path / RECOVERY_POINT_CHECKPOINT).write(
-        {log.topic_partition: log.recovery_point for log in logs}
+        {log.topic_partition: log.recovery_point for log in logs}, carry_over=unmanaged
     )
 
 
 def write_log_start_offset_checkpoint(
-    path: Path, logs: Iterable[PartitionLog], failed: Iterable[FailedPartition] = ()
+    path: Path,
+    logs: Iterable[PartitionLog],
+    failed: Iterable[FailedPartition] = (),
+    unmanaged: Collection[TopicPartition] = (),
 ) -> None:
     """``log-start-offset-checkpoint``: only logs whose start offset is above their first segment (Kafka),
-    and the partitions that failed to load keep theirs."""
+    and the partitions that failed to load keep theirs, as do the ``unmanaged`` logs."""
     offsets = {f.topic_partition: f.log_start_offset for f in failed if f.log_start_offset > 0}
     snapshots = [(log.topic_partition, log.snapshot) for log in logs]  # no log's lock: retention may hold it
     offsets.update(
@@ -307,7 +324,7 @@ def write_log_start_offset_checkpoint(
         for tp, snapshot in snapshots
         if snapshot.log_start_offset > snapshot.segments[0].base_offset
     )
-    OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT).write(offsets)
+    OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT).write(offsets, carry_over=unmanaged)
 
 
 def write_offset_checkpoints(
@@ -315,21 +332,30 @@ def write_offset_checkpoints(
     logs: Iterable[PartitionLog],
     failed: Iterable[FailedPartition] = (),
     kept_high_watermarks: Mapping[TopicPartition, int] | None = None,
+    unmanaged: Collection[TopicPartition] = (),
 ) -> None:
     """The offset checkpoints of one log dir: recovery points, log start offsets and, unless
-    ``kept_high_watermarks`` is None, the high watermarks (with those entries of partitions not loaded)."""
+    ``kept_high_watermarks`` is None, the high watermarks (with those entries of partitions not loaded);
+    ``unmanaged``: see ``write_recovery_point_checkpoint``."""
     logs = list(logs)
-    write_recovery_point_checkpoint(path, logs)
-    write_log_start_offset_checkpoint(path, logs, failed)
+    write_recovery_point_checkpoint(path, logs, unmanaged)
+    write_log_start_offset_checkpoint(path, logs, failed, unmanaged)
     if kept_high_watermarks is not None:
         write_high_watermark_checkpoint(path, logs, kept_high_watermarks)
 
 
-def close_log_dir(loaded: LoadedLogDir, *, threads: int = 1) -> None:
+def close_log_dir(
+    loaded: LoadedLogDir,
+    *,
+    threads: int = 1,
+    unmanaged: Collection[TopicPartition] = (),
+    write_marker: bool = True,
+) -> None:
     """Kafka's shutdown for one dir: close every log (on ``threads`` threads, as Kafka closes them on its
     recovery threads: a close's time is its fsyncs, which release the GIL), then write each checkpoint
-    file once (the high watermarks too, as the broker's replica manager does at its shutdown), then the
-    marker. Each phase's time is logged."""
+    file once (the high watermarks too, as the broker's replica manager does at its shutdown; the
+    ``unmanaged`` logs' entries carried over), then the marker unless ``write_marker`` is false (a log of
+    the dir may not be recovered: see ``LogManager.shutdown``). Each phase's time is logged."""
     began = time.monotonic()
     logs = list(loaded.logs.values())
     if threads <= 1:
@@ -340,8 +366,16 @@ def close_log_dir(loaded: LoadedLogDir, *, threads: int = 1) -> None:
             for _ in pool.map(lambda log: log.close(), logs):
                 pass  # re-raises the first close that failed
     closed = time.monotonic()
-    write_offset_checkpoints(loaded.path, logs, loaded.failed, loaded.kept_high_watermarks)
-    write_clean_shutdown_marker(loaded.path)
+    write_offset_checkpoints(loaded.path, logs, loaded.failed, loaded.kept_high_watermarks, unmanaged)
+    if write_marker:
+        write_clean_shutdown_marker(loaded.path, loaded.broker_epoch)
+    else:
+        logger.warning(
+            "%s: no clean-shutdown marker written: the dir came up without one and holds logs logcleaner "
+            "did not recover (%s), which the broker's next start must recover",
+            loaded.path,
+            ", ".join(str(tp) for tp in sorted(unmanaged)),
+        )
     logger.info(
         "%s: %d logs flushed and closed in %.2f s on %d thread(s); checkpoints and marker written in %.2f s",
         loaded.path,

@@ -16,6 +16,11 @@ Doc = Mapping[str, object]
 def explanation_lines(doc: Doc, now_ms: int) -> list[str]:
     """One partition's lines: a header, one line per segment, the cleaner's view; ``now_ms`` is when the
     explanation was made (ages are counted from it)."""
+    if doc.get("stray"):
+        return [
+            f"{doc['topic']}-{doc['partition']} ({doc['path']}): STRAY REPLICA, {doc['size_bytes']} bytes, "
+            f"never retained, cleaned or deleted: {doc['reason']}"
+        ]
     retention_ms = _int(doc["retention_ms"])
     sources = doc.get("config_sources")
     source_of = sources if isinstance(sources, Mapping) else {}

@@ -53,7 +53,7 @@ def partition_dir_names(
                 parsed = parse_partition_dir_name(name)
             except InvalidInputError:
                 continue  # the load logs it
-            if parsed.kind == "" and (
+            if parsed.kind in ("", "stray") and (  # a stray replica is listed by its share's explain
                 selects is None or selects(TopicPartition(parsed.topic, parsed.partition))
             ):
                 found[name] = (parsed.topic, parsed.partition)

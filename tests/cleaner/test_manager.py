@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -170,10 +171,15 @@ def test_a_finished_rounds_checkpoint_write_blocks_no_other_worker(
     writing, release = threading.Event(), threading.Event()
     real_write = OffsetCheckpointFile.write
 
-    def slow_write(self: OffsetCheckpointFile, entries: dict[TopicPartition, int]) -> None:
+    def slow_write(
+        self: OffsetCheckpointFile,
+        entries: dict[TopicPartition, int],
+        *,
+        carry_over: Collection[TopicPartition] = (),
+    ) -> None:
         writing.set()
         assert release.wait(10)
-        real_write(self, entries)
+        real_write(self, entries, carry_over=carry_over)
 
     monkeypatch.setattr(OffsetCheckpointFile, "write", slow_write)
     done = threading.Thread(target=manager.done_cleaning, args=(candidate.log, 4))

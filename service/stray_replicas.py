@@ -1,0 +1,170 @@
+"""Which partition dirs are stray replicas: logs that are not this topic's, which logcleaner leaves alone.
+
+Kafka (``LogManager.loadLog``, ``LogManager.isStrayKraftReplica``) treats a log as stray when the broker's
+metadata says it should not be here: its topic is not in the metadata, its topic id is not the topic's
+(an older incarnation of a re-created topic), or the partition is not assigned to this broker. The broker
+renames such a dir ``<topic>-<partition>.<uuid>-stray`` and never deletes it by itself. logcleaner never
+retains, cleans, deletes or renames a stray replica, and lists it.
+
+:func:`find_stray_replicas` is the one entry point. Given what the broker's metadata knows
+(:class:`KnownTopics`), it decides as Kafka does. Without it, a topic's id is the one most of its
+partition dirs share (``partition.metadata``): a partition dir with another id is stray; when no id leads
+(a 1-1 split), every partition dir of the topic that carries an id is held as stray, untouched, since
+nothing says which incarnation is the live one. A partition dir without ``partition.metadata`` gives no
+id and is stray only by the metadata's rules.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from service.errors import CorruptDataError, InvalidInputError
+from service.storage.log_files import METADATA_TOPIC, parse_partition_dir_name
+from service.storage.partition_metadata import read_partition_metadata
+from service.storage.topic_partition import TopicPartition
+
+__all__ = [
+    "KnownTopics",
+    "ReplicaDir",
+    "StrayReplica",
+    "find_stray_replicas",
+    "survey_replica_dirs",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDir:
+    """A partition dir found in a log dir; ``kind`` is ``""`` (a live name), ``"future"`` or ``"stray"``."""
+
+    topic_partition: TopicPartition
+    path: Path
+    kind: str
+    topic_id: str | None = None  # of partition.metadata; None without (or with an unreadable) one
+
+
+@dataclass(frozen=True, slots=True)
+class KnownTopics:
+    """What the broker's metadata knows: each topic's id, and (when known) the partitions of this broker."""
+
+    topic_ids: Mapping[str, str]
+    assigned: Collection[TopicPartition] | None = None  # None: the assignment is not known
+
+
+@dataclass(frozen=True, slots=True)
+class StrayReplica:
+    topic_partition: TopicPartition
+    path: Path
+    topic_id: str | None
+    reason: str
+
+    @property
+    def log_dir(self) -> Path:
+        return self.path.parent
+
+
+def survey_replica_dirs(log_dirs: Iterable[Path]) -> list[ReplicaDir]:
+    """Every live, ``-future`` and ``-stray`` partition dir of ``log_dirs`` with its topic id (``-delete``
+    dirs and names that are not partition dirs are left out). Reads, never writes; a log dir that cannot
+    be listed raises ``OSError`` (its load takes it offline)."""
+    found = []
+    for log_dir in log_dirs:
+        with os.scandir(log_dir) as entries:
+            names = sorted(e.name for e in entries if e.is_dir())
+        for name in names:
+            try:
+                parsed = parse_partition_dir_name(name)
+            except InvalidInputError:
+                continue
+            if parsed.kind == "delete" or parsed.topic == METADATA_TOPIC:  # the metadata log is the broker's
+                continue
+            path = log_dir / name
+            tp = TopicPartition(parsed.topic, parsed.partition)
+            found.append(ReplicaDir(tp, path, parsed.kind, _topic_id_of(path)))
+    return found
+
+
+def _topic_id_of(directory: Path) -> str | None:
+    try:
+        metadata = read_partition_metadata(directory)
+    except CorruptDataError as exc:
+        logger.warning("%s: no topic id to compare with the topic's other partitions", exc)
+        return None
+    except OSError:
+        return None  # the partition's own load reports it
+    return None if metadata is None else metadata.topic_id
+
+
+def find_stray_replicas(
+    replicas: Iterable[ReplicaDir], known: KnownTopics | None = None
+) -> list[StrayReplica]:
+    """The stray replicas among ``replicas`` (``-future`` dirs are never stray here: they are the broker's
+    moves between log dirs), each with why. ``known``: the broker's metadata, which then decides alone."""
+    strays = []
+    live: dict[str, list[ReplicaDir]] = {}
+    for replica in replicas:
+        if replica.kind == "stray":
+            reason = "renamed -stray by the broker: its replica is not this topic's (Kafka keeps it)"
+            strays.append(StrayReplica(replica.topic_partition, replica.path, replica.topic_id, reason))
+        elif replica.kind == "":
+            live.setdefault(replica.topic_partition.topic, []).append(replica)
+    for topic, dirs in sorted(live.items()):
+        for replica, reason in _strays_of_topic(topic, dirs, known):
+            strays.append(StrayReplica(replica.topic_partition, replica.path, replica.topic_id, reason))
+    for stray in strays:
+        logger.warning(
+            "Stray replica %s in %s left alone (never retained, cleaned or deleted): %s",
+            stray.topic_partition,
+            stray.path,
+            stray.reason,
+        )
+    return sorted(strays, key=lambda s: (s.topic_partition.topic, s.topic_partition.partition, str(s.path)))
+
+
+def _strays_of_topic(
+    topic: str, dirs: list[ReplicaDir], known: KnownTopics | None
+) -> list[tuple[ReplicaDir, str]]:
+    if known is not None:
+        return [(d, reason) for d in dirs if (reason := _stray_by_metadata(d, known)) is not None]
+    votes = Counter(d.topic_id for d in dirs if d.topic_id is not None)
+    if len(votes) < 2:
+        return []
+    ranked = votes.most_common()
+    shares = ", ".join(f"{topic_id}: {count}" for topic_id, count in ranked)
+    if ranked[0][1] == ranked[1][1]:
+        reason = (
+            f"topic {topic!r} has partition dirs of different topic ids and none leads ({shares}); every "
+            "partition dir of the topic is held until the broker's metadata (or an operator) decides"
+        )
+        return [(d, reason) for d in dirs if d.topic_id is not None]
+    topic_id, count = ranked[0]
+    return [
+        (
+            d,
+            f"topic id {d.topic_id} is not the topic's {topic_id}, which {count} of its "
+            f"{sum(votes.values())} partition dirs carry ({shares}): a replica of another incarnation",
+        )
+        for d in dirs
+        if d.topic_id is not None and d.topic_id != topic_id
+    ]
+
+
+def _stray_by_metadata(replica: ReplicaDir, known: KnownTopics) -> str | None:
+    """Kafka's ``isStrayKraftReplica``: why the metadata says this replica should not be here, or None."""
+    topic = replica.topic_partition.topic
+    topic_id = known.topic_ids.get(topic)
+    if replica.topic_id is None:
+        return "its partition dir has no topic id (partition.metadata), which Kafka treats as stray"
+    if topic_id is None:
+        return f"topic {topic!r} is not in the broker's metadata"
+    if replica.topic_id != topic_id:
+        return f"topic id {replica.topic_id} is not the topic's {topic_id} in the broker's metadata"
+    if known.assigned is not None and replica.topic_partition not in known.assigned:
+        return "the broker's metadata does not assign this partition to this broker"
+    return None
