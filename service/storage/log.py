@@ -42,7 +42,6 @@ from service.storage.partition_files import (
     read_deferred_producer_state,
     take_snapshot,
 )
-from service.storage.producer_snapshot import snapshot_path
 from service.storage.producer_state import ProducerStateManager
 from service.storage.records import (
     NO_PRODUCER_EPOCH,
@@ -672,11 +671,13 @@ class PartitionLog:
                     segment.abandon()
             else:
                 self.flush()
+                # A producer state never read (a clean load defers it) is read now, as Kafka reads it at
+                # load: a corrupt snapshot at the log end offset is deleted (and the state rebuilt from
+                # the segments, still open) and a valid one written instead.
+                state = self.producer_state
                 for segment in self._segments:
                     segment.close()
-                # A producer state never read is the snapshot at the log end offset: nothing to write.
-                if self._txns is not None or not snapshot_path(self.directory, self._log_end_offset).exists():
-                    take_snapshot(self.directory, self._log_end_offset, self.producer_state)
+                take_snapshot(self.directory, self._log_end_offset, state)
                 if self._leader_epochs is not None:  # a truncation retention left to write
                     self._leader_epochs.flush()
             self._closed_reason = "was deleted" if deleted else "is closed"

@@ -5,10 +5,11 @@ Loading (after the segments are loaded and recovered, so the log end offset is k
 
 - producer state: snapshots above the log end offset go (a recovery cut the log below them), and so do
   snapshots that name no segment, except the newest one when it lies above the last segment's base (the
-  one taken at the log end offset on close). The newest readable snapshot at or below the recovery point
-  is loaded and only the batches after it are replayed; a snapshot with a bad CRC or version is logged,
-  removed and the next older one tried, down to a replay of the whole log. Nothing is lost: the segments
-  hold everything a snapshot does;
+  one taken at the log end offset on close). The newest readable snapshot at or below the log end offset
+  (recovered, after an unclean stop: Kafka's ``truncateAndReload``) is loaded and only the batches after it
+  are replayed, so a producer whose batches retention deleted is kept (KIP-360: only
+  ``producer.id.expiration.ms`` expires one); a snapshot with a bad CRC or version is logged, deleted
+  (Kafka's ``removeAndDeleteSnapshot``) and the next older one tried, down to a replay of the whole log;
 - leader epochs: the checkpoint is read; a missing one starts empty; a corrupt one is logged and rebuilt
   from the partition leader epochs of the batches. Entries past the log end or below the log start offset
   are cut (Kafka ``truncateFromEnd`` / ``truncateFromStart``) and the file written;
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.errors import CorruptDataError
+from service.storage.atomic import fsync_dir
 from service.storage.leader_epoch_cache import LeaderEpochCache
 from service.storage.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
 from service.storage.log_files import DELETED_SUFFIX, SNAPSHOT_SUFFIX, file_name
@@ -212,8 +214,7 @@ def read_deferred_producer_state(
     except (CorruptDataError, FileNotFoundError) as exc:
         logger.error("%s; rebuilding the producer state from the segments instead", exc)
         if isinstance(exc, CorruptDataError) and not read_only:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            _delete_corrupt_snapshot(Path(path))
         return load_producer_state(
             directory,
             segments,
@@ -222,6 +223,14 @@ def read_deferred_producer_state(
             read_only=read_only,
         )
     return state
+
+
+def _delete_corrupt_snapshot(path: Path) -> None:
+    """Kafka's ``removeAndDeleteSnapshot``, durably: a crash must not bring back a snapshot the state no
+    longer comes from."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+        fsync_dir(path.parent)
 
 
 def _restore_producer_state(
@@ -233,17 +242,21 @@ def _restore_producer_state(
     *,
     read_only: bool = False,
 ) -> ProducerStateManager:
-    """``load_producer_state`` once the stray snapshots are gone (``offsets``: the snapshots left)."""
+    """``load_producer_state`` once the stray snapshots are gone (``offsets``: the snapshots left).
+
+    Any snapshot up to the log end offset serves, also above ``recovery_point``: the segments up to the
+    log end offset are recovered by now, and an older snapshot may predate batches that retention has
+    deleted since (their producers would be lost)."""
     state = ProducerStateManager()
     start = None
-    for offset in reversed([o for o in offsets if o <= min(recovery_point, log_end_offset)]):
+    for offset in reversed([o for o in offsets if o <= log_end_offset]):
         path = snapshot_path(directory, offset)
         try:
             state.load_entries(read_snapshot(path))
         except CorruptDataError as exc:
             logger.error("%s; rebuilding the producer state from the segments instead", exc)
             if not read_only:
-                path.unlink(missing_ok=True)
+                _delete_corrupt_snapshot(path)
             continue
         start = offset
         break
