@@ -180,8 +180,8 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 
 def test_the_docs_links_resolve() -> None:
-    """Every relative link of the README and the manual names a file (and a heading) that exists."""
-    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    """Every relative link of the READMEs and the manual names a file (and a heading) that exists."""
+    pages = [REPO / "README.md", REPO / "deploy" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
     broken = []
     for page in pages:
         for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
