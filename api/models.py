@@ -310,6 +310,7 @@ class ExplainCleaner(BaseModel):
     dirty_ratio: float
     first_dirty_offset: int
     first_uncleanable_offset: int
+    first_uncleanable_reason: str
     would_clean: bool
     reason: str
 
@@ -322,6 +323,7 @@ class ExplainPartition(BaseModel):
     stray: Literal[False] = False
     log_start_offset: int
     log_end_offset: int
+    high_watermark: int
     cleanup_policy: str
     segments: list[ExplainSegment]
     cleaner: ExplainCleaner

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from service.storage.log import PartitionLog
 from service.storage.segment import LogSegment
 
-__all__ = ["CleanableRange", "CleanerReason", "LogToClean", "cleanable_range", "log_to_clean"]
+__all__ = [
+    "CleanableRange",
+    "CleanerReason",
+    "LogToClean",
+    "UncleanableBound",
+    "cleanable_range",
+    "log_to_clean",
+]
 
 
 class CleanerReason(enum.StrEnum):
@@ -25,11 +32,21 @@ class CleanerReason(enum.StrEnum):
     MAX_COMPACTION_LAG_EXCEEDED = "max-compaction-lag-exceeded"
 
 
+class UncleanableBound(enum.StrEnum):
+    """What sets the first uncleanable offset (the lowest of Kafka's bounds; on a tie, the first here)."""
+
+    ACTIVE_SEGMENT = "active-segment"
+    ABOVE_HIGH_WATERMARK = "above-high-watermark"  # records the broker had not acknowledged
+    OPEN_TRANSACTION = "open-transaction"  # the last stable offset, below the high watermark
+    MIN_COMPACTION_LAG = "min-compaction-lag"
+
+
 @dataclass(frozen=True, slots=True)
 class CleanableRange:
     first_dirty_offset: int
     first_uncleanable_offset: int  # not yet rounded to a segment boundary
     checkpoint_was_reset: bool  # the checkpoint was invalid: Kafka rewrites it at once
+    bounded_by: UncleanableBound = UncleanableBound.ACTIVE_SEGMENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +58,7 @@ class LogToClean:
     clean_bytes: int
     cleanable_bytes: int
     max_compaction_delay_ms: int
+    bounded_by: UncleanableBound = UncleanableBound.ACTIVE_SEGMENT  # what sets the first uncleanable offset
 
     @property
     def total_bytes(self) -> int:
@@ -73,15 +91,20 @@ def cleanable_range(log: PartitionLog, checkpoint: int | None, now_ms: int) -> C
     reset = False
     if checkpoint is not None and (checkpoint < start or checkpoint > log.log_end_offset):
         first_dirty, reset = start, True
-    active = segments[-1]
-    uncleanable = min(log.last_stable_offset, active.base_offset)
+    high_watermark, last_stable = log.high_watermark, log.last_stable_offset
+    bounds = [(segments[-1].base_offset, UncleanableBound.ACTIVE_SEGMENT)]
+    if last_stable < high_watermark:
+        bounds.append((last_stable, UncleanableBound.OPEN_TRANSACTION))
+    else:
+        bounds.append((high_watermark, UncleanableBound.ABOVE_HIGH_WATERMARK))
     lag_ms = log.config.min_compaction_lag_ms
     if lag_ms > 0:
         for segment in _from_segment_holding(segments[:-1], first_dirty):
             if segment.largest_timestamp()[0] > now_ms - lag_ms:
-                uncleanable = min(uncleanable, segment.base_offset)
+                bounds.append((segment.base_offset, UncleanableBound.MIN_COMPACTION_LAG))
                 break
-    return CleanableRange(first_dirty, max(first_dirty, uncleanable), reset)
+    uncleanable, bounded_by = min(bounds, key=lambda bound: bound[0])  # the first of equal bounds
+    return CleanableRange(first_dirty, max(first_dirty, uncleanable), reset, bounded_by)
 
 
 def log_to_clean(log: PartitionLog, checkpoint: int | None, now_ms: int) -> LogToClean:
@@ -93,7 +116,12 @@ def log_to_clean(log: PartitionLog, checkpoint: int | None, now_ms: int) -> LogT
     clean_bytes = sum(s.size_bytes for s in _overlapping(segments, -1, first_dirty))
     cleanable_bytes = sum(s.size_bytes for s in _overlapping(segments, min(first_dirty, rounded), rounded))
     return LogToClean(
-        first_dirty, rounded, clean_bytes, cleanable_bytes, _max_compaction_delay(log, first_dirty, now_ms)
+        first_dirty,
+        rounded,
+        clean_bytes,
+        cleanable_bytes,
+        _max_compaction_delay(log, first_dirty, now_ms),
+        offsets.bounded_by,
     )
 
 

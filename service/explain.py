@@ -101,6 +101,7 @@ def _cleaner_view(
         "min_cleanable_dirty_ratio": ratio,
         "first_dirty_offset": candidate.first_dirty_offset,
         "first_uncleanable_offset": candidate.first_uncleanable_offset,
+        "first_uncleanable_reason": str(candidate.bounded_by),
         "cleanable_bytes": candidate.cleanable_bytes,
         "clean_bytes": candidate.clean_bytes,
         "max_compaction_delay_ms": candidate.max_compaction_delay_ms,

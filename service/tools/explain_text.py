@@ -26,7 +26,7 @@ def explanation_lines(doc: Doc, now_ms: int) -> list[str]:
     source_of = sources if isinstance(sources, Mapping) else {}
     lines = [
         f"{doc['topic']}-{doc['partition']} ({doc['log_dir']}): offsets [{doc['log_start_offset']}, "
-        f"{doc['log_end_offset']}), {doc['size_bytes']} bytes, "
+        f"{doc['log_end_offset']}), high watermark {doc['high_watermark']}, {doc['size_bytes']} bytes, "
         f"cleanup.policy={doc['cleanup_policy']}{_from(source_of, 'cleanup.policy')}, "
         f"retention.ms={retention_ms}{_in_words(retention_ms)}{_from(source_of, 'retention.ms')}, "
         f"retention.bytes={doc['retention_bytes']}{_from(source_of, 'retention.bytes')}"
@@ -75,7 +75,8 @@ def _cleaner_line(doc: Doc) -> str:
     reason = cleaner["reason"]
     line = (
         f"  cleaner: dirty ratio {cleaner['dirty_ratio']:.3f} (min {cleaner['min_cleanable_dirty_ratio']}), "
-        f"dirty from {cleaner['first_dirty_offset']} to {cleaner['first_uncleanable_offset']}: "
+        f"dirty from {cleaner['first_dirty_offset']} to {cleaner['first_uncleanable_offset']} "
+        f"({cleaner['first_uncleanable_reason']}): "
         f"{'would clean' if cleaner['would_clean'] else 'would not clean'} ({reason})"
         f", on {cleaner['engine']} ({cleaner['engine_reason']})"
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from service.cleanable import cleanable_range, log_to_clean
+from service.cleanable import UncleanableBound, cleanable_range, log_to_clean
 from service.clock import ManualClock
 from service.explain import explain_partition
 from service.retention import RetentionReason, explain_retention
@@ -386,6 +386,7 @@ def test_e12_an_open_transaction_bounds_the_range(new_log: NewLog) -> None:
     eight_segments(log, START_MS, until=9)
     assert log.last_stable_offset == 26
     assert cleanable_range(log, None, START_MS).first_uncleanable_offset == 26
+    assert cleanable_range(log, None, START_MS).bounded_by is UncleanableBound.OPEN_TRANSACTION
     assert log_to_clean(log, None, START_MS).first_uncleanable_offset == 25, "rounded to its segment"
 
 
@@ -394,6 +395,7 @@ def test_e13_the_range_ends_at_the_active_segment(new_log: NewLog) -> None:
     eight_segments(log, START_MS)
     active = log.active_segment.base_offset
     assert (cleanable_range(log, None, START_MS).first_uncleanable_offset, active) == (active, 35)
+    assert cleanable_range(log, None, START_MS).bounded_by is UncleanableBound.ACTIVE_SEGMENT
 
 
 def test_e14_min_compaction_lag_stops_at_the_first_young_segment(new_log: NewLog, clock: ManualClock) -> None:
@@ -404,7 +406,12 @@ def test_e14_min_compaction_lag_stops_at_the_first_young_segment(new_log: NewLog
     eight_segments(log, clock.now_ms())
     offsets = cleanable_range(log, None, clock.now_ms())
     assert (offsets.first_dirty_offset, offsets.first_uncleanable_offset) == (0, young)
-    assert explain(log, now_ms=clock.now_ms())["cleaner"]["first_uncleanable_offset"] == young
+    assert offsets.bounded_by is UncleanableBound.MIN_COMPACTION_LAG
+    cleaner = explain(log, now_ms=clock.now_ms())["cleaner"]
+    assert (cleaner["first_uncleanable_offset"], cleaner["first_uncleanable_reason"]) == (
+        young,
+        "min-compaction-lag",
+    )
 
 
 def test_e15_min_compaction_lag_passed_for_all(new_log: NewLog, clock: ManualClock) -> None:

@@ -78,7 +78,8 @@ def test_explain_keeps_the_expired_segments_above_the_high_watermark(
     assert segments[1]["detail"] == f"holds offsets up to 299, past the high watermark {HIGH_WATERMARK}"
     code, out, err = run(capsys, log_dir, "explain", policy="delete")
     assert code == 0, err
-    assert "above-high-watermark" in out
+    assert f"offsets [0, {LOG_END}), high watermark {HIGH_WATERMARK}," in out
+    assert out.count(" above-high-watermark — holds offsets up to ") == 3, out
 
 
 def test_retention_deletes_only_below_the_high_watermark_and_keeps_the_file(
@@ -121,7 +122,14 @@ def test_without_the_file_the_high_watermark_is_the_log_end(
 ) -> None:
     log_dir = make_broker_dir(tmp_path / "logs", "t")
     high_watermark_file(log_dir).unlink()
-    assert explain_t0(capsys, log_dir)["high_watermark"] == LOG_END
+    partition = explain_t0(capsys, log_dir, policy="compact")
+    assert partition["high_watermark"] == LOG_END
+    cleaner = partition["cleaner"]
+    assert isinstance(cleaner, dict)
+    assert (cleaner["first_uncleanable_offset"], cleaner["first_uncleanable_reason"]) == (
+        LOG_END,
+        "active-segment",
+    )
     code, out, err = run(capsys, log_dir, "retention", "--dry-run", "--json")
     assert code == 0, err
     assert [d["base_offset"] for d in json.loads(out)["deleted"]] == EXPIRED_BASES
@@ -136,6 +144,7 @@ def test_the_cleaner_stops_at_the_segment_holding_the_high_watermark(
     cleaner = explain_t0(capsys, log_dir, policy="compact")["cleaner"]
     assert isinstance(cleaner, dict)
     assert (cleaner["first_dirty_offset"], cleaner["first_uncleanable_offset"]) == (0, PER_SEGMENT)
+    assert cleaner["first_uncleanable_reason"] == "above-high-watermark"
     code, out, err = run(
         capsys,
         log_dir,
