@@ -190,8 +190,7 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("log.flush.start.offset.checkpoint.interval.ms", _I, 60_000, "Period of the log-start-offset "
               "checkpoint task", _AT_LEAST_0),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", _L, 5000, "Period of the high-watermark "
-              "checkpoint task (replication-offset-checkpoint); 0 or less: written at start-up and shutdown "
-              "only"),
+              "checkpoint task (replication-offset-checkpoint); 0 or less: once, then at shutdown"),
     ConfigDef("log.index.interval.bytes", _I, 4096, "Bytes appended between offset index entries",
               _AT_LEAST_0, "index.interval.bytes"),
     ConfigDef("log.index.size.max.bytes", _I, 10_485_760, "Maximum size of an index file", Range(4),
