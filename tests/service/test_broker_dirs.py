@@ -73,6 +73,8 @@ def test_a_zero_padded_partition_beside_its_plain_name_is_the_same_partition(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log_dirs = make_broker_dirs(tmp_path, {"a": ["t-7", "t-007"], "b": []})
+    for log_dir in log_dirs:
+        (log_dir / ".lock").unlink()  # not even a lock file is created
     before = snapshot(tmp_path)
     for args in (["retention", "--json"], ["explain", "--json"]):
         code, _, err = run_cli(capsys, log_dirs, *args)
@@ -110,11 +112,20 @@ def test_only_the_metadata_log_is_left_alone(tmp_path: Path, capsys: pytest.Capt
     assert snapshot(log_dirs[0] / METADATA_DIR) == metadata_before
 
 
-def test_the_same_log_dir_named_twice_is_a_config_error(tmp_path: Path) -> None:
-    (tmp_path / "logs").mkdir()
-    (tmp_path / "link").symlink_to(tmp_path / "logs")
+def test_the_same_log_dir_named_twice_is_a_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (log_dir,) = make_broker_dirs(tmp_path, {"logs": ["orders-0"]})
+    (tmp_path / "link").symlink_to(log_dir)
     with pytest.raises(InvalidInputError, match=r"log\.dirs.*Duplicate log directory found.*link"):
-        BrokerConfig.from_properties({"log.dirs": f"{tmp_path / 'logs'},{tmp_path / 'link'}"})
+        BrokerConfig.from_properties({"log.dirs": f"{log_dir},{tmp_path / 'link'}"})
+    before = snapshot(tmp_path)
+    for named in ([log_dir, tmp_path / "link"], [log_dir, tmp_path / "logs" / ".." / "logs" / ""]):
+        code, _, err = run_cli(capsys, named, "explain", "--json")
+        assert code == 2
+        (line,) = error_lines(err)
+        assert "log.dirs" in line and "Duplicate log directory found" in line and str(log_dir) in line
+    assert snapshot(tmp_path) == before
 
 
 @pytest.mark.slow
