@@ -183,6 +183,22 @@ class TopicConfigStore:
             self._commit(topics)
             return dict(overrides)
 
+    def update_topics(self, changes: Mapping[str, Mapping[str, object]]) -> None:
+        """Set overrides of several topics durably in one version (``topic-config --import``): all are
+        validated first, then written together, so a crash leaves all of them or none."""
+        normalized: _Topics = {}
+        for topic, configs in changes.items():
+            if not is_valid_topic_name(topic):
+                raise InvalidInputError(f"invalid topic name {topic!r}")
+            normalized[topic] = validate_topic_overrides(configs)
+        with self._lock:
+            self._ensure_loaded()
+            topics = {name: dict(overrides) for name, overrides in self._topics.items()}
+            for topic, configs in normalized.items():
+                topics[topic] = {**topics.get(topic, {}), **configs}
+            if topics != self._topics:
+                self._commit({name: overrides for name, overrides in topics.items() if overrides})
+
     def remove_topic(self, topic: str) -> None:
         """Forget ``topic``'s overrides (its deletion); a topic without overrides writes nothing."""
         with self._lock:

@@ -91,9 +91,10 @@ def _cleaner_line(doc: Doc) -> str:
 
 
 def _from(source_of: Mapping[object, object], name: str) -> str:
-    """Where a config value came from (``override``, ``metadata``, ``broker`` …), when the document says."""
+    """Where a config value came from (``override``, ``metadata``, ``broker`` …), when the document says
+    and it is not Kafka's default (the line stays as short as it was for a topic nothing configures)."""
     source = source_of.get(name)
-    return f" [{source}]" if source else ""
+    return f" [{source}]" if source and source != "default" else ""
 
 
 def _in_words(duration_ms: int) -> str:

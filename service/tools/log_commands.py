@@ -25,6 +25,7 @@ import click
 from service.clock import SystemClock
 from service.collector import collector_paused
 from service.config.broker_config import BrokerConfig, load_broker_config
+from service.config.configs_import import read_topic_configs_description
 from service.config.topic_config import describe_topic_config
 from service.config.topic_store import TopicConfigStore
 from service.engine_choice import EngineChoice
@@ -252,7 +253,7 @@ def _require_some(partitions: int, topic: str | None, partition: int | None) -> 
 
 @click.command("topic-config")
 @config_options
-@click.option("--topic", required=True, help="The topic.")
+@click.option("--topic", help="The topic (required unless --import).")
 @click.option(
     "--set", "set_pairs", multiple=True, metavar="KEY=VALUE", help="Set a topic override (repeatable)."
 )
@@ -262,22 +263,39 @@ def _require_some(partitions: int, topic: str | None, partition: int | None) -> 
 @click.option(
     "--allow-missing-topic", is_flag=True, help="Accept a topic with no partition yet (about to be created)."
 )
+@click.option(
+    "--import",
+    "import_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Store as overrides, in one step, every topic's own configs (DYNAMIC_TOPIC_CONFIG) in FILE: the "
+    "text kafka-configs.sh --describe [--all] --entity-type topics prints.",
+)
 @json_option
 def topic_config_command(
     config_file: Path | None,
     overrides: tuple[str, ...],
-    topic: str,
+    topic: str | None,
     set_pairs: tuple[str, ...],
     delete_keys: tuple[str, ...],
     allow_missing_topic: bool,
+    import_file: Path | None,
     as_json: bool,
 ) -> None:
     """Show or change a topic's config overrides (Kafka's topic config names).
 
-    Changes are stored durably in every log dir; a running daemon applies them within a second.
+    Changes are stored durably in every log dir; a running daemon applies them within a second. --import
+    takes over a cluster's topic configs from kafka-configs.sh's describe output (a ZooKeeper-era cluster,
+    whose configs logcleaner cannot read otherwise).
     """
     broker = load_config(config_file, overrides)
     require_log_dirs(list(broker.log_dir_paths))
+    if import_file is not None:
+        if topic is not None or set_pairs or delete_keys:
+            raise click.UsageError("--import takes no --topic, --set or --delete")
+        _import_topic_configs(broker, import_file, as_json=as_json)
+        return
+    if topic is None:
+        raise click.UsageError("--topic is required (or --import FILE)")
     if not allow_missing_topic and not _topic_exists(broker, topic):
         raise NotFoundError(
             f"topic {topic!r} has no partition in log.dirs {', '.join(broker.log_dirs)}"
@@ -300,6 +318,19 @@ def topic_config_command(
         return
     for entry in entries.values():
         click.echo(f"{entry.name}={_kafka_text(entry.value)}  ({entry.source})")
+
+
+def _import_topic_configs(broker: BrokerConfig, path: Path, *, as_json: bool) -> None:
+    imported = read_topic_configs_description(path)
+    TopicConfigStore(list(broker.log_dir_paths)).update_topics(imported.topics)
+    skipped = [{"topic": t, "name": n, "reason": r} for t, n, r in imported.skipped]
+    if as_json:
+        click.echo(json.dumps({"imported": imported.topics, "skipped": skipped}, indent=2))
+        return
+    for topic, configs in sorted(imported.topics.items()):
+        click.echo(f"{topic}: " + ", ".join(f"{k}={v}" for k, v in sorted(configs.items())))
+    for entry in skipped:
+        click.echo(f"skipped {entry['topic']} {entry['name']}: {entry['reason']}")
 
 
 def _topic_exists(broker: BrokerConfig, topic: str) -> bool:
