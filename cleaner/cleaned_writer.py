@@ -150,7 +150,7 @@ def delete_cleaned_files(directory: Path, base_offset: int) -> None:
 
 
 def _append(segment: LogSegment, data: bytes, last_offset: int, max_timestamp: int) -> None:
-    """One surviving batch, one append: its indexes follow the normal interval rule (§4.1)."""
+    """One surviving batch, one append: its indexes follow the normal ``index.interval.bytes`` rule."""
     segment.append(
         data, largest_offset=last_offset, max_timestamp=max_timestamp, offset_of_max_timestamp=last_offset
     )

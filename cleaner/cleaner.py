@@ -1,4 +1,4 @@
-"""One cleaning round of one log (Kafka ``Cleaner``, reference §12.1): the pure algorithm, its collaborators
+"""One cleaning round of one log (Kafka ``Cleaner.doClean``): the pure algorithm, its collaborators
 (clock, throttler, abort check, delayed deletion) injected so that a test builds it in one line.
 
 A round: build the key map over the dirty section [first dirty, upper bound) (``build_offset_map``);
@@ -6,7 +6,7 @@ group every segment below the map's end (the clean prefix too) by ``group_segmen
 group into one segment (``clean_group``) and swap it in. ``end_offset`` is the next round's first dirty
 offset (the caller checkpoints it).
 
-Crash protocol of a group (§10.2; the loader's recovery is in ``service/storage/loader.py``):
+Crash protocol of a group (Kafka ``LocalLog.replaceSegments``; the loader's recovery: ``storage/loader.py``):
   1. ``clean_group`` writes ``<base>.log.cleaned`` and its ``.index/.timeindex/.txnindex.cleaned``, with the
      final time-index entry, trimmed indexes and the last source segment's mtime, then they are fsynced
      (in a round, on the round's swap thread while the next group is cleaned). A crash now: the
@@ -113,7 +113,7 @@ class Cleaner:
         self.thread_id = thread_id
 
     def clean(self, log: PartitionLog, first_dirty_offset: int, upper_bound_offset: int) -> CleaningResult:
-        """One round over [first_dirty_offset, upper_bound_offset) (§12.1).
+        """One round over [first_dirty_offset, upper_bound_offset) (Kafka ``Cleaner.doClean``).
 
         ``upper_bound_offset`` is rounded down to the base of the segment holding it (never past the active
         segment's base). With first dirty == upper bound the round is rewrite-only: an empty key map, but
@@ -481,7 +481,7 @@ def _segment_end(group: Sequence[LogSegment], i: int) -> int:
 
 
 def round_down_to_segment(segments: Sequence[LogSegment], offset: int) -> int:
-    """The base of the segment holding ``offset``; at most the active segment's base (§11.7)."""
+    """The base of the segment holding ``offset``; at most the active segment's base (``LogToClean``)."""
     active = segments[-1]
     if offset >= active.base_offset:
         return active.base_offset

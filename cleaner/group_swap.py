@@ -1,9 +1,9 @@
 """A cleaned group's fsync and swap on the round's swap thread (``SwapThread``), while the round cleans the
 next group.
 
-The swap is a group's commit point (reference §10.2): its ``.cleaned`` files need only be durable before
-``.cleaned`` → ``.swap``, as Kafka's ``cleanSegments`` flushes the cleaned segment and then calls
-``replaceSegments``. ``Cleaner.clean`` writes group N+1 while group N's files are fsynced and swapped in
+The swap is a group's commit point (``LocalLog.replaceSegments``): its ``.cleaned`` files need only be
+durable before ``.cleaned`` → ``.swap``, as Kafka's ``cleanSegments`` flushes the cleaned segment and then
+calls ``replaceSegments``. ``Cleaner.clean`` writes group N+1 while group N's files are fsynced and swapped in
 here (the fsyncs and the swap's two directory syncs wait on the disk, not the CPU), and waits for N's swap
 before it hands N+1 over: the swaps stay in the groups' order, one at a time, and every one is done
 before the round returns.

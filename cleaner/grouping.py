@@ -1,4 +1,4 @@
-"""Grouping a round's segments into the cleaned segments they become (Kafka ``groupSegmentsBySize``, §12.3).
+"""Grouping a round's segments into the cleaned segments they become (Kafka ``groupSegmentsBySize``).
 
 Greedy from the oldest: a group starts with the next segment and takes the following one while
 - the groups's ``.log`` sizes plus the candidate's stay ≤ ``segment.bytes``,

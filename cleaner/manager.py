@@ -1,4 +1,4 @@
-"""The cleaner's bookkeeping (Kafka ``LogCleanerManager``, reference §11.3–11.4): per-partition cleaning
+"""The cleaner's bookkeeping (Kafka ``LogCleanerManager``): per-partition cleaning
 states, the in-progress lock, ``cleaner-offset-checkpoint`` files, uncleanable partitions, selection.
 
 States and legal transitions (anything else raises ``IllegalCleanerStateError``)::
@@ -87,7 +87,7 @@ class CleanerManager:
         self.max_dirty_percent = 0
         self.last_selection_ms: int | None = None
 
-    # -- selection (§11.4) -----------------------------------------------------------------------
+    # -- selection (Kafka ``grabFilthiestCompactedLog``) ------------------------------------------
 
     def grab_filthiest_compacted_log(self) -> Candidate | None:
         """Choose the eligible compacted log with the highest cleanable ratio and mark it in progress."""
@@ -162,7 +162,7 @@ class CleanerManager:
                 self._states[log.topic_partition] = State("paused", 1)
             return paused
 
-    # -- transitions (§11.3) ---------------------------------------------------------------------
+    # -- transitions (Kafka ``LogCleaningState``) -------------------------------------------------
 
     def done_cleaning(self, log: PartitionLog, end_offset: int | None) -> None:
         """InProgress → none, checkpoint := ``end_offset`` (None: failed, no update); Aborted → Paused(1)."""

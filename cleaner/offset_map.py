@@ -1,4 +1,4 @@
-"""The cleaner's key map (Kafka ``OffsetMap``/``SkimpyOffsetMap``) and how a round builds it (§12.2).
+"""The cleaner's key map (Kafka ``OffsetMap``/``SkimpyOffsetMap``) and how a round builds it.
 
 Kafka keeps a 24-byte slot per key (MD5 of the key + offset) in a fixed buffer, so keys can collide and a
 round maps at most ``slots × load factor`` keys. Here the map holds the exact key bytes (in the C table of
@@ -180,7 +180,8 @@ def build_offset_map(
     pacer: ReadPacer | None = None,
     spare_core: bool | None = None,
 ) -> bool:
-    """Map every key of the dirty section [start, end) to its latest offset (§12.2); True if it filled up.
+    """Map every key of the dirty section [start, end) to its latest offset; True if it filled up (Kafka
+    ``Cleaner.buildOffsetMap``).
 
     Control batches never enter the map (they only drive transaction tracking) and neither does data of
     aborted transactions, whose keys must not shadow older committed values; unkeyed records are ignored.

@@ -1,4 +1,4 @@
-"""The reference cleaning: slow, sequential, in process, built on the same rules (STYLE §9).
+"""The reference cleaning: slow, sequential, in process, built on the same rules.
 
 The Spark path must leave a log that ``log_contents`` reads exactly as it reads the log this module
 cleaned at the same time from the same first dirty offset and upper bound. Nothing here is clever: the

@@ -1,5 +1,5 @@
-"""Kafka's compaction rules as plain functions (reference §12.4, §12.5, §12.7): which batch and which record
-survive, when a delete horizon is stamped, and the bytes a surviving batch is written as.
+"""Kafka's compaction rules as plain functions (``Cleaner.cleanInto``'s filter, KIP-534): which batch and
+which record survive, when a delete horizon is stamped, and the bytes a surviving batch is written as.
 
 These are the rules a later Spark path applies at scale and that tests compare its output against, so
 every decision here is a function of explicit inputs: the batch, whether the transaction state lets it go
@@ -7,7 +7,7 @@ every decision here is a function of explicit inputs: the batch, whether the tra
 
 Batch retention, first match wins (Kafka 4.0):
   1. the batch is its producer's last entry (last data batch, or a marker carrying the current epoch when
-     the producer has no data) ⇒ RETAIN_EMPTY, so sequence and epoch survive (§12.7);
+     the producer has no data) ⇒ RETAIN_EMPTY, so sequence and epoch survive;
   2. the batch ends right below the round's upper bound ⇒ RETAIN_EMPTY (KAFKA-17076, 4.0);
   3. its records may all go (aborted data; a marker that may go and whose horizon passed) ⇒ DELETE;
   4. otherwise DELETE_EMPTY: dropped if no record survives.
@@ -78,7 +78,7 @@ class LastRecord:
 
 @dataclass(frozen=True, slots=True)
 class CleaningContext:
-    """The inputs every batch decision of one group shares (§12.4)."""
+    """The inputs every batch decision of one group shares."""
 
     lookup: Callable[[bytes], int]  # key → its latest offset in the dirty section, -1 if absent
     map_latest_offset: int
@@ -124,7 +124,7 @@ def delete_horizon_for(now_ms: int, delete_retention_ms: int) -> int:
 
 
 def filter_batch(batch: RecordBatch, *, can_discard: bool, ctx: CleaningContext) -> BatchOutcome:
-    """Apply §12.4 to one batch; ``can_discard`` is the transaction state's verdict on it (§12.6)."""
+    """Apply the filter to one batch; ``can_discard`` is the transaction state's verdict on it."""
     horizon = batch.delete_horizon_ms
     if batch.is_control:
         discard_records = can_discard and horizon is not None and horizon <= ctx.now_ms
@@ -261,7 +261,7 @@ def rebuild_batch(batch: RecordBatch, kept: list[Record], *, delete_horizon_ms: 
 
 
 def empty_batch(batch: RecordBatch) -> bytes:
-    """Kafka ``writeEmptyHeader`` (§3.5): the header alone, no records, no codec, no horizon."""
+    """Kafka ``DefaultRecordBatch.writeEmptyHeader``: the header alone, no records, no codec, no horizon."""
     return encode_batch(
         [],
         base_offset=batch.base_offset,
@@ -279,7 +279,7 @@ def empty_batch(batch: RecordBatch) -> bytes:
     )
 
 
-# -- active producers (§12.4 inputs, §12.7) -----------------------------------------------------------
+# -- active producers (the filter's inputs; their last batches stay) -----------------------------------
 
 
 def active_producers(log: PartitionLog) -> dict[int, LastRecord]:

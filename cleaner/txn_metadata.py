@@ -1,4 +1,4 @@
-"""Transaction tracking during a cleaning round (Kafka ``CleanedTransactionMetadata``, reference §12.6).
+"""Transaction tracking during a cleaning round (Kafka ``CleanedTransactionMetadata``).
 
 A round walks every batch below its end offset in log order. Before looking at a batch, each aborted
 transaction (from the ``.txnindex`` files) whose first offset is ≤ the batch's last offset becomes its

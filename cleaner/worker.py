@@ -1,4 +1,4 @@
-"""One cleaner thread's loop (Kafka ``CleanerThread``, reference §11.2).
+"""One cleaner thread's loop (Kafka ``CleanerThread.doWork``).
 
     loop until shutdown:
         clean the filthiest compacted log (an unexpected error marks that partition uncleanable); when

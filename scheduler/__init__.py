@@ -1,3 +1,3 @@
-"""scheduler package (see the design card)."""
+"""Kafka's scheduled log tasks (``KafkaScheduler``) on one APScheduler."""
 
 __all__: list[str] = []

@@ -1,5 +1,5 @@
 """Kafka's cleanable range and dirty ratio of a compacted log (``LogCleanerManager.cleanableOffsets``,
-``LogToClean``, reference §11.4–11.7), as pure functions of a log, its cleaner checkpoint and the clock.
+``LogToClean``), as pure functions of a log, its cleaner checkpoint and the clock.
 
 The cleaner selects logs with these numbers; ``explain`` shows them, with the reason a log would or would
 not be cleaned.
@@ -84,7 +84,8 @@ class LogToClean:
 
 
 def cleanable_range(log: PartitionLog, checkpoint: int | None, now_ms: int) -> CleanableRange:
-    """§11.5: from the checkpoint (or log start) to the first offset the cleaner must not touch."""
+    """Kafka ``cleanableOffsets``: from the checkpoint (or log start) to the first offset the cleaner must
+    not touch."""
     segments = log.segments
     start = log.log_start_offset
     first_dirty = start if checkpoint is None else checkpoint
@@ -108,7 +109,8 @@ def cleanable_range(log: PartitionLog, checkpoint: int | None, now_ms: int) -> C
 
 
 def log_to_clean(log: PartitionLog, checkpoint: int | None, now_ms: int) -> LogToClean:
-    """§11.6–11.7: byte accounting over the range, and how overdue max.compaction.lag.ms makes it."""
+    """Kafka ``LogToClean`` and ``maxCompactionDelay``: byte accounting over the range, and how overdue
+    max.compaction.lag.ms makes it."""
     offsets = cleanable_range(log, checkpoint, now_ms)
     segments = log.segments
     rounded = _base_of_segment_holding(segments, offsets.first_uncleanable_offset)

@@ -1,4 +1,4 @@
-"""The LogManager (Kafka ``LogManager``, reference §8): every partition log under ``log.dirs``.
+"""The LogManager (Kafka ``LogManager``): every partition log under ``log.dirs``.
 
 Start-up locks each dir and loads it (a dir that fails with an I/O error goes offline, the others go on);
 the periodic tasks' bodies live here (retention, flush, both checkpoints, partition-dir deletion) and the
@@ -259,7 +259,7 @@ class LogManager:
             self._delete_queue.extend((path, now) for path in loaded.pending_deletion)
 
     def shutdown(self) -> None:
-        """Kafka's shutdown (§8.4): close every log, write checkpoints and the clean-shutdown marker."""
+        """Kafka ``LogManager.shutdown``: close every log, write checkpoints and the clean-shutdown marker."""
         if self.read_only is not None:
             for log in [*self.logs.values(), *self.offline_logs.values()]:
                 log.abandon()  # releases its files, writes nothing
@@ -656,7 +656,7 @@ class LogManager:
         return [log for log in self.logs.values() if log.config.is_compacted == compacted]
 
     def cleanup_logs(self) -> list[DeletedSegment]:
-        """The ``kafka-log-retention`` task: retention for every non-compacted log (§8.1).
+        """The ``kafka-log-retention`` task: retention for every non-compacted log (Kafka ``cleanupLogs``).
 
         With the cleaner on, those logs are paused for the pass (so a policy change cannot race a
         cleaning); logs in another cleaning state are skipped this round, as Kafka does.

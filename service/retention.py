@@ -1,4 +1,4 @@
-"""Kafka's retention rules (``UnifiedLog.deleteOldSegments``, reference §6), as one pure walk.
+"""Kafka's retention rules (``UnifiedLog.deleteOldSegments``), as one pure walk.
 
 Order: log-start-offset breach, then size (``retention.bytes``), then time (``retention.ms``); compact-only
 logs get the start-offset step alone. Each step walks from the oldest segment and stops at the first one it

@@ -424,7 +424,7 @@ class SparkEngine:
             )
             try:
                 doomed = log.replace_segments([cleaned], group.segments)
-            except BaseException:  # this group's files are the loader's to finish or drop (§10.1)
+            except BaseException:  # this group's files are the loader's to finish or drop
                 delete_cleaned(log.directory, plan.groups[i + 1 :])
                 raise
             if doomed:  # retention may have removed (and will delete) them all meanwhile

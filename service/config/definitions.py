@@ -48,9 +48,9 @@ __all__ = [
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN = -(1 << 63)
 SPARK_PREFIX = "spark."
-# log.cleaner.spark.min.bytes: the round size from which Spark may beat in-process (README: the measurement)
+# log.cleaner.spark.min.bytes: the round size from which Spark may beat in-process (docs/cleaner.md: why)
 SPARK_MIN_BYTES_DEFAULT = 16 << 30
-# log.cleaner.spark.max.logs.per.job: how many logs one Spark job cleans together (README: the measurement)
+# log.cleaner.spark.max.logs.per.job: how many logs one Spark job cleans together (docs/performance.md)
 SPARK_MAX_LOGS_PER_JOB_DEFAULT = 8
 
 ConfigValue = int | float | bool | str | tuple[str, ...]

@@ -1,4 +1,4 @@
-"""Loading one partition dir, with Kafka's swap-file protocol and crash recovery (``LogLoader``, §10.1).
+"""Loading one partition dir, with Kafka's swap-file protocol and crash recovery (Kafka ``LogLoader``).
 
 1. Delete ``*.deleted`` files; delete ``*.swap`` files at or above the lowest ``*.cleaned`` base (an
    interrupted split); delete every ``*.cleaned`` file.

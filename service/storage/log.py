@@ -538,7 +538,7 @@ class PartitionLog:
         return True
 
     def delete_oldest_segments(self, count: int) -> list[LogSegment]:
-        """Retention's deletion (§6.4): drop the ``count`` oldest segments from the log.
+        """Retention's deletion (``UnifiedLog.deleteSegments``): drop the ``count`` oldest segments.
 
         Rolls first when every segment goes (so the log keeps one and its end offset stays), advances the
         log start offset to the first surviving segment, and renames the dropped segments' files to
@@ -570,10 +570,10 @@ class PartitionLog:
             return doomed
 
     def replace_segments(self, cleaned: Sequence[LogSegment], old: Sequence[LogSegment]) -> list[LogSegment]:
-        """Swap cleaned segments in for the ones they replace, crash-safely (Kafka §10.2).
+        """Swap cleaned segments in for the ones they replace, crash-safely (``LocalLog.replaceSegments``).
 
         The caller wrote ``cleaned`` as complete ``.cleaned`` segments (flushed, indexes trimmed). Steps,
-        and what a crash after each leaves for the loader (§10.1):
+        and what a crash after each leaves for the loader (Kafka ``LogLoader``):
 
         1. each cleaned segment ``.cleaned`` → ``.swap``, highest base first — a crash here: a ``.swap``
            with a ``.cleaned`` at or below it is an interrupted round, deleted; a complete ``.swap`` set

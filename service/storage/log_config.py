@@ -54,7 +54,7 @@ class LogConfig:
 
     @property
     def max_segment_ms(self) -> int:
-        """``segment.ms``, capped by ``max.compaction.lag.ms`` for compacted topics (Kafka §5.2)."""
+        """``segment.ms``, capped by ``max.compaction.lag.ms`` for compacted topics (``maxSegmentMs``)."""
         if self.is_compacted and self.max_compaction_lag_ms > 0:
             return min(self.segment_ms, self.max_compaction_lag_ms)
         return self.segment_ms

@@ -1,6 +1,6 @@
 """Opening and closing a whole log dir (one entry of ``log.dirs``), as Kafka's LogManager does at start-up
-and shutdown (§8.3, §8.4): the clean-shutdown marker, both offset checkpoints, and every partition dir
-loaded on ``num.recovery.threads.per.data.dir`` threads.
+and shutdown (``LogManager.loadLogs`` and ``shutdown``): the clean-shutdown marker, both offset
+checkpoints, and every partition dir loaded on ``num.recovery.threads.per.data.dir`` threads.
 
 A read-only load (``read_only``, for the inspection commands) writes nothing into the dir: the marker stays,
 no dir is created, and each partition is read in place unless loading it would write (recovery, a swap, an

@@ -318,7 +318,7 @@ class LogSegment:
         incoming_last_offset: int,
         now_ms: int,
     ) -> bool:
-        """Kafka's four roll conditions (§5.2), checked before every append."""
+        """Kafka's four roll conditions (``LogSegment.shouldRoll``), checked before every append."""
         if self._size > config.segment_bytes - incoming_bytes:
             return True
         if self._size > 0 and (

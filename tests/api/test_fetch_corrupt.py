@@ -1,4 +1,4 @@
-"""Corrupt data is never served (issue 14 §4): fetch checks every batch's CRC as a Kafka consumer with
+"""Corrupt data is never served: fetch checks every batch's CRC as a Kafka consumer with
 ``check.crcs=true`` does, over real HTTP against a real daemon, on real files changed under it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One bad file costs one partition, not the daemon (issue 14 §3): each corrupt-file case the probe found,
+"""One bad file costs one partition, not the daemon: each corrupt-file case the probe found,
 all in one log dir, after a clean and after an unclean stop. The daemon starts, serves the healthy
 partitions, recovers what the clean-shutdown marker wrongly vouched for, leaves out what it cannot load
 (logged, listed by ``GET /v1/logs/failed``, counted by ``logcleaner_partitions_failed_to_load``) and keeps a

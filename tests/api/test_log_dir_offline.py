@@ -1,4 +1,4 @@
-"""A full disk on the produce path (issue 14 §5), on a real server with two log dirs.
+"""A full disk on the produce path, on a real server with two log dirs.
 
 The first dir is a 1 MiB tmpfs where the platform lets us mount one (root on Linux), else a plain dir whose
 writes fail with ENOSPC once armed (injected at ``os.pwrite``). The produce that meets the full disk

@@ -1,4 +1,4 @@
-"""Network defaults (issue 14 §6): JSON bodies only (415), no cross-site ``Origin`` (403), and ``Host``
+"""Network defaults: JSON bodies only (415), no cross-site ``Origin`` (403), and ``Host``
 checked against the bound address and ``api.allowed.hosts`` (421, DNS rebinding), on a real server."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Produce and fetch racing a topic delete and re-create, on a real server (issue 14 §1).
+"""Produce and fetch racing a topic delete and re-create, on a real server.
 
 The probe's race: a produce that looked up ``rt/0`` just before a delete appended after it, through a
 segment that reopened its file by path, into the re-created topic's ``.log``; the API then answered 500s

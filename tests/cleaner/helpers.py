@@ -1,4 +1,4 @@
-"""Kafka LogCleanerTest's helpers and observables (scenarios §0) on real logs, with a manual clock.
+"""Kafka LogCleanerTest's helpers and observables on real logs, with a manual clock.
 
 Keys and values are decimal strings (``keyed(7)`` is key ``b"7"``, value ``b"7"``). Observables:
 ``offsets`` (records with a key and a value, control markers included), ``keys`` (non-control records

@@ -1,4 +1,4 @@
-"""Segment grouping (§12.3): Kafka scenarios C10–C13."""
+"""Segment grouping (Kafka ``groupSegmentsBySize``): the cases of ``LogCleanerTest.testSegmentGrouping*``."""
 
 from __future__ import annotations
 

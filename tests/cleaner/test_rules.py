@@ -1,4 +1,5 @@
-"""The batch and record rules of §12.4–12.7 as plain functions, batch by batch."""
+"""The cleaner's batch and record rules (tombstones, transactions, producers' last batches) as plain
+functions, batch by batch."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CleanedTransactionMetadata (§12.6) batch by batch, its copies, and collecting aborted txns."""
+"""Kafka's ``CleanedTransactionMetadata`` batch by batch, its copies, and collecting aborted txns."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Factories for the retention, explain and log-manager tests: real logs on disk, a manual clock.
 
-Kafka's record sizes (scenarios §0): ``plain(b"test")`` is a 72-byte batch, ``keyed(b"test", b"test")`` 76
-bytes, a keyed record with a one-digit key and value 70 bytes. Records without a timestamp age from their
-segment's ``.log`` mtime, which the file system sets from the wall clock: tests that append them pin the
-mtimes to the manual clock with :func:`set_mtimes`.
+Kafka's record sizes, as its tests use them: ``plain(b"test")`` is a 72-byte batch, ``keyed(b"test",
+b"test")`` 76 bytes, a keyed record with a one-digit key and value 70 bytes. Records without a timestamp age
+from their segment's ``.log`` mtime, which the file system sets from the wall clock: tests that append them
+pin the mtimes to the manual clock with :func:`set_mtimes`.
 """
 
 from __future__ import annotations

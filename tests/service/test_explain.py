@@ -1,9 +1,9 @@
 """``explain_partition``: its JSON document, the retention reason of every segment, the cleaner's view.
 
-The cleaner section follows Kafka's ``cleanableOffsets`` and ``LogToClean`` (reference §11.5–11.7;
-scenarios E12–E15): the first dirty offset from the cleaner checkpoint, the first uncleanable offset at the
-active segment (or earlier: an open transaction, ``min.compaction.lag.ms``) rounded down to a segment base,
-and a dirty ratio that must be strictly above ``min.cleanable.dirty.ratio``.
+The cleaner section follows Kafka's ``cleanableOffsets`` and ``LogToClean`` (as ``LogCleanerManagerTest``
+checks them): the first dirty offset from the cleaner checkpoint, the first uncleanable offset at the active
+segment (or earlier: an open transaction, ``min.compaction.lag.ms``) rounded down to a segment base, and a
+dirty ratio that must be strictly above ``min.cleanable.dirty.ratio``.
 """
 
 from __future__ import annotations
@@ -328,7 +328,7 @@ def test_ratio_just_below_the_checkpointed_one_cleans(new_log: NewLog) -> None:
 
 
 def test_dirty_offset_inside_a_segment_counts_it_as_both_clean_and_dirty(new_log: NewLog) -> None:
-    """§11.7: a first dirty offset in the middle of a segment counts that segment on both sides."""
+    """``LogToClean``: a first dirty offset in the middle of a segment counts that segment on both sides."""
     log = five_segment_log(new_log, "compact")
     view = explain(log, checkpoint=12)["cleaner"]
     assert (view["clean_bytes"], view["cleanable_bytes"]) == (3 * 350, 2 * 350)

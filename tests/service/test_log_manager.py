@@ -1,5 +1,5 @@
-"""LogManager (reference §8, §9.2): start-up over log dirs, topics, asynchronous partition deletion,
-checkpoints after retention, shutdown and the dir lock, offline dirs, live topic configs (H3, H5).
+"""LogManager (Kafka ``LogManager`` and its checkpoint files): start-up over log dirs, topics, asynchronous
+partition deletion, checkpoints after retention, shutdown and the dir lock, offline dirs, live topic configs.
 """
 
 from __future__ import annotations
@@ -402,7 +402,7 @@ def test_topic_config_changes_apply_without_restart(
 def test_retention_task_and_cleaner_split_the_logs(
     tmp_path: Path, make_manager: MakeManager, topic_configs: dict[str, LogConfig]
 ) -> None:
-    """§8.1: the task takes logs without ``compact``; the cleaner's pass takes the others."""
+    """Kafka ``cleanupLogs``: the task takes logs without ``compact``; the cleaner's pass takes the others."""
     for topic, policy in (("d", "delete"), ("c", "compact"), ("cd", "compact,delete")):
         topic_configs[topic] = log_config(policy=policy, segment_bytes=380, retention_ms=1000)
     manager = make_manager(tmp_path / "logs")

@@ -1,4 +1,4 @@
-"""LogManager under faults (issue 14 §1, §5): topic deletion is one ordered step that an I/O error cannot
+"""LogManager under faults: topic deletion is one ordered step that an I/O error cannot
 leave half done, and an I/O error on the write path takes the log dir offline at once, its partitions still
 listed (Kafka's log-dir failure handling).
 

@@ -1,4 +1,4 @@
-"""Retention (Kafka ``deleteOldSegments``, reference §6) on real logs: scenarios A1–A12, A16–A25.
+"""Retention (Kafka ``UnifiedLog.deleteOldSegments``) on real logs: scenarios A1–A12, A16–A25.
 
 Each test builds a log on disk, moves a manual clock and runs ``LogManager.delete_old_segments``, which
 plans with ``plan_retention`` and deletes with ``PartitionLog.delete_oldest_segments``. The high watermark
@@ -184,7 +184,7 @@ def test_a7_compact_only_logs_still_get_start_offset_retention(
 
 
 def test_start_offset_step_runs_before_size_and_time(new_log: NewLog, retention: LogManager) -> None:
-    """§6.1: start offset first, then size and time on what is left; every deletion is labelled."""
+    """Start offset first, then size and time on what is left; every deletion is labelled."""
     log = new_log(segment_bytes=360, retention_bytes=720, retention_ms=10_000)
     append_plain(log, 25, timestamp=START_MS)  # five segments, 1800 bytes, none expired
     log.increment_log_start_offset(5)
@@ -299,7 +299,7 @@ def test_a16_garbage_collecting_segments_keeps_the_log_end_offset(
 
 
 def test_roll_first_when_every_segment_is_deletable(new_log: NewLog, retention: LogManager) -> None:
-    """§6.4: a new empty active segment at the LEO comes first; the next append gets the old LEO."""
+    """A new empty active segment at the LEO comes first; the next append gets the old LEO."""
     log = new_log(segment_bytes=360, retention_ms=1000)
     append_plain(log, 12, timestamp=START_MS - 5000)
     plan = plan_retention(
@@ -544,7 +544,7 @@ def test_a22_retention_task_skips_compacted_logs(
 def test_cleaner_threads_run_retention_for_compacted_logs(
     log_manager: ManagerFactory, clock: ManualClock, policy: str, expected: set[RetentionReason]
 ) -> None:
-    """§8.1: with the cleaner enabled, compacted logs' retention runs with the cleaner, not the task."""
+    """With the cleaner enabled, compacted logs' retention runs with the cleaner, not the task."""
     manager = log_manager(cleaner_enabled=True, policy=policy, segment_bytes=380, retention_ms=10_000)
     [log] = manager.create_topic("topic", 1)
     append_keyed(log, 15, timestamp=START_MS)
@@ -648,7 +648,7 @@ def test_a25_segments_without_timestamps_age_from_their_mtime(
 def test_a25_a_record_timestamp_wins_over_the_mtime(
     new_log: NewLog, retention: LogManager, clock: ManualClock
 ) -> None:
-    """§5.1: mtime stands in only when no record has a timestamp; one stamped record is enough."""
+    """The mtime stands in only when no record has a timestamp; one stamped record is enough."""
     log = new_log(retention_ms=1000)
     append_plain(log, 1)
     append_plain(log, 1, timestamp=START_MS)

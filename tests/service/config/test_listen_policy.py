@@ -1,5 +1,5 @@
 """``serve`` refuses to listen beyond loopback without a token unless ``api.auth.allow.anonymous=true``:
-exit 2 with one line naming the keys, before it binds or touches a log dir (issue 14 §6)."""
+exit 2 with one line naming the keys, before it binds or touches a log dir."""
 
 from __future__ import annotations
 

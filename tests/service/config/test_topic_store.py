@@ -163,7 +163,7 @@ def test_a_corrupt_copy_is_kept_aside_and_reported_once(
 def test_the_only_copy_corrupt_starts_on_defaults_and_keeps_the_file(
     log_dirs: list[Path], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 14 §3: no exception and no traceback; the file is kept aside and the message says what
+    """No exception and no traceback; the file is kept aside and the message says what
     happens (not "using the other log dirs' copies", since there is none)."""
     (log_dirs[0] / TOPIC_CONFIGS_FILE).write_bytes(b"{")
     store = TopicConfigStore(log_dirs)

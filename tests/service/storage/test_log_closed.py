@@ -1,5 +1,5 @@
-"""A closed log refuses every read and write and never reopens a file by path (issue 14 §1); an I/O error
-while appending or flushing takes the log offline at once (§5).
+"""A closed log refuses every read and write and never reopens a file by path; an I/O error
+while appending or flushing takes the log offline at once.
 
 The race the probe found: a produce holding a deleted topic's log appended after the delete and the
 re-create, and the segment reopened its ``.log`` by path, which by then named the new topic's file.

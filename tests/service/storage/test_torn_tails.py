@@ -1,5 +1,5 @@
 """Every shape a crash can leave at the end of the active segment: recovery keeps the good prefix, truncates
-the tail, and the log takes appends again (issue 14 §2; Kafka checks the size and reads the whole batch
+the tail, and the log takes appends again (as Kafka checks the size and reads the whole batch
 before it looks at the magic byte)."""
 
 from __future__ import annotations
