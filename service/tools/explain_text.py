@@ -91,10 +91,9 @@ def _cleaner_line(doc: Doc) -> str:
 
 
 def _from(source_of: Mapping[object, object], name: str) -> str:
-    """Where a config value came from (``override``, ``metadata``, ``broker`` …), when the document says
-    and it is not Kafka's default (the line stays as short as it was for a topic nothing configures)."""
+    """Where a config value came from (``override``, ``metadata``, ``broker`` …), when the document says."""
     source = source_of.get(name)
-    return f" [{source}]" if source and source != "default" else ""
+    return f" [{source}]" if source else ""
 
 
 def _in_words(duration_ms: int) -> str:
