@@ -11,7 +11,11 @@ from click.core import ParameterSource
 
 from service.storage.compression import CompressionType, compression_from_name
 from service.storage.log_config import LogConfig
-from service.storage.log_files import is_valid_topic_name
+from service.storage.log_files import (
+    METADATA_TOPIC,
+    METADATA_TOPIC_CREATION_PROHIBITED,
+    is_valid_topic_name,
+)
 from service.tools.gen import (
     CLEANUP_POLICIES,
     DEFAULT_FUTURE_MS,
@@ -41,6 +45,8 @@ def _check_topic_names(ctx: click.Context, param: click.Parameter, value: tuple[
             raise click.BadParameter(
                 f"{topic!r} is not a valid topic name: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'"
             )
+        if topic == METADATA_TOPIC:  # the broker's own log: writing records into it would corrupt it
+            raise click.BadParameter(METADATA_TOPIC_CREATION_PROHIBITED)
     if len(set(value)) != len(value):
         raise click.BadParameter("a topic is named twice")
     return value

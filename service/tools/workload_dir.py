@@ -17,6 +17,7 @@ from pathlib import Path
 from service.clock import Clock, SystemClock
 from service.config.topic_store import TopicConfigStore
 from service.storage.dir_lock import LogDirLock
+from service.storage.duplicate_dirs import check_no_duplicate_partition_dirs
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import LoadedLogDir, close_log_dir, load_log_dir
@@ -69,6 +70,7 @@ def write_workload(
     clock = clock or SystemClock()
     log_dir.mkdir(parents=True, exist_ok=True)
     topics = {tp.topic for tp in targets}
+    check_no_duplicate_partition_dirs([log_dir])  # as every command that loads a log dir: nothing written
     with LogDirLock(log_dir):
         created = _create_partition_dirs(log_dir, list(targets))
         loaded = load_log_dir(log_dir, lambda topic: config if topic in topics else LogConfig(), clock=clock)

@@ -145,3 +145,20 @@ def test_log_dirs_through_a_link_a_relative_path_and_dot_dot_restart_cleanly(tmp
         assert serve.stop() == 0, serve.log
     assert all((log_dir / ".kafka_cleanshutdown").exists() for log_dir in real)
     assert (tmp_path / "link-to-a").is_symlink()
+
+
+def test_gen_refuses_a_duplicate_and_the_metadata_topic(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (log_dir,) = make_broker_dirs(tmp_path, {"a": ["t-7", "t-007"]})
+    before = snapshot(tmp_path)
+    gen = ["gen", "--log-dir", str(log_dir), "--partitions", "8", "--records", "5"]
+    assert main([*gen, "--topic", "t"]) == 2
+    (line,) = error_lines(capsys.readouterr().err)
+    assert "Duplicate log directories for t-7" in line
+    assert snapshot(tmp_path) == before
+    (log_dir / "t-007").rename(tmp_path / "t-007-moved-away")
+    before = snapshot(tmp_path)
+    assert main([*gen, "--topic", "__cluster_metadata"]) == 2
+    assert "Creation of internal topic __cluster_metadata is prohibited." in capsys.readouterr().err
+    assert snapshot(tmp_path) == before
