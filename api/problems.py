@@ -2,8 +2,10 @@
 
 Every 4xx/5xx the API sends has ``type``, ``title``, ``status`` and ``detail``. A 422 adds ``errors``
 (``[{"field", "message"}]``, the field as ``records[3].value.data``); a 416 adds the valid range
-(``log_start_offset``, ``log_end_offset``). FastAPI's own request-validation errors and Starlette's
-404/405 become problems too, and so does anything unexpected (500, logged with its traceback).
+(``log_start_offset``, ``log_end_offset``); a 409 refusing a request the topic's policy forbids adds
+``"error": "POLICY_VIOLATION"`` and the ``cleanup_policy`` (Kafka's ``PolicyViolationException``).
+FastAPI's own request-validation errors and Starlette's 404/405 become problems too, and so does anything
+unexpected (500, logged with its traceback).
 
 A detail never names a file by its absolute path: corrupt data is described by its reason (the daemon's
 log has the file and position), and a file below a log dir is named relative to it (``t-0/….log``). A log
@@ -30,6 +32,7 @@ from service.errors import (
     LogDirOfflineError,
     NotFoundError,
     OffsetOutOfRangeError,
+    PolicyViolationError,
 )
 
 __all__ = [
@@ -240,6 +243,12 @@ async def _on_log_cleaner_error(request: Request, exc: Exception) -> JSONRespons
             416,
             f"{exc}; the valid range is [{exc.log_start_offset}, {exc.log_end_offset}]",
             extensions={"log_start_offset": exc.log_start_offset, "log_end_offset": exc.log_end_offset},
+        )
+    if isinstance(exc, PolicyViolationError):
+        return problem_response(
+            409,
+            str(exc),
+            extensions={"error": "POLICY_VIOLATION", "cleanup_policy": exc.policy},
         )
     if status == 422:
         name = getattr(exc, "name", None)  # InvalidConfigError names the config

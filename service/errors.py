@@ -76,6 +76,18 @@ class ConflictError(LogCleanerError):
     """The request conflicts with current state (the topic exists, the dir is locked)."""
 
 
+class PolicyViolationError(ConflictError):
+    """A request the topic's config forbids (Kafka's ``PolicyViolationException``): DeleteRecords on a topic
+    whose ``cleanup.policy`` has no ``delete`` (``Partition.deleteRecordsOnLeader``). Fix: add ``delete``
+    to the policy (``compact,delete``), or leave the records to compaction."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, policy: str) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.policy = policy
+
+
 class DuplicatePartitionDirError(InvalidInputError):
     """Two partition dirs hold the same partition (in two log dirs, or ``t-7`` beside ``t-007``): Kafka's
     LogManager refuses to start, and so does every command that loads the logs, having changed nothing.

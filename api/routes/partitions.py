@@ -77,16 +77,17 @@ def get_partition(context: Context, topic: TopicPath, partition: PartitionId) ->
 @router.post(
     "/{partition}/delete-records",
     response_model=DeleteRecordsResponse,
-    responses=problem_responses(404, 416, 422),
+    responses=problem_responses(404, 409, 416, 422),
 )
 def delete_records(
     context: Context, topic: TopicPath, partition: PartitionId, body: DeleteRecordsRequest
 ) -> DeleteRecordsResponse:
     """Kafka's DeleteRecords: advance the log start offset to ``before_offset`` (at most the high
-    watermark; -1 means the high watermark). Retention then deletes the segments wholly below it."""
+    watermark; -1 means the high watermark). Retention then deletes the segments wholly below it. A
+    topic whose ``cleanup.policy`` has no ``delete`` refuses it: 409, ``"error": "POLICY_VIOLATION"``."""
     log = find_log(context, topic, partition)
     target = log.high_watermark if body.before_offset == -1 else body.before_offset
-    log.increment_log_start_offset(target)
+    log.delete_records(target)
     return DeleteRecordsResponse(
         topic=topic,
         partition=partition,

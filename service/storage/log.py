@@ -26,7 +26,13 @@ from pathlib import Path
 
 from service.audit import audit_log, log_ident
 from service.clock import Clock
-from service.errors import InvalidInputError, LogClosedError, LogDirOfflineError, OffsetOutOfRangeError
+from service.errors import (
+    InvalidInputError,
+    LogClosedError,
+    LogDirOfflineError,
+    OffsetOutOfRangeError,
+    PolicyViolationError,
+)
 from service.storage.atomic import fsync_dir
 from service.storage.atomic_batch import AtomicBatch
 from service.storage.compression import CompressionType
@@ -510,8 +516,25 @@ class PartitionLog:
 
     # -- offsets that move -------------------------------------------------------------------------
 
+    def delete_records(self, before_offset: int) -> bool:
+        """Kafka's DeleteRecords (``Partition.deleteRecordsOnLeader``): refused on a topic whose
+        ``cleanup.policy`` has no ``delete`` (``PolicyViolationError``), else
+        ``increment_log_start_offset``."""
+        config = self.config
+        if not config.has_delete_policy:
+            policy = ",".join(sorted(config.cleanup_policy))
+            raise PolicyViolationError(
+                f"PolicyViolationException: records of partition {self.topic_partition} cannot be "
+                f"deleted due to the configured policy (cleanup.policy={policy}); DeleteRecords needs "
+                "'delete' in the policy (compact,delete)",
+                topic=self.topic_partition.topic,
+                partition=self.topic_partition.partition,
+                policy=policy,
+            )
+        return self.increment_log_start_offset(before_offset)
+
     def increment_log_start_offset(self, new_start: int) -> bool:
-        """Kafka's DeleteRecords: advance the log start offset (never past the high watermark)."""
+        """Advance the log start offset (never past the high watermark): DeleteRecords' step."""
         with self._lock:
             self.check_usable()
             if new_start > self.high_watermark:

@@ -65,6 +65,29 @@ def test_delete_records_advances_the_log_start_offset(served: Served, topic: str
     assert served.daemon.log_manager.get_log(TopicPartition(topic, 0)).log_start_offset == 4
 
 
+def test_delete_records_on_a_compact_only_topic_is_a_policy_violation(served: Served) -> None:
+    """Kafka's ``Partition.deleteRecordsOnLeader``: no ``delete`` in ``cleanup.policy``, no DeleteRecords."""
+    topic = unique_topic_name("compact-only")
+    response = served.client.post(
+        "/v1/topics", json={"name": topic, "configs": {"cleanup.policy": "compact"}}
+    )
+    assert response.status_code == 201, response.text
+    produce_one_by_one(served, topic, 4)
+    path = f"/v1/topics/{topic}/partitions/0/delete-records"
+    before = disk_snapshot(served.log_dir)
+    body = assert_problem(served.client.post(path, json={"before_offset": 2}), 409)
+    assert body["error"] == "POLICY_VIOLATION" and body["cleanup_policy"] == "compact"
+    assert "PolicyViolationException" in str(body["detail"]) and "cleanup.policy=compact" in str(
+        body["detail"]
+    )
+    assert disk_snapshot(served.log_dir) == before
+    assert served.client.get(f"/v1/topics/{topic}/partitions/0").json()["log_start_offset"] == 0
+
+    configs = {"set": {"cleanup.policy": "compact,delete"}}
+    assert served.client.patch(f"/v1/topics/{topic}/configs", json=configs).status_code == 200
+    assert served.client.post(path, json={"before_offset": 2}).json()["log_start_offset"] == 2
+
+
 def test_checkpoints_are_parsed_per_log_dir(served: Served, topic: str) -> None:
     produce_one_by_one(served, topic, 3)
     served.daemon.log_manager.get_log(TopicPartition(topic, 0)).flush()

@@ -2,7 +2,7 @@
 fetches run at once, round after round; nothing acknowledged is lost and every read is consistent.
 
 The log dir is ``test_stop_random``'s, smaller: ``old`` (partitions of 1970 records that time retention
-deletes) and ``c`` (compacted, unique keys, so compaction keeps every record), with
+deletes) and ``c`` (``compact,delete``, unique keys, so compaction keeps every record), with
 ``file.delete.delay.ms=0`` so replaced and expired segments vanish while fetches may still hold them.
 Each round starts ``serve`` (a recovery: the last one was killed), checks what the previous rounds were
 told, then produces, deletes records and fetches until a SIGKILL at a random moment. After each start:
@@ -158,7 +158,13 @@ def test_sigkill_while_producing_compacting_retaining_and_deleting_records(tmp_p
     rng = random.Random(seed)
     log_dir = tmp_path / "logs"
     workload(log_dir, old_partitions=OLD_PARTITIONS, compacted_records=4_000)
-    TopicConfigStore([log_dir]).update("c", {"min.cleanable.dirty.ratio": "0.01", "segment.bytes": "16384"})
+    # compact,delete: DeleteRecords needs "delete" in the policy (Kafka refuses it on a compact-only topic).
+    configs = {
+        "min.cleanable.dirty.ratio": "0.01",
+        "segment.bytes": "16384",
+        "cleanup.policy": "compact,delete",
+    }
+    TopicConfigStore([log_dir]).update("c", configs)
     acked, observed = Acknowledged(), Observed()
     for round_no in range(ROUNDS + 1):
         serve = Serve(log_dir, *OVERRIDES)
