@@ -4,6 +4,8 @@ each value says where it came from, and unreadable metadata stops the command in
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from tests.service.metadata.metadata_helpers import (
     topic_config,
     write_segment,
 )
-from tests.service.test_cli_commands import DAY_MS, make_logs
+from tests.service.test_cli_commands import DAY_MS, REPO, make_logs
 
 T_ID = new_topic_id()
 
@@ -114,6 +116,33 @@ def test_corrupt_metadata_stops_every_command_unless_ignored(
         capsys, "explain", "--override", f"log.dirs={tmp_path}", "--override", "metadata.log.ignore=true"
     )
     assert code == 0, err
+
+
+def test_serve_does_not_start_on_corrupt_metadata(tmp_path: Path) -> None:
+    segment = compacted_in_metadata(tmp_path)
+    data = bytearray(segment.read_bytes())
+    data[40] ^= 0x01
+    segment.write_bytes(bytes(data))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "serve",
+            "-q",
+            "--override",
+            f"log.dirs={tmp_path}",
+            "--override",
+            "api.port=0",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"{segment}, position 0: CRC mismatch" in done.stderr
 
 
 def test_internal_topics_are_compacted_without_a_metadata_log(
