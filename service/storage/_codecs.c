@@ -6,7 +6,7 @@
  * compress(codec, data) writes what service.storage.compression.compress promises (one gzip member at level
  * 6 with Java's header; snappy in snappy-java's xerial framing, a raw block per 32 KiB of input; lz4 in
  * Kafka's framing, each 64 KiB of input an independent block, stored when it does not shrink; one zstd
- * frame at level 3), with a deflater and a zstd context kept per thread; decompress(codec, data) reads
+ * frame at level 3, framed as Kafka's), with a deflater and a zstd context kept per thread; decompress(codec, data) reads
  * gzip members, xerial-framed snappy (concatenated streams too) or one bare raw snappy block, Kafka-framed
  * lz4 and zstd frames. Both return None for a codec without a library or input they do not take:
  * compression.py then uses cramjam, which reads the input or names the error (and, without this module,
@@ -58,6 +58,7 @@ typedef struct {
     size_t size, pos;
 } ZstdOut;
 #define ZSTD_RESET_SESSION_ONLY 1
+enum { ZSTD_C_COMPRESSION_LEVEL = 100, ZSTD_E_CONTINUE = 0, ZSTD_E_FLUSH = 1, ZSTD_E_END = 2 }; /* zstd.h */
 
 static int (*z_deflate_init2)(ZStream *, int, int, int, int, int, const char *, int);
 static int (*z_deflate)(ZStream *, int);
@@ -78,7 +79,9 @@ static int (*lz4_compress_bound)(int);
 static int (*lz4_decompress_safe)(const char *, char *, int, int);
 static void *(*zstd_create_cctx)(void);
 static size_t (*zstd_free_cctx)(void *);
-static size_t (*zstd_compress_cctx)(void *, void *, size_t, const void *, size_t, int);
+static size_t (*zstd_cctx_reset)(void *, int);
+static size_t (*zstd_cctx_set_parameter)(void *, int, int);
+static size_t (*zstd_compress_stream2)(void *, ZstdOut *, ZstdIn *, int);
 static size_t (*zstd_compress_bound)(size_t);
 static void *(*zstd_create_dctx)(void);
 static size_t (*zstd_free_dctx)(void *);
@@ -147,7 +150,9 @@ load_system_codecs(void)
     }
     void *zstd = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
     if (zstd != NULL && LOAD(zstd, zstd_create_cctx, "ZSTD_createCCtx") &&
-        LOAD(zstd, zstd_free_cctx, "ZSTD_freeCCtx") && LOAD(zstd, zstd_compress_cctx, "ZSTD_compressCCtx") &&
+        LOAD(zstd, zstd_free_cctx, "ZSTD_freeCCtx") && LOAD(zstd, zstd_cctx_reset, "ZSTD_CCtx_reset") &&
+        LOAD(zstd, zstd_cctx_set_parameter, "ZSTD_CCtx_setParameter") &&
+        LOAD(zstd, zstd_compress_stream2, "ZSTD_compressStream2") &&
         LOAD(zstd, zstd_compress_bound, "ZSTD_compressBound") && LOAD(zstd, zstd_create_dctx, "ZSTD_createDCtx") &&
         LOAD(zstd, zstd_free_dctx, "ZSTD_freeDCtx") && LOAD(zstd, zstd_dctx_reset, "ZSTD_DCtx_reset") &&
         LOAD(zstd, zstd_decompress_stream, "ZSTD_decompressStream") && LOAD(zstd, zstd_is_error, "ZSTD_isError") &&
@@ -468,19 +473,40 @@ lz4_decompress(const unsigned char *p, size_t n, CodecBuffer *out)
 
 /* -- zstd -------------------------------------------------------------------------------------------------- */
 
+/* One frame as Kafka's ZstdCompression writes it through zstd-jni's ZstdOutputStream: the input streamed in
+ * (no content size in the header, so the parameters for an unknown size), flushed (its blocks, none marked
+ * last), then ended (an empty last block). compression.py's ctypes path makes the same three calls. */
 static int
 zstd_compress(const unsigned char *src, size_t n, CodecBuffer *out)
 {
     void *cctx = thread_context(zstd_cctx_key, zstd_create_cctx, free_zstd_cctx);
-    size_t bound = zstd_compress_bound(n);
-    if (cctx == NULL || reserve(out, bound) < 0) {
+    if (cctx == NULL || reserve(out, zstd_compress_bound(n) + 64) < 0) {
         return -1;
     }
-    size_t written = zstd_compress_cctx(cctx, out->data, bound, src, n, ZSTD_LEVEL);
-    if (zstd_is_error(written)) {
+    if (zstd_is_error(zstd_cctx_reset(cctx, ZSTD_RESET_SESSION_ONLY)) ||
+        zstd_is_error(zstd_cctx_set_parameter(cctx, ZSTD_C_COMPRESSION_LEVEL, ZSTD_LEVEL))) {
         return -2;
     }
-    out->length = written;
+    ZstdIn in = {src, n, 0};
+    ZstdOut o = {out->data, out->capacity, 0};
+    static const int steps[] = {ZSTD_E_CONTINUE, ZSTD_E_FLUSH, ZSTD_E_END};
+    for (size_t step = 0; step < sizeof steps / sizeof *steps; step++) {
+        size_t left;
+        do {
+            if (o.pos == o.size) {
+                if (reserve(out, out->capacity * 2) < 0) {
+                    return -1;
+                }
+                o.dst = out->data;
+                o.size = out->capacity;
+            }
+            left = zstd_compress_stream2(cctx, &o, &in, steps[step]);
+            if (zstd_is_error(left)) {
+                return -2;
+            }
+        } while (steps[step] == ZSTD_E_CONTINUE ? in.pos < in.size : left != 0);
+    }
+    out->length = o.pos;
     return 0;
 }
 

@@ -16,7 +16,10 @@ gzip: one standard gzip stream (RFC 1952) at the zlib default level 6, with the 
 ``GZIPOutputStream`` (JDK 16 on) writes for Kafka: no name or time, OS byte 255 ("unknown"); several members
 are read.
 
-zstd: standard zstd frame(s), written at level 3.
+zstd: standard zstd frame(s), written at level 3 as Kafka's ``ZstdCompression`` writes one through
+zstd-jni's ``ZstdOutputStream``: the input streamed in, so no content size in the header and zstd's
+parameters for an unknown size; flushed, so its blocks are not marked last; then ended, with an empty last
+block (``01 00 00``).
 
 snappy: snappy-java ("xerial") stream framing, not Google's snappy framing format::
 
@@ -175,8 +178,15 @@ def compress(codec: CompressionType, data: bytes) -> bytes:
     if codec is CompressionType.ZSTD:
         zstd = zstd_library()
         packed = None if zstd is None else zstd.compress(bytes(data), _ZSTD_LEVEL)
-        return packed if packed is not None else bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL))
+        return packed if packed is not None else _compress_zstd_stream(data)
     assert_never(codec)
+
+
+def _compress_zstd_stream(data: bytes) -> bytes:
+    """cramjam's zstd in Kafka's framing: streamed in, flushed, then ended (an empty last block)."""
+    compressor = cramjam.zstd.Compressor(level=_ZSTD_LEVEL)
+    compressor.compress(data)
+    return bytes(compressor.flush()) + bytes(compressor.finish())
 
 
 def _compress_gzip(data: bytes) -> bytes:

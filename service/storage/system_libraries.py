@@ -11,6 +11,7 @@ alike: both paths then use cramjam for that codec. The calls release the GIL (``
 from __future__ import annotations
 
 import ctypes
+import threading
 from dataclasses import dataclass
 from functools import cache
 
@@ -54,18 +55,66 @@ class Lz4Library:
         return out.raw[:written] if 0 < written < len(data) else None
 
 
+class _ZstdBuffer(ctypes.Structure):
+    """``ZSTD_inBuffer`` and ``ZSTD_outBuffer`` (``zstd.h``): a pointer, its size and the position reached."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t), ("pos", ctypes.c_size_t)]
+
+
+_ZSTD_RESET_SESSION_ONLY = 1
+_ZSTD_C_COMPRESSION_LEVEL = 100
+_ZSTD_E_CONTINUE, _ZSTD_E_FLUSH, _ZSTD_E_END = 0, 1, 2
+
+
+class _ZstdContext:
+    """A ``ZSTD_CCtx``, freed with its owner (a thread's ``threading.local``, dropped as the thread ends)."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        self.library = library
+        self.pointer = library.ZSTD_createCCtx()
+        if not self.pointer:
+            raise MemoryError("ZSTD_createCCtx returned NULL")
+
+    def __del__(self) -> None:
+        self.library.ZSTD_freeCCtx(self.pointer)
+
+
 @dataclass(frozen=True, slots=True)
 class ZstdLibrary:
-    """``libzstd``'s one-shot API (``zstd.h``)."""
+    """``libzstd``'s streaming API (``zstd.h``), with a context per thread."""
 
     library: ctypes.CDLL
+    contexts: threading.local
 
     def compress(self, data: bytes, level: int) -> bytes | None:
-        """One zstd frame holding ``data`` at ``level``; None if the library fails (then cramjam, as in C)."""
-        capacity = self.library.ZSTD_compressBound(len(data))
+        """One frame holding ``data`` at ``level``, as ``_codecs.c`` writes it: streamed in, flushed, then
+        ended; None if the library fails (then cramjam, as in C)."""
+        context: _ZstdContext | None = getattr(self.contexts, "context", None)
+        if context is None:
+            context = self.contexts.context = _ZstdContext(self.library)
+        library, cctx = self.library, context.pointer
+        reset = library.ZSTD_CCtx_reset(cctx, _ZSTD_RESET_SESSION_ONLY)
+        leveled = library.ZSTD_CCtx_setParameter(cctx, _ZSTD_C_COMPRESSION_LEVEL, level)
+        if library.ZSTD_isError(reset) or library.ZSTD_isError(leveled):
+            return None
+        source = ctypes.c_char_p(data)  # points into ``data``: no copy
+        into = _ZstdBuffer(ctypes.cast(source, ctypes.c_void_p), len(data), 0)
+        capacity = library.ZSTD_compressBound(len(data)) + 64
         out = ctypes.create_string_buffer(capacity)
-        written = self.library.ZSTD_compress(out, capacity, data, len(data), level)
-        return None if self.library.ZSTD_isError(written) else out.raw[:written]
+        outof = _ZstdBuffer(ctypes.cast(out, ctypes.c_void_p), capacity, 0)
+        parts: list[bytes] = []
+        for step in (_ZSTD_E_CONTINUE, _ZSTD_E_FLUSH, _ZSTD_E_END):
+            while True:
+                if outof.pos == outof.size:
+                    parts.append(out.raw)
+                    outof.pos = 0
+                left = library.ZSTD_compressStream2(cctx, ctypes.byref(outof), ctypes.byref(into), step)
+                if library.ZSTD_isError(left):
+                    return None
+                if (into.pos == into.size) if step == _ZSTD_E_CONTINUE else left == 0:
+                    break
+        parts.append(out.raw[: outof.pos])
+        return b"".join(parts)
 
 
 @cache
@@ -97,15 +146,24 @@ def lz4_library() -> Lz4Library | None:
 
 @cache
 def zstd_library() -> ZstdLibrary | None:
-    """``libzstd.so.1``, or None where it does not load."""
+    """``libzstd.so.1``, or None where it does not load (or lacks the streaming API, zstd 1.4 on)."""
     library = _load("libzstd.so.1")
     if library is None:
         return None
     size_t = ctypes.c_size_t
-    library.ZSTD_compressBound.argtypes = [size_t]
-    library.ZSTD_compressBound.restype = size_t
-    library.ZSTD_compress.argtypes = [ctypes.c_char_p, size_t, ctypes.c_char_p, size_t, ctypes.c_int]
-    library.ZSTD_compress.restype = size_t
-    library.ZSTD_isError.argtypes = [size_t]
-    library.ZSTD_isError.restype = ctypes.c_uint
-    return ZstdLibrary(library)
+    pointer, buffer = ctypes.c_void_p, ctypes.POINTER(_ZstdBuffer)
+    for name, argtypes, restype in [
+        ("ZSTD_createCCtx", [], pointer),
+        ("ZSTD_freeCCtx", [pointer], size_t),
+        ("ZSTD_CCtx_reset", [pointer, ctypes.c_int], size_t),
+        ("ZSTD_CCtx_setParameter", [pointer, ctypes.c_int, ctypes.c_int], size_t),
+        ("ZSTD_compressStream2", [pointer, buffer, buffer, ctypes.c_int], size_t),
+        ("ZSTD_compressBound", [size_t], size_t),
+        ("ZSTD_isError", [size_t], ctypes.c_uint),
+    ]:
+        try:
+            function = getattr(library, name)
+        except AttributeError:
+            return None
+        function.argtypes, function.restype = argtypes, restype
+    return ZstdLibrary(library, threading.local())

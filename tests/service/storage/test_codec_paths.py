@@ -1,30 +1,26 @@
 """Both paths write the same batch bytes: the C codecs (``_codecs.c``, this process) and the pure-Python
 path (``LOGCLEANER_PURE_PYTHON=1``, another process, since the path is chosen at import), for every codec
 and batch shape. Compression levels are Kafka's defaults on both paths (no config key changes them), so
-there is no level to vary. And gzip blobs are the bytes Java's ``GZIPOutputStream`` writes for Kafka."""
+there is no level to vary. (``tests/kafka/test_compressors.py`` holds the blobs to Kafka's own.)"""
 
 from __future__ import annotations
 
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.storage.compression import CompressionType, compress
+from service.storage.compression import CompressionType
 from service.storage.records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
-    Record,
-    encode_records,
     iter_batches,
 )
 from tests.service.storage.batch_encoder import BatchSpec, encode_spec, is_pure_python
@@ -127,46 +123,3 @@ def test_the_pure_python_path_writes_the_c_path_s_batch_bytes(
     (batch,) = iter_batches(written)
     assert int(batch.compression) == spec["compression"]
     assert [record.offset for record in batch.records()] == [record[0] for record in spec["records"]]
-
-
-JAVA_GZIP = """
-import java.io.*;
-import java.nio.file.*;
-import java.util.zip.GZIPOutputStream;
-
-/** Each file named, gzipped as Kafka's GzipCompression wraps its output, into the file name + ".gz". */
-public class KafkaGzip {
-    public static void main(String[] args) throws IOException {
-        for (String name : args) {
-            ByteArrayOutputStream out = new ByteArrayOutputStream();
-            GZIPOutputStream deflating = new GZIPOutputStream(out, 8 * 1024);
-            try (OutputStream gzip = new BufferedOutputStream(deflating, 16 * 1024)) {
-                gzip.write(Files.readAllBytes(Paths.get(name)));
-            }
-            Files.write(Paths.get(name + ".gz"), out.toByteArray());
-        }
-    }
-}
-"""
-
-
-def test_gzip_blobs_are_the_bytes_java_s_gzip_output_stream_writes(tmp_path: Path) -> None:
-    java = shutil.which("java")
-    assert java is not None, "Java 17+ is installed (Spark needs it)"
-    rng = random.Random(20261128)
-    inputs = {
-        "empty": b"",
-        "text": b" ".join(rng.choice([b"kafka", b"log", b"segment", b"offset"]) for _ in range(50_000)),
-        "random": rng.randbytes(70_000),
-        "records": encode_records(
-            [Record(i, 1_700_000_000_000 + i, f"key-{i % 7}".encode(), bytes(i % 50)) for i in range(500)],
-            0,
-            0,
-        ),
-    }
-    for name, data in inputs.items():
-        (tmp_path / name).write_bytes(data)
-    (tmp_path / "KafkaGzip.java").write_text(JAVA_GZIP)
-    subprocess.run([java, "KafkaGzip.java", *inputs], cwd=tmp_path, check=True, timeout=120)
-    for name, data in inputs.items():
-        assert compress(CompressionType.GZIP, data) == (tmp_path / f"{name}.gz").read_bytes(), name
