@@ -166,6 +166,7 @@ def test_sigkill_while_producing_compacting_retaining_and_deleting_records(tmp_p
     }
     TopicConfigStore([log_dir]).update("c", configs)
     acked, observed = Acknowledged(), Observed()
+    logs: list[str] = []
     for round_no in range(ROUNDS + 1):
         serve = Serve(log_dir, *OVERRIDES)
         serve.wait_for(READY, timeout_s=60)
@@ -183,6 +184,7 @@ def test_sigkill_while_producing_compacting_retaining_and_deleting_records(tmp_p
                 acked.see_start_offsets(client)
                 time.sleep(0.2)
         assert serve.stop(signal.SIGKILL) == -signal.SIGKILL
+        logs.append(serve.log)
         stop.set()
         for worker in workers:
             worker.join(15)
@@ -190,6 +192,8 @@ def test_sigkill_while_producing_compacting_retaining_and_deleting_records(tmp_p
         assert not observed.problems, f"seed {seed}: {observed.problems[:10]}"
         assert observed.fetches > 0 and observed.deleted_before, "the fetches and DeleteRecords ran"
     assert sum(len(r) for r in acked.records.values()) > 0, "no produce was acknowledged"
+    for done in ("cleaned log c-", "Deleting segment", "due to client delete records request"):
+        assert any(done in log for log in logs), f"seed {seed}: no {done!r} in any round"
 
 
 def start_workers(
