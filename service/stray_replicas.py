@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from service.errors import CorruptDataError, InvalidInputError
 from service.storage.log_files import METADATA_TOPIC, parse_partition_dir_name
-from service.storage.partition_metadata import read_partition_metadata
+from service.storage.partition_metadata import PARTITION_METADATA_FILE, decode_partition_metadata
 from service.storage.topic_partition import TopicPartition
 
 __all__ = [
@@ -41,12 +42,18 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ReplicaDir:
-    """A partition dir found in a log dir; ``kind`` is ``""`` (a live name), ``"future"`` or ``"stray"``."""
+    """A partition dir ``name`` found in ``log_dir``; ``kind`` is ``""`` (a live name), ``"future"`` or
+    ``"stray"``."""
 
     topic_partition: TopicPartition
-    path: Path
+    log_dir: Path
+    name: str
     kind: str
     topic_id: str | None = None  # of partition.metadata; None without (or with an unreadable) one
+
+    @property
+    def path(self) -> Path:
+        return self.log_dir / self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +82,7 @@ def survey_replica_dirs(log_dirs: Iterable[Path]) -> list[ReplicaDir]:
     be listed raises ``OSError`` (its load takes it offline)."""
     found = []
     for log_dir in log_dirs:
+        prefix = os.path.join(log_dir, "")  # strings, not a Path per dir: a start-up lists every partition
         with os.scandir(log_dir) as entries:
             names = sorted(e.name for e in entries if e.is_dir())
         for name in names:
@@ -84,21 +92,37 @@ def survey_replica_dirs(log_dirs: Iterable[Path]) -> list[ReplicaDir]:
                 continue
             if parsed.kind == "delete" or parsed.topic == METADATA_TOPIC:  # the metadata log is the broker's
                 continue
-            path = log_dir / name
             tp = TopicPartition(parsed.topic, parsed.partition)
-            found.append(ReplicaDir(tp, path, parsed.kind, _topic_id_of(path)))
+            found.append(ReplicaDir(tp, log_dir, name, parsed.kind, _topic_id_of(prefix + name)))
     return found
 
 
-def _topic_id_of(directory: Path) -> str | None:
+# The file as Kafka's ``PartitionMetadataFile`` writes it: taken without a full parse (a start-up reads one
+# per partition dir); any other content goes through ``decode_partition_metadata``.
+_KAFKA_WRITTEN = re.compile(rb"version: 0\ntopic_id: ([A-Za-z0-9_-]{22})")
+_MAX_READ_BYTES = 4096
+
+
+def _topic_id_of(directory: str) -> str | None:
+    path = os.path.join(directory, PARTITION_METADATA_FILE)
     try:
-        metadata = read_partition_metadata(directory)
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None  # none (no id to compare), or unreadable: the partition's own load reports it
+    try:
+        data = os.read(fd, _MAX_READ_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    match = _KAFKA_WRITTEN.fullmatch(data)
+    if match is not None:
+        return match.group(1).decode("ascii")
+    try:
+        return decode_partition_metadata(data, path=path).topic_id
     except CorruptDataError as exc:
         logger.warning("%s: no topic id to compare with the topic's other partitions", exc)
         return None
-    except OSError:
-        return None  # the partition's own load reports it
-    return None if metadata is None else metadata.topic_id
 
 
 def find_stray_replicas(

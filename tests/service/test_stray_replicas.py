@@ -17,7 +17,7 @@ from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log_files import RECOVERY_POINT_CHECKPOINT
 from service.storage.partition_metadata import new_topic_id, read_partition_metadata, write_partition_metadata
 from service.storage.topic_partition import TopicPartition
-from service.stray_replicas import KnownTopics, ReplicaDir, find_stray_replicas
+from service.stray_replicas import KnownTopics, ReplicaDir, find_stray_replicas, survey_replica_dirs
 from tests.api.conftest import assert_problem, serve_daemon
 
 OLD_MS = 1_000_000  # 1970: every segment is past any retention.ms
@@ -60,27 +60,49 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 def test_the_topic_id_most_partitions_share_decides() -> None:
     tp = [TopicPartition("t", p) for p in range(4)]
-    dirs = [ReplicaDir(tp[p], Path(f"/d/t-{p}"), "", "A" if p != 1 else "B") for p in range(3)]
-    dirs.append(ReplicaDir(tp[3], Path("/d/t-3"), "", None))  # no partition.metadata: no vote, not stray
+    dirs = [ReplicaDir(tp[p], Path("/d"), f"t-{p}", "", "A" if p != 1 else "B") for p in range(3)]
+    dirs.append(ReplicaDir(tp[3], Path("/d"), "t-3", "", None))  # no partition.metadata: no vote, not stray
     [stray] = find_stray_replicas(dirs)
     assert stray.topic_partition == tp[1] and stray.topic_id == "B"
     assert "not the topic's A" in stray.reason and "2 of its 3" in stray.reason
 
-    split = [ReplicaDir(tp[p], Path(f"/d/t-{p}"), "", "AB"[p]) for p in range(2)]
+    split = [ReplicaDir(tp[p], Path("/d"), f"t-{p}", "", "AB"[p]) for p in range(2)]
     held = find_stray_replicas(split)
     assert [s.topic_partition for s in held] == tp[:2]
     assert all("none leads" in s.reason for s in held)
 
-    future = ReplicaDir(tp[0], Path("/e/t-0.abc-future"), "future", "B")
-    renamed = ReplicaDir(tp[2], Path("/e/t-2.abc-stray"), "stray", "A")
+    future = ReplicaDir(tp[0], Path("/e"), "t-0.abc-future", "future", "B")
+    renamed = ReplicaDir(tp[2], Path("/e"), "t-2.abc-stray", "stray", "A")
     assert [s.path for s in find_stray_replicas([*dirs[:1], future, renamed])] == [renamed.path]
+
+
+def test_the_survey_reads_each_dirs_topic_id(tmp_path: Path) -> None:
+    """Kafka's form, another form Kafka reads (CRLF, a final newline), a malformed file and none."""
+    texts = {
+        "t-0": b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ",
+        "t-1": b"version: 0\r\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n",
+        "t-2": b"version: 0\ntopic_id: not-an-id",
+    }
+    for name, text in texts.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "partition.metadata").write_bytes(text)
+    (tmp_path / "t-3").mkdir()
+    (tmp_path / "t-4.0123456789abcdef0123456789abcdef-delete").mkdir()
+    (tmp_path / "lost+found").mkdir()
+    found = {r.name: (r.kind, r.topic_id) for r in survey_replica_dirs([tmp_path])}
+    assert found == {
+        "t-0": ("", "AAAAAAAAAAAAAAAAAAAAAQ"),
+        "t-1": ("", "AAAAAAAAAAAAAAAAAAAAAQ"),
+        "t-2": ("", None),
+        "t-3": ("", None),
+    }
 
 
 def test_the_brokers_metadata_decides_alone_when_given() -> None:
     tp = [TopicPartition("t", p) for p in range(3)]
-    dirs = [ReplicaDir(tp[p], Path(f"/d/t-{p}"), "", "B" if p else "A") for p in range(3)]
-    dirs.append(ReplicaDir(TopicPartition("gone", 0), Path("/d/gone-0"), "", "C"))
-    dirs.append(ReplicaDir(TopicPartition("t", 3), Path("/d/t-3"), "", None))
+    dirs = [ReplicaDir(tp[p], Path("/d"), f"t-{p}", "", "B" if p else "A") for p in range(3)]
+    dirs.append(ReplicaDir(TopicPartition("gone", 0), Path("/d"), "gone-0", "", "C"))
+    dirs.append(ReplicaDir(TopicPartition("t", 3), Path("/d"), "t-3", "", None))
     known = KnownTopics({"t": "A"}, assigned={tp[0], tp[1]})
     reasons = {str(s.path): s.reason for s in find_stray_replicas(dirs, known)}
     assert set(reasons) == {"/d/t-1", "/d/t-2", "/d/gone-0", "/d/t-3"}  # the majority (B) does not count
