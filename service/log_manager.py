@@ -282,8 +282,9 @@ class LogManager:
                         ),
                         threads=self.settings.recovery_threads_per_dir,
                         unmanaged=state.unmanaged,
-                        # Kafka writes the marker for a dir that had one or whose every log it recovered.
-                        write_marker=state.had_clean_shutdown or not state.unmanaged,
+                        # Kafka writes the marker for a dir that had one or whose every log it recovered
+                        # (not the broker's -future and stray logs, nor those that failed to load).
+                        write_marker=state.had_clean_shutdown or not (state.unmanaged or failed),
                     )
             except OSError as exc:
                 self._mark_offline(state, exc)

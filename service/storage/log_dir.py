@@ -370,11 +370,12 @@ def close_log_dir(
     if write_marker:
         write_clean_shutdown_marker(loaded.path, loaded.broker_epoch)
     else:
+        unrecovered = sorted({*unmanaged, *(f.topic_partition for f in loaded.failed)})
         logger.warning(
             "%s: no clean-shutdown marker written: the dir came up without one and holds logs logcleaner "
             "did not recover (%s), which the broker's next start must recover",
             loaded.path,
-            ", ".join(str(tp) for tp in sorted(unmanaged)),
+            ", ".join(str(tp) for tp in unrecovered),
         )
     logger.info(
         "%s: %d logs flushed and closed in %.2f s on %d thread(s); checkpoints and marker written in %.2f s",

@@ -25,6 +25,8 @@ CONTRACT_ROUTES = {
     ("get", "/v1/cleaner"),
     ("post", "/v1/cleaner/run"),
     ("get", "/v1/scheduler/jobs"),
+    ("get", "/v1/logs/failed"),
+    ("get", "/v1/logs/stray"),
 }
 
 
@@ -55,6 +57,9 @@ def test_every_contract_route_is_documented_with_its_problems(served: Served) ->
     assert {"413", "404", "422"} <= produce["responses"].keys()
     fetch = document["paths"]["/v1/topics/{topic}/partitions/{partition}/records"]["get"]
     assert "416" in fetch["responses"]
+    delete_records = document["paths"]["/v1/topics/{topic}/partitions/{partition}/delete-records"]["post"]
+    assert {"409", "416"} <= delete_records["responses"].keys(), "policy violation, past the high watermark"
+    assert {"StrayReplicas", "ExplainStrayReplica"} <= schemas.keys()
     assert "securitySchemes" not in document["components"], "no auth configured"
 
 

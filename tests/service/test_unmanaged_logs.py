@@ -88,8 +88,9 @@ def test_every_checkpoint_rewrite_keeps_a_future_replicas_entries(
 
 
 def test_no_marker_over_logs_left_unrecovered(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """After an unclean stop, a dir holding a future replica with a torn tail gets no marker: the broker's
-    next start must recover it. A dir that came up clean, or whose every log was recovered, gets one."""
+    """After an unclean stop, a dir holding a future replica with a torn tail, or a partition that failed to
+    load, gets no marker: the broker's next start must recover it. A dir that came up clean, or whose every
+    log was recovered, gets one."""
     a, b = broker_dirs(tmp_path)
     remove_clean_shutdown_marker(a)
     remove_clean_shutdown_marker(b)
@@ -109,6 +110,13 @@ def test_no_marker_over_logs_left_unrecovered(capsys: pytest.CaptureFixture[str]
     with serve_daemon(b, {"log.dirs": f"{a},{b}"}):
         pass
     assert read_clean_shutdown_marker(a) is not None and not (b / CLEAN_SHUTDOWN_FILE).exists()
+
+    remove_clean_shutdown_marker(a)  # an unclean stop again, and a partition of a fails to load
+    (a / "t-0" / "00000000000000000abc.log").write_bytes(b"")
+    code, _, err = run(capsys, "retention", *dirs)
+    assert code == 0, err
+    assert not (a / CLEAN_SHUTDOWN_FILE).exists(), "a's t-0 failed to load: not recovered"
+    (a / "t-0" / "00000000000000000abc.log").unlink()
 
     write_clean_shutdown_marker(b)  # the broker recovered it and stopped cleanly
     code, _, err = run(capsys, "retention", *dirs)
