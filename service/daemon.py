@@ -1,10 +1,11 @@
 """The composition root of the long-running service: configuration, the LogManager, the scheduler.
 
-Start-up: the REST API binds its port first (``/healthz`` and ``/metrics`` answer from then on, ``/readyz``
-and ``/v1`` answer 503 with the loading progress), then topic overrides and the broker's metadata log
-(``service.metadata``; unreadable: start-up fails, exit 2) are read, every log dir is locked
-and loaded (the LogManager), then Kafka's periodic log tasks start after ``scheduler.initial.delay.ms``.
-A start-up that fails stops what it started before anything acted, without the clean-shutdown marker.
+Start-up: the broker's metadata log is read when the daemon is built (``service.metadata``; unreadable:
+exit 2 before anything binds), then the REST API binds its port (``/healthz`` and ``/metrics`` answer from
+then on, ``/readyz`` and ``/v1`` answer 503 with the loading progress), then topic overrides are read,
+every log dir is locked and loaded (the LogManager), then Kafka's periodic log tasks start after
+``scheduler.initial.delay.ms``. A start-up that fails stops what it started before anything acted, without
+the clean-shutdown marker.
 SIGTERM/SIGINT: cleaner rounds and retention passes in flight are told to end at once, the API stops, then
 the cleaner (its aborted rounds named in the log), then the scheduler (runs in flight finish), every log is
 flushed and closed, both checkpoints and the clean-shutdown marker are written, and the process exits 0;
@@ -83,6 +84,9 @@ class Daemon:
         self.clock = clock or SystemClock()
         self.topic_store = TopicConfigStore(list(broker.log_dir_paths))
         self.metadata = MetadataSource(broker)
+        # Read before anything binds or locks: unreadable metadata stops the start (exit 2), never the
+        # broker defaults; the LogManager takes the stray replicas' verdict from it.
+        self.metadata.load()
         self.metrics = ServiceMetrics(self)  # reads this daemon's parts at each scrape, not now
         self.metrics_registry = self.metrics.registry
         self.scheduler = LogScheduler(
@@ -133,7 +137,6 @@ class Daemon:
                     path.mkdir(parents=True, exist_ok=True)
                     logger.info("Created the missing log dir %s", path)
             self.topic_store.load()
-            self.metadata.load()  # unreadable metadata stops the start (exit 2), never the broker defaults
             self._config_version = (self.topic_store.version, self.metadata.dynamic_configs)
             try:
                 if self._stop.is_set():

@@ -28,7 +28,8 @@ def build_log_manager(
 ) -> LogManager:
     """The LogManager with effective per-topic configs: logcleaner's override, else the metadata log's
     (``metadata``, read at each call: a reload applies at once), else broker value, else default;
-    ``read_only`` for an inspection's (``LogManager``)."""
+    ``read_only`` for an inspection's (``LogManager``). A loaded ``metadata`` is also the authority on
+    stray replicas (Kafka's ``isStrayKraftReplica``), as of when this is called."""
 
     def config_for(topic: str) -> LogConfig:
         dynamic = metadata.dynamic_configs if metadata is not None else NO_DYNAMIC_CONFIGS
@@ -45,4 +46,5 @@ def build_log_manager(
             log_segment_delete_delay_ms=broker.log_segment_delete_delay_ms,
         ),
         read_only=read_only,
+        known_topics=metadata.known_topics() if metadata is not None else None,
     )

@@ -21,7 +21,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.errors import CorruptDataError, InvalidInputError
@@ -62,6 +62,7 @@ class KnownTopics:
 
     topic_ids: Mapping[str, str]
     assigned: Collection[TopicPartition] | None = None  # None: the assignment is not known
+    removed: Mapping[str, str] = field(default_factory=dict)  # deleted topics (RemoveTopicRecord): their ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +186,11 @@ def _stray_by_metadata(replica: ReplicaDir, known: KnownTopics) -> str | None:
     topic_id = known.topic_ids.get(topic)
     if replica.topic_id is None:
         return "its partition dir has no topic id (partition.metadata), which Kafka treats as stray"
+    if topic_id is None and topic in known.removed:
+        return (
+            f"topic {topic!r} was deleted in the broker's metadata (RemoveTopicRecord, topic id "
+            f"{known.removed[topic]}): reported, never deleted by logcleaner"
+        )
     if topic_id is None:
         return f"topic {topic!r} is not in the broker's metadata"
     if replica.topic_id != topic_id:

@@ -25,6 +25,8 @@ from service.config.properties import read_properties
 from service.errors import CorruptDataError
 from service.metadata.image import MetadataImage, MetadataImageBuilder
 from service.metadata.log_reader import METADATA_PARTITION_DIR, find_metadata_log, read_metadata_log
+from service.storage.topic_partition import TopicPartition
+from service.stray_replicas import KnownTopics
 
 __all__ = ["META_PROPERTIES_FILE", "MetadataSource", "read_node_id"]
 
@@ -81,6 +83,24 @@ class MetadataSource:
     def dynamic_configs(self) -> DynamicConfigs:
         with self._lock:
             return self._dynamic
+
+    def known_topics(self) -> KnownTopics | None:
+        """What the metadata knows for Kafka's ``isStrayKraftReplica``: each topic's id, the partitions
+        assigned to this node (None without a node id) and the deleted topics; None without metadata."""
+        with self._lock:
+            image, node_id = self._image, self._node_id
+        if image is None:
+            return None
+        assigned = None
+        if node_id is not None:
+            assigned = frozenset(
+                TopicPartition(name, partition)
+                for name, topic in image.topics.items()
+                for partition, replicas in topic.partitions.items()
+                if node_id in replicas
+            )
+        topic_ids = {name: topic.topic_id for name, topic in image.topics.items()}
+        return KnownTopics(topic_ids, assigned, dict(image.removed_topics))
 
     def load(self) -> None:
         """(Re)read the metadata log; ``CorruptDataError`` (file, position) if it cannot be read."""

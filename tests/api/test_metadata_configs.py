@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.storage.partition_metadata import new_topic_id
+from service.storage.partition_metadata import new_topic_id, write_partition_metadata
 from tests.api.conftest import serve_daemon
 from tests.service.metadata.metadata_helpers import (
     broker_config,
@@ -20,6 +20,7 @@ from tests.service.test_cli_commands import make_logs
 def test_topic_detail_and_configs_show_the_metadata_logs_values(tmp_path: Path) -> None:
     make_logs(tmp_path, age_ms=0, count=2)
     t_id = new_topic_id()
+    write_partition_metadata(tmp_path / "t-0", t_id)
     write_segment(
         tmp_path,
         [

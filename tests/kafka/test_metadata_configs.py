@@ -71,6 +71,7 @@ def test_the_brokers_topic_configs_govern_logcleaner(make_broker: MakeBroker, tm
     documents = logcleaner_json("explain", *log_dir_options(copy))["partitions"]
     by_topic = {doc["topic"]: doc for doc in documents}
     assert "gone" not in by_topic
+    assert not [doc for doc in documents if doc["stray"]], "every replica is the broker's own"
     orders, audit = by_topic["orders"], by_topic["audit"]
     assert orders["cleanup_policy"] == "compact" and orders["config_sources"]["cleanup.policy"] == "metadata"
     assert audit["retention_ms"] == 1000 and audit["config_sources"]["retention.ms"] == "metadata"

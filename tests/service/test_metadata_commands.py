@@ -14,11 +14,12 @@ import pytest
 from service.cli import main
 from service.config.broker_config import BrokerConfig
 from service.daemon import TOPIC_CONFIG_REFRESH_MS, Daemon
-from service.storage.partition_metadata import new_topic_id
+from service.storage.partition_metadata import new_topic_id, write_partition_metadata
 from service.storage.topic_partition import TopicPartition
 from tests.service.metadata.metadata_helpers import (
     broker_config,
     partition,
+    remove_topic,
     topic,
     topic_config,
     write_segment,
@@ -37,6 +38,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def compacted_in_metadata(log_dir: Path) -> Path:
     """Topic ``t`` (8 days old records) compacted by the metadata log; the cluster keeps 1 day."""
     make_logs(log_dir, age_ms=8 * DAY_MS)
+    write_partition_metadata(log_dir / "t-0", T_ID)  # the broker's id: not a stray replica
     return write_segment(
         log_dir,
         [
@@ -178,3 +180,46 @@ def test_a_config_change_in_the_metadata_log_reaches_a_running_daemon_within_a_s
     assert not log.config.is_compacted
     assert dict(log.config.config_sources)["cleanup.policy"] == "metadata"
     assert took_s < 3 * TOPIC_CONFIG_REFRESH_MS / 1000, f"took {took_s:.2f} s"
+
+
+def test_the_metadata_decides_which_replicas_are_stray(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Kafka's isStrayKraftReplica: a topic the metadata does not know, or deleted, an old incarnation's id,
+    a partition assigned elsewhere. Such dirs are listed and never retained, however old their records."""
+    ids = {"t": new_topic_id(), "gone": new_topic_id(), "reborn": new_topic_id(), "unknown": new_topic_id()}
+    for name in ("t-0", "t-1", "gone-0", "unknown-0", "reborn-0"):
+        _old_partition_dir(tmp_path, name, ids[name.rsplit("-", 1)[0]])
+    reborn_now = new_topic_id()
+    write_segment(
+        tmp_path,
+        [
+            [topic("t", ids["t"]), partition(ids["t"], 0), partition(ids["t"], 1, replicas=(2, 3))],
+            [topic("gone", ids["gone"]), partition(ids["gone"], 0), remove_topic(ids["gone"])],
+            [topic("reborn", reborn_now), partition(reborn_now, 0)],
+        ],
+    )
+    code, out, err = run(capsys, "explain", "--json", "--override", f"log.dirs={tmp_path}")
+    assert code == 0, err
+    reasons = {
+        (d["topic"], d["partition"]): d.get("reason") for d in json.loads(out)["partitions"] if d["stray"]
+    }
+    assert set(reasons) == {("t", 1), ("gone", 0), ("unknown", 0), ("reborn", 0)}
+    assert "does not assign this partition to this broker" in str(reasons["t", 1])
+    assert "was deleted in the broker's metadata" in str(reasons["gone", 0])
+    assert "not in the broker's metadata" in str(reasons["unknown", 0])
+    assert f"is not the topic's {reborn_now}" in str(reasons["reborn", 0])
+
+    code, out, err = run(capsys, "retention", "--json", "--override", f"log.dirs={tmp_path}")
+    assert code == 0, err
+    assert {(d["topic"], d["partition"]) for d in json.loads(out)["deleted"]} == {("t", 0)}
+    for name in ("t-1", "gone-0", "unknown-0", "reborn-0"):
+        assert (tmp_path / name / "00000000000000000000.log").exists(), name
+
+
+def _old_partition_dir(log_dir: Path, name: str, topic_id: str) -> None:
+    """``log_dir/name`` with 8-day-old records and the ``partition.metadata`` of ``topic_id``."""
+    scratch = log_dir.parent / f"scratch-{name}"
+    make_logs(scratch, age_ms=8 * DAY_MS)
+    (scratch / "t-0").rename(log_dir / name)
+    write_partition_metadata(log_dir / name, topic_id)
