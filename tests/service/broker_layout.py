@@ -2,7 +2,9 @@
 
 Each log dir holds ``meta.properties``, ``.lock``, the clean-shutdown marker, the three offset checkpoints
 and ``replication-offset-checkpoint``; the first also holds ``__cluster_metadata-0`` (a segment a real
-broker wrote, from ``tests/fixtures``, and its ``quorum-state``). Partition dirs are named as given, so a
+broker wrote, from ``tests/fixtures``, its ``quorum-state``, and a second segment that records the layout's
+topics, their ids and their partitions on this node, as the broker's metadata would: without it every
+partition dir would be a stray replica). Partition dirs are named as given, so a
 test can lay out what a failure leaves (the same partition twice, ``t-007`` beside ``t-7``), each with
 ``partition.metadata`` and ``RECORDS_PER_PARTITION`` records.
 """
@@ -16,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from service.clock import SystemClock
+from service.metadata.log_writer import encode_metadata_batch
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
@@ -23,6 +26,7 @@ from service.storage.log_files import CLEANER_OFFSET_CHECKPOINT, LOCK_FILE, pars
 from service.storage.partition_metadata import new_topic_id, write_partition_metadata
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
+from tests.service.metadata.metadata_helpers import partition, topic
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kafka-written"
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -42,9 +46,9 @@ def make_broker_dirs(root: Path, layout: Mapping[str, Sequence[str]]) -> list[Pa
         for dir_name in partition_dirs:
             _write_partition(log_dir, dir_name, topic_ids)
         _write_broker_files(log_dir, number)
-        if number == 0:
-            _write_metadata_log(log_dir)
         log_dirs.append(log_dir)
+    partitions = {parse_partition_dir_name(d) for dirs in layout.values() for d in dirs}
+    _write_metadata_log(log_dirs[0], topic_ids, sorted((p.topic, p.partition) for p in partitions))
     return log_dirs
 
 
@@ -87,10 +91,17 @@ def _write_broker_files(log_dir: Path, number: int) -> None:
     (log_dir / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":7}')
 
 
-def _write_metadata_log(log_dir: Path) -> None:
+def _write_metadata_log(
+    log_dir: Path, topic_ids: Mapping[str, str], partitions: Sequence[tuple[str, int]]
+) -> None:
     metadata = log_dir / METADATA_DIR
     metadata.mkdir()
     shutil.copyfile(FIXTURES / "kraft-metadata-a.log", metadata / "00000000000000000000.log")
+    records = [topic(name, topic_id) for name, topic_id in sorted(topic_ids.items())]
+    records += [partition(topic_ids[name], number) for name, number in partitions]
+    if records:  # after the fixture's offsets 0-3, as the broker's next segment
+        batch = encode_metadata_batch(records, base_offset=4, timestamp=SystemClock().now_ms())
+        (metadata / "00000000000000000004.log").write_bytes(batch)
     (metadata / "00000000000000000000.index").touch()
     (metadata / "00000000000000000000.timeindex").touch()
     (metadata / "leader-epoch-checkpoint").write_text("0\n1\n1 0\n")
