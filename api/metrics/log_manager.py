@@ -21,7 +21,7 @@ _DELETE_REASONS = tuple(
 )
 
 
-_FetchFamilies = tuple[GaugeMetricFamily, CounterMetricFamily]
+_FetchFamilies = tuple[GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily]
 
 
 def _load_and_fetch_families() -> _FetchFamilies:
@@ -29,6 +29,10 @@ def _load_and_fetch_families() -> _FetchFamilies:
         GaugeMetricFamily(
             "logcleaner_partitions_failed_to_load",
             "Partitions left out at start-up because loading their dir failed (GET /v1/logs/failed says why)",
+        ),
+        GaugeMetricFamily(
+            "logcleaner_stray_replicas",
+            "Stray replicas found at start-up, left alone (GET /v1/logs/stray says why)",
         ),
         CounterMetricFamily(
             "logcleaner_fetch_faults",
@@ -75,8 +79,9 @@ class LogManagerCollector(Collector):
         deletions = manager.retention_deletions
         for reason in sorted(set(_DELETE_REASONS) | deletions.keys()):
             deleted.add_metric([reason], deletions[reason])
-        failed, fetch_faults = more = _load_and_fetch_families()
+        failed, strays, fetch_faults = more = _load_and_fetch_families()
         failed.add_metric([], len(manager.failed_partitions))
+        strays.add_metric([], len(manager.stray_replicas))
         faults = manager.fetch_faults
         for kind in sorted({FETCH_CORRUPT_BATCH, FETCH_MISSING_RANGE} | faults.keys()):
             fetch_faults.add_metric([kind], faults[kind])

@@ -190,4 +190,5 @@ def test_the_api_lists_stray_replicas_and_serves_none(tmp_path: Path) -> None:
         assert {(d["topic"], d["partition"]) for d in ran} == {("t", 0), ("t", 2)}
         metrics = served.client.get("/metrics").text
         assert 'topic="u"' not in metrics
+        assert "logcleaner_stray_replicas 4.0" in metrics
     assert {name: files_of(log_dir / name) for name in strays} == strays
