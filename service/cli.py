@@ -39,6 +39,7 @@ __all__ = ["cli", "exit_process", "main", "run"]
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED_BY_SIGINT = 130  # the shell's 128 + SIGINT
 
 
 class _ProcessExit:
@@ -146,9 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = cli.main(
             args=list(argv) if argv is not None else None, prog_name="logcleaner", standalone_mode=False
         )
-    except click.exceptions.Abort:
-        click.echo("logcleaner: aborted", err=True)
-        return EXIT_FAILURE
+    except click.exceptions.Abort:  # Ctrl-C in a command that does not stop at a safe point itself
+        click.echo("logcleaner: interrupted by SIGINT", err=True)
+        return EXIT_INTERRUPTED_BY_SIGINT
     except click.ClickException as exc:
         click.echo(f"logcleaner: error: {exc.format_message()}", err=True)
         return EXIT_BAD_INPUT if exc.exit_code == 2 else exc.exit_code

@@ -29,7 +29,7 @@ from service.config.configs_import import read_topic_configs_description
 from service.config.topic_config import describe_topic_config
 from service.config.topic_store import TopicConfigStore
 from service.engine_choice import EngineChoice
-from service.errors import InvalidInputError, LogCleanerError, NotFoundError
+from service.errors import InterruptedCommandError, InvalidInputError, LogCleanerError, NotFoundError
 from service.log_manager import DeletedSegment, LogManager
 from service.log_manager_setup import build_log_manager
 from service.metadata.source import MetadataSource
@@ -37,6 +37,7 @@ from service.reports import explain_partitions, retention_document, topic_config
 from service.storage.topic_partition import TopicPartition
 from service.tasks import DeferredTasks
 from service.tools.explain_text import explanation_lines
+from service.tools.interruption import Interruption, interruptible
 from service.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
 from service.tools.read_only import ScratchCopies, require_log_dirs, scratch_copies
 from service.tools.shares import partition_dir_names, process_count, run_in_shares
@@ -157,15 +158,22 @@ def _inspect(
         return run_in_shares(names, run_share, processes)
 
 
-def _retention_pass(manager: LogManager, broker: BrokerConfig, *, dry_run: bool) -> list[DeletedSegment]:
+def _retention_pass(
+    manager: LogManager, broker: BrokerConfig, *, dry_run: bool, interruption: Interruption | None = None
+) -> tuple[list[DeletedSegment], str | None]:
+    """The pass, log by log; with a signal recorded in ``interruption`` it stops before the next log and
+    says where (else None)."""
     deleted: list[DeletedSegment] = []
-    for log in sorted(
+    logs = sorted(
         manager.logs.values(), key=lambda log: (log.topic_partition.topic, log.topic_partition.partition)
-    ):
+    )
+    for done, log in enumerate(logs):
+        if interruption is not None and interruption.signum is not None:
+            return deleted, f"before {log.topic_partition} ({done} of {counted(len(logs), 'partition')} done)"
         if log.config.is_compacted and not broker.log_cleaner_enable:
             continue
         deleted.extend(manager.delete_old_segments(log, dry_run=dry_run))
-    return deleted
+    return deleted, None
 
 
 @click.command("retention")
@@ -179,16 +187,31 @@ def retention_command(
 
     Non-compacted logs get retention as the scheduled task gives it; compacted logs too when
     log.cleaner.enable is true (Kafka's cleaner threads run theirs). Deleted files are removed before exit.
+    SIGINT/SIGTERM stop the pass before the next partition (exit 130/143, saying where it stopped).
     """
     broker = load_config(config_file, overrides)
+    stopped: InterruptedCommandError | None = None
     if dry_run:
-        deleted = _inspect(broker, lambda manager, _copies: _retention_pass(manager, broker, dry_run=True))
+        deleted = _inspect(broker, lambda manager, _copies: _retention_pass(manager, broker, dry_run=True)[0])
     else:
-        with offline_log_manager(broker) as manager:
-            deleted = _retention_pass(manager, broker, dry_run=False)
+        with interruptible() as interruption, offline_log_manager(broker) as manager:
+            deleted, stopped_at = _retention_pass(manager, broker, dry_run=False, interruption=interruption)
+            if stopped_at is not None and interruption.signum is not None:
+                stopped = InterruptedCommandError(
+                    f"interrupted by {interruption.signal_name} {stopped_at}, "
+                    f"{counted(len(deleted), 'segment')} deleted; nothing is lost (each partition's "
+                    "deletions are complete, the rest untouched): run retention again to finish the pass",
+                    signum=interruption.signum,
+                )
     if as_json:
         click.echo(dumps_indented(retention_document(deleted, dry_run=dry_run)))
-        return
+    else:
+        _print_retention(deleted, dry_run=dry_run)
+    if stopped is not None:
+        raise stopped
+
+
+def _print_retention(deleted: list[DeletedSegment], *, dry_run: bool) -> None:
     verb = "would delete" if dry_run else "deleted"
     lines = [
         f"{verb} {d.topic}-{d.partition} segment {d.base_offset} ({d.size_bytes} bytes): {d.reason}"

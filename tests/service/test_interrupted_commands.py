@@ -1,8 +1,10 @@
-"""``logcleaner clean`` stopped by SIGINT or SIGTERM mid-round: one stderr line naming the partition and how
-far it got, exit 130 or 143, the log consistent and closed cleanly; a re-run completes the cleaning."""
+"""``logcleaner clean`` and ``retention`` stopped by SIGINT or SIGTERM: one stderr line naming the partition
+and how far it got, exit 130 or 143, the logs consistent and closed cleanly; a re-run completes the work."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -12,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from service.clock import SystemClock
+from service.config.topic_store import TOPIC_CONFIGS_FILE
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
+from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,3 +99,53 @@ def test_a_signal_mid_clean_stops_safely_and_a_rerun_completes(
     finally:
         close_log_dir(loaded)
     assert len(cleaned_keys) == len(set(cleaned_keys)) == 100, "each key once in the cleaned section"
+
+
+def write_expired_partitions(log_dir: Path, count: int) -> None:
+    """``old-0`` … ``old-<count-1>``: 20 records 8 days old each, in 300-byte segments."""
+    for partition in range(count):
+        (log_dir / f"old-{partition}").mkdir(parents=True)
+    loaded = load_log_dir(log_dir, lambda _t: LogConfig(segment_bytes=300), clock=SystemClock())
+    stamp = SystemClock().now_ms() - 8 * 86_400_000
+    for log in loaded.logs.values():
+        for i in range(20):
+            log.append_records([Record(0, stamp, b"k%d" % i, b"v%d" % i)])
+    close_log_dir(loaded)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_retention_stops_before_the_next_partition(
+    tmp_path: Path, signum: int, code: int
+) -> None:
+    """The signal comes while the command reads the topic configs (a FIFO here, so it waits there for the
+    test): after its handlers are installed and before the pass, at a point the test controls."""
+    write_expired_partitions(tmp_path, 3)
+    configs = tmp_path / TOPIC_CONFIGS_FILE
+    os.mkfifo(configs)
+    retention = logcleaner("retention", "--override", f"log.dirs={tmp_path}")
+    proc = subprocess.Popen(retention, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with open(configs, "w", encoding="utf-8") as fifo:  # returns once the command opened it to read
+            proc.send_signal(signum)
+            time.sleep(0.2)  # the handler runs while the read waits
+            fifo.write(json.dumps({"version": 0, "topics": {}}))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == code, err
+    name = signal.Signals(signum).name
+    assert err.splitlines() == [
+        f"logcleaner: interrupted by {name} before old-0 (0 of 3 partitions done), 0 segments deleted; "
+        "nothing is lost (each partition's deletions are complete, the rest untouched): run retention again "
+        "to finish the pass"
+    ]
+    assert out == "0 segments deleted\n"
+    assert read_clean_shutdown_marker(tmp_path) is not None, "closed as a clean shutdown"
+    configs.unlink()
+    rerun = subprocess.run(retention, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    for partition in range(3):
+        assert len(list((tmp_path / f"old-{partition}").glob("*.log"))) == 1, "every expired segment deleted"
