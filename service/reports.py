@@ -114,10 +114,18 @@ def explain_partitions(
         )
         for log in logs
     ]
-    if strays:  # each beside the live partition of its name, if any
-        docs.extend(explain_stray_replica(stray) for stray in strays)
-        docs.sort(key=lambda doc: (str(doc["topic"]), int(str(doc["partition"])), bool(doc["stray"])))
-    return docs
+    if not strays:
+        return docs
+    # Each stray replica after the live partition of its name, if any (both lists are in that order).
+    keyed = [
+        ((log.topic_partition.topic, log.topic_partition.partition, 0), doc)
+        for log, doc in zip(logs, docs, strict=True)
+    ]
+    keyed += [
+        ((stray.topic_partition.topic, stray.topic_partition.partition, 1), explain_stray_replica(stray))
+        for stray in strays
+    ]
+    return [doc for _, doc in sorted(keyed, key=lambda item: item[0])]
 
 
 def _by_topic_partition(item: tuple[TopicPartition, PartitionLog]) -> tuple[str, int]:
