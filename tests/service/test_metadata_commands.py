@@ -4,6 +4,7 @@ each value says where it came from, and unreadable metadata stops the command in
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import pytest
 from service.cli import main
 from service.config.broker_config import BrokerConfig
 from service.daemon import TOPIC_CONFIG_REFRESH_MS, Daemon
+from service.metadata.source import MetadataSource
 from service.storage.partition_metadata import new_topic_id, write_partition_metadata
 from service.storage.topic_partition import TopicPartition
 from tests.service.metadata.metadata_helpers import (
@@ -223,3 +225,41 @@ def _old_partition_dir(log_dir: Path, name: str, topic_id: str) -> None:
     make_logs(scratch, age_ms=8 * DAY_MS)
     (scratch / "t-0").rename(log_dir / name)
     write_partition_metadata(log_dir / name, topic_id)
+
+
+def test_a_running_daemon_keeps_the_configs_it_read_when_the_metadata_log_turns_unreadable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    segment = compacted_in_metadata(tmp_path)
+    broker, _ = BrokerConfig.from_properties(
+        {"log.dirs": str(tmp_path), "scheduler.initial.delay.ms": "3600000", "api.port": "0"}
+    )
+    daemon = Daemon(broker)
+    daemon.start()
+    try:
+        log = daemon.log_manager.get_log(TopicPartition("t", 0))
+        data = bytearray(segment.read_bytes())
+        data[40] ^= 0x01
+        segment.write_bytes(bytes(data))
+        with caplog.at_level(logging.ERROR, logger="service.daemon"):
+            daemon.refresh_topic_configs()
+            daemon.refresh_topic_configs()  # the same error again: logged once
+        assert log.config.is_compacted, "the configs read before stay"
+        errors = [r for r in caplog.records if "Cannot re-read the metadata log" in r.getMessage()]
+        assert len(errors) == 1 and str(segment) in errors[0].getMessage()
+    finally:
+        daemon.shutdown()
+
+
+def test_without_a_node_id_only_the_cluster_default_applies(tmp_path: Path) -> None:
+    compacted_in_metadata(tmp_path)
+    (tmp_path / "meta.properties").unlink()
+    broker, _ = BrokerConfig.from_properties({"log.dirs": str(tmp_path)})
+    source = MetadataSource(broker)
+    source.load()
+    assert source.node_id is None
+    assert source.dynamic_configs.node == {} and source.dynamic_configs.cluster == {
+        "log.retention.hours": "24"
+    }
+    known = source.known_topics()
+    assert known is not None and known.assigned is None, "the assignment is not checked without a node id"
