@@ -87,6 +87,11 @@ def test_the_unit_keeps_what_the_service_needs() -> None:
     unit = settings()
 
     assert unit["ExecStart"] == [f"{SHIPPED_BINARY} serve --config /etc/logcleaner/server.properties"]
+    # no -q above, and stderr left to the journal: the audit trail is what journalctl -u logcleaner shows
+    assert (
+        unit.get("StandardError", ["journal"]) == ["journal"]
+        and "PYTHONUNBUFFERED=1" in unit["Environment"][0]
+    )
     assert unit["Type"] == ["notify"] and unit["NotifyAccess"] == ["main"]
     assert unit["KillSignal"] == ["SIGTERM"]
     broker, _ = broker_config(DEPLOY / "config" / "server.properties")
