@@ -268,8 +268,10 @@ def decode_control_value(control_type: ControlRecordType, value: bytes | None) -
 
 
 def decode_cluster_metadata_record(key: bytes | None, value: bytes | None) -> dict[str, object]:
-    """``dump --cluster-metadata-decoder``: ``{"key": null, "value": {"kind", "api_key", "version",
-    "data"}}`` with the fields in snake_case under ``data`` (absent for a kind without a schema here).
+    """``dump --cluster-metadata-decoder``: ``{"key": null, "value": {"kind", "api_key", "version", …}}``,
+    the record's fields in snake_case beside them, as the other decoders give a value's fields beside its
+    ``version`` (no metadata record has a field of those three names); a kind without a schema here has
+    none.
 
     Never fails: bytes that are not a metadata record give ``{"note": why, "raw": bytes}`` as the value,
     so a dump shows everything.
@@ -279,6 +281,5 @@ def decode_cluster_metadata_record(key: bytes | None, value: bytes | None) -> di
     except CorruptDataError as exc:
         return {"key": key, "value": {"note": exc.reason, "raw": value}}
     decoded: dict[str, object] = {"kind": record.kind, "api_key": record.api_key, "version": record.version}
-    if record.fields is not None:
-        decoded["data"] = record.fields
+    decoded.update(record.fields or {})
     return {"key": key, "value": decoded}

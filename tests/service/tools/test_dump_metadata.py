@@ -44,17 +44,15 @@ def test_a_segment_is_decoded_by_kind_and_fields(capsys: pytest.CaptureFixture[s
     assert code == 0, err
     values = decoded_values(json.loads(out))
     assert values == [
-        {"kind": "TopicRecord", "api_key": 2, "version": 0, "data": {"name": "orders", "topic_id": topic_id}},
+        {"kind": "TopicRecord", "api_key": 2, "version": 0, "name": "orders", "topic_id": topic_id},
         {
             "kind": "ConfigRecord",
             "api_key": 4,
             "version": 0,
-            "data": {
-                "resource_type": 2,
-                "resource_name": "orders",
-                "name": "cleanup.policy",
-                "value": "compact",
-            },
+            "resource_type": 2,
+            "resource_name": "orders",
+            "name": "cleanup.policy",
+            "value": "compact",
         },
     ]
     code, out, err = run(capsys, "--cluster-metadata-decoder", str(segment))
@@ -89,8 +87,14 @@ def test_kafkas_own_metadata_segment_decodes(capsys: pytest.CaptureFixture[str],
         "PartitionRecord",
         "PartitionRecord",
     ]
-    assert values[0]["data"] == {"name": "metadata.version", "feature_level": 20}
-    assert values[2]["data"]["replicas"] == [1] and values[2]["version"] == 1
+    assert values[0] == {
+        "kind": "FeatureLevelRecord",
+        "api_key": 12,
+        "version": 0,
+        "name": "metadata.version",
+        "feature_level": 20,
+    }
+    assert values[2]["replicas"] == [1] and values[2]["version"] == 1
 
 
 def test_bytes_that_are_no_metadata_record_are_shown_raw(
