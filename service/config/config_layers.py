@@ -77,13 +77,13 @@ class DynamicConfigs:
         quietly; a known key with a value logcleaner rejects is logged and left to the layers below.
         """
         topics = {
-            topic: _checked(configs, DEFS_BY_TOPIC_NAME, f"topic {topic}", topic_level=True)
+            topic: _checked(configs, f"topic {topic}", topic_level=True)
             for topic, configs in topic_configs.items()
         }
         return cls(
             {topic: configs for topic, configs in topics.items() if configs},
-            _checked(node, DEFS_BY_NAME, "this broker", topic_level=False),
-            _checked(cluster, DEFS_BY_NAME, "the cluster default", topic_level=False),
+            _checked(node, "this broker", topic_level=False),
+            _checked(cluster, "the cluster default", topic_level=False),
         )
 
     def for_topic(self, topic: str) -> Mapping[str, str]:
@@ -93,17 +93,15 @@ class DynamicConfigs:
 NO_DYNAMIC_CONFIGS = DynamicConfigs()
 
 
-def _checked(
-    configs: Mapping[str, str], defs: Mapping[str, object], owner: str, *, topic_level: bool
-) -> dict[str, str]:
+def _checked(configs: Mapping[str, str], owner: str, *, topic_level: bool) -> dict[str, str]:
+    table = DEFS_BY_TOPIC_NAME if topic_level else DEFS_BY_NAME
     kept: dict[str, str] = {}
     for name, raw in configs.items():
-        defn = defs.get(name)
+        defn = table.get(name)
         if defn is None:
             continue
         try:
-            table = DEFS_BY_TOPIC_NAME if topic_level else DEFS_BY_NAME
-            parse_value(table[name], raw, topic=topic_level)
+            parse_value(defn, raw, topic=topic_level)
         except InvalidConfigError as exc:
             logger.warning("metadata log: config %s=%r of %s ignored: %s", name, raw, owner, exc)
             continue

@@ -148,6 +148,7 @@ class _Effective:
     ) -> None:
         self._broker = broker
         self._dynamic = dynamic
+        self._resolved: dict[str, tuple[ConfigValue, ConfigSource]] = {}
         for name in overrides:
             topic_config_def(name)  # an unknown name is an error here too, not silently ignored
         # The topic-level layers, highest first; the metadata's values were checked when it was read.
@@ -158,6 +159,14 @@ class _Effective:
         )
 
     def resolved(self, name: str) -> tuple[ConfigValue, ConfigSource]:
+        """The value of ``name`` and its source, resolved once."""
+        found = self._resolved.get(name)
+        if found is None:
+            found = self._resolve(name)
+            self._resolved[name] = found
+        return found
+
+    def _resolve(self, name: str) -> tuple[ConfigValue, ConfigSource]:
         defn = DEFS_BY_TOPIC_NAME[name]
         for layer, source in self._topic_layers:
             if name in layer:

@@ -109,6 +109,8 @@ class MetadataImageBuilder:
         key = entry.record.api_key
         if key == TOPIC_RECORD_KEY:
             name, topic_id = str(fields["name"]), str(fields["topic_id"])
+            if name in self._topics:  # a new incarnation: records naming the old id no longer reach it
+                self._names_by_id.pop(self._topics[name][0], None)
             self._topics[name] = (topic_id, {})
             self._names_by_id[topic_id] = name
             self._removed.pop(name, None)

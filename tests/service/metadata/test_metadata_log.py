@@ -203,3 +203,33 @@ def test_segments_a_real_broker_wrote_are_read(tmp_path: Path, name: str) -> Non
 
 def test_no_metadata_log_is_none(tmp_path: Path) -> None:
     assert find_metadata_log(tmp_path) is None
+
+
+def test_a_topic_deleted_and_created_again_is_the_new_incarnation(tmp_path: Path) -> None:
+    reborn = new_topic_id()
+    write_segment(
+        tmp_path,
+        [
+            [
+                topic("orders", ORDERS_ID),
+                partition(ORDERS_ID, 0),
+                topic_config("orders", "retention.ms", "1"),
+            ],
+            [remove_topic(ORDERS_ID)],
+            [topic("orders", reborn), partition(reborn, 0), partition(reborn, 1)],
+        ],
+    )
+    image = read_image(tmp_path)
+    assert image.topics["orders"].topic_id == reborn and image.topics["orders"].partitions == {
+        0: (1,),
+        1: (1,),
+    }
+    assert image.removed_topics == {}, "the name is live again"
+    assert image.topic_configs == {}, "the old incarnation's configs went with it"
+
+
+def test_a_record_naming_a_topic_id_no_topic_record_created_is_corrupt(tmp_path: Path) -> None:
+    path = write_segment(tmp_path, [[partition(ORDERS_ID, 0)]])
+    with pytest.raises(CorruptDataError, match=f"names topic id {ORDERS_ID}") as caught:
+        read_image(tmp_path)
+    assert caught.value.path == str(path)
