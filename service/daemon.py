@@ -49,6 +49,7 @@ from service.storage.log_config import LONG_MAX
 from service.storage.log_dir import LoadInterruptedError
 from service.storage.prescan import EarlyPrescans
 from service.storage.topic_partition import TopicPartition
+from service.stray_replicas import ReplicaDir, stray_reason
 from service.version import package_version
 
 __all__ = ["TOPIC_CONFIG_REFRESH_MS", "Daemon", "StartupError"]
@@ -99,6 +100,7 @@ class Daemon:
         )
         self._stop = threading.Event()
         self._config_version: tuple[int, object] = (0, None)
+        self._warned_strays: set[TopicPartition] = set()  # live logs the metadata no longer gives us
         self._metadata_error: str | None = None  # the last metadata read's error, logged once
         self.engine: CompactionEngine | None = None
         self.cleaner: LogCleaner | None = None
@@ -265,13 +267,34 @@ class Daemon:
         """Re-read the metadata log if its files changed; an unreadable one keeps the last image read (a
         broker writing it may be mid-way through a snapshot), logged once per distinct error."""
         try:
-            self.metadata.load_if_changed()
+            changed = self.metadata.load_if_changed()
         except (LogCleanerError, OSError) as exc:
             if str(exc) != self._metadata_error:
                 logger.error("Cannot re-read the metadata log; the configs read before stay: %s", exc)
             self._metadata_error = str(exc)
-        else:
-            self._metadata_error = None
+            return
+        self._metadata_error = None
+        if changed:
+            self._warn_of_new_strays()
+
+    def _warn_of_new_strays(self) -> None:
+        """Live logs the re-read metadata no longer gives this broker (a topic deleted, a partition moved
+        away): one warning each. They stay loaded until the next start, which holds them as stray replicas
+        (Kafka's broker would delete or move them; logcleaner never deletes on the metadata's word)."""
+        known = self.metadata.known_topics()
+        if known is None:
+            return
+        for tp, log in sorted(self.log_manager.logs.items()):
+            replica = ReplicaDir(tp, log.directory.parent, log.directory.name, "", log.topic_id)
+            reason = stray_reason(replica, known)
+            if reason is not None and tp not in self._warned_strays:
+                logger.warning(
+                    "%s in %s: %s; it stays loaded until the next start, which holds it as a stray replica",
+                    tp,
+                    log.directory,
+                    reason,
+                )
+                self._warned_strays.add(tp)
 
     @property
     def cleaner_view(self) -> CleanerView | None:

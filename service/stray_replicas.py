@@ -34,6 +34,7 @@ __all__ = [
     "ReplicaDir",
     "StrayReplica",
     "find_stray_replicas",
+    "stray_reason",
     "survey_replica_dirs",
 ]
 
@@ -178,6 +179,12 @@ def _strays_of_topic(
         for d in dirs
         if d.topic_id is not None and d.topic_id != topic_id
     ]
+
+
+def stray_reason(replica: ReplicaDir, known: KnownTopics) -> str | None:
+    """Why the broker's metadata says ``replica`` should not be here, or None; logs nothing (a daemon
+    asks this of its live logs when the metadata changes)."""
+    return _stray_by_metadata(replica, known)
 
 
 def _stray_by_metadata(replica: ReplicaDir, known: KnownTopics) -> str | None:

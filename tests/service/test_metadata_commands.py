@@ -263,3 +263,30 @@ def test_without_a_node_id_only_the_cluster_default_applies(tmp_path: Path) -> N
     }
     known = source.known_topics()
     assert known is not None and known.assigned is None, "the assignment is not checked without a node id"
+
+
+def test_a_running_daemon_warns_of_a_live_topic_the_metadata_deletes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    compacted_in_metadata(tmp_path)
+    broker, _ = BrokerConfig.from_properties(
+        {"log.dirs": str(tmp_path), "scheduler.initial.delay.ms": "3600000", "api.port": "0"}
+    )
+    daemon = Daemon(broker)
+    daemon.start()
+    try:
+        write_segment(tmp_path, [[remove_topic(T_ID)]], base_offset=5)
+        with caplog.at_level(logging.WARNING, logger="service.daemon"):
+            daemon.refresh_topic_configs()
+            daemon.refresh_topic_configs()
+        warnings = [
+            r.getMessage() for r in caplog.records if "stays loaded until the next start" in r.getMessage()
+        ]
+        assert (
+            len(warnings) == 1
+            and "t-0" in warnings[0]
+            and "was deleted in the broker's metadata" in warnings[0]
+        )
+        assert (tmp_path / "t-0").is_dir(), "reported, never deleted"
+    finally:
+        daemon.shutdown()
