@@ -3,10 +3,13 @@ topics' own (DYNAMIC_TOPIC_CONFIG) values only, all in one step; bad text is exi
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import given
 
 from service.cli import main
 from service.config.configs_import import parse_topic_configs_description
@@ -76,3 +79,9 @@ def test_the_cli_stores_them_as_overrides_in_one_step(
     out, err = capsys.readouterr()
     assert code == 2 and f"{describe}, line 2" in err and len(err.strip().splitlines()) == 1
     assert TopicConfigStore([logs]).version == before + 1, "nothing written"
+
+
+@given(st.text(max_size=200))
+def test_arbitrary_text_fails_only_as_invalid_input(text: str) -> None:
+    with contextlib.suppress(InvalidInputError):
+        parse_topic_configs_description(text, source="describe.txt")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import tempfile
 from pathlib import Path
 
 import crc32c
+import hypothesis.strategies as st
 import pytest
+from hypothesis import given, settings
 
 from service.errors import CorruptDataError
 from service.metadata.image import MetadataImage, MetadataImageBuilder
@@ -233,3 +237,25 @@ def test_a_record_naming_a_topic_id_no_topic_record_created_is_corrupt(tmp_path:
     with pytest.raises(CorruptDataError, match=f"names topic id {ORDERS_ID}") as caught:
         read_image(tmp_path)
     assert caught.value.path == str(path)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 255))
+def test_a_flipped_byte_anywhere_reads_or_fails_only_as_corrupt_data(at: int, mask: int) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        log_dir = Path(scratch)
+        path = write_segment(
+            log_dir,
+            [
+                [topic("orders", ORDERS_ID), partition(ORDERS_ID, 0)],
+                [
+                    topic_config("orders", "cleanup.policy", "compact"),
+                    broker_config("", "log.retention.ms", "5"),
+                ],
+            ],
+        )
+        data = bytearray(path.read_bytes())
+        data[at % len(data)] ^= mask
+        path.write_bytes(bytes(data))
+        with contextlib.suppress(CorruptDataError):
+            read_image(log_dir)
