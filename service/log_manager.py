@@ -66,7 +66,13 @@ from service.storage.partition_metadata import new_topic_id
 from service.storage.prescan import EarlyPrescans, LogDirPrescan
 from service.storage.segment import TIMESTAMP_SOURCE_MTIME, LogSegment
 from service.storage.topic_partition import TopicPartition
-from service.stray_replicas import KnownTopics, StrayReplica, find_stray_replicas, survey_replica_dirs
+from service.stray_replicas import (
+    KnownTopics,
+    StrayReplica,
+    find_stray_replicas,
+    survey_replica_dirs,
+    unmanaged_partitions,
+)
 from service.wording import counted
 
 __all__ = ["DeletedSegment", "LogManager", "LogManagerSettings"]
@@ -225,15 +231,12 @@ class LogManager:
         replicas = []
         for state in self._dirs:
             try:
-                found = survey_replica_dirs([state.path])
+                replicas.extend(survey_replica_dirs([state.path]))
             except OSError:
                 continue
-            replicas.extend(found)
-            state.unmanaged = frozenset(r.topic_partition for r in found if r.kind == "future")
         strays = find_stray_replicas(replicas, self.known_topics)
         for state in self._dirs:
-            in_dir = {s.topic_partition for s in strays if s.log_dir == state.path}
-            state.unmanaged = state.unmanaged | in_dir
+            state.unmanaged = unmanaged_partitions(state.path, replicas, strays)
         return strays
 
     def _adopt(self, state: _LogDirState, loaded: LoadedLogDir) -> None:
@@ -275,16 +278,13 @@ class LogManager:
                         LoadedLogDir(
                             state.path,
                             logs_by_tp,
-                            False,
+                            state.had_clean_shutdown,
                             failed=failed,
                             kept_high_watermarks=state.kept_high_watermarks,
                             broker_epoch=state.broker_epoch,
                         ),
                         threads=self.settings.recovery_threads_per_dir,
                         unmanaged=state.unmanaged,
-                        # Kafka writes the marker for a dir that had one or whose every log it recovered
-                        # (not the broker's -future and stray logs, nor those that failed to load).
-                        write_marker=state.had_clean_shutdown or not (state.unmanaged or failed),
                     )
             except OSError as exc:
                 self._mark_offline(state, exc)

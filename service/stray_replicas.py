@@ -36,6 +36,7 @@ __all__ = [
     "find_stray_replicas",
     "stray_reason",
     "survey_replica_dirs",
+    "unmanaged_partitions",
 ]
 
 logger = logging.getLogger(__name__)
@@ -205,3 +206,13 @@ def _stray_by_metadata(replica: ReplicaDir, known: KnownTopics) -> str | None:
     if known.assigned is not None and replica.topic_partition not in known.assigned:
         return "the broker's metadata does not assign this partition to this broker"
     return None
+
+
+def unmanaged_partitions(
+    log_dir: Path, replicas: Iterable[ReplicaDir], strays: Iterable[StrayReplica]
+) -> frozenset[TopicPartition]:
+    """The partitions of ``log_dir``'s logs that logcleaner does not manage: its ``-future`` replicas (the
+    broker's, being moved in) and its stray replicas. Their checkpoint lines are carried over by every
+    writer, and their recovery is left to the broker."""
+    futures = {r.topic_partition for r in replicas if r.kind == "future" and r.log_dir == log_dir}
+    return frozenset(futures | {s.topic_partition for s in strays if s.log_dir == log_dir})

@@ -349,13 +349,16 @@ def close_log_dir(
     *,
     threads: int = 1,
     unmanaged: Collection[TopicPartition] = (),
-    write_marker: bool = True,
 ) -> None:
     """Kafka's shutdown for one dir: close every log (on ``threads`` threads, as Kafka closes them on its
     recovery threads: a close's time is its fsyncs, which release the GIL), then write each checkpoint
     file once (the high watermarks too, as the broker's replica manager does at its shutdown; the
-    ``unmanaged`` logs' entries carried over), then the marker unless ``write_marker`` is false (a log of
-    the dir may not be recovered: see ``LogManager.shutdown``). Each phase's time is logged."""
+    ``unmanaged`` logs' entries carried over: a broker's ``-future`` and stray replicas), then the marker.
+    Each phase's time is logged.
+
+    As Kafka, the marker is written for a dir that had one at load or whose every log was recovered: a dir
+    that came up without one and holds ``unmanaged`` logs or partitions that failed to load gets none, so
+    the broker's next start recovers them (with it, the broker would skip recovery)."""
     began = time.monotonic()
     logs = list(loaded.logs.values())
     if threads <= 1:
@@ -367,10 +370,10 @@ def close_log_dir(
                 pass  # re-raises the first close that failed
     closed = time.monotonic()
     write_offset_checkpoints(loaded.path, logs, loaded.failed, loaded.kept_high_watermarks, unmanaged)
-    if write_marker:
+    unrecovered = sorted({*unmanaged, *(f.topic_partition for f in loaded.failed)})
+    if loaded.had_clean_shutdown or not unrecovered:
         write_clean_shutdown_marker(loaded.path, loaded.broker_epoch)
     else:
-        unrecovered = sorted({*unmanaged, *(f.topic_partition for f in loaded.failed)})
         logger.warning(
             "%s: no clean-shutdown marker written: the dir came up without one and holds logs logcleaner "
             "did not recover (%s), which the broker's next start must recover",

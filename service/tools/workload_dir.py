@@ -16,6 +16,7 @@ from pathlib import Path
 
 from service.clock import Clock, SystemClock
 from service.config.topic_store import TopicConfigStore
+from service.errors import InvalidInputError
 from service.storage.dir_lock import LogDirLock
 from service.storage.duplicate_dirs import check_no_duplicate_partition_dirs
 from service.storage.log import PartitionLog
@@ -24,6 +25,12 @@ from service.storage.log_dir import LoadedLogDir, close_log_dir, load_log_dir
 from service.storage.log_files import partition_dir_name
 from service.storage.partition_files import create_partition_metadata, load_topic_id
 from service.storage.topic_partition import TopicPartition
+from service.stray_replicas import (
+    StrayReplica,
+    find_stray_replicas,
+    survey_replica_dirs,
+    unmanaged_partitions,
+)
 from service.tools.gen_metadata import write_generated_metadata
 
 __all__ = ["GenResult", "is_chosen", "write_workload"]
@@ -69,11 +76,21 @@ def write_workload(
     that also records the topics and their partitions."""
     clock = clock or SystemClock()
     log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = log_dir.resolve()  # as the load names its partition dirs
     topics = {tp.topic for tp in targets}
-    check_no_duplicate_partition_dirs([log_dir])  # as every command that loads a log dir: nothing written
+    replicas = survey_replica_dirs([log_dir])
+    strays = find_stray_replicas(replicas)
+    _refuse_strays(strays, targets)
+    # As every command that loads a log dir: nothing written.
+    check_no_duplicate_partition_dirs([log_dir], strays=[s.path for s in strays])
     with LogDirLock(log_dir):
         created = _create_partition_dirs(log_dir, list(targets))
-        loaded = load_log_dir(log_dir, lambda topic: config if topic in topics else LogConfig(), clock=clock)
+        loaded = load_log_dir(
+            log_dir,
+            lambda topic: config if topic in topics else LogConfig(),
+            clock=clock,
+            strays=[s.path for s in strays],
+        )
         try:
             now_ms = clock.now_ms()
             results = [fill(loaded.logs[tp], now_ms) for tp in targets]
@@ -81,7 +98,7 @@ def write_workload(
             _close_unclean(loaded)
             _remove_created(created)
             raise
-        close_log_dir(loaded)
+        close_log_dir(loaded, unmanaged=unmanaged_partitions(log_dir, replicas, strays))
         if metadata_log:
             write_generated_metadata(log_dir, targets, overrides, now_ms=now_ms)
         elif overrides:
@@ -89,6 +106,23 @@ def write_workload(
             for topic in sorted(topics):
                 store.update(topic, overrides)
     return results
+
+
+def _refuse_strays(strays: Sequence[StrayReplica], targets: Sequence[TopicPartition]) -> None:
+    """A target held by a stray replica under its own name: the replica is not the topic's, so gen may not
+    append to it (nor create another dir of that name)."""
+    wanted = set(targets)
+    held = [
+        s
+        for s in strays
+        if s.topic_partition in wanted
+        and s.path.name == partition_dir_name(s.topic_partition.topic, s.topic_partition.partition)
+    ]
+    if held:
+        raise InvalidInputError(
+            f"{held[0].path} is a stray replica ({held[0].reason}); gen writes only to the topic's own "
+            "partitions: remove the stray dir or choose another topic"
+        )
 
 
 def _create_partition_dirs(log_dir: Path, targets: list[TopicPartition]) -> list[Path]:

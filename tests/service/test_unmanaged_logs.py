@@ -77,6 +77,8 @@ def test_every_checkpoint_rewrite_keeps_a_future_replicas_entries(
     assert TopicPartition("c", 0) in OffsetCheckpointFile(b / CLEANER_OFFSET_CHECKPOINT).read()
     assert future_entries(b) == FUTURE_ENTRIES
     assert future_entries(a)[RECOVERY_POINT_CHECKPOINT] == 40, "a's t-0 entry is its own"
+    gen(b, "g")  # gen loads and closes the whole dir too
+    assert future_entries(b) == FUTURE_ENTRIES
 
     with serve_daemon(b, {"log.dirs": f"{a},{b}"}) as served:
         served.daemon.log_manager.checkpoint_recovery_points()
@@ -135,3 +137,25 @@ def test_the_markers_broker_epoch_is_written_back(capsys: pytest.CaptureFixture[
     with serve_daemon(a, {"log.dirs": f"{a},{b}"}):
         assert not (a / CLEAN_SHUTDOWN_FILE).exists()
     assert read_clean_shutdown_marker(a) == 42 and read_clean_shutdown_marker(b) == 7
+
+
+def test_gen_leaves_stray_replicas_and_their_marker_duty_alone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """gen into a broker's dir after an unclean stop: a stray replica is not loaded (not recovered), so the
+    dir gets no marker; gen refuses to append to it."""
+    log_dir = tmp_path / "logs"
+    gen(log_dir, "t", "--partitions", "3")
+    stray = log_dir / "t-1"
+    (stray / "partition.metadata").unlink()
+    (stray / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ")
+    remove_clean_shutdown_marker(log_dir)
+    stray_bytes = {p.name: p.read_bytes() for p in stray.iterdir()}
+    gen(log_dir, "other")
+    assert {p.name: p.read_bytes() for p in stray.iterdir()} == stray_bytes
+    assert not (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+    capsys.readouterr()
+    args = ["gen", "--log-dir", str(log_dir), "--topic", "t", "--partitions", "3", "--records", "1"]
+    assert main(args) == 2
+    assert "t-1 is a stray replica" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in stray.iterdir()} == stray_bytes
