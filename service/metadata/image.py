@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from service.config.config_layers import DynamicConfigs
 from service.errors import CorruptDataError
-from service.metadata.log_reader import MetadataEntry
+from service.metadata.log_reader import MetadataEntry, MetadataLogFiles, read_metadata_log
 from service.metadata.records import (
     CONFIG_RECORD_KEY,
     PARTITION_CHANGE_RECORD_KEY,
@@ -30,7 +30,14 @@ from service.metadata.records import (
     TOPIC_RECORD_KEY,
 )
 
-__all__ = ["BROKER_RESOURCE", "TOPIC_RESOURCE", "MetadataImage", "MetadataImageBuilder", "TopicImage"]
+__all__ = [
+    "BROKER_RESOURCE",
+    "TOPIC_RESOURCE",
+    "MetadataImage",
+    "MetadataImageBuilder",
+    "TopicImage",
+    "read_image",
+]
 
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
@@ -65,17 +72,19 @@ class MetadataImage:
 class MetadataImageBuilder:
     """Replays entries into an image; one builder per read (not shared between threads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, end_offset: int = 0) -> None:
+        """``end_offset``: where the log stands before the first entry (a snapshot's end offset)."""
         self._topics: dict[str, tuple[str, dict[int, tuple[int, ...]]]] = {}  # name → (id, partitions)
         self._names_by_id: dict[str, str] = {}
         self._removed: dict[str, str] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._pending: list[MetadataEntry] | None = None  # inside a metadata transaction
-        self._end_offset = 0
+        self._end_offset = end_offset
 
     def replay(self, entry: MetadataEntry) -> None:
-        self._end_offset = max(self._end_offset, entry.offset + 1)
+        if not entry.in_snapshot:
+            self._end_offset = max(self._end_offset, entry.offset + 1)
         key = entry.record.api_key
         if key == _BEGIN_TRANSACTION:
             self._pending = []
@@ -176,3 +185,11 @@ def _replicas(value: object) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise TypeError(f"expected a list of replicas, got {value!r}")
     return tuple(_int(v) for v in value)
+
+
+def read_image(files: MetadataLogFiles) -> MetadataImage:
+    """The image a metadata log holds: its snapshot's records, then its segments' after it, replayed."""
+    builder = MetadataImageBuilder(end_offset=files.snapshot_end_offset)
+    for entry in read_metadata_log(files):
+        builder.replay(entry)
+    return builder.build()

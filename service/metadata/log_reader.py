@@ -56,6 +56,7 @@ class MetadataEntry:
     record: MetadataRecord
     path: str
     position: int
+    in_snapshot: bool = False  # a snapshot's offsets count its own records, not the log's
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +132,7 @@ def read_snapshot(path: Path) -> Iterator[MetadataEntry]:
                 path=shown,
                 position=batch.position,
             )
-        yield from _entries(batch, shown, from_offset=0)
+        yield from _entries(batch, shown, from_offset=0, in_snapshot=True)
     if footer_at is None:
         raise CorruptDataError(
             "the snapshot ends without a SnapshotFooter control batch (incomplete)", path=shown, position=size
@@ -171,7 +172,9 @@ def _batches(path: Path, size: int) -> Generator[RecordBatch, None, None]:
         os.close(fd)
 
 
-def _entries(batch: RecordBatch, shown: str, *, from_offset: int) -> Iterator[MetadataEntry]:
+def _entries(
+    batch: RecordBatch, shown: str, *, from_offset: int, in_snapshot: bool = False
+) -> Iterator[MetadataEntry]:
     try:
         records = batch.records()
     except CorruptDataError as exc:
@@ -185,7 +188,7 @@ def _entries(batch: RecordBatch, shown: str, *, from_offset: int) -> Iterator[Me
             raise CorruptDataError(
                 f"record at offset {record.offset}: {exc.reason}", path=shown, position=batch.position
             ) from exc
-        yield MetadataEntry(record.offset, decoded, shown, batch.position)
+        yield MetadataEntry(record.offset, decoded, shown, batch.position, in_snapshot)
 
 
 def _control_type(batch: RecordBatch, shown: str) -> ControlRecordType:

@@ -23,8 +23,8 @@ from service.config.broker_config import BrokerConfig
 from service.config.config_layers import NO_DYNAMIC_CONFIGS, DynamicConfigs
 from service.config.properties import read_properties
 from service.errors import CorruptDataError
-from service.metadata.image import MetadataImage, MetadataImageBuilder
-from service.metadata.log_reader import METADATA_PARTITION_DIR, find_metadata_log, read_metadata_log
+from service.metadata.image import MetadataImage, read_image
+from service.metadata.log_reader import METADATA_PARTITION_DIR, find_metadata_log
 from service.storage.topic_partition import TopicPartition
 from service.stray_replicas import KnownTopics
 
@@ -111,10 +111,7 @@ class MetadataSource:
         files = find_metadata_log(self._dir)
         image: MetadataImage | None = None
         if files is not None:
-            builder = MetadataImageBuilder()
-            for entry in read_metadata_log(files):
-                builder.replay(entry)
-            image = builder.build()
+            image = read_image(files)
             if node_id is None:
                 logger.warning(
                     "%s has no node.id: only the cluster-wide dynamic broker configs apply",

@@ -5,7 +5,8 @@ For each generated topic it writes what a controller writes when ``kafka-topics.
 creates it: a ``TopicRecord`` with the id of the topic's ``partition.metadata``, a ``PartitionRecord`` per
 partition assigned to this node, and a ``ConfigRecord`` per topic config the run was asked for. The log is
 ``<log dir>/__cluster_metadata-0/00000000000000000000.log``, with ``meta.properties`` (``node.id=1``) if the
-dir has none. A later run appends its new topics and partitions (and changed configs) to the same segment.
+dir has none. A later run appends its new topics and partitions (and changed configs) after the log's last
+offset, in its last segment (a broker's metadata log included).
 
 Crash behaviour: the segment and ``meta.properties`` are each replaced with ``write_atomically``, so a crash
 leaves the old file or the new one, never a torn tail.
@@ -14,16 +15,18 @@ leaves the old file or the new one, never a torn tail.
 from __future__ import annotations
 
 import base64
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from service.metadata.image import MetadataImage, MetadataImageBuilder
-from service.metadata.log_reader import METADATA_PARTITION_DIR, find_metadata_log, read_metadata_log
+from service.metadata.image import MetadataImage, read_image
+from service.metadata.log_reader import METADATA_PARTITION_DIR, MetadataLogFiles, find_metadata_log
 from service.metadata.log_writer import MetadataRecordSpec, encode_metadata_batch
 from service.metadata.records import CONFIG_RECORD_KEY, PARTITION_RECORD_KEY, TOPIC_RECORD_KEY
 from service.metadata.source import META_PROPERTIES_FILE, read_node_id
 from service.storage.atomic import write_atomically
+from service.storage.file_records import iter_file_batches
 from service.storage.log_files import partition_dir_name
 from service.storage.partition_files import load_topic_id
 from service.storage.topic_partition import TopicPartition
@@ -32,7 +35,6 @@ __all__ = ["GEN_NODE_ID", "write_generated_metadata"]
 
 GEN_NODE_ID = 1
 _TOPIC_RESOURCE = 2
-_FIRST_SEGMENT = f"{0:020d}.log"
 
 
 def write_generated_metadata(
@@ -48,24 +50,36 @@ def write_generated_metadata(
         )
     directory = log_dir / METADATA_PARTITION_DIR
     directory.mkdir(exist_ok=True)
-    segment = directory / _FIRST_SEGMENT
-    image = _current_image(log_dir)
+    files = find_metadata_log(log_dir)
+    image = read_image(files) if files is not None else MetadataImage()
     specs = _new_records(log_dir, image, targets, configs, node_id)
     if not specs:
         return
+    segment = _segment_to_append(directory, files, image.end_offset)
     existing = segment.read_bytes() if segment.exists() else b""
     batch = encode_metadata_batch(specs, base_offset=image.end_offset, timestamp=now_ms)
     write_atomically(segment, existing + batch)
 
 
-def _current_image(log_dir: Path) -> MetadataImage:
-    files = find_metadata_log(log_dir)
-    if files is None:
-        return MetadataImage()
-    builder = MetadataImageBuilder()
-    for entry in read_metadata_log(files):
-        builder.replay(entry)
-    return builder.build()
+def _segment_to_append(directory: Path, files: MetadataLogFiles | None, end_offset: int) -> Path:
+    """The last segment when the next offset follows its last batch; else a new segment at
+    ``end_offset`` (no segment yet, or a snapshot reaching past the last one, as Kafka leaves a log it
+    truncated after a snapshot)."""
+    if files is not None and files.segments and _next_offset(files.segments[-1]) == end_offset:
+        return files.segments[-1]
+    return directory / f"{end_offset:020d}.log"
+
+
+def _next_offset(segment: Path) -> int:
+    """The offset after the last batch of ``segment`` (its base offset when empty)."""
+    next_offset = int(segment.name[:20])
+    fd = os.open(segment, os.O_RDONLY)
+    try:
+        for batch in iter_file_batches(fd, 0, os.fstat(fd).st_size, path=str(segment)):
+            next_offset = batch.next_offset
+    finally:
+        os.close(fd)
+    return next_offset
 
 
 def _new_records(

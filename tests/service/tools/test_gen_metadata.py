@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,10 @@ from service.cli import main
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
 from service.metadata.source import MetadataSource
-from service.storage.partition_metadata import read_partition_metadata
+from service.storage.partition_metadata import new_topic_id, read_partition_metadata
+from tests.service.metadata.metadata_helpers import metadata_dir, topic, write_segment, write_snapshot
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-written"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -72,3 +76,41 @@ def test_the_coordinator_workloads_refuse_it(capsys: pytest.CaptureFixture[str],
         capsys, "gen", "--log-dir", str(tmp_path), "--workload", "consumer-offsets", "--metadata-log"
     )
     assert code == 2 and "--metadata-log" in err
+
+
+def test_records_go_after_a_brokers_last_offset(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """After Kafka's own segment and one more: in the last segment, offsets following on."""
+    metadata = metadata_dir(tmp_path)
+    shutil.copyfile(FIXTURES / "kraft-metadata-a.log", metadata / "00000000000000000000.log")  # offsets 0-3
+    write_segment(tmp_path, [[topic("other", new_topic_id())]], base_offset=4)
+    code, _, err = run(
+        capsys, "gen", "--log-dir", str(tmp_path), "--records", "5", "--topic", "orders", "--metadata-log"
+    )
+    assert code == 0, err
+    assert sorted(p.name for p in metadata.glob("*.log")) == [
+        "00000000000000000000.log",
+        "00000000000000000004.log",
+    ]
+    offsets = [
+        r["offset"]
+        for b in json.loads(
+            run(capsys, "dump", "--records", "--json", str(metadata / "00000000000000000004.log"))[1]
+        )["files"][0]["batches"]
+        for r in b["records"]
+    ]
+    assert offsets == [4, 5, 6]  # the other topic, then orders' TopicRecord and PartitionRecord
+    image = image_of(tmp_path).image
+    assert image is not None and {"saz", "other", "orders"} <= set(image.topics)
+
+
+def test_records_after_a_snapshot_past_the_segments_start_a_new_segment(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    write_snapshot(tmp_path, [topic("other", new_topic_id())], end_offset=20)
+    code, _, err = run(
+        capsys, "gen", "--log-dir", str(tmp_path), "--records", "5", "--topic", "orders", "--metadata-log"
+    )
+    assert code == 0, err
+    assert [p.name for p in (tmp_path / "__cluster_metadata-0").glob("*.log")] == ["00000000000000000020.log"]
+    image = image_of(tmp_path).image
+    assert image is not None and set(image.topics) == {"other", "orders"} and image.end_offset == 22
