@@ -22,6 +22,7 @@ from confluent_kafka.cimpl import NewTopic  # the typed home of the class conflu
 
 __all__ = [
     "ConsumedRecord",
+    "Ending",
     "ProducedRecord",
     "committed_offsets",
     "create_topic",
@@ -30,6 +31,7 @@ __all__ = [
     "read_topic",
 ]
 
+Ending = Literal["commit", "abort"]
 Headers = tuple[tuple[str, bytes | None], ...]
 QUIET = {"log_level": 0}  # librdkafka prints each reconnect to stderr; the broker's own log is what counts
 TIMEOUT_S = 60.0
@@ -73,11 +75,11 @@ def produce(
     chunks: Iterable[Sequence[ProducedRecord]],
     *,
     compression: str = "none",
-    transactional: Literal["commit", "abort"] | Sequence[Literal["commit", "abort"]] | None = None,
+    transactional: Sequence[Ending] | None = None,
     config: Mapping[str, str | int] | None = None,
 ) -> None:
     """Produce each chunk and flush it before the next, so no batch spans two chunks. ``transactional``
-    wraps chunk i in a transaction ending as its i-th entry says (or all alike)."""
+    wraps chunk i in a transaction that ends as its i-th entry says."""
     settings: dict[str, str | int] = {
         "bootstrap.servers": bootstrap_servers,
         "compression.type": compression,
@@ -85,10 +87,8 @@ def produce(
         **QUIET,
         **(config or {}),
     }
-    endings: Sequence[str] | None = None
     if transactional is not None:
         settings.setdefault("transactional.id", f"{topic}-producer")
-        endings = None if isinstance(transactional, str) else transactional
     producer = Producer(settings)
     failures: list[KafkaError] = []
 
@@ -115,9 +115,8 @@ def produce(
             if producer.flush(TIMEOUT_S) != 0:
                 raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{topic}: records left unsent"))
         else:
-            ending = endings[index] if endings is not None else transactional
             producer.flush(TIMEOUT_S)
-            if ending == "commit":
+            if transactional[index] == "commit":
                 producer.commit_transaction(TIMEOUT_S)
             else:
                 producer.abort_transaction(TIMEOUT_S)

@@ -1,19 +1,22 @@
-"""A compacted topic in each codec goes from a real broker through ``logcleaner clean`` and back: the broker
-starts on the result without recovering a log, and serves exactly the records Kafka's rules keep."""
+"""Compacted topics go from a real broker through ``logcleaner clean`` and back: the broker starts on the
+result without recovering a log, and serves exactly the records Kafka's rules keep. One topic per codec,
+and a transactional producer whose aborted transactions the cleaner drops."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.kafka.checks import assert_started_cleanly, segment_base_offsets
-from tests.kafka.clients import create_topic, produce, read_topic
+from tests.kafka.checks import assert_started_cleanly
+from tests.kafka.clients import Ending, create_topic, produce, read_topic
 from tests.kafka.conftest import MakeBroker
-from tests.kafka.run_logcleaner import log_dir_options, logcleaner, logcleaner_json
+from tests.kafka.round_trip import active_segment_base, differences, set_topic_configs
+from tests.kafka.run_logcleaner import log_dir_options, logcleaner_json
 from tests.kafka.workloads import SEGMENT_MS, kept_by_compaction, keyed_chunks
 
 pytestmark = pytest.mark.kafka
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
+COMPACT = {"cleanup.policy": "compact", "segment.ms": str(SEGMENT_MS)}
 
 
 def test_clean_compacts_what_the_broker_wrote_in_every_codec_and_the_broker_serves_the_result(
@@ -23,42 +26,72 @@ def test_clean_compacts_what_the_broker_wrote_in_every_codec_and_the_broker_serv
     before = {}
     for seed, codec in enumerate(CODECS):
         topic = f"compact-{codec}"
-        create_topic(
-            broker.bootstrap_servers,
-            topic,
-            config={"cleanup.policy": "compact", "segment.ms": str(SEGMENT_MS)},
-        )
+        create_topic(broker.bootstrap_servers, topic, config=COMPACT)
         produce(broker.bootstrap_servers, topic, keyed_chunks(seed=seed), compression=codec)
         before[topic] = read_topic(broker.bootstrap_servers, topic)
     broker.stop()
 
-    first_uncleanable = {}
+    first_uncleanable = {topic: active_segment_base(broker, topic) for topic in before}
     for topic in before:
-        bases = segment_base_offsets(broker.log_dir / f"{topic}-0")
-        assert len(bases) >= 4, f"{topic}: the broker rolled too few segments: {bases}"
-        first_uncleanable[topic] = bases[-1]
-        logcleaner(
-            "topic-config",
-            "--topic",
-            topic,
-            "--set",
-            "cleanup.policy=compact",
-            *log_dir_options(broker.log_dir),
-        )
+        set_topic_configs(broker, topic, COMPACT)
     cleaned = logcleaner_json("clean", *log_dir_options(broker.log_dir))
-    ends = {entry["topic"]: entry["end_offset"] for entry in cleaned["cleaned"]}
-    assert ends == first_uncleanable, cleaned
+    assert {entry["topic"]: entry["end_offset"] for entry in cleaned["cleaned"]} == first_uncleanable, cleaned
 
     broker.start()
     assert_started_cleanly(broker)
-    differences = {}
-    for topic, records in before.items():
-        after = read_topic(broker.bootstrap_servers, topic)
-        expected = kept_by_compaction(records, first_uncleanable[topic])
-        if after != expected:
-            differences[topic] = (
-                len(expected),
-                len(after),
-                sorted(set(expected) ^ set(after), key=lambda r: r.offset)[:5],
-            )
-    assert not differences, differences
+    found = {
+        topic: differences(
+            kept_by_compaction(records, first_uncleanable[topic]), read_topic(broker.bootstrap_servers, topic)
+        )
+        for topic, records in before.items()
+    }
+    assert not any(found.values()), found
+
+
+def test_clean_drops_aborted_transactions_and_read_committed_sees_every_commit(
+    make_broker: MakeBroker,
+) -> None:
+    broker = make_broker()
+    topic = "compact-transactions"
+    create_topic(broker.bootstrap_servers, topic, config=COMPACT)
+    endings: tuple[Ending, ...] = (
+        "commit",
+        "abort",
+        "commit",
+        "commit",
+        "abort",
+        "commit",
+        "abort",
+        "commit",
+    )
+    produce(
+        broker.bootstrap_servers,
+        topic,
+        keyed_chunks(seed=11, chunks=len(endings)),
+        compression="zstd",
+        transactional=endings,
+    )
+    everything = read_topic(broker.bootstrap_servers, topic)
+    committed = read_topic(broker.bootstrap_servers, topic, isolation="read_committed")
+    aborted = [r for r in everything if r not in committed]
+    assert aborted and committed, "the workload must hold both committed and aborted records"
+    broker.stop()
+
+    first_uncleanable = active_segment_base(broker, topic)
+    set_topic_configs(broker, topic, COMPACT)
+    cleaned = logcleaner_json("clean", *log_dir_options(broker.log_dir))
+    assert [entry["end_offset"] for entry in cleaned["cleaned"]] == [first_uncleanable], cleaned
+
+    broker.start()
+    assert_started_cleanly(broker)
+    # The offset map holds committed records only; the first clean drops every aborted record below the
+    # first uncleanable offset (Cleaner.buildOffsetMap, CleanedTransactionMetadata).
+    kept_committed = kept_by_compaction(committed, first_uncleanable)
+    kept_aborted = [r for r in aborted if r.offset >= first_uncleanable]
+    after_committed = read_topic(broker.bootstrap_servers, topic, isolation="read_committed")
+    after_everything = read_topic(broker.bootstrap_servers, topic)
+    assert not differences(kept_committed, after_committed), differences(kept_committed, after_committed)
+    expected_everything = sorted(kept_committed + kept_aborted, key=lambda r: r.offset)
+    assert not differences(expected_everything, after_everything), differences(
+        expected_everything, after_everything
+    )

@@ -29,9 +29,10 @@ def keyed_chunks(
     partitions: int = 1,
 ) -> list[list[ProducedRecord]]:
     """Keyed records with random values, some tombstones and, on every third record, two headers (one with
-    a null value); chunk i is stamped ``start_ms + i`` seconds."""
+    a null value); chunk i is stamped ``start_ms + i`` seconds. ``start_ms`` defaults to now: transaction
+    markers carry the broker's clock, and an older first chunk would keep later ones from rolling."""
     rng = random.Random(seed)
-    start = start_ms if start_ms is not None else int(time.time() * 1000) - 600_000
+    start = start_ms if start_ms is not None else int(time.time() * 1000)
     out: list[list[ProducedRecord]] = []
     for chunk in range(chunks):
         records = []
