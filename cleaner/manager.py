@@ -264,9 +264,15 @@ class CleanerManager:
     # -- checkpoints -----------------------------------------------------------------------------
 
     def all_checkpoints(self) -> dict[TopicPartition, int]:
+        """Each live log's entry, from its own dir's file: another dir's line of the same partition (a
+        broker's stray or ``-future`` replica, kept by every rewrite) is not this log's."""
+        logs = self._logs()
         out: dict[TopicPartition, int] = {}
-        for log_dir in {log.directory.parent for log in self._logs().values()}:
-            out.update(_checkpoint_file(log_dir).read())
+        for log_dir in {log.directory.parent for log in logs.values()}:
+            for tp, offset in _checkpoint_file(log_dir).read().items():
+                log = logs.get(tp)
+                if log is not None and log.directory.parent == log_dir:
+                    out[tp] = offset
         return out
 
     def _write_checkpoint(self, log: PartitionLog, offset: int) -> None:

@@ -159,3 +159,17 @@ def test_gen_leaves_stray_replicas_and_their_marker_duty_alone(
     assert main(args) == 2
     assert "t-1 is a stray replica" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in stray.iterdir()} == stray_bytes
+
+
+def test_the_cleaner_reads_a_logs_checkpoint_from_its_own_dir(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """b's line for t-0 is its future replica's: the live t-0 in a is cleaned from a's (none: the start)."""
+    a, b = broker_dirs(tmp_path)
+    compact = ["--override", "log.cleanup.policy=compact", "--topic", "t", "--partition", "0"]
+    code, out, err = run(capsys, "clean", "--override", f"log.dirs={a},{b}", *compact, "--json")
+    assert code == 0, err
+    [cleaned] = json.loads(out)["cleaned"]
+    assert cleaned["first_dirty_offset"] == 0
+    assert OffsetCheckpointFile(a / CLEANER_OFFSET_CHECKPOINT).read()[T0] == cleaned["end_offset"]
+    assert future_entries(b) == FUTURE_ENTRIES
