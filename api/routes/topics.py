@@ -6,6 +6,8 @@ Topic overrides go to the durable ``TopicConfigStore`` and reach the live logs a
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Response, status
 
 from api.deps import Context, LogService, TopicPath
@@ -31,6 +33,8 @@ from service.reports import topic_config_document
 from service.storage.topic_partition import TopicPartition
 
 __all__ = ["router"]
+
+logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"], route_class=BoundedJsonRoute)
 _CONTRACT_V1_SOURCES: dict[ConfigSource, str] = {
@@ -85,6 +89,12 @@ def create_topic(context: Context, body: CreateTopicRequest, response: Response)
             raise
     if overrides:
         service.refresh_topic_configs()
+    if service.metadata.image is not None:
+        logger.warning(
+            "Topic %s created by logcleaner is not in the broker's metadata log: the next start holds its "
+            "partitions as stray replicas, as the broker would",
+            body.name,
+        )
     response.headers["Location"] = f"/v1/topics/{body.name}"
     return topic_detail(service, body.name)
 

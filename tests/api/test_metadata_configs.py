@@ -3,7 +3,10 @@ value's source, ``/configs`` keeps the contract's three (a metadata value is a t
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
 
 from service.storage.partition_metadata import new_topic_id, write_partition_metadata
 from tests.api.conftest import serve_daemon
@@ -55,3 +58,13 @@ def test_topic_detail_and_configs_show_the_metadata_logs_values(tmp_path: Path) 
             "value": "delete",
             "source": "override",
         }
+
+
+def test_a_topic_created_through_the_api_is_named_as_unknown_to_the_metadata(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_segment(tmp_path, [[topic("t", new_topic_id())]])
+    with serve_daemon(tmp_path) as served, caplog.at_level(logging.WARNING, logger="api.routes.topics"):
+        created = served.client.post("/v1/topics", json={"name": "fresh", "partitions": 1})
+        assert created.status_code == 201, created.text
+    assert any("fresh" in r.getMessage() and "stray replicas" in r.getMessage() for r in caplog.records)
