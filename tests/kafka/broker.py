@@ -77,8 +77,13 @@ def free_port() -> int:
 
 
 def random_cluster_id() -> str:
-    """A cluster id as Kafka's ``Uuid.randomUuid().toString()`` prints one: URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+    """A cluster id as Kafka's ``Uuid.randomUuid().toString()`` prints one: URL-safe base64, no padding, and
+    never starting with ``-`` (Kafka's ``Uuid.randomUuid`` redraws one; kafka-storage's argument parser would
+    read it as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def java_command(distribution: KafkaDistribution, main_class: str, *args: str, log_config: Path) -> list[str]:
