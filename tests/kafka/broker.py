@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.kafka.distribution import KafkaDistribution
 
-__all__ = ["BrokerError", "KafkaBroker", "java_command"]
+__all__ = ["BrokerError", "KafkaBroker", "java_command", "run_java_tool", "write_log_config"]
 
 JVM_FLAGS = (
     "-Xms64m",
@@ -96,6 +96,30 @@ def java_command(distribution: KafkaDistribution, main_class: str, *args: str, l
     return ["java", *JVM_FLAGS, logging_flag, "-cp", distribution.classpath, main_class, *args]
 
 
+def write_log_config(distribution: KafkaDistribution, directory: Path, log_file: Path) -> Path:
+    """A log4j config (log4j2 from Kafka 4.0, log4j 1 before) sending everything at INFO to ``log_file``."""
+    if distribution.uses_log4j2:
+        path = directory / "log4j2.xml"
+        path.write_text(LOG4J2_XML.format(path=log_file, pattern=LOG_PATTERN))
+    else:
+        path = directory / "log4j.properties"
+        path.write_text(LOG4J1_PROPERTIES.format(path=log_file, pattern=LOG_PATTERN))
+    return path
+
+
+def run_java_tool(
+    distribution: KafkaDistribution, main_class: str, *args: str, log_config: Path, timeout_s: float = 300.0
+) -> subprocess.CompletedProcess[str]:
+    """One of Kafka's tools in its own JVM; :class:`BrokerError` with its output if it exits non-zero."""
+    command = java_command(distribution, main_class, *args, log_config=log_config)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout_s)
+    if done.returncode != 0:
+        raise BrokerError(
+            f"{main_class} {' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}"
+        )
+    return done
+
+
 class KafkaBroker:
     """One KRaft broker+controller under ``home``: ``home/data`` is its only log dir (and its metadata log
     dir), ``home/server.log`` its log4j output. ``properties`` add to or replace the test defaults."""
@@ -116,7 +140,7 @@ class KafkaBroker:
         self._properties_file.write_text(
             "".join(f"{k}={v}\n" for k, v in {**self.default_properties(), **(properties or {})}.items())
         )
-        self._log_config = self._write_log_config()
+        self._log_config = write_log_config(distribution, home, self.server_log)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -155,34 +179,17 @@ class KafkaBroker:
             "log.retention.check.interval.ms": "3600000",
         }
 
-    def _write_log_config(self) -> Path:
-        if self.distribution.uses_log4j2:
-            path = self.home / "log4j2.xml"
-            path.write_text(LOG4J2_XML.format(path=self.server_log, pattern=LOG_PATTERN))
-        else:
-            path = self.home / "log4j.properties"
-            path.write_text(LOG4J1_PROPERTIES.format(path=self.server_log, pattern=LOG_PATTERN))
-        return path
-
-    def run_tool(self, main_class: str, *args: str, timeout_s: float = 300.0) -> str:
-        """One of Kafka's tools in its own JVM; its stdout, or :class:`BrokerError` with its output."""
-        command = java_command(self.distribution, main_class, *args, log_config=self._log_config)
-        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout_s)
-        if done.returncode != 0:
-            raise BrokerError(
-                f"{main_class} {' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}"
-            )
-        return done.stdout
-
     def format(self) -> None:
         """``kafka-storage.sh format`` with a fresh cluster id."""
-        self.run_tool(
+        run_java_tool(
+            self.distribution,
             self.distribution.storage_tool_class,
             "format",
             "--cluster-id",
             random_cluster_id(),
             "--config",
             str(self._properties_file),
+            log_config=self._log_config,
         )
 
     def start(self) -> None:
