@@ -13,9 +13,10 @@ from pathlib import Path
 import httpx
 
 from service.clock import SystemClock
+from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
-from service.storage.log_files import CLEANED_SUFFIX, SWAP_SUFFIX
+from service.storage.log_files import CLEANED_SUFFIX, REPLICATION_OFFSET_CHECKPOINT, SWAP_SUFFIX
 from service.storage.topic_partition import TopicPartition
 from tests.service.test_serve import Serve
 
@@ -108,7 +109,15 @@ def copies_of_one_partition(log_dir: Path, topic: str, partitions: int) -> None:
     """Copy ``<topic>-0`` to ``<topic>-1`` … ``<topic>-<partitions - 1>`` (one topic: one topic id).
 
     Many partitions at the cost of one: ``gen`` fsyncs every segment it rolls, which dominates a test that
-    needs hundreds of partitions. The copies have no recovery point, so the next load recovers them."""
+    needs hundreds of partitions. The copies have no recovery point, so the next load recovers them. Each
+    gets the original's line in ``replication-offset-checkpoint``, as a broker lists every partition of its
+    dir there (an unlisted one would start at high watermark 0: nothing of it served, retained or cleaned)."""
     source = log_dir / f"{topic}-0"
     for partition in range(1, partitions):
         shutil.copytree(source, log_dir / f"{topic}-{partition}")
+    high_watermarks = OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+    entries = high_watermarks.read()
+    original = entries.get(TopicPartition(topic, 0))
+    if original is not None:
+        entries.update((TopicPartition(topic, p), original) for p in range(1, partitions))
+        high_watermarks.write(entries)
