@@ -137,10 +137,19 @@ class KafkaBroker:
         self._log_offset_at_start = 0
         home.mkdir(parents=True, exist_ok=True)
         self._properties_file = home / "server.properties"
-        self._properties_file.write_text(
-            "".join(f"{k}={v}\n" for k, v in {**self.default_properties(), **(properties or {})}.items())
-        )
+        self._properties = {**self.default_properties(), **(properties or {})}
+        self._write_properties()
         self._log_config = write_log_config(distribution, home, self.server_log)
+
+    def _write_properties(self) -> None:
+        self._properties_file.write_text("".join(f"{k}={v}\n" for k, v in self._properties.items()))
+
+    def update_properties(self, properties: Mapping[str, str]) -> None:
+        """Change ``server.properties`` for the next start (the broker must be stopped)."""
+        if self._process is not None:
+            raise BrokerError("stop the broker before changing its server.properties")
+        self._properties.update(properties)
+        self._write_properties()
 
     @property
     def bootstrap_servers(self) -> str:
