@@ -1,5 +1,6 @@
-"""Steps the round-trip tests share: hand a topic's configs to logcleaner, read where the broker left a
-partition's active segment, and say how two record lists differ."""
+"""Steps the round-trip tests share: read where the broker left a partition's active segment, and say how
+two record lists differ. logcleaner takes each topic's configs from the broker's metadata log, as a user
+pointing it at a broker's dir relies on."""
 
 from __future__ import annotations
 
@@ -8,15 +9,8 @@ from collections.abc import Sequence
 from tests.kafka.broker import KafkaBroker
 from tests.kafka.checks import segment_base_offsets
 from tests.kafka.clients import ConsumedRecord
-from tests.kafka.run_logcleaner import log_dir_options, logcleaner
 
-__all__ = ["active_segment_base", "differences", "set_topic_configs"]
-
-
-def set_topic_configs(broker: KafkaBroker, topic: str, configs: dict[str, str]) -> None:
-    """``logcleaner topic-config --set`` the configs the topic was created with on the broker."""
-    sets = [arg for key, value in configs.items() for arg in ("--set", f"{key}={value}")]
-    logcleaner("topic-config", "--topic", topic, *sets, *log_dir_options(broker.log_dir))
+__all__ = ["active_segment_base", "differences"]
 
 
 def active_segment_base(broker: KafkaBroker, topic: str, partition: int = 0, min_segments: int = 4) -> int:

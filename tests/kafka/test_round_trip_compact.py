@@ -9,7 +9,7 @@ import pytest
 from tests.kafka.checks import assert_started_cleanly
 from tests.kafka.clients import Ending, create_topic, produce, read_topic
 from tests.kafka.conftest import MakeBroker
-from tests.kafka.round_trip import active_segment_base, differences, set_topic_configs
+from tests.kafka.round_trip import active_segment_base, differences
 from tests.kafka.run_logcleaner import log_dir_options, logcleaner_json
 from tests.kafka.workloads import SEGMENT_MS, kept_by_compaction, keyed_chunks
 
@@ -32,8 +32,6 @@ def test_clean_compacts_what_the_broker_wrote_in_every_codec_and_the_broker_serv
     broker.stop()
 
     first_uncleanable = {topic: active_segment_base(broker, topic) for topic in before}
-    for topic in before:
-        set_topic_configs(broker, topic, COMPACT)
     cleaned = logcleaner_json("clean", *log_dir_options(broker.log_dir))
     assert {entry["topic"]: entry["end_offset"] for entry in cleaned["cleaned"]} == first_uncleanable, cleaned
 
@@ -78,7 +76,6 @@ def test_clean_drops_aborted_transactions_and_read_committed_sees_every_commit(
     broker.stop()
 
     first_uncleanable = active_segment_base(broker, topic)
-    set_topic_configs(broker, topic, COMPACT)
     cleaned = logcleaner_json("clean", *log_dir_options(broker.log_dir))
     assert [entry["end_offset"] for entry in cleaned["cleaned"]] == [first_uncleanable], cleaned
 

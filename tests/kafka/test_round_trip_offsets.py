@@ -13,7 +13,6 @@ from confluent_kafka.admin import AdminClient
 from tests.kafka.checks import assert_started_cleanly
 from tests.kafka.clients import QUIET, TIMEOUT_S, committed_offsets, create_topic
 from tests.kafka.conftest import MakeBroker
-from tests.kafka.round_trip import set_topic_configs
 from tests.kafka.run_logcleaner import log_dir_options, logcleaner_json
 
 pytestmark = pytest.mark.kafka
@@ -57,7 +56,6 @@ def test_clean_compacts_consumer_offsets_and_the_group_keeps_its_committed_offse
     assert kept == {p: 10 * (2 - 1) + p + 1 for p in range(PARTITIONS)}
     broker.stop()
 
-    set_topic_configs(broker, OFFSETS_TOPIC, {"cleanup.policy": "compact"})
     cleaned = logcleaner_json("clean", *log_dir_options(broker.log_dir))
     cleaned_offsets = [e for e in cleaned["cleaned"] if e["topic"] == OFFSETS_TOPIC]
     assert cleaned_offsets, cleaned

@@ -26,7 +26,7 @@ from tests.kafka.clients import (
     read_topic,
 )
 from tests.kafka.conftest import MakeBroker
-from tests.kafka.round_trip import active_segment_base, differences, set_topic_configs
+from tests.kafka.round_trip import active_segment_base, differences
 from tests.kafka.run_logcleaner import log_dir_options, logcleaner_json
 from tests.kafka.workloads import SEGMENT_MS, kept_by_compaction, keyed_chunks
 from tests.service.stop_helpers import api_url, wait_until
@@ -97,8 +97,6 @@ def test_retention_deletes_by_time_size_and_log_start_offset_and_the_broker_star
         "by-start-offset": start_offset_target,
     }
     assert bases["by-size"][0] < expected_start["by-size"] < bases["by-size"][-1], "size retention must act"
-    for topic, config in configs.items():
-        set_topic_configs(broker, topic, config)
     deleted = logcleaner_json("retention", *log_dir_options(broker.log_dir))["deleted"]
     reasons = {(d["topic"], d["reason"]) for d in deleted}
     assert reasons == {("by-time", "time"), ("by-size", "size"), ("by-start-offset", "log-start-offset")}, (
@@ -128,8 +126,6 @@ def test_serve_runs_retention_and_the_cleaner_on_a_broker_dir_and_the_broker_ser
 
     first_uncleanable = active_segment_base(broker, "served-compact")
     time_start = segment_base_offsets(broker.log_dir / "served-by-time-0")[4]
-    set_topic_configs(broker, "served-compact", compact)
-    set_topic_configs(broker, "served-by-time", BY_TIME)
     serve = Serve(
         broker.log_dir,
         "log.cleaner.engine=in-process",
