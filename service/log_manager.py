@@ -1,11 +1,13 @@
 """The LogManager (Kafka ``LogManager``): every partition log under ``log.dirs``.
 
-Start-up locks each dir and loads it (a dir that fails with an I/O error goes offline, the others go on);
-the periodic tasks' bodies live here (retention, flush, both offset checkpoints, partition-dir deletion,
-and the high watermarks that Kafka's ``ReplicaManager`` checkpoints) and the scheduler only calls them;
-shutdown closes every log and writes the checkpoints and the clean-shutdown marker. ``_lock`` guards
-``_logs``, ``_offline_logs``, ``_dirs`` and ``_delete_queue``; each log guards itself; ``_deletions_lock``
-guards the running count of segments retention deleted, by reason (for the metrics).
+Start-up sets stray replicas aside (``service.stray_replicas``: never loaded, changed or deleted), then
+locks each dir and loads it (a dir that fails with an I/O error goes offline, the others go on); the
+periodic tasks' bodies live here (retention, flush, both offset checkpoints, partition-dir deletion, and
+the high watermarks that Kafka's ``ReplicaManager`` checkpoints) and the scheduler only calls them;
+shutdown closes every log and writes the checkpoints and the clean-shutdown marker. A dir's logs that
+logcleaner does not manage (``-future`` and stray replicas) keep their checkpoint lines. ``_lock`` guards
+``_logs``, ``_offline_logs``, ``_strays``, ``_dirs`` and ``_delete_queue``; each log guards itself;
+``_deletions_lock`` guards the running count of segments retention deleted, by reason (for the metrics).
 """
 
 from __future__ import annotations
