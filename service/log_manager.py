@@ -223,6 +223,13 @@ class LogManager:
                 continue
             self._adopt(state, loaded)
             selected = [s for s in in_dir if self.read_only is None or self.read_only.selects(s.path.name)]
+            for stray in selected:  # an inspection split over processes: each names its share's
+                logger.warning(
+                    "Stray replica %s in %s left alone (never retained, cleaned or deleted): %s",
+                    stray.topic_partition,
+                    stray.path,
+                    stray.reason,
+                )
             with self._lock:
                 self._strays.extend(selected)
 

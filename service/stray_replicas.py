@@ -144,13 +144,6 @@ def find_stray_replicas(
     for topic, dirs in sorted(live.items()):
         for replica, reason in _strays_of_topic(topic, dirs, known):
             strays.append(StrayReplica(replica.topic_partition, replica.path, replica.topic_id, reason))
-    for stray in strays:
-        logger.warning(
-            "Stray replica %s in %s left alone (never retained, cleaned or deleted): %s",
-            stray.topic_partition,
-            stray.path,
-            stray.reason,
-        )
     return sorted(strays, key=lambda s: (s.topic_partition.topic, s.topic_partition.partition, str(s.path)))
 
 

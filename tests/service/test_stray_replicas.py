@@ -156,7 +156,7 @@ def test_retention_and_explain_leave_stray_replicas_alone(
 
 
 def test_an_old_incarnation_in_another_log_dir_is_stray(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     """Kafka's case for strays: a log dir comes back with a replica of a deleted and re-created topic."""
     live, old = tmp_path / "a", tmp_path / "b"
@@ -169,6 +169,10 @@ def test_an_old_incarnation_in_another_log_dir_is_stray(
     assert code == 0, err
     assert {(d["topic"], d["partition"]) for d in json.loads(out)["deleted"]} == {("t", p) for p in range(3)}
     assert files_of(old / "t-0") == stray
+    warnings = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Stray replica")]
+    assert len(warnings) == 1, "named once"
+    assert warnings[0].startswith(f"Stray replica t-0 in {old.resolve() / 't-0'} left alone")
+    assert "which 3 of its 4 partition dirs carry" in warnings[0]
 
 
 def test_the_api_lists_stray_replicas_and_serves_none(tmp_path: Path) -> None:
