@@ -15,12 +15,14 @@ import pytest
 from service.clock import ManualClock
 from service.errors import InvalidInputError
 from service.storage.checkpoints import decode_checkpoint, encode_checkpoint
+from service.storage.clean_shutdown import remove_clean_shutdown_marker
 from service.storage.high_watermark_checkpoint import read_high_watermarks, write_high_watermark_checkpoint
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
+from tests.cleaner.test_native import legacy_message
 
 T0, T1, MOVED = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("moved", 3)
 HW_FILE = "replication-offset-checkpoint"
@@ -125,3 +127,19 @@ def test_a_malformed_file_stops_the_load_naming_file_and_line_and_writes_nothing
     assert str(tmp_path / HW_FILE) in message and line in message, message
     assert sorted(p.name for p in tmp_path.iterdir()) == before, "the clean-shutdown marker is still there"
     assert (tmp_path / HW_FILE).read_bytes() == content
+
+
+def test_a_partition_that_failed_to_load_keeps_its_line(tmp_path: Path) -> None:
+    """Left out until an operator repairs it, it keeps its high watermark for the next load."""
+    make_logs(tmp_path)
+    broken = tmp_path / "bad-0"
+    broken.mkdir()
+    (broken / f"{0:020d}.log").write_bytes(legacy_message(0))  # fails the load (magic 0)
+    remove_clean_shutdown_marker(tmp_path)  # its segment is then read at load
+    bad = TopicPartition("bad", 0)
+    (tmp_path / HW_FILE).write_bytes(encode_checkpoint({T0: 4, bad: 7}))
+    loaded = load_log_dir(tmp_path, lambda _t: LogConfig(), clock=ManualClock(1_000))
+    assert [f.topic_partition for f in loaded.failed] == [bad]
+    assert loaded.kept_high_watermarks == {bad: 7}
+    close_log_dir(loaded)
+    assert decode_checkpoint((tmp_path / HW_FILE).read_bytes()) == {T0: 4, T1: 0, bad: 7}
