@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.kafka.distribution import KafkaDistribution
@@ -86,14 +86,20 @@ def random_cluster_id() -> str:
             return cluster_id
 
 
-def java_command(distribution: KafkaDistribution, main_class: str, *args: str, log_config: Path) -> list[str]:
+def java_command(
+    distribution: KafkaDistribution,
+    main_class: str,
+    *args: str,
+    log_config: Path,
+    jvm_flags: Sequence[str] = JVM_FLAGS,
+) -> list[str]:
     """``java`` with the release's classpath and the log config of its log4j generation."""
     logging_flag = (
         f"-Dlog4j2.configurationFile={log_config}"
         if distribution.uses_log4j2
         else f"-Dlog4j.configuration=file:{log_config}"
     )
-    return ["java", *JVM_FLAGS, logging_flag, "-cp", distribution.classpath, main_class, *args]
+    return ["java", *jvm_flags, logging_flag, "-cp", distribution.classpath, main_class, *args]
 
 
 def write_log_config(distribution: KafkaDistribution, directory: Path, log_file: Path) -> Path:
@@ -122,12 +128,19 @@ def run_java_tool(
 
 class KafkaBroker:
     """One KRaft broker+controller under ``home``: ``home/data`` is its only log dir (and its metadata log
-    dir), ``home/server.log`` its log4j output. ``properties`` add to or replace the test defaults."""
+    dir), ``home/server.log`` its log4j output. ``properties`` add to or replace the test defaults;
+    ``jvm_flags`` replace the quick-start ones (a benchmark wants Kafka's own)."""
 
     def __init__(
-        self, distribution: KafkaDistribution, home: Path, properties: Mapping[str, str] | None = None
+        self,
+        distribution: KafkaDistribution,
+        home: Path,
+        properties: Mapping[str, str] | None = None,
+        *,
+        jvm_flags: Sequence[str] = JVM_FLAGS,
     ) -> None:
         self.distribution = distribution
+        self.jvm_flags = tuple(jvm_flags)
         self.home = home
         self.log_dir = home / "data"
         self.server_log = home / "server.log"
@@ -207,7 +220,11 @@ class KafkaBroker:
             raise BrokerError("the broker is already running")
         self._log_offset_at_start = self.server_log.stat().st_size if self.server_log.exists() else 0
         command = java_command(
-            self.distribution, "kafka.Kafka", str(self._properties_file), log_config=self._log_config
+            self.distribution,
+            "kafka.Kafka",
+            str(self._properties_file),
+            log_config=self._log_config,
+            jvm_flags=self.jvm_flags,
         )
         with open(self.home / "stdout.log", "ab") as output:
             self._process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)

@@ -1,16 +1,20 @@
-"""Steps the round-trip tests share: read where the broker left a partition's active segment, and say how
-two record lists differ. logcleaner takes each topic's configs from the broker's metadata log, as a user
-pointing it at a broker's dir relies on."""
+"""Steps the round-trip tests share: read where the broker left a partition's active segment, wait for the
+broker's cleaner to reach it, and say how two record lists differ. logcleaner takes each topic's configs
+from the broker's metadata log, as a user pointing it at a broker's dir relies on."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
+from service.storage.checkpoints import OffsetCheckpointFile
+from service.storage.topic_partition import TopicPartition
 from tests.kafka.broker import KafkaBroker
 from tests.kafka.checks import segment_base_offsets
 from tests.kafka.clients import ConsumedRecord
 
-__all__ = ["active_segment_base", "differences"]
+__all__ = ["active_segment_base", "differences", "wait_for_cleaner_checkpoint"]
 
 
 def active_segment_base(broker: KafkaBroker, topic: str, partition: int = 0, min_segments: int = 4) -> int:
@@ -28,3 +32,17 @@ def differences(expected: Sequence[ConsumedRecord], actual: Sequence[ConsumedRec
     missing = [r for r in expected if r not in actual][:3]
     extra = [r for r in actual if r not in expected][:3]
     return f"expected {len(expected)} records, got {len(actual)}; missing {missing}; unexpected {extra}"
+
+
+def wait_for_cleaner_checkpoint(log_dir: Path, ends: Mapping[str, int], timeout_s: float = 90.0) -> None:
+    """Until the broker's cleaner-offset-checkpoint reaches each topic's (partition 0's) end offset, which
+    Kafka writes when a cleaning round is done (``LogCleanerManager.doneCleaning``)."""
+    checkpoint = OffsetCheckpointFile(log_dir / "cleaner-offset-checkpoint")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = checkpoint.read() if checkpoint.path.exists() else {}
+        reached = {topic: found.get(TopicPartition(topic, 0)) for topic in ends}
+        if reached == dict(ends):
+            return
+        assert time.monotonic() < deadline, f"the broker's cleaner got to {reached}, not {dict(ends)}"
+        time.sleep(0.2)

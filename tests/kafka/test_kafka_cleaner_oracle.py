@@ -6,18 +6,14 @@ transaction markers and producer fields."""
 from __future__ import annotations
 
 import shutil
-import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from service.storage.checkpoints import OffsetCheckpointFile
-from service.storage.topic_partition import TopicPartition
 from tests.kafka.clients import Ending, ProducedRecord, create_topic, produce
 from tests.kafka.conftest import MakeBroker
-from tests.kafka.round_trip import active_segment_base
+from tests.kafka.round_trip import active_segment_base, wait_for_cleaner_checkpoint
 from tests.kafka.run_logcleaner import log_dir_options, logcleaner_json
 from tests.kafka.workloads import SEGMENT_MS, keyed_chunks
 
@@ -48,20 +44,6 @@ def shapes() -> dict[str, dict[str, Any]]:
 
 
 BROKER_CLEANS = {"log.cleaner.min.cleanable.ratio": "0.01", "log.cleaner.backoff.ms": "100"}
-WAIT_S = 90.0
-
-
-def wait_for_broker_cleaner(log_dir: Path, ends: Mapping[str, int]) -> None:
-    """Until the broker's cleaner-offset-checkpoint reaches each topic's first uncleanable offset."""
-    checkpoint = OffsetCheckpointFile(log_dir / "cleaner-offset-checkpoint")
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        found = checkpoint.read() if checkpoint.path.exists() else {}
-        reached = {topic: found.get(TopicPartition(topic, 0)) for topic in ends}
-        if reached == dict(ends):
-            return
-        assert time.monotonic() < deadline, f"the broker's cleaner got to {reached}, not {dict(ends)}"
-        time.sleep(0.2)
 
 
 def partition_view(log_dir: Path, topics: list[str]) -> dict[str, list[dict[str, Any]]]:
@@ -127,7 +109,7 @@ def test_kafka_and_logcleaner_keep_the_same_records_of_the_same_segments(
 
     broker.update_properties(BROKER_CLEANS)
     broker.start()
-    wait_for_broker_cleaner(broker.log_dir, ends)
+    wait_for_cleaner_checkpoint(broker.log_dir, ends)
     broker.stop()
 
     cleaned = logcleaner_json("clean", *log_dir_options(copy))["cleaned"]
