@@ -11,7 +11,7 @@ from tests.kafka.clients import Ending, create_topic, produce, read_topic
 from tests.kafka.conftest import MakeBroker
 from tests.kafka.round_trip import active_segment_base, differences
 from tests.kafka.run_logcleaner import log_dir_options, logcleaner_json
-from tests.kafka.workloads import SEGMENT_MS, kept_by_compaction, keyed_chunks
+from tests.kafka.workloads import SEGMENT_MS, kept_by_compaction, kept_by_second_clean, keyed_chunks
 
 pytestmark = pytest.mark.kafka
 
@@ -92,3 +92,35 @@ def test_clean_drops_aborted_transactions_and_read_committed_sees_every_commit(
     assert not differences(expected_everything, after_everything), differences(
         expected_everything, after_everything
     )
+
+
+def test_a_second_clean_drops_the_tombstones_whose_delete_horizon_passed(make_broker: MakeBroker) -> None:
+    """The first clean stamps a delete horizon on the batches holding tombstones; the broker appends more
+    on the result; the second clean, past that horizon, drops those tombstones and keeps the new ones."""
+    broker = make_broker()
+    topic = "compact-horizon"
+    config = {**COMPACT, "delete.retention.ms": "0"}
+    create_topic(broker.bootstrap_servers, topic, config=config)
+    produce(broker.bootstrap_servers, topic, keyed_chunks(seed=31, tombstone_share=0.3), compression="lz4")
+    broker.stop()
+    first_end = active_segment_base(broker, topic)
+    logcleaner_json("clean", *log_dir_options(broker.log_dir))
+
+    broker.start()
+    assert_started_cleanly(broker)
+    produce(broker.bootstrap_servers, topic, keyed_chunks(seed=32, tombstone_share=0.3), compression="lz4")
+    everything = read_topic(broker.bootstrap_servers, topic)
+    broker.stop()
+    second_end = active_segment_base(broker, topic)
+    cleaned = logcleaner_json("clean", *log_dir_options(broker.log_dir))["cleaned"]
+    assert [(e["first_dirty_offset"], e["end_offset"]) for e in cleaned] == [(first_end, second_end)], cleaned
+
+    broker.start()
+    assert_started_cleanly(broker)
+    expected = kept_by_second_clean(everything, first_end, second_end)
+    dropped_tombstones = [
+        r for r in everything if r.value is None and r.offset < first_end and r not in expected
+    ]
+    assert dropped_tombstones, "the workload must leave tombstones for the second clean to drop"
+    found = differences(expected, read_topic(broker.bootstrap_servers, topic))
+    assert not found, found

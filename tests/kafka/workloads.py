@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from tests.kafka.clients import ConsumedRecord, ProducedRecord
 
-__all__ = ["SEGMENT_MS", "keyed_chunks", "kept_by_compaction"]
+__all__ = ["SEGMENT_MS", "keyed_chunks", "kept_by_compaction", "kept_by_second_clean"]
 
 SEGMENT_MS = 500
 """``segment.ms`` of the tests' topics. Chunks are stamped 1 s apart, so each chunk opens a new segment:
@@ -66,3 +66,23 @@ def kept_by_compaction(
         if record.offset < first_uncleanable_offset:
             last_offset[record.key] = record.offset
     return [r for r in records if r.offset >= first_uncleanable_offset or last_offset[r.key] == r.offset]
+
+
+def kept_by_second_clean(
+    records: Sequence[ConsumedRecord], first_end: int, second_end: int
+) -> list[ConsumedRecord]:
+    """Kafka's rules for a second clean of one partition whose topic has ``delete.retention.ms=0``: the
+    first cleaned ``[0, first_end)``, the second cleans ``[first_end, second_end)`` with the first's
+    survivors. A record below ``second_end`` stays if it is its key's last there; a tombstone the first
+    clean kept is dropped (its batch's delete horizon, stamped by that clean, has passed), one the second
+    clean sees first stays (``Cleaner.shouldRetainRecord``, KIP-534)."""
+    last_offset: dict[bytes | None, int] = {}
+    for record in records:
+        if record.offset < second_end:
+            last_offset[record.key] = record.offset
+    return [
+        r
+        for r in records
+        if r.offset >= second_end
+        or (last_offset[r.key] == r.offset and (r.value is not None or r.offset >= first_end))
+    ]
