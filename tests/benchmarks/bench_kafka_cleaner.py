@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
 from confluent_kafka.admin._resource import ResourceType
 
+from service.storage.topic_partition import TopicPartition
 from tests.kafka.broker import KafkaBroker
 from tests.kafka.clients import QUIET, create_topic
 from tests.kafka.distribution import load_distribution
@@ -86,7 +87,7 @@ def clean_now(broker: KafkaBroker, topic: str, end_offset: int) -> None:
     resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[ratio])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=60)
-    wait_for_cleaner_checkpoint(broker.log_dir, {topic: end_offset}, timeout_s=1800)
+    wait_for_cleaner_checkpoint(broker.log_dir, {TopicPartition(topic, 0): end_offset}, timeout_s=1800)
 
 
 def kafka_cleaner_mb_per_s(broker: KafkaBroker, ends: dict[str, int]) -> tuple[float, float, float]:

@@ -4,6 +4,7 @@ a topic back as Kafka serves it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -24,6 +25,7 @@ __all__ = [
     "ConsumedRecord",
     "Ending",
     "ProducedRecord",
+    "commit_rounds",
     "committed_offsets",
     "create_topic",
     "low_watermarks",
@@ -189,6 +191,22 @@ def low_watermarks(bootstrap_servers: str, topic: str, partitions: int = 1) -> l
             consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_S)[0]
             for p in range(partitions)
         ]
+    finally:
+        consumer.close()
+
+
+def commit_rounds(
+    bootstrap_servers: str, group: str, topic: str, partitions: int, rounds: int, pause_ms: int
+) -> None:
+    """``rounds`` commits of every partition's offset (round r commits ``10 * r + p + 1`` for partition p),
+    ``pause_ms`` apart, by a consumer outside any rebalance (a simple group, as a Kafka Connect sink or a
+    stream processor that assigns its own partitions uses)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group, **QUIET})
+    try:
+        for round_ in range(rounds):
+            offsets = [TopicPartition(topic, p, 10 * round_ + p + 1) for p in range(partitions)]
+            consumer.commit(offsets=offsets, asynchronous=False)
+            time.sleep(pause_ms / 1000)
     finally:
         consumer.close()
 

@@ -34,14 +34,16 @@ def differences(expected: Sequence[ConsumedRecord], actual: Sequence[ConsumedRec
     return f"expected {len(expected)} records, got {len(actual)}; missing {missing}; unexpected {extra}"
 
 
-def wait_for_cleaner_checkpoint(log_dir: Path, ends: Mapping[str, int], timeout_s: float = 90.0) -> None:
-    """Until the broker's cleaner-offset-checkpoint reaches each topic's (partition 0's) end offset, which
-    Kafka writes when a cleaning round is done (``LogCleanerManager.doneCleaning``)."""
+def wait_for_cleaner_checkpoint(
+    log_dir: Path, ends: Mapping[TopicPartition, int], timeout_s: float = 90.0
+) -> None:
+    """Until the broker's cleaner-offset-checkpoint reaches each partition's end offset, which Kafka writes
+    when a cleaning round is done (``LogCleanerManager.doneCleaning``)."""
     checkpoint = OffsetCheckpointFile(log_dir / "cleaner-offset-checkpoint")
     deadline = time.monotonic() + timeout_s
     while True:
         found = checkpoint.read() if checkpoint.path.exists() else {}
-        reached = {topic: found.get(TopicPartition(topic, 0)) for topic in ends}
+        reached = {tp: found.get(tp) for tp in ends}
         if reached == dict(ends):
             return
         assert time.monotonic() < deadline, f"the broker's cleaner got to {reached}, not {dict(ends)}"

@@ -10,8 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
-from tests.kafka.clients import Ending, ProducedRecord, create_topic, produce
+from service.storage.topic_partition import TopicPartition
+from tests.kafka.broker import KafkaBroker
+from tests.kafka.checks import segment_base_offsets
+from tests.kafka.clients import QUIET, TIMEOUT_S, Ending, ProducedRecord, commit_rounds, create_topic, produce
 from tests.kafka.conftest import MakeBroker
 from tests.kafka.round_trip import active_segment_base, wait_for_cleaner_checkpoint
 from tests.kafka.run_logcleaner import log_dir_options, logcleaner_json
@@ -20,6 +24,7 @@ from tests.kafka.workloads import SEGMENT_MS, keyed_chunks
 pytestmark = pytest.mark.kafka
 
 ENDINGS: list[Ending] = ["commit", "abort", "commit", "abort", "abort", "commit", "commit"]
+Batches = list[dict[str, Any]]
 TOPICS = ("few-keys", "many-keys", "tombstones", "compressed", "idempotent", "transactions")
 
 
@@ -46,16 +51,16 @@ def shapes() -> dict[str, dict[str, Any]]:
 BROKER_CLEANS = {"log.cleaner.min.cleanable.ratio": "0.01", "log.cleaner.backoff.ms": "100"}
 
 
-def partition_view(log_dir: Path, topics: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """Each topic's batches as the comparison sees them: what the cleaner decides, without the delete
+def partition_view(log_dir: Path, partitions: list[TopicPartition]) -> dict[TopicPartition, Batches]:
+    """Each partition's batches as the comparison sees them: what the cleaner decides, without the delete
     horizon's exact time (each cleaner stamps its own clock) or the CRC that covers it."""
-    files = [str(p) for topic in topics for p in sorted((log_dir / f"{topic}-0").glob("*.log"))]
-    dumped = logcleaner_json("dump", "--records", *files)["files"]
-    views: dict[str, list[dict[str, Any]]] = {topic: [] for topic in topics}
-    for file in dumped:
-        topic = Path(file["path"]).parent.name.rsplit("-", 1)[0]
+    views: dict[TopicPartition, Batches] = {tp: [] for tp in partitions}
+    by_dir = {f"{tp.topic}-{tp.partition}": tp for tp in partitions}
+    files = [str(p) for name in by_dir for p in sorted((log_dir / name).glob("*.log"))]
+    for file in logcleaner_json("dump", "--records", *files)["files"]:
+        tp = by_dir[Path(file["path"]).parent.name]
         for batch in file["batches"]:
-            views[topic].append(
+            views[tp].append(
                 {
                     "base_offset": batch["base_offset"],
                     "last_offset": batch["last_offset"],
@@ -83,6 +88,23 @@ def first_difference(kafka: list[dict[str, Any]], ours: list[dict[str, Any]]) ->
     return f"{len(kafka)} batches in Kafka's log, {len(ours)} in ours"
 
 
+def clean_both_ways(broker: KafkaBroker, ends: dict[TopicPartition, int], copy: Path) -> str:
+    """Copy the stopped broker's dir, let the broker's cleaner clean the original and logcleaner the copy,
+    and say where each partition's batches first differ (empty when none does)."""
+    shutil.copytree(broker.log_dir, copy)
+    broker.update_properties(BROKER_CLEANS)
+    broker.start()
+    wait_for_cleaner_checkpoint(broker.log_dir, ends)
+    broker.stop()
+
+    cleaned = logcleaner_json("clean", *log_dir_options(copy))["cleaned"]
+    ours_ends = {TopicPartition(e["topic"], e["partition"]): e["end_offset"] for e in cleaned}
+    assert {tp: ours_ends.get(tp) for tp in ends} == ends, cleaned
+    kafka = partition_view(broker.log_dir, list(ends))
+    ours = partition_view(copy, list(ends))
+    return "\n".join(f"{tp}: {first_difference(kafka[tp], ours[tp])}" for tp in ends if kafka[tp] != ours[tp])
+
+
 def test_kafka_and_logcleaner_keep_the_same_records_of_the_same_segments(
     make_broker: MakeBroker, tmp_path: Path
 ) -> None:
@@ -103,20 +125,29 @@ def test_kafka_and_logcleaner_keep_the_same_records_of_the_same_segments(
             config=shape.get("config"),
         )
     broker.stop()
-    ends = {topic: active_segment_base(broker, topic) for topic in TOPICS}
-    copy = tmp_path / "copy"
-    shutil.copytree(broker.log_dir, copy)
+    ends = {TopicPartition(topic, 0): active_segment_base(broker, topic) for topic in TOPICS}
+    differences = clean_both_ways(broker, ends, tmp_path / "copy")
+    assert not differences, differences
 
-    broker.update_properties(BROKER_CLEANS)
-    broker.start()
-    wait_for_cleaner_checkpoint(broker.log_dir, ends)
+
+def test_kafka_and_logcleaner_compact_consumer_offsets_alike(make_broker: MakeBroker, tmp_path: Path) -> None:
+    """A group coordinator's records (offset commits, a deleted group's tombstones) in ``__consumer_offsets``,
+    rolled by the broker's ``log.roll.ms``."""
+    broker = make_broker({"log.roll.ms": "300"})
+    create_topic(broker.bootstrap_servers, "orders", partitions=3)
+    commit_rounds(broker.bootstrap_servers, "kept-group", "orders", 3, 6, 360)
+    commit_rounds(broker.bootstrap_servers, "deleted-group", "orders", 3, 2, 360)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, **QUIET})
+    for future in admin.delete_consumer_groups(["deleted-group"], request_timeout=TIMEOUT_S).values():
+        future.result()
+    commit_rounds(broker.bootstrap_servers, "kept-group", "orders", 3, 2, 360)
     broker.stop()
-
-    cleaned = logcleaner_json("clean", *log_dir_options(copy))["cleaned"]
-    assert {e["topic"]: e["end_offset"] for e in cleaned if e["topic"] in TOPICS} == ends, cleaned
-    kafka = partition_view(broker.log_dir, list(TOPICS))
-    ours = partition_view(copy, list(TOPICS))
-    differences = {
-        topic: first_difference(kafka[topic], ours[topic]) for topic in TOPICS if kafka[topic] != ours[topic]
+    offsets_dirs = sorted(broker.log_dir.glob("__consumer_offsets-*"))
+    rolled = [d for d in offsets_dirs if len(segment_base_offsets(d)) > 1]
+    assert rolled, "the commits must roll __consumer_offsets segments"
+    ends = {
+        TopicPartition("__consumer_offsets", int(d.name.rsplit("-", 1)[1])): segment_base_offsets(d)[-1]
+        for d in rolled
     }
-    assert not differences, "\n".join(f"{topic}: {text}" for topic, text in differences.items())
+    differences = clean_both_ways(broker, ends, tmp_path / "copy")
+    assert not differences, differences

@@ -4,14 +4,11 @@ committed offsets are exactly what they were; a deleted group stays deleted."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.kafka.checks import assert_started_cleanly
-from tests.kafka.clients import QUIET, TIMEOUT_S, committed_offsets, create_topic
+from tests.kafka.clients import QUIET, TIMEOUT_S, commit_rounds, committed_offsets, create_topic
 from tests.kafka.conftest import MakeBroker
 from tests.kafka.run_logcleaner import log_dir_options, logcleaner_json
 
@@ -24,19 +21,7 @@ ROLL_MS = 300
 TOPIC = "orders"
 PARTITIONS = 3
 ROUNDS = 8
-
-
-def commit_rounds(bootstrap_servers: str, group: str, rounds: int) -> None:
-    """``rounds`` commits of every partition's offset by a consumer outside any rebalance (a simple group,
-    as a Kafka Connect sink or a stream processor that assigns its own partitions does)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group, **QUIET})
-    try:
-        for round_ in range(rounds):
-            offsets = [TopicPartition(TOPIC, p, 10 * round_ + p + 1) for p in range(PARTITIONS)]
-            consumer.commit(offsets=offsets, asynchronous=False)
-            time.sleep(ROLL_MS * 1.2 / 1000)
-    finally:
-        consumer.close()
+PAUSE_MS = ROLL_MS * 6 // 5
 
 
 def test_clean_compacts_consumer_offsets_and_the_group_keeps_its_committed_offsets(
@@ -44,14 +29,13 @@ def test_clean_compacts_consumer_offsets_and_the_group_keeps_its_committed_offse
 ) -> None:
     broker = make_broker({"log.roll.ms": str(ROLL_MS)})
     create_topic(broker.bootstrap_servers, TOPIC, partitions=PARTITIONS)
-    commit_rounds(broker.bootstrap_servers, "kept-group", ROUNDS)
-    commit_rounds(broker.bootstrap_servers, "deleted-group", 2)
+    commit_rounds(broker.bootstrap_servers, "kept-group", TOPIC, PARTITIONS, ROUNDS, PAUSE_MS)
+    commit_rounds(broker.bootstrap_servers, "deleted-group", TOPIC, PARTITIONS, 2, PAUSE_MS)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, **QUIET})
     for future in admin.delete_consumer_groups(["deleted-group"], request_timeout=TIMEOUT_S).values():
         future.result()
-    commit_rounds(
-        broker.bootstrap_servers, "kept-group", 2
-    )  # the deletion's tombstones below the active segment
+    # More commits, so the deletion's tombstones fall below the active segment.
+    commit_rounds(broker.bootstrap_servers, "kept-group", TOPIC, PARTITIONS, 2, PAUSE_MS)
     kept = committed_offsets(broker.bootstrap_servers, "kept-group", TOPIC, PARTITIONS)
     assert kept == {p: 10 * (2 - 1) + p + 1 for p in range(PARTITIONS)}
     broker.stop()
