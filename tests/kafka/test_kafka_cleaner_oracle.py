@@ -6,6 +6,7 @@ transaction markers and producer fields."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,9 @@ def shapes() -> dict[str, dict[str, Any]]:
     }
 
 
+ROLL_MS = 300
+"""The broker's ``log.roll.ms``, which rolls the coordinators' partitions (their records carry the broker's
+clock; the tests' topics roll by their own ``segment.ms``)."""
 BROKER_CLEANS = {"log.cleaner.min.cleanable.ratio": "0.01", "log.cleaner.backoff.ms": "100"}
 
 
@@ -105,10 +109,22 @@ def clean_both_ways(broker: KafkaBroker, ends: dict[TopicPartition, int], copy: 
     return "\n".join(f"{tp}: {first_difference(kafka[tp], ours[tp])}" for tp in ends if kafka[tp] != ours[tp])
 
 
+def rolled_partitions(broker: KafkaBroker, topic: str) -> dict[TopicPartition, int]:
+    """The topic's partitions with a closed segment, each with its active segment's base offset."""
+    ends = {}
+    for directory in sorted(broker.log_dir.glob(f"{topic}-*")):
+        bases = segment_base_offsets(directory)
+        if len(bases) > 1:
+            ends[TopicPartition(topic, int(directory.name.rsplit("-", 1)[1]))] = bases[-1]
+    return ends
+
+
 def test_kafka_and_logcleaner_keep_the_same_records_of_the_same_segments(
     make_broker: MakeBroker, tmp_path: Path
 ) -> None:
-    broker = make_broker()
+    """The topic shapes, and the transaction coordinator's ``__transaction_state`` (rolled by the broker's
+    ``log.roll.ms``; the transactional producer restarts half-way, bumping its epoch)."""
+    broker = make_broker({"log.roll.ms": str(ROLL_MS)})
     for topic, shape in shapes().items():
         create_topic(
             broker.bootstrap_servers,
@@ -116,38 +132,43 @@ def test_kafka_and_logcleaner_keep_the_same_records_of_the_same_segments(
             config={"cleanup.policy": "compact", "segment.ms": str(SEGMENT_MS)},
         )
         chunks: list[list[ProducedRecord]] = shape["chunks"]
-        produce(
-            broker.bootstrap_servers,
-            topic,
-            chunks,
-            compression=shape.get("compression", "none"),
-            transactional=shape.get("transactional"),
-            config=shape.get("config"),
-        )
+        endings: list[Ending] | None = shape.get("transactional")
+        halves = [(chunks, endings)]
+        if endings is not None:
+            half = len(chunks) // 2
+            halves = [(chunks[:half], endings[:half]), (chunks[half:], endings[half:])]
+        for index, (part, part_endings) in enumerate(halves):
+            if index:
+                time.sleep(ROLL_MS * 1.5 / 1000)
+            produce(
+                broker.bootstrap_servers,
+                topic,
+                part,
+                compression=shape.get("compression", "none"),
+                transactional=part_endings,
+                config=shape.get("config"),
+            )
     broker.stop()
     ends = {TopicPartition(topic, 0): active_segment_base(broker, topic) for topic in TOPICS}
-    differences = clean_both_ways(broker, ends, tmp_path / "copy")
+    transaction_state = rolled_partitions(broker, "__transaction_state")
+    assert transaction_state, "the transactions must roll a __transaction_state segment"
+    differences = clean_both_ways(broker, ends | transaction_state, tmp_path / "copy")
     assert not differences, differences
 
 
 def test_kafka_and_logcleaner_compact_consumer_offsets_alike(make_broker: MakeBroker, tmp_path: Path) -> None:
     """A group coordinator's records (offset commits, a deleted group's tombstones) in ``__consumer_offsets``,
     rolled by the broker's ``log.roll.ms``."""
-    broker = make_broker({"log.roll.ms": "300"})
+    broker = make_broker({"log.roll.ms": str(ROLL_MS)})
     create_topic(broker.bootstrap_servers, "orders", partitions=3)
-    commit_rounds(broker.bootstrap_servers, "kept-group", "orders", 3, 6, 360)
-    commit_rounds(broker.bootstrap_servers, "deleted-group", "orders", 3, 2, 360)
+    commit_rounds(broker.bootstrap_servers, "kept-group", "orders", 3, 6, ROLL_MS * 6 // 5)
+    commit_rounds(broker.bootstrap_servers, "deleted-group", "orders", 3, 2, ROLL_MS * 6 // 5)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, **QUIET})
     for future in admin.delete_consumer_groups(["deleted-group"], request_timeout=TIMEOUT_S).values():
         future.result()
-    commit_rounds(broker.bootstrap_servers, "kept-group", "orders", 3, 2, 360)
+    commit_rounds(broker.bootstrap_servers, "kept-group", "orders", 3, 2, ROLL_MS * 6 // 5)
     broker.stop()
-    offsets_dirs = sorted(broker.log_dir.glob("__consumer_offsets-*"))
-    rolled = [d for d in offsets_dirs if len(segment_base_offsets(d)) > 1]
-    assert rolled, "the commits must roll __consumer_offsets segments"
-    ends = {
-        TopicPartition("__consumer_offsets", int(d.name.rsplit("-", 1)[1])): segment_base_offsets(d)[-1]
-        for d in rolled
-    }
+    ends = rolled_partitions(broker, "__consumer_offsets")
+    assert ends, "the commits must roll __consumer_offsets segments"
     differences = clean_both_ways(broker, ends, tmp_path / "copy")
     assert not differences, differences
