@@ -27,6 +27,8 @@ class DumpedFile:
     path: Path
     batches: list[dict[str, str]] = field(default_factory=list)
     records: list[dict[str, str]] = field(default_factory=list)
+    record_lines: list[str] = field(default_factory=list)
+    """Each record's line as printed, for what the fields leave out (a decoder's JSON)."""
     entries: list[dict[str, str]] = field(default_factory=list)
     passed_sanity_check: bool = False
 
@@ -72,6 +74,7 @@ def _parse_stdout(text: str) -> dict[Path, DumpedFile]:
             current.batches.append(fields)
         elif line.startswith("| offset:"):
             current.records.append(fields)
+            current.record_lines.append(line)
         elif line.startswith(("offset:", "timestamp:", "version:", "producerId:")):
             current.entries.append(fields)
     return files
