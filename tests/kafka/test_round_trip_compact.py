@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from service.storage.topic_partition import TopicPartition
 from tests.kafka.checks import assert_started_cleanly
 from tests.kafka.clients import Ending, create_topic, produce, read_topic
 from tests.kafka.conftest import MakeBroker
-from tests.kafka.round_trip import active_segment_base, differences
+from tests.kafka.round_trip import active_segment_base, differences, wait_for_cleaner_checkpoint
 from tests.kafka.run_logcleaner import log_dir_options, logcleaner_json
 from tests.kafka.workloads import SEGMENT_MS, kept_by_compaction, kept_by_second_clean, keyed_chunks
 
@@ -123,4 +124,33 @@ def test_a_second_clean_drops_the_tombstones_whose_delete_horizon_passed(make_br
     ]
     assert dropped_tombstones, "the workload must leave tombstones for the second clean to drop"
     found = differences(expected, read_topic(broker.bootstrap_servers, topic))
+    assert not found, found
+
+
+def test_the_brokers_cleaner_goes_on_from_logcleaners_checkpoint(make_broker: MakeBroker) -> None:
+    """logcleaner cleans first and writes cleaner-offset-checkpoint; the broker appends, then its own
+    cleaner cleans only the dirty section after that checkpoint, over logcleaner's cleaned segments, and
+    serves what Kafka's rules keep."""
+    broker = make_broker()
+    topic = "compact-handover"
+    create_topic(broker.bootstrap_servers, topic, config={**COMPACT, "delete.retention.ms": "0"})
+    produce(broker.bootstrap_servers, topic, keyed_chunks(seed=41, tombstone_share=0.3), compression="zstd")
+    broker.stop()
+    first_end = active_segment_base(broker, topic)
+    logcleaner_json("clean", *log_dir_options(broker.log_dir))
+
+    broker.start()
+    produce(broker.bootstrap_servers, topic, keyed_chunks(seed=42, tombstone_share=0.3), compression="zstd")
+    everything = read_topic(broker.bootstrap_servers, topic)
+    broker.stop()
+    second_end = active_segment_base(broker, topic)
+
+    broker.update_properties({"log.cleaner.min.cleanable.ratio": "0.01", "log.cleaner.backoff.ms": "100"})
+    broker.start()
+    assert_started_cleanly(broker)
+    wait_for_cleaner_checkpoint(broker.log_dir, {TopicPartition(topic, 0): second_end})
+    assert f"cleaned log {topic}-0 (dirty section = [{first_end}, {second_end}])" in broker.log_since_start()
+    found = differences(
+        kept_by_second_clean(everything, first_end, second_end), read_topic(broker.bootstrap_servers, topic)
+    )
     assert not found, found
