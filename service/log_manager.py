@@ -34,7 +34,6 @@ from service.errors import (
     LogDirOfflineError,
     NotFoundError,
 )
-from service.load_progress import LoadProgress
 from service.ports import CleaningControl, TaskScheduler
 from service.retention import RetentionReason, plan_retention
 from service.storage.atomic import fsync_dir
@@ -43,6 +42,7 @@ from service.storage.dir_lock import LogDirLock
 from service.storage.duplicate_dirs import check_no_duplicate_partition_dirs
 from service.storage.high_watermark_checkpoint import write_high_watermark_checkpoint
 from service.storage.leader_epoch_flush import flush_leader_epochs_in_batch
+from service.storage.load_progress import LoadProgress
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig

@@ -21,7 +21,6 @@ from typing import Protocol
 
 from service.clock import Clock
 from service.errors import InvalidInputError, LogCleanerError, WouldWriteError
-from service.load_progress import LoadProgress
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import (
     NO_BROKER_EPOCH,
@@ -30,6 +29,7 @@ from service.storage.clean_shutdown import (
     write_clean_shutdown_marker,
 )
 from service.storage.high_watermark_checkpoint import read_high_watermarks, write_high_watermark_checkpoint
+from service.storage.load_progress import LoadProgress
 from service.storage.loader import LoadResult, load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
