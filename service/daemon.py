@@ -1,4 +1,4 @@
-"""The composition root of the long-running service: configuration, the LogManager, the scheduler.
+"""The long-running service: start-up, the periodic tasks and the stop; ``service.node`` builds its parts.
 
 Start-up: the broker's metadata log is read when the daemon is built (``service.metadata``; unreadable:
 exit 2 before anything binds), then the REST API binds its port (``/healthz`` and ``/metrics`` answer from
@@ -29,20 +29,23 @@ import time
 from types import FrameType
 from typing import NoReturn
 
-from api.app import create_app
 from api.metrics.service_metrics import ServiceMetrics
 from api.server import ApiServer
 from cleaner.engine import CompactionEngine
 from cleaner.log_cleaner import LogCleaner
-from cleaner.setup import build_engine, build_log_cleaner
-from scheduler.log_scheduler import LogScheduler
 from service.clock import Clock, SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.listen_policy import check_listen_policy
 from service.config.topic_store import TopicConfigStore
 from service.errors import ConflictError, LogCleanerError
-from service.log_manager_setup import build_log_manager
 from service.metadata.source import MetadataSource
+from service.node import (
+    build_api_server,
+    build_engine,
+    build_log_cleaner,
+    build_log_manager,
+    build_scheduler,
+)
 from service.ports import CleanerView
 from service.sd_notify import sd_notify
 from service.storage.log_config import LONG_MAX
@@ -90,11 +93,7 @@ class Daemon:
         self.metadata.load()
         self.metrics = ServiceMetrics(self)  # reads this daemon's parts at each scrape, not now
         self.metrics_registry = self.metrics.registry
-        self.scheduler = LogScheduler(
-            self.clock,
-            initial_delay_ms=broker.scheduler_initial_delay_ms,
-            on_outcome=self.metrics.on_job_outcome,
-        )
+        self.scheduler = build_scheduler(broker, self.clock, on_outcome=self.metrics.on_job_outcome)
         self.log_manager = build_log_manager(
             broker, self.topic_store, metadata=self.metadata, clock=self.clock, scheduler=self.scheduler
         )
@@ -119,8 +118,7 @@ class Daemon:
         beyond loopback without a token (``check_listen_policy``) is refused before anything binds.
         """
         check_listen_policy(self.broker)
-        app = create_app(self, self.metrics_registry, not_ready=self.not_ready_reason)
-        server = ApiServer(app, host=self.broker.api_host, port=self.broker.api_port)
+        server = build_api_server(self.broker, self, self.metrics_registry, not_ready=self.not_ready_reason)
         try:
             server.start()
         except (OSError, RuntimeError) as exc:

@@ -16,9 +16,9 @@ from pathlib import Path
 import click
 
 from cleaner.log_cleaner import LogCleaner
-from cleaner.setup import build_engine, build_log_cleaner
 from service.errors import ConflictError, InterruptedCommandError, LogCleanerError
 from service.log_manager import LogManager
+from service.node import build_engine, build_log_cleaner
 from service.storage.log_files import DELETED_SUFFIX, LOG_SUFFIX
 from service.storage.topic_partition import TopicPartition
 from service.tools.clean_preview import NotCleaned, nothing_to_clean

@@ -31,8 +31,8 @@ from service.config.topic_store import TopicConfigStore
 from service.engine_choice import EngineChoice
 from service.errors import InterruptedCommandError, InvalidInputError, LogCleanerError, NotFoundError
 from service.log_manager import DeletedSegment, LogManager
-from service.log_manager_setup import build_log_manager
 from service.metadata.source import MetadataSource
+from service.node import build_log_manager
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.storage.topic_partition import TopicPartition
 from service.tasks import DeferredTasks

@@ -42,14 +42,13 @@ from pathlib import Path
 import psutil  # type: ignore[import-untyped]  # no stubs installed; the CPU of the JVM and its workers
 
 from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine
-from cleaner.setup import build_log_cleaner
 from service.clock import SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
 from service.cpus import usable_cpus
 from service.engine_choice import EngineChoice
 from service.log_manager import LogManager
-from service.log_manager_setup import build_log_manager
+from service.node import build_log_cleaner, build_log_manager
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig

@@ -13,14 +13,13 @@ import pytest
 from cleaner.engine import InProcessEngine
 from cleaner.log_cleaner import LogCleaner
 from cleaner.manager import Candidate
-from cleaner.setup import build_log_cleaner
 from cleaner.worker import RoundOutcome
 from service.clock import SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
 from service.errors import ConflictError, NotFoundError
 from service.log_manager import LogManager
-from service.log_manager_setup import build_log_manager
+from service.node import build_log_cleaner, build_log_manager
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.records import Record

@@ -17,7 +17,6 @@ from cleaner.cleaner import CleaningResult
 from cleaner.engine import InProcessEngine, LogRound, PerRoundEngine
 from cleaner.errors import CleaningAbortedError
 from cleaner.log_cleaner import LogCleaner
-from cleaner.setup import build_log_cleaner
 from cleaner.spark import engine as spark_engine
 from cleaner.spark import job_plan
 from cleaner.spark.engine import SparkEngine
@@ -35,7 +34,7 @@ from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
 from service.engine_choice import EngineChoice
 from service.log_manager import LogManager
-from service.log_manager_setup import build_log_manager
+from service.node import build_log_cleaner, build_log_manager
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.records import Record

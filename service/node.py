@@ -1,0 +1,171 @@
+"""The composition root: a logcleaner process's parts, built from its configuration and wired here only.
+
+``serve`` builds the node: the broker config and the metadata log, then the scheduler (its outcomes feed
+the metrics), the LogManager, and once the logs loaded the compaction engine and the cleaner (the
+LogManager's cleaning port, as Kafka's LogManager owns its LogCleaner), then the API over them. The offline
+commands build the narrower sets they need from the same functions: a LogManager for every inspection,
+an engine and a worker-less cleaner for ``logcleaner clean``. The cleaner, the scheduler and the API are
+imported only by the functions that build them, so an inspection imports none of them and starts fast.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from service.clock import Clock
+from service.config.broker_config import BrokerConfig
+from service.config.config_layers import NO_DYNAMIC_CONFIGS
+from service.config.topic_config import effective_log_config
+from service.config.topic_store import TopicConfigStore
+from service.engine_choice import EngineChoice
+from service.log_manager import LogManager, LogManagerSettings
+from service.metadata.source import MetadataSource
+from service.ports import TaskScheduler
+from service.storage.log_config import LogConfig
+from service.storage.log_dir import PartitionCopier
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from api.deps import LogService
+    from api.server import ApiServer
+    from cleaner.engine import CompactionEngine, PerRoundEngine
+    from cleaner.log_cleaner import LogCleaner
+    from scheduler.log_scheduler import LogScheduler
+
+__all__ = ["build_api_server", "build_engine", "build_log_cleaner", "build_log_manager", "build_scheduler"]
+
+
+def build_log_manager(
+    broker: BrokerConfig,
+    store: TopicConfigStore,
+    *,
+    metadata: MetadataSource | None = None,
+    clock: Clock,
+    scheduler: TaskScheduler,
+    read_only: PartitionCopier | None = None,
+) -> LogManager:
+    """The LogManager with effective per-topic configs: logcleaner's override, else the metadata log's
+    (``metadata``, read at each call: a reload applies at once), else broker value, else default;
+    ``read_only`` for an inspection's (``LogManager``). A loaded ``metadata`` is also the authority on
+    stray replicas (Kafka's ``isStrayKraftReplica``), as of when this is called."""
+
+    def config_for(topic: str) -> LogConfig:
+        dynamic = metadata.dynamic_configs if metadata is not None else NO_DYNAMIC_CONFIGS
+        return effective_log_config(broker, store.get(topic), topic=topic, dynamic=dynamic)
+
+    return LogManager(
+        broker.log_dir_paths,
+        config_for,
+        clock=clock,
+        scheduler=scheduler,
+        settings=LogManagerSettings(
+            recovery_threads_per_dir=broker.num_recovery_threads_per_data_dir,
+            cleaner_enabled=broker.log_cleaner_enable,
+            log_segment_delete_delay_ms=broker.log_segment_delete_delay_ms,
+        ),
+        read_only=read_only,
+        known_topics=metadata.known_topics() if metadata is not None else None,
+    )
+
+
+def build_scheduler(
+    broker: BrokerConfig, clock: Clock, *, on_outcome: Callable[[str, str, float], None] | None = None
+) -> LogScheduler:
+    """Kafka's ``KafkaScheduler`` for the periodic log tasks; ``on_outcome`` feeds the metrics."""
+    from scheduler.log_scheduler import LogScheduler
+
+    return LogScheduler(clock, initial_delay_ms=broker.scheduler_initial_delay_ms, on_outcome=on_outcome)
+
+
+def build_engine(
+    broker: BrokerConfig, clock: Clock, *, on_spark_job: Callable[[float], None] | None = None
+) -> PerRoundEngine:
+    """``log.cleaner.engine`` per round: in-process, or Spark (built, and pyspark imported, at the first
+    round that goes to Spark: with ``auto`` only rounds of ``log.cleaner.spark.min.bytes`` or more)."""
+    from cleaner.engine import InProcessEngine, PerRoundEngine
+
+    in_process = InProcessEngine(
+        clock,
+        dedupe_buffer_bytes=broker.log_cleaner_dedupe_buffer_size,
+        load_factor=broker.log_cleaner_io_buffer_load_factor,
+    )
+
+    def build_spark() -> CompactionEngine:
+        from cleaner.spark.engine import SparkEngine  # pyspark is imported only when a round needs it
+
+        return SparkEngine(
+            clock=clock,
+            spark_conf=broker.spark_conf,
+            dedupe_buffer_bytes=broker.log_cleaner_dedupe_buffer_size,
+            load_factor=broker.log_cleaner_io_buffer_load_factor,
+            on_job=on_spark_job,
+        )
+
+    return PerRoundEngine(EngineChoice.of(broker), in_process, build_spark)
+
+
+def build_log_cleaner(
+    broker: BrokerConfig,
+    log_manager: LogManager,
+    engine: CompactionEngine,
+    *,
+    scheduler: TaskScheduler,
+    threads: int | None = None,
+    on_round: Callable[[str, float], None] | None = None,
+) -> LogCleaner:
+    """The pool of ``log.cleaner.threads`` workers; it becomes the LogManager's cleaning port.
+    ``on_round(engine, seconds)`` hears of every finished round (the metrics' round-duration histogram)."""
+    from cleaner.engine import PerRoundEngine
+    from cleaner.log_cleaner import LogCleaner
+    from cleaner.manager import CleanerManager
+    from cleaner.round import engine_round, engine_rounds
+    from cleaner.throttler import Throttler
+    from cleaner.worker import JobSharing
+
+    manager = CleanerManager(lambda: log_manager.logs, log_manager.clock, log_manager.unmanaged_in)
+    stop = threading.Event()  # a stop ends a throttling pause at once (a Spark round's can be long)
+
+    def pause(seconds: float) -> None:
+        stop.wait(seconds)
+
+    throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second, sleep=pause)
+    sharing = None
+    if isinstance(engine, PerRoundEngine) and engine.choice.may_use_spark:
+        per_round = engine
+        sharing = JobSharing(
+            max_logs=broker.log_cleaner_spark_max_logs_per_job,
+            shares_job=lambda c: per_round.goes_to_spark(c.log, c.to_clean.first_uncleanable_offset),
+            clean_many=engine_rounds(engine, throttle=throttler.maybe_throttle, scheduler=scheduler),
+        )
+    cleaner = LogCleaner(
+        manager,
+        engine_round(engine, throttle=throttler.maybe_throttle, scheduler=scheduler),
+        log_manager.cleanup_compacted_log,
+        threads=broker.log_cleaner_threads if threads is None else threads,
+        backoff_ms=broker.log_cleaner_backoff_ms,
+        engine_name=engine.name,
+        on_round=on_round,
+        sharing=sharing,
+        stop=stop,
+    )
+    log_manager.cleaning = manager
+    return cleaner
+
+
+def build_api_server(
+    broker: BrokerConfig,
+    service: LogService,
+    registry: CollectorRegistry,
+    *,
+    not_ready: Callable[[], str | None],
+) -> ApiServer:
+    """The REST API over ``service`` on ``api.host``:``api.port`` (not yet bound); ``/metrics`` serves
+    ``registry``; ``not_ready()`` makes ``/readyz`` and ``/v1`` answer 503 while it gives a reason."""
+    from api.app import create_app
+    from api.server import ApiServer
+
+    app = create_app(service, registry, not_ready=not_ready)
+    return ApiServer(app, host=broker.api_host, port=broker.api_port)
