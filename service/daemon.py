@@ -38,13 +38,13 @@ from service.config.broker_config import BrokerConfig
 from service.config.listen_policy import check_listen_policy
 from service.config.topic_store import TopicConfigStore
 from service.errors import ConflictError, LogCleanerError
-from service.metadata.source import MetadataSource
 from service.node import (
     build_api_server,
     build_engine,
     build_log_cleaner,
     build_log_manager,
     build_scheduler,
+    load_metadata,
 )
 from service.ports import CleanerView
 from service.sd_notify import sd_notify
@@ -87,10 +87,8 @@ class Daemon:
         self._freeze_loaded = freeze_loaded
         self.clock = clock or SystemClock()
         self.topic_store = TopicConfigStore(list(broker.log_dir_paths))
-        self.metadata = MetadataSource(broker)
-        # Read before anything binds or locks: unreadable metadata stops the start (exit 2), never the
-        # broker defaults; the LogManager takes the stray replicas' verdict from it.
-        self.metadata.load()
+        # Read before anything binds or locks; the LogManager takes the stray replicas' verdict from it.
+        self.metadata = load_metadata(broker)
         self.metrics = ServiceMetrics(self)  # reads this daemon's parts at each scrape, not now
         self.metrics_registry = self.metrics.registry
         self.scheduler = build_scheduler(broker, self.clock, on_outcome=self.metrics.on_job_outcome)

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from service.clock import Clock
+from service.clock import Clock, SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.config_layers import NO_DYNAMIC_CONFIGS
 from service.config.topic_config import effective_log_config
@@ -25,6 +25,7 @@ from service.metadata.source import MetadataSource
 from service.ports import TaskScheduler
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import PartitionCopier
+from service.tasks import DeferredTasks
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -35,7 +36,23 @@ if TYPE_CHECKING:
     from cleaner.log_cleaner import LogCleaner
     from scheduler.log_scheduler import LogScheduler
 
-__all__ = ["build_api_server", "build_engine", "build_log_cleaner", "build_log_manager", "build_scheduler"]
+__all__ = [
+    "build_api_server",
+    "build_engine",
+    "build_log_cleaner",
+    "build_log_manager",
+    "build_offline_log_manager",
+    "build_scheduler",
+    "load_metadata",
+]
+
+
+def load_metadata(broker: BrokerConfig) -> MetadataSource:
+    """The broker's metadata log, read now: unreadable metadata stops the start or the command (exit 2),
+    never a silent fall back to the broker defaults."""
+    metadata = MetadataSource(broker)
+    metadata.load()
+    return metadata
 
 
 def build_log_manager(
@@ -69,6 +86,24 @@ def build_log_manager(
         read_only=read_only,
         known_topics=metadata.known_topics() if metadata is not None else None,
     )
+
+
+def build_offline_log_manager(
+    broker: BrokerConfig, *, read_only: PartitionCopier | None = None
+) -> tuple[LogManager, DeferredTasks]:
+    """An offline command's LogManager (not loaded yet) and the tasks it schedules, which the command runs
+    before it exits instead of on a scheduler; ``read_only`` for an inspection's."""
+    tasks = DeferredTasks()
+    store = TopicConfigStore(list(broker.log_dir_paths))
+    manager = build_log_manager(
+        broker,
+        store,
+        metadata=load_metadata(broker),
+        clock=SystemClock(),
+        scheduler=tasks,
+        read_only=read_only,
+    )
+    return manager, tasks
 
 
 def build_scheduler(

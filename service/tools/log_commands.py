@@ -31,11 +31,9 @@ from service.config.topic_store import TopicConfigStore
 from service.engine_choice import EngineChoice
 from service.errors import InterruptedCommandError, InvalidInputError, LogCleanerError, NotFoundError
 from service.log_manager import DeletedSegment, LogManager
-from service.metadata.source import MetadataSource
-from service.node import build_log_manager
+from service.node import build_offline_log_manager, load_metadata
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.storage.topic_partition import TopicPartition
-from service.tasks import DeferredTasks
 from service.tools.explain_text import explanation_lines
 from service.tools.interruption import Interruption, interruptible
 from service.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
@@ -112,13 +110,7 @@ def read_only_log_manager(
 
 @contextmanager
 def _loaded(broker: BrokerConfig, *, read_only: ScratchCopies | None = None) -> Iterator[LogManager]:
-    store = TopicConfigStore(list(broker.log_dir_paths))
-    metadata = MetadataSource(broker)
-    metadata.load()  # unreadable metadata is an error (exit 2), never a silent fall back to the defaults
-    tasks = DeferredTasks()
-    manager = build_log_manager(
-        broker, store, metadata=metadata, clock=SystemClock(), scheduler=tasks, read_only=read_only
-    )
+    manager, tasks = build_offline_log_manager(broker, read_only=read_only)
     manager.startup()
     try:
         for path, reason in manager.offline_dirs.items():
@@ -333,8 +325,7 @@ def topic_config_command(
                 raise click.UsageError(f"--set {pair!r} is not of the form key=value")
             changes[key.strip()] = value.strip()
         store.update(topic, changes, list(delete_keys))
-    metadata = MetadataSource(broker)
-    metadata.load()
+    metadata = load_metadata(broker)
     entries = describe_topic_config(broker, store.get(topic), topic=topic, dynamic=metadata.dynamic_configs)
     if as_json:
         click.echo(json.dumps(topic_config_document(topic, entries), indent=2))
