@@ -29,7 +29,6 @@ import time
 from types import FrameType
 from typing import NoReturn
 
-from api.metrics.service_metrics import ServiceMetrics
 from api.server import ApiServer
 from cleaner.engine import CompactionEngine
 from cleaner.log_cleaner import LogCleaner
@@ -39,10 +38,12 @@ from service.config.listen_policy import check_listen_policy
 from service.config.topic_store import TopicConfigStore
 from service.errors import ConflictError, LogCleanerError
 from service.node import (
+    NodeView,
     build_api_server,
     build_engine,
     build_log_cleaner,
     build_log_manager,
+    build_metrics,
     build_scheduler,
     load_metadata,
 )
@@ -89,12 +90,23 @@ class Daemon:
         self.topic_store = TopicConfigStore(list(broker.log_dir_paths))
         # Read before anything binds or locks; the LogManager takes the stray replicas' verdict from it.
         self.metadata = load_metadata(broker)
-        self.metrics = ServiceMetrics(self)  # reads this daemon's parts at each scrape, not now
-        self.metrics_registry = self.metrics.registry
-        self.scheduler = build_scheduler(broker, self.clock, on_outcome=self.metrics.on_job_outcome)
+        # The scheduler reports to the metrics, built after it: it runs nothing before start().
+        self.scheduler = build_scheduler(broker, self.clock, on_outcome=self._on_job_outcome)
         self.log_manager = build_log_manager(
             broker, self.topic_store, metadata=self.metadata, clock=self.clock, scheduler=self.scheduler
         )
+        # The API and the metrics see the node's parts, not this daemon.
+        self.view = NodeView(
+            broker,
+            self.log_manager,
+            self.topic_store,
+            self.metadata,
+            self.scheduler,
+            cleaner=lambda: self.cleaner,
+            refresh=self.refresh_topic_configs,
+        )
+        self.metrics = build_metrics(self.view)  # reads the parts at each scrape, not now
+        self.metrics_registry = self.metrics.registry
         self._stop = threading.Event()
         self._config_version: tuple[int, object] = (0, None)
         self._warned_strays: set[TopicPartition] = set()  # live logs the metadata no longer gives us
@@ -116,7 +128,9 @@ class Daemon:
         beyond loopback without a token (``check_listen_policy``) is refused before anything binds.
         """
         check_listen_policy(self.broker)
-        server = build_api_server(self.broker, self, self.metrics_registry, not_ready=self.not_ready_reason)
+        server = build_api_server(
+            self.broker, self.view, self.metrics_registry, not_ready=self.not_ready_reason
+        )
         try:
             server.start()
         except (OSError, RuntimeError) as exc:
@@ -160,6 +174,9 @@ class Daemon:
             raise
         self._ready = True
         logger.info(self._started_line())
+
+    def _on_job_outcome(self, job: str, outcome: str, seconds: float) -> None:
+        self.metrics.on_job_outcome(job, outcome, seconds)
 
     def _start_services(self) -> None:
         if self.broker.log_cleaner_enable:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.clock import Clock, SystemClock
@@ -22,7 +23,7 @@ from service.config.topic_store import TopicConfigStore
 from service.engine_choice import EngineChoice
 from service.log_manager import LogManager, LogManagerSettings
 from service.metadata.source import MetadataSource
-from service.ports import TaskScheduler
+from service.ports import CleanerView, TaskScheduler
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import PartitionCopier
 from service.tasks import DeferredTasks
@@ -30,21 +31,48 @@ from service.tasks import DeferredTasks
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from api.deps import LogService
+    from api.deps import JobsView, LogService
+    from api.metrics.service_metrics import ServiceMetrics
+    from api.metrics.source import MetricsSource
     from api.server import ApiServer
     from cleaner.engine import CompactionEngine, PerRoundEngine
     from cleaner.log_cleaner import LogCleaner
     from scheduler.log_scheduler import LogScheduler
 
 __all__ = [
+    "NodeView",
     "build_api_server",
     "build_engine",
     "build_log_cleaner",
     "build_log_manager",
+    "build_metrics",
     "build_offline_log_manager",
     "build_scheduler",
     "load_metadata",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What the API (``LogService``) and the metrics (``MetricsSource``) reach of a running node: its parts,
+    never the daemon that runs it. The cleaner is read through ``cleaner`` at each call: it is built only
+    once the logs loaded, and not at all with ``log.cleaner.enable=false``."""
+
+    broker: BrokerConfig
+    log_manager: LogManager
+    topic_store: TopicConfigStore
+    metadata: MetadataSource
+    scheduler: JobsView
+    cleaner: Callable[[], CleanerView | None]
+    refresh: Callable[[], None]
+
+    @property
+    def cleaner_view(self) -> CleanerView | None:
+        return self.cleaner()
+
+    def refresh_topic_configs(self) -> None:
+        """Apply changed topic overrides to the live logs."""
+        self.refresh()
 
 
 def load_metadata(broker: BrokerConfig) -> MetadataSource:
@@ -113,6 +141,13 @@ def build_scheduler(
     from scheduler.log_scheduler import LogScheduler
 
     return LogScheduler(clock, initial_delay_ms=broker.scheduler_initial_delay_ms, on_outcome=on_outcome)
+
+
+def build_metrics(source: MetricsSource) -> ServiceMetrics:
+    """The Prometheus metrics of ``serve``, reading ``source`` (a ``NodeView``) at each scrape."""
+    from api.metrics.service_metrics import ServiceMetrics
+
+    return ServiceMetrics(source)
 
 
 def build_engine(
@@ -197,10 +232,15 @@ def build_api_server(
     *,
     not_ready: Callable[[], str | None],
 ) -> ApiServer:
-    """The REST API over ``service`` on ``api.host``:``api.port`` (not yet bound); ``/metrics`` serves
+    """The REST API over ``service`` on ``api.host``:``api.port`` (not yet bound), with the ``api.*`` settings
+    (the token read from ``api.auth.token.file``, which must be readable and non-empty); ``/metrics`` serves
     ``registry``; ``not_ready()`` makes ``/readyz`` and ``/v1`` answer 503 while it gives a reason."""
     from api.app import create_app
+    from api.auth import read_token_file
+    from api.deps import ApiSettings
     from api.server import ApiServer
 
-    app = create_app(service, registry, not_ready=not_ready)
+    token_file = broker.api_auth_token_file
+    settings = ApiSettings.from_broker(broker, auth_token=read_token_file(token_file) if token_file else None)
+    app = create_app(service, registry, settings=settings, not_ready=not_ready)
     return ApiServer(app, host=broker.api_host, port=broker.api_port)
