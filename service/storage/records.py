@@ -232,30 +232,17 @@ def decode_batch(
     where = pos if position is None else position
     available = len(buf) - pos
     if available < LOG_OVERHEAD:
-        raise CorruptDataError(
-            f"incomplete batch: {available} bytes left, the log overhead alone is {LOG_OVERHEAD}",
-            position=where,
-        )
+        _raise_bad_size(None, available, where, LOG_OVERHEAD)
     _, batch_length = _LOG_OVERHEAD.unpack_from(buf, pos)
     size = batch_length + LOG_OVERHEAD
     # Kafka's order (FileLogInputStream): the size must be plausible and the whole batch present before
     # the magic byte means anything; a torn tail (a header, then zeros) is corrupt, not an old format.
-    if size < _LEGACY_MIN_SIZE:
-        raise CorruptDataError(
-            f"batch size {size} is smaller than the {RECORD_BATCH_OVERHEAD}-byte batch header",
-            position=where,
-        )
-    if size > available:
-        raise CorruptDataError(
-            f"incomplete batch: header says {size} bytes, only {available} left", position=where
-        )
+    if size < _LEGACY_MIN_SIZE or size > available:
+        _raise_bad_size(size, available, where, _LEGACY_MIN_SIZE)
     if buf[pos + MAGIC_OFFSET] in (0, 1):
         _raise_legacy(buf, pos, size, where)
     if size < RECORD_BATCH_OVERHEAD:
-        raise CorruptDataError(
-            f"batch size {size} is smaller than the {RECORD_BATCH_OVERHEAD}-byte batch header",
-            position=where,
-        )
+        _raise_bad_size(size, available, where, RECORD_BATCH_OVERHEAD)
     fields = BATCH_HEADER.unpack_from(buf, pos)
     magic = fields[3]
     if magic != CURRENT_MAGIC:
@@ -302,6 +289,24 @@ def decode_batch(
         count,
         data,
         where,
+    )
+
+
+def _raise_bad_size(size: int | None, available: int, where: int, minimum: int) -> NoReturn:
+    """The batch at ``where`` is cut short or its size field is implausible (``size`` None: not even its
+    log overhead is there). Kept out of ``decode_batch``, the hot path, which only compares."""
+    if size is None:
+        raise CorruptDataError(
+            f"incomplete batch: {available} bytes left, the log overhead alone is {LOG_OVERHEAD}",
+            position=where,
+        )
+    if size < minimum:
+        raise CorruptDataError(
+            f"batch size {size} is smaller than the {RECORD_BATCH_OVERHEAD}-byte batch header",
+            position=where,
+        )
+    raise CorruptDataError(
+        f"incomplete batch: header says {size} bytes, only {available} left", position=where
     )
 
 
