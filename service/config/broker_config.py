@@ -122,24 +122,11 @@ class BrokerConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
-        """Parse ``props``; return the config and one warning per unknown key.
-
-        Raises :class:`~service.config.definitions.InvalidConfigError` (an ``InvalidInputError``) on the
-        first invalid value, naming the key, the value and what is allowed.
-        """
-        warnings: list[str] = []
-        explicit: dict[str, ConfigValue] = {}
-        spark: dict[str, str] = {}
-        for key, raw in props.items():
-            defn = DEFS_BY_NAME.get(key)
-            if defn is not None:
-                explicit[key] = parse_value(defn, raw)
-            elif key.startswith(SPARK_PREFIX):
-                spark[key] = raw.strip()
-            else:
-                warnings.append(_unknown_key_warning(key))
+        """Parse ``props``: the config and one warning per unknown key. An invalid value raises
+        :class:`~service.config.definitions.InvalidConfigError` (an ``InvalidInputError``) naming the key, the
+        value and what is allowed. The body is the table of fields, each read as its type and synonyms say."""
+        explicit, spark, warnings = _split_properties(props)
         values = _Values(explicit)
-        spark_conf = {"spark.master": values.text("spark.master"), **spark}
         log_dirs = _resolve_log_dirs(explicit)
         return cls(
             log_dirs=log_dirs,
@@ -211,7 +198,7 @@ class BrokerConfig:
             scheduler_initial_delay_ms=values.integer("scheduler.initial.delay.ms"),
             shutdown_timeout_ms=values.integer("shutdown.timeout.ms"),
             spark_master=values.text("spark.master"),
-            spark_conf=MappingProxyType(spark_conf),
+            spark_conf=MappingProxyType({"spark.master": values.text("spark.master"), **spark}),
             explicit_keys=frozenset(explicit) | frozenset(spark),
         ), warnings
 
@@ -247,6 +234,24 @@ def load_broker_config(config_file: Path | None, overrides: Sequence[str]) -> tu
 
 
 _SUGGESTION_CUTOFF = 0.85  # a typo of a known key ("hourz"), not another broker setting ("listeners")
+
+
+def _split_properties(props: Mapping[str, str]) -> tuple[dict[str, ConfigValue], dict[str, str], list[str]]:
+    """Sort ``props`` into the known keys (parsed: the first invalid value stops the parse), the ``spark.*``
+    keys handed to Spark as they are, and one warning per other key (not an error: a broker's own file
+    holds keys that are not ours)."""
+    explicit: dict[str, ConfigValue] = {}
+    spark: dict[str, str] = {}
+    warnings: list[str] = []
+    for key, raw in props.items():
+        defn = DEFS_BY_NAME.get(key)
+        if defn is not None:
+            explicit[key] = parse_value(defn, raw)
+        elif key.startswith(SPARK_PREFIX):
+            spark[key] = raw.strip()
+        else:
+            warnings.append(_unknown_key_warning(key))
+    return explicit, spark, warnings
 
 
 def _unknown_key_warning(key: str) -> str:
