@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -233,51 +234,26 @@ def gen_command(
     coordinator does: per transactional id, its InitProducerId, then per transaction (--transactions of
     them) Ongoing, PrepareCommit and CompleteCommit (or the Abort ones, for --aborted-transactions of
     them), and for --expired-ids of the ids a tombstone; timestamps and --segment-bytes as above.
+
+    (Its length is its parameters, one per option; the body only checks them and hands them on.)
     """
     if workload != "records":
         _check_coordinator_options(workload, topic_count, topic_names, idempotent, transaction_batches)
     _refuse_other_workloads_options(workload)
+    shared = _SharedOptions(log_dir, partitions, timestamp_start, timestamp_spread, segment_bytes, seed)
     if workload == "transaction-state":
-        txn_state = TransactionStateWorkload(
-            log_dir=log_dir,
-            partitions=partitions,
-            transactional_ids=transactional_ids,
-            transactions=transactions,
-            aborted_transactions=aborted_share,
-            expired_ids=expired_ids,
-            timestamp_start_ms=timestamp_start,
-            timestamp_spread_ms=timestamp_spread,
-            segment_bytes=TRANSACTION_STATE_SEGMENT_BYTES
-            if segment_bytes == _DEFAULT_CONFIG.segment_bytes
-            else segment_bytes,
-            seed=seed,
+        txn_state = _transaction_state_workload(
+            shared, transactional_ids, transactions, aborted_share, expired_ids
         )
         _print_results(generate_transaction_state(txn_state), as_json=as_json)
         return 0
     if workload == "consumer-offsets":
-        offsets = OffsetsWorkload(
-            log_dir=log_dir,
-            partitions=partitions,
-            groups=groups,
-            topics=group_topics,
-            topic_partitions=group_partitions,
-            commits=commits,
-            expired_groups=expired_groups,
-            timestamp_start_ms=timestamp_start,
-            timestamp_spread_ms=timestamp_spread,
-            segment_bytes=OFFSETS_SEGMENT_BYTES
-            if segment_bytes == _DEFAULT_CONFIG.segment_bytes
-            else segment_bytes,
-            seed=seed,
-        )
+        offsets = _offsets_workload(shared, groups, group_topics, group_partitions, commits, expired_groups)
         _print_results(generate_consumer_offsets(offsets), as_json=as_json)
         return 0
-    if topic_count is not None and topic_names:
-        raise click.BadParameter("give --topics N or --topic NAME..., not both", param_hint="--topics")
-    topics = topic_names or tuple(f"gen-{i}" for i in range(topic_count or 1))
     options = GenOptions(
         log_dir=log_dir,
-        topics=topics,
+        topics=_topic_names(topic_count, topic_names),
         partitions=partitions,
         records=records,
         batch_size=batch_size,
@@ -299,6 +275,67 @@ def gen_command(
     )
     _print_results(generate(options), as_json=as_json)
     return 0
+
+
+@dataclass(frozen=True, slots=True)
+class _SharedOptions:
+    """The options every workload reads."""
+
+    log_dir: Path
+    partitions: int
+    timestamp_start: int | None
+    timestamp_spread: int
+    segment_bytes: int
+    seed: int
+
+    def segment_bytes_or(self, topic_default: int) -> int:
+        """--segment-bytes if given, else the coordinator topic's own default (Kafka's
+        ``offsets.topic.segment.bytes`` and ``transaction.state.log.segment.bytes``)."""
+        return topic_default if self.segment_bytes == _DEFAULT_CONFIG.segment_bytes else self.segment_bytes
+
+
+def _transaction_state_workload(
+    shared: _SharedOptions, transactional_ids: int, transactions: int, aborted: float, expired_ids: float
+) -> TransactionStateWorkload:
+    """--workload transaction-state: a transaction coordinator's __transaction_state."""
+    return TransactionStateWorkload(
+        log_dir=shared.log_dir,
+        partitions=shared.partitions,
+        transactional_ids=transactional_ids,
+        transactions=transactions,
+        aborted_transactions=aborted,
+        expired_ids=expired_ids,
+        timestamp_start_ms=shared.timestamp_start,
+        timestamp_spread_ms=shared.timestamp_spread,
+        segment_bytes=shared.segment_bytes_or(TRANSACTION_STATE_SEGMENT_BYTES),
+        seed=shared.seed,
+    )
+
+
+def _offsets_workload(
+    shared: _SharedOptions, groups: int, topics: int, topic_partitions: int, commits: int, expired: float
+) -> OffsetsWorkload:
+    """--workload consumer-offsets: a group coordinator's __consumer_offsets."""
+    return OffsetsWorkload(
+        log_dir=shared.log_dir,
+        partitions=shared.partitions,
+        groups=groups,
+        topics=topics,
+        topic_partitions=topic_partitions,
+        commits=commits,
+        expired_groups=expired,
+        timestamp_start_ms=shared.timestamp_start,
+        timestamp_spread_ms=shared.timestamp_spread,
+        segment_bytes=shared.segment_bytes_or(OFFSETS_SEGMENT_BYTES),
+        seed=shared.seed,
+    )
+
+
+def _topic_names(topic_count: int | None, topic_names: tuple[str, ...]) -> tuple[str, ...]:
+    """The records workload's topics: those named, else gen-0, gen-1, ... (one if neither is given)."""
+    if topic_count is not None and topic_names:
+        raise click.BadParameter("give --topics N or --topic NAME..., not both", param_hint="--topics")
+    return topic_names or tuple(f"gen-{i}" for i in range(topic_count or 1))
 
 
 def _check_coordinator_options(
