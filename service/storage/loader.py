@@ -95,25 +95,10 @@ def load_partition_log(
     if topic_partition is None:
         parsed = parse_partition_dir_name(directory.name)
         topic_partition = TopicPartition(parsed.topic, parsed.partition)
-    if scan is None or not clean_shutdown:
-        scan = None
-        names = os.listdir(directory)
-    elif scan.shape is not None:  # the numbered names are in the shape, sorted out
-        names = list(scan.shape.other_names)
-    else:
-        names = list(scan.sizes or ())
+    scan, names = _list_dir(directory, scan, clean_shutdown=clean_shutdown)
     if read_only and not clean_shutdown:
         raise WouldWriteError(f"{directory}: loading it recovers it (no clean shutdown recorded for it)")
-    regular = scan is not None and scan.shape is not None  # no temporary name, nothing to sort out
-    if not regular and _has_temp_files(names):  # after a clean shutdown, at most deletions still pending
-        if scan is not None:  # the steps below change the dir: nothing from the scan, as documented
-            scan = None
-            names = os.listdir(directory)
-        if read_only:
-            names = _names_a_load_keeps(directory, names)
-        else:
-            names = _remove_temp_files(directory, names)
-            names = _complete_swaps(directory, names, config, clock)
+    scan, names = _finish_interrupted_operations(directory, names, scan, config, clock, read_only=read_only)
     tracker = ProducerStateManager()  # enough to rebuild .txnindex files; the log's state is loaded below
     segments, rebuilt = _load_segments(
         directory,
@@ -126,91 +111,206 @@ def load_partition_log(
         scan=scan,
     )
     now_ms = clock.now_ms()
-    truncated = sum(rebuilt.values())
-    recovered = len(rebuilt)
-    recovered_from = [*rebuilt]  # where each scan began
+    tally = _Recovery(len(rebuilt), sum(rebuilt.values()), [*rebuilt])
     if not clean_shutdown and segments:
-        recovered_from.append(
+        tally.began_at.append(
             max((s.base_offset for s in segments if s.base_offset <= recovery_point), default=0)
         )
-    if not clean_shutdown and segments:
         segments, recovered_now, truncated_now = _recover(segments, recovery_point, tracker, rebuilt)
-        recovered += recovered_now
-        truncated += truncated_now
+        tally.add(recovered_now, truncated_now)
+    log_end_offset = log_start_offset
     if segments:
-        active = segments[-1]
-        known_end: int | None = None
-        if clean_shutdown:
-            contradiction, known_end = _check_clean_active_segment(active, scan)
-            if contradiction is not None:
-                if read_only:
-                    raise WouldWriteError(
-                        f"{directory}: loading it recovers its active segment ({contradiction})"
-                    )
-                logger.warning(
-                    "%s: the clean-shutdown marker is contradicted by the active segment (%s); recovering it",
-                    directory,
-                    contradiction,
-                )
-                truncated += active.recover(tracker.on_batch)
-                recovered += 1
-                recovered_from.append(active.base_offset)
-        # The active segment's indexes are preallocated again at its first append, not here (Kafka's
-        # LazyIndex): an idle log then never resizes them, and its close trims and fsyncs nothing.
-        log_end_offset = known_end if known_end is not None else active.read_next_offset()
-        if clean_shutdown:
-            active.close_file()  # nothing unsynced: the first append opens it again
-        if log_end_offset < log_start_offset:
-            if read_only:
-                raise WouldWriteError(f"{directory}: loading it deletes every segment (all below the start)")
-            logger.warning(
-                "%s: log end offset %d is below the log start offset %d; deleting all segments",
-                directory,
-                log_end_offset,
-                log_start_offset,
-            )
-            for segment in segments:
-                segment.delete_files()
-            segments = []
-    if recovered or truncated:
-        audit_log.info(
-            "%s Recovered the log from offset %d (%s): %s scanned, %d bytes truncated, log end offset %d",
-            log_ident(topic_partition, directory.parent),
-            min(recovered_from),
-            "files contradict the clean shutdown"
-            if clean_shutdown
-            else f"no clean shutdown recorded, recovery point {recovery_point}",
-            counted(recovered, "segment"),
-            truncated,
-            log_end_offset if segments else log_start_offset,
+        segments, log_end_offset = _open_active_segment(
+            directory, segments, scan, tracker, tally, clean_shutdown, read_only, log_start_offset
         )
+    if tally.recovered or tally.truncated:
+        _audit_recovery(directory, topic_partition, tally, clean_shutdown, recovery_point, log_end_offset)
     if not segments:
+        segments = [_first_segment(directory, config, log_start_offset, now_ms, read_only=read_only)]
+    log = _open_log(
+        directory,
+        topic_partition,
+        config,
+        segments,
+        names,
+        scan,
+        clock=clock,
+        log_start_offset=max(log_start_offset, segments[0].base_offset),
+        log_end_offset=log_end_offset,
+        recovery_point=log_end_offset if clean_shutdown else min(recovery_point, log_end_offset),
+        clean_shutdown=clean_shutdown,
+        read_only=read_only,
+        high_watermark=high_watermark,
+    )
+    return LoadResult(log, tally.recovered, tally.truncated)
+
+
+@dataclass(slots=True)
+class _Recovery:
+    """What recovery did so far: segments scanned, bytes truncated, and the offsets where scans began."""
+
+    recovered: int
+    truncated: int
+    began_at: list[int]
+
+    def add(self, recovered: int, truncated: int) -> None:
+        self.recovered += recovered
+        self.truncated += truncated
+
+
+def _list_dir(
+    directory: Path, scan: PartitionScan | None, *, clean_shutdown: bool
+) -> tuple[PartitionScan | None, list[str]]:
+    """The dir's names: the prescan's after a clean shutdown (no listing), else ``os.listdir``; and the scan
+    kept, which only a clean load uses."""
+    if scan is None or not clean_shutdown:
+        return None, os.listdir(directory)
+    if scan.shape is not None:  # the numbered names are in the shape, sorted out
+        return scan, list(scan.shape.other_names)
+    return scan, list(scan.sizes or ())
+
+
+def _finish_interrupted_operations(
+    directory: Path,
+    names: list[str],
+    scan: PartitionScan | None,
+    config: LogConfig,
+    clock: Clock,
+    *,
+    read_only: bool,
+) -> tuple[PartitionScan | None, list[str]]:
+    """Steps 1 and 2 (Kafka's ``removeTempFilesAndCollectSwapFiles`` and ``completeSwapOperations``), if a
+    temporary file is left; the listing they leave. A scan whose shape has none has nothing to do."""
+    if (scan is not None and scan.shape is not None) or not _has_temp_files(names):
+        return scan, names  # after a clean shutdown, at most deletions are still pending
+    if scan is not None:  # the steps below change the dir: nothing from the scan, as documented
+        scan = None
+        names = os.listdir(directory)
+    if read_only:
+        return scan, _names_a_load_keeps(directory, names)
+    names = _remove_temp_files(directory, names)
+    return scan, _complete_swaps(directory, names, config, clock)
+
+
+def _open_active_segment(
+    directory: Path,
+    segments: list[LogSegment],
+    scan: PartitionScan | None,
+    tracker: ProducerStateManager,
+    tally: _Recovery,
+    clean_shutdown: bool,
+    read_only: bool,
+    log_start_offset: int,
+) -> tuple[list[LogSegment], int]:
+    """The segments kept and the log end offset, read from the active segment: after a clean shutdown it is
+    recovered if its files contradict the marker; a log ending below ``log_start_offset`` loses every
+    segment and ends there (step 5)."""
+    active = segments[-1]
+    known_end: int | None = None
+    if clean_shutdown:
+        contradiction, known_end = _check_clean_active_segment(active, scan)
+        if contradiction is not None:
+            if read_only:
+                raise WouldWriteError(
+                    f"{directory}: loading it recovers its active segment ({contradiction})"
+                )
+            logger.warning(
+                "%s: the clean-shutdown marker is contradicted by the active segment (%s); recovering it",
+                directory,
+                contradiction,
+            )
+            tally.add(1, active.recover(tracker.on_batch))
+            tally.began_at.append(active.base_offset)
+    # The active segment's indexes are preallocated again at its first append, not here (Kafka's
+    # LazyIndex): an idle log then never resizes them, and its close trims and fsyncs nothing.
+    log_end_offset = known_end if known_end is not None else active.read_next_offset()
+    if clean_shutdown:
+        active.close_file()  # nothing unsynced: the first append opens it again
+    if log_end_offset < log_start_offset:
         if read_only:
-            raise WouldWriteError(f"{directory}: loading it creates its first segment")
-        segments = [LogSegment.create(directory, log_start_offset, config=config, now_ms=now_ms)]
-        segments[0].offset_index.resize(config.segment_index_bytes)
-        segments[0].time_index.resize(config.segment_index_bytes)
-        log_end_offset = log_start_offset
-    log_start_offset = max(log_start_offset, segments[0].base_offset)
-    recovery = log_end_offset if clean_shutdown else min(recovery_point, log_end_offset)
+            raise WouldWriteError(f"{directory}: loading it deletes every segment (all below the start)")
+        logger.warning(
+            "%s: log end offset %d is below the log start offset %d; deleting all segments",
+            directory,
+            log_end_offset,
+            log_start_offset,
+        )
+        for segment in segments:
+            segment.delete_files()
+        return [], log_start_offset  # the log starts afresh there
+    return segments, log_end_offset
+
+
+def _audit_recovery(
+    directory: Path,
+    topic_partition: TopicPartition,
+    tally: _Recovery,
+    clean_shutdown: bool,
+    recovery_point: int,
+    log_end_offset: int,
+) -> None:
+    """One audit line per recovered partition: where recovery began, why, and what it cost."""
+    audit_log.info(
+        "%s Recovered the log from offset %d (%s): %s scanned, %d bytes truncated, log end offset %d",
+        log_ident(topic_partition, directory.parent),
+        min(tally.began_at),
+        "files contradict the clean shutdown"
+        if clean_shutdown
+        else f"no clean shutdown recorded, recovery point {recovery_point}",
+        counted(tally.recovered, "segment"),
+        tally.truncated,
+        log_end_offset,
+    )
+
+
+def _first_segment(
+    directory: Path, config: LogConfig, base_offset: int, now_ms: int, *, read_only: bool
+) -> LogSegment:
+    """The empty segment of a log that has none (new, or emptied at load), its indexes preallocated."""
+    if read_only:
+        raise WouldWriteError(f"{directory}: loading it creates its first segment")
+    segment = LogSegment.create(directory, base_offset, config=config, now_ms=now_ms)
+    segment.offset_index.resize(config.segment_index_bytes)
+    segment.time_index.resize(config.segment_index_bytes)
+    return segment
+
+
+def _open_log(
+    directory: Path,
+    topic_partition: TopicPartition,
+    config: LogConfig,
+    segments: list[LogSegment],
+    names: list[str],
+    scan: PartitionScan | None,
+    *,
+    clock: Clock,
+    log_start_offset: int,
+    log_end_offset: int,
+    recovery_point: int,
+    clean_shutdown: bool,
+    read_only: bool,
+    high_watermark: int | None,
+) -> PartitionLog:
+    """The log over the loaded segments, with the broker files beside them (producer state, leader epochs,
+    topic id: ``load_partition_files``)."""
     files = load_partition_files(
         directory,
         segments,
         log_start_offset=log_start_offset,
         log_end_offset=log_end_offset,
-        recovery_point=recovery,
+        recovery_point=recovery_point,
         names=names,
         clean_shutdown=clean_shutdown,
         read_only=read_only,
         snapshot_offsets=scan.shape.snapshot_offsets if scan is not None and scan.shape is not None else None,
     )
-    log = PartitionLog(
+    return PartitionLog(
         directory,
         topic_partition,
         config,
         segments,
         log_start_offset=log_start_offset,
-        recovery_point=max(recovery, log_start_offset) if clean_shutdown else recovery,
+        recovery_point=max(recovery_point, log_start_offset) if clean_shutdown else recovery_point,
         log_end_offset=log_end_offset,
         clock=clock,
         txn_tracker=files.producer_state,
@@ -219,7 +319,6 @@ def load_partition_log(
         deferred=files.deferred,
         high_watermark=high_watermark,
     )
-    return LoadResult(log, recovered, truncated)
 
 
 def _check_clean_active_segment(
