@@ -28,7 +28,11 @@ from service.storage.clean_shutdown import (
     remove_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
-from service.storage.high_watermark_checkpoint import read_high_watermarks, write_high_watermark_checkpoint
+from service.storage.high_watermark_checkpoint import (
+    HighWatermarks,
+    read_high_watermarks,
+    write_high_watermark_checkpoint,
+)
 from service.storage.load_progress import LoadProgress
 from service.storage.loader import LoadResult, load_partition_log
 from service.storage.log import PartitionLog
@@ -156,6 +160,8 @@ def _load_log_dir(
     prescan: LogDirPrescan | None,
     strays: Collection[Path],
 ) -> LoadedLogDir:
+    """``load_log_dir`` but for closing the prescan: the marker, the checkpoints, the partition dirs listed,
+    then loaded (Kafka's ``LogManager.loadLogs``), and the timing logged."""
     began = time.monotonic()
     path = path.resolve()
     if read_only is None:
@@ -168,6 +174,44 @@ def _load_log_dir(
         logger.info("%s was shut down cleanly: skipping recovery", path)
     recovery_points = _read_checkpoint(path / RECOVERY_POINT_CHECKPOINT)
     start_offsets = _read_checkpoint(path / LOG_START_OFFSET_CHECKPOINT)
+    to_load, pending_deletion = _partition_dirs(path, read_only, strays)
+    if progress is not None:
+        progress.found(len(to_load))
+    prescan = _prescan_for(path, prescan, to_load, clean=clean, read_only=read_only)
+    listed = time.monotonic()
+    load = _PartitionLoader(
+        path,
+        config_for,
+        clock,
+        clean,
+        recovery_points,
+        start_offsets,
+        high_watermarks,
+        progress,
+        stop,
+        read_only,
+        prescan,
+    )
+    results = _load_all(load, to_load, threads, prescan)
+    loaded = _loaded_log_dir(path, results, clean, pending_deletion, marker_epoch, high_watermarks)
+    logger.info(
+        "%s: checkpoints read and %d partition dirs listed in %.2f s; loaded (recovery included: %d "
+        "segments) in %.2f s on %d thread(s)",
+        path,
+        len(to_load),
+        listed - began,
+        loaded.recovered_segments,
+        time.monotonic() - listed,
+        threads,
+    )
+    return loaded
+
+
+def _partition_dirs(
+    path: Path, read_only: PartitionCopier | None, strays: Collection[Path]
+) -> tuple[list[tuple[Path, TopicPartition]], list[Path]]:
+    """The partition dirs to load, in name order, and those awaiting deletion (``-delete``); the metadata
+    log, future and stray replicas and other dirs are left as they are, as in Kafka's ``loadLogs``."""
     to_load: list[tuple[Path, TopicPartition]] = []
     pending_deletion = []
     with os.scandir(path) as entries:  # the entry's type comes with the listing: no stat per child
@@ -191,44 +235,67 @@ def _load_log_dir(
                 to_load.append((child, TopicPartition(parsed.topic, parsed.partition)))
         else:
             logger.info("Skipping %s: a %s replica is not managed here", child, parsed.kind)
-    if progress is not None:
-        progress.found(len(to_load))
+    return to_load, pending_deletion
+
+
+def _prescan_for(
+    path: Path,
+    prescan: LogDirPrescan | None,
+    to_load: list[tuple[Path, TopicPartition]],
+    *,
+    clean: bool,
+    read_only: PartitionCopier | None,
+) -> LogDirPrescan | None:
+    """The prescan the loads take their dirs from: only after a clean shutdown (recovery reads every file
+    itself); started here if the caller started none and the native scanner is there."""
     if prescan is not None and not clean:
-        prescan.close()  # recovery reads every file itself
-        prescan = None
-    elif prescan is None and clean and read_only is None and has_dirscan():
-        prescan = LogDirPrescan(path, [directory.name for directory, _ in to_load]).start()
-    listed = time.monotonic()
-    configs: dict[str, LogConfig] = {}  # one resolution per topic, not per partition
+        prescan.close()
+        return None
+    if prescan is None and clean and read_only is None and has_dirscan():
+        return LogDirPrescan(path, [directory.name for directory, _ in to_load]).start()
+    return prescan
 
-    def config_of(topic: str) -> LogConfig:
-        config = configs.get(topic)
-        if config is None:
-            config = configs[topic] = config_for(topic)
-        return config
 
-    def load(item: tuple[Path, TopicPartition]) -> LoadResult | FailedPartition:
+@dataclass(slots=True)
+class _PartitionLoader:
+    """Loads one partition dir of a log dir, with what the dir's checkpoints say of it; called on the
+    recovery threads. A partition whose load fails for any reason but the disk is left out."""
+
+    path: Path
+    config_for: Callable[[str], LogConfig]
+    clock: Clock
+    clean: bool
+    recovery_points: Mapping[TopicPartition, int]
+    start_offsets: Mapping[TopicPartition, int]
+    high_watermarks: HighWatermarks
+    progress: LoadProgress | None
+    stop: threading.Event | None
+    read_only: PartitionCopier | None
+    prescan: LogDirPrescan | None
+    configs: dict[str, LogConfig] = field(default_factory=dict)  # one resolution per topic
+
+    def __call__(self, item: tuple[Path, TopicPartition]) -> LoadResult | FailedPartition:
         directory, tp = item
-        if stop is not None and stop.is_set():
-            raise LoadInterruptedError(f"loading {path} was interrupted by a stop before {tp}")
+        if self.stop is not None and self.stop.is_set():
+            raise LoadInterruptedError(f"loading {self.path} was interrupted by a stop before {tp}")
         # A partition the checkpoint does not know (it failed to load last time) is recovered.
-        recovery_point = recovery_points.get(tp)
-        clean_shutdown = clean and recovery_point is not None
-        log_start_offset = start_offsets.get(tp, 0) if start_offsets else 0
-        scan = prescan.take(directory.name) if prescan is not None else None
+        recovery_point = self.recovery_points.get(tp)
+        clean_shutdown = self.clean and recovery_point is not None
+        log_start_offset = self.start_offsets.get(tp, 0) if self.start_offsets else 0
+        scan = self.prescan.take(directory.name) if self.prescan is not None else None
 
         def load_from(source: Path, *, in_place: bool) -> LoadResult:
             return load_partition_log(
                 source,
-                config_of(tp.topic),
-                clock=clock,
+                self._config_of(tp.topic),
+                clock=self.clock,
                 log_start_offset=log_start_offset,
                 recovery_point=recovery_point or 0,
                 clean_shutdown=clean_shutdown,
-                read_only=in_place and read_only is not None,
+                read_only=in_place and self.read_only is not None,
                 topic_partition=tp,
                 scan=scan if in_place else None,
-                high_watermark=high_watermarks.for_partition(tp),
+                high_watermark=self.high_watermarks.for_partition(tp),
             )
 
         try:
@@ -236,27 +303,52 @@ def _load_log_dir(
             try:
                 result = load_from(directory, in_place=True)
             except WouldWriteError as would_write:
-                if read_only is None:
+                if self.read_only is None:
                     raise
                 logger.debug("Reading a copy of %s: %s", directory, would_write)
-                result = load_from(read_only.copy(directory, every_log=not clean_shutdown), in_place=False)
+                copy = self.read_only.copy(directory, every_log=not clean_shutdown)
+                result = load_from(copy, in_place=False)
         except OSError:
             raise  # the disk failing: the whole dir goes offline (the caller)
         except Exception as exc:  # anything else costs this partition only
             result = _failed(tp, directory, exc, log_start_offset)
-        if progress is not None:
-            progress.loaded_one()  # a partition that failed to load is done with too
+        if self.progress is not None:
+            self.progress.loaded_one()  # a partition that failed to load is done with too
         return result
 
+    def _config_of(self, topic: str) -> LogConfig:
+        config = self.configs.get(topic)
+        if config is None:
+            config = self.configs[topic] = self.config_for(topic)
+        return config
+
+
+def _load_all(
+    load: _PartitionLoader,
+    to_load: list[tuple[Path, TopicPartition]],
+    threads: int,
+    prescan: LogDirPrescan | None,
+) -> list[LoadResult | FailedPartition]:
+    """Every partition loaded, on ``threads`` threads (``num.recovery.threads.per.data.dir``), in order."""
     try:
         if threads <= 1:  # one thread: no pool, whose per-task cost showed at 10,000 partitions
-            results = [load(item) for item in to_load]
-        else:
-            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
-                results = list(pool.map(load, to_load))
+            return [load(item) for item in to_load]
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
+            return list(pool.map(load, to_load))
     finally:
         if prescan is not None:
             prescan.close()
+
+
+def _loaded_log_dir(
+    path: Path,
+    results: list[LoadResult | FailedPartition],
+    clean: bool,
+    pending_deletion: list[Path],
+    marker_epoch: int | None,
+    high_watermarks: HighWatermarks,
+) -> LoadedLogDir:
+    """The dir's loaded logs and failed partitions, with the totals of their recovery."""
     loaded_logs = [r for r in results if isinstance(r, LoadResult)]
     loaded = LoadedLogDir(path, {r.log.topic_partition: r.log for r in loaded_logs}, clean, pending_deletion)
     loaded.broker_epoch = NO_BROKER_EPOCH if marker_epoch is None else marker_epoch
@@ -264,16 +356,6 @@ def _load_log_dir(
     loaded.truncated_bytes = sum(r.truncated_bytes for r in loaded_logs)
     loaded.failed = [r for r in results if isinstance(r, FailedPartition)]
     loaded.kept_high_watermarks = high_watermarks.not_managed(loaded.logs)
-    logger.info(
-        "%s: checkpoints read and %d partition dirs listed in %.2f s; loaded (recovery included: %d "
-        "segments) in %.2f s on %d thread(s)",
-        path,
-        len(to_load),
-        listed - began,
-        loaded.recovered_segments,
-        time.monotonic() - listed,
-        threads,
-    )
     return loaded
 
 
