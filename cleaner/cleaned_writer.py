@@ -23,7 +23,7 @@ from service.storage.txn_index import AbortedTxn
 
 __all__ = ["BATCH_UNCHANGED", "META_FIELDS", "CleanedWriter", "delete_cleaned_files"]
 
-META_FIELDS = 10  # per batch of filter_batches: see cleaner/_native.c
+META_FIELDS = 10  # per batch of filter_batches: see cleaner/native/filter_batches.c
 BATCH_UNCHANGED = 1  # a row's outcome: the batch comes out as it went in
 
 

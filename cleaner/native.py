@@ -1,4 +1,4 @@
-"""The C path for the cleaner's per-record work (``cleaner/_native.c``), behind the Python rules.
+"""The C path for the cleaner's per-record work (``cleaner/native/``), behind the Python rules.
 
 ``KeyMap`` holds the round's key map without a Python object per key; ``map_records`` fills it from one
 batch's records area and ``filter_records`` applies the record rules of ``rules.filter_batch`` to one
@@ -213,7 +213,7 @@ def dump_superseded_bits(key_map: NativeKeyMap) -> bytes | None:
 
 def set_key_class(key_map: NativeKeyMap, key_class_: int, classes: int) -> None:
     """Make an empty C key map take only the keys of hash class ``key_class_`` of ``classes``
-    (``key_class``): its scans skip other keys and check only their share of the batches (``_native.c``:
+    (``key_class``): its scans skip other keys and check only their share of the batches (``key_map.h``:
     the map by key hash)."""
     if _native is None:
         raise RuntimeError("set_key_class needs cleaner._native")
@@ -242,7 +242,7 @@ _MASK64 = (1 << 64) - 1
 
 
 def _hash_bytes(key: bytes) -> int:
-    """``hash_bytes`` of ``_native.c`` (64-bit words read little-endian)."""
+    """``hash_bytes`` of ``native/key_map.h`` (64-bit words read little-endian)."""
     h = 0xCBF29CE484222325 ^ len(key)
     whole = len(key) - len(key) % 8
     for i in range(0, whole, 8):

@@ -55,7 +55,7 @@ class _OngoingAborted:
 @dataclass(frozen=True, slots=True)
 class NativeTxnCursor:
     """The aborted transactions of a ``CleanedTransactionMetadata`` laid out for the C loops (``TxnCursor`` in
-    ``cleaner/_native.c``), which change ``cells`` as the methods would for the batches they take: int64
+    ``native/txn_cursor.c``), which change ``cells`` as the methods would for the batches they take: int64
     cells, a header (transactions, the next to start, ongoing, retained, ongoing when laid out), then per
     transaction (first offset, producer id) — the ongoing ones, then the pending ones in the order they
     start —, per ongoing one (producer id, transaction, last offset of its data read or -1), and the

@@ -77,7 +77,7 @@ __all__ = [
     "write_partial_map",
 ]
 
-_ENTRY = struct.Struct("<Iq")  # key length, offset; then the key bytes (cleaner/_native.c's blob form)
+_ENTRY = struct.Struct("<Iq")  # key length, offset; then the key bytes (cleaner/native/blob_io.c's blob form)
 # A blob file: the blob's length, the bitmap's (0: none), the map's keys; then the blob, the bitmap.
 _FILE_HEADER = struct.Struct("<qqq")
 _WRITING = 1 << 62  # the blob size in a class file's header while its writer is still at it

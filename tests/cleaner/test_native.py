@@ -1,4 +1,4 @@
-"""The C path (``cleaner/_native.c``) against the Python rules, its oracle: random logs cleaned both ways
+"""The C path (``cleaner/native/``) against the Python rules, its oracle: random logs cleaned both ways
 must come out byte for byte the same, and ``LOGCLEANER_PURE_PYTHON=1`` must leave only the Python rules."""
 
 from __future__ import annotations
