@@ -32,6 +32,7 @@ from typing import NoReturn
 from api.server import ApiServer
 from cleaner.engine import CompactionEngine
 from cleaner.log_cleaner import LogCleaner
+from cleaner.manager import CleanerManager
 from service.clock import Clock, SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.listen_policy import check_listen_policy
@@ -40,6 +41,7 @@ from service.errors import ConflictError, LogCleanerError
 from service.node import (
     NodeView,
     build_api_server,
+    build_compacted_log_manager,
     build_engine,
     build_log_cleaner,
     build_log_manager,
@@ -92,9 +94,17 @@ class Daemon:
         self.metadata = load_metadata(broker)
         # The scheduler reports to the metrics, built after it: it runs nothing before start().
         self.scheduler = build_scheduler(broker, self.clock, on_outcome=self._on_job_outcome)
-        self.log_manager = build_log_manager(
-            broker, self.topic_store, metadata=self.metadata, clock=self.clock, scheduler=self.scheduler
-        )
+        # With log.cleaner.enable, the LogManager's cleaning port is the cleaner's manager; its workers
+        # start once the logs loaded.
+        self._cleaning: CleanerManager | None = None
+        if broker.log_cleaner_enable:
+            self.log_manager, self._cleaning = build_compacted_log_manager(
+                broker, self.topic_store, metadata=self.metadata, clock=self.clock, scheduler=self.scheduler
+            )
+        else:
+            self.log_manager = build_log_manager(
+                broker, self.topic_store, metadata=self.metadata, clock=self.clock, scheduler=self.scheduler
+            )
         # The API and the metrics see the node's parts, not this daemon.
         self.view = NodeView(
             broker,
@@ -179,11 +189,12 @@ class Daemon:
         self.metrics.on_job_outcome(job, outcome, seconds)
 
     def _start_services(self) -> None:
-        if self.broker.log_cleaner_enable:
+        if self._cleaning is not None:
             self.engine = build_engine(self.broker, self.clock, on_spark_job=self.metrics.observe_spark_job)
             self.cleaner = build_log_cleaner(
                 self.broker,
                 self.log_manager,
+                self._cleaning,
                 self.engine,
                 scheduler=self.scheduler,
                 on_round=self.metrics.observe_cleaner_round,

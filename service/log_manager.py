@@ -127,11 +127,13 @@ class LogManager:
         settings: LogManagerSettings = LogManagerSettings(),
         read_only: PartitionCopier | None = None,
         known_topics: KnownTopics | None = None,
+        cleaning: CleaningControl | None = None,
     ) -> None:
         """``read_only``: an inspection's manager, which writes nothing into its log dirs (no lock, no
         marker, no checkpoint; a partition whose load would write is read from a copy ``read_only`` makes),
         and whose shutdown only releases files. ``known_topics``: the broker's metadata, which then alone
-        decides which replicas are stray (``service.stray_replicas``)."""
+        decides which replicas are stray (``service.stray_replicas``). ``cleaning``: the log cleaner's
+        control of the compacted logs (Kafka's LogManager owns its LogCleaner); None without a cleaner."""
         self.known_topics = known_topics
         self.config_for = config_for
         self.read_only = read_only
@@ -149,7 +151,7 @@ class LogManager:
         self._lock = threading.RLock()
         self.is_loaded = False
         self.load_progress = LoadProgress()  # read by /readyz and the metrics while start-up loads
-        self.cleaning: CleaningControl | None = None  # set once the log cleaner exists
+        self.cleaning = cleaning
         self._retention_deletions: Counter[str] = Counter()
         self._fetch_faults: Counter[str] = Counter()  # by kind; guarded by _deletions_lock too
         self._deletions_lock = threading.Lock()

@@ -11,8 +11,9 @@ imported only by the functions that build them, so an inspection imports none of
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from service.clock import Clock, SystemClock
@@ -23,9 +24,11 @@ from service.config.topic_store import TopicConfigStore
 from service.engine_choice import EngineChoice
 from service.log_manager import LogManager, LogManagerSettings
 from service.metadata.source import MetadataSource
-from service.ports import CleanerView, TaskScheduler
+from service.ports import CleanerView, CleaningControl, TaskScheduler
+from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import PartitionCopier
+from service.storage.topic_partition import TopicPartition
 from service.tasks import DeferredTasks
 
 if TYPE_CHECKING:
@@ -37,15 +40,18 @@ if TYPE_CHECKING:
     from api.server import ApiServer
     from cleaner.engine import CompactionEngine, PerRoundEngine
     from cleaner.log_cleaner import LogCleaner
+    from cleaner.manager import CleanerManager
     from scheduler.log_scheduler import LogScheduler
 
 __all__ = [
     "NodeView",
     "build_api_server",
+    "build_compacted_log_manager",
     "build_engine",
     "build_log_cleaner",
     "build_log_manager",
     "build_metrics",
+    "build_offline_compacted_log_manager",
     "build_offline_log_manager",
     "build_scheduler",
     "load_metadata",
@@ -91,6 +97,7 @@ def build_log_manager(
     clock: Clock,
     scheduler: TaskScheduler,
     read_only: PartitionCopier | None = None,
+    cleaning: CleaningControl | None = None,
 ) -> LogManager:
     """The LogManager with effective per-topic configs: logcleaner's override, else the metadata log's
     (``metadata``, read at each call: a reload applies at once), else broker value, else default;
@@ -113,7 +120,33 @@ def build_log_manager(
         ),
         read_only=read_only,
         known_topics=metadata.known_topics() if metadata is not None else None,
+        cleaning=cleaning,
     )
+
+
+def build_compacted_log_manager(
+    broker: BrokerConfig,
+    store: TopicConfigStore,
+    *,
+    metadata: MetadataSource | None = None,
+    clock: Clock,
+    scheduler: TaskScheduler,
+) -> tuple[LogManager, CleanerManager]:
+    """A LogManager (``build_log_manager``) whose cleaning port is the returned ``CleanerManager``, the
+    cleaner's state of the compacted logs; it reads the LogManager's live logs at each selection."""
+    from cleaner.manager import CleanerManager
+
+    def logs() -> dict[TopicPartition, PartitionLog]:
+        return log_manager.logs
+
+    def unmanaged(log_dir: Path) -> Collection[TopicPartition]:
+        return log_manager.unmanaged_in(log_dir)
+
+    cleaning = CleanerManager(logs, clock, unmanaged)
+    log_manager = build_log_manager(
+        broker, store, metadata=metadata, clock=clock, scheduler=scheduler, cleaning=cleaning
+    )
+    return log_manager, cleaning
 
 
 def build_offline_log_manager(
@@ -132,6 +165,20 @@ def build_offline_log_manager(
         read_only=read_only,
     )
     return manager, tasks
+
+
+def build_offline_compacted_log_manager(
+    broker: BrokerConfig,
+) -> tuple[LogManager, CleanerManager, DeferredTasks]:
+    """``build_offline_log_manager``'s, with the cleaner's ``CleanerManager`` as its cleaning port
+    (``logcleaner clean``)."""
+    tasks = DeferredTasks()
+    store = TopicConfigStore(list(broker.log_dir_paths))
+    metadata = load_metadata(broker)
+    manager, cleaning = build_compacted_log_manager(
+        broker, store, metadata=metadata, clock=SystemClock(), scheduler=tasks
+    )
+    return manager, cleaning, tasks
 
 
 def build_scheduler(
@@ -180,22 +227,21 @@ def build_engine(
 def build_log_cleaner(
     broker: BrokerConfig,
     log_manager: LogManager,
+    cleaning: CleanerManager,
     engine: CompactionEngine,
     *,
     scheduler: TaskScheduler,
     threads: int | None = None,
     on_round: Callable[[str, float], None] | None = None,
 ) -> LogCleaner:
-    """The pool of ``log.cleaner.threads`` workers; it becomes the LogManager's cleaning port.
+    """The pool of ``log.cleaner.threads`` workers over ``cleaning`` (``build_compacted_log_manager``'s).
     ``on_round(engine, seconds)`` hears of every finished round (the metrics' round-duration histogram)."""
     from cleaner.engine import PerRoundEngine
     from cleaner.log_cleaner import LogCleaner
-    from cleaner.manager import CleanerManager
     from cleaner.round import engine_round, engine_rounds
     from cleaner.throttler import Throttler
     from cleaner.worker import JobSharing
 
-    manager = CleanerManager(lambda: log_manager.logs, log_manager.clock, log_manager.unmanaged_in)
     stop = threading.Event()  # a stop ends a throttling pause at once (a Spark round's can be long)
 
     def pause(seconds: float) -> None:
@@ -210,8 +256,8 @@ def build_log_cleaner(
             shares_job=lambda c: per_round.goes_to_spark(c.log, c.to_clean.first_uncleanable_offset),
             clean_many=engine_rounds(engine, throttle=throttler.maybe_throttle, scheduler=scheduler),
         )
-    cleaner = LogCleaner(
-        manager,
+    return LogCleaner(
+        cleaning,
         engine_round(engine, throttle=throttler.maybe_throttle, scheduler=scheduler),
         log_manager.cleanup_compacted_log,
         threads=broker.log_cleaner_threads if threads is None else threads,
@@ -221,8 +267,6 @@ def build_log_cleaner(
         sharing=sharing,
         stop=stop,
     )
-    log_manager.cleaning = manager
-    return cleaner
 
 
 def build_api_server(

@@ -23,7 +23,7 @@ from service.storage.log_files import DELETED_SUFFIX, LOG_SUFFIX
 from service.storage.topic_partition import TopicPartition
 from service.tools.clean_preview import NotCleaned, nothing_to_clean
 from service.tools.interruption import Interruption, interruptible
-from service.tools.log_commands import config_options, json_option, load_config, offline_log_manager
+from service.tools.log_commands import config_options, json_option, load_config, offline_compacted_log_manager
 from service.wording import counted
 
 __all__ = ["clean_command"]
@@ -61,10 +61,12 @@ def clean_command(
             if not_cleaned is not None:  # nothing would change: the files stay as they are
                 _report_nothing_cleaned(not_cleaned, as_json=as_json)
                 return
-        with offline_log_manager(broker) as manager:
+        with offline_compacted_log_manager(broker) as (manager, cleaning):
             engine = build_engine(broker, manager.clock)
             try:
-                cleaner = build_log_cleaner(broker, manager, engine, scheduler=manager.scheduler, threads=0)
+                cleaner = build_log_cleaner(
+                    broker, manager, cleaning, engine, scheduler=manager.scheduler, threads=0
+                )
                 interruption.on_signal = cleaner.begin_stop  # the round stops at its next abort check
                 if interruption.signum is not None:  # it came while the logs loaded
                     cleaner.begin_stop()

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -31,9 +31,10 @@ from service.config.topic_store import TopicConfigStore
 from service.engine_choice import EngineChoice
 from service.errors import InterruptedCommandError, InvalidInputError, LogCleanerError, NotFoundError
 from service.log_manager import DeletedSegment, LogManager
-from service.node import build_offline_log_manager, load_metadata
+from service.node import build_offline_compacted_log_manager, build_offline_log_manager, load_metadata
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.storage.topic_partition import TopicPartition
+from service.tasks import DeferredTasks
 from service.tools.explain_text import explanation_lines
 from service.tools.interruption import Interruption, interruptible
 from service.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
@@ -41,11 +42,15 @@ from service.tools.read_only import ScratchCopies, require_log_dirs, scratch_cop
 from service.tools.shares import partition_dir_names, process_count, run_in_shares
 from service.wording import counted
 
+if TYPE_CHECKING:
+    from cleaner.manager import CleanerManager
+
 __all__ = [
     "config_options",
     "explain_command",
     "json_option",
     "load_config",
+    "offline_compacted_log_manager",
     "offline_log_manager",
     "read_only_log_manager",
     "retention_command",
@@ -87,8 +92,19 @@ def offline_log_manager(broker: BrokerConfig) -> Iterator[LogManager]:
     loading: the command cannot answer for it.
     """
     require_log_dirs(list(broker.log_dir_paths))
-    with _loaded(broker) as manager:
-        yield manager
+    manager, tasks = build_offline_log_manager(broker)
+    with _loaded(manager, tasks) as loaded:
+        yield loaded
+
+
+@contextmanager
+def offline_compacted_log_manager(broker: BrokerConfig) -> Iterator[tuple[LogManager, CleanerManager]]:
+    """``offline_log_manager``'s, with the cleaner's ``CleanerManager`` as its cleaning port
+    (``logcleaner clean``)."""
+    require_log_dirs(list(broker.log_dir_paths))
+    manager, cleaning, tasks = build_offline_compacted_log_manager(broker)
+    with _loaded(manager, tasks) as loaded:
+        yield loaded, cleaning
 
 
 @contextmanager
@@ -101,22 +117,22 @@ def read_only_log_manager(
     require_log_dirs(list(broker.log_dir_paths))
     with scratch_copies(share) as copies:
         try:
-            with _loaded(broker, read_only=copies) as manager:
-                yield manager, copies
+            manager, tasks = build_offline_log_manager(broker, read_only=copies)
+            with _loaded(manager, tasks, read_only=True) as loaded:
+                yield loaded, copies
         except (LogCleanerError, OSError) as exc:
             exc.args = (copies.originals_named(str(exc)),)
             raise
 
 
 @contextmanager
-def _loaded(broker: BrokerConfig, *, read_only: ScratchCopies | None = None) -> Iterator[LogManager]:
-    manager, tasks = build_offline_log_manager(broker, read_only=read_only)
+def _loaded(manager: LogManager, tasks: DeferredTasks, *, read_only: bool = False) -> Iterator[LogManager]:
     manager.startup()
     try:
         for path, reason in manager.offline_dirs.items():
             raise InvalidInputError(f"log dir {path} is offline: {reason}")
         yield manager
-        if read_only is None:  # a read-only load schedules nothing it may run
+        if not read_only:  # a read-only load schedules nothing it may run
             tasks.run_all()
     finally:
         manager.shutdown()

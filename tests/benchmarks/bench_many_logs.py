@@ -42,13 +42,14 @@ from pathlib import Path
 import psutil  # type: ignore[import-untyped]  # no stubs installed; the CPU of the JVM and its workers
 
 from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine
+from cleaner.manager import CleanerManager
 from service.clock import SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
 from service.cpus import usable_cpus
 from service.engine_choice import EngineChoice
 from service.log_manager import LogManager
-from service.node import build_log_cleaner, build_log_manager
+from service.node import build_compacted_log_manager, build_log_cleaner
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
@@ -95,12 +96,14 @@ def broker(log_dir: Path, **overrides: str) -> BrokerConfig:
     return config
 
 
-def open_manager(config: BrokerConfig) -> tuple[LogManager, DeferredTasks]:
+def open_manager(config: BrokerConfig) -> tuple[LogManager, CleanerManager, DeferredTasks]:
     tasks = DeferredTasks()
     log_dir = Path(config.log_dirs[0])
-    manager = build_log_manager(config, TopicConfigStore([log_dir]), clock=SystemClock(), scheduler=tasks)
+    manager, cleaning = build_compacted_log_manager(
+        config, TopicConfigStore([log_dir]), clock=SystemClock(), scheduler=tasks
+    )
     manager.startup()
-    return manager, tasks
+    return manager, cleaning, tasks
 
 
 def thread_times_ms(native_id: int | None) -> tuple[float, float] | None:
@@ -139,12 +142,13 @@ def daemon_until_clean(
     that time (the rest of it the worker slept: the GIL, a lock, a swap's fsyncs), and the process's CPU
     seconds (its put and swap threads too)."""
     config = broker(log_dir, **{"log.cleaner.engine": "in-process", "log.cleaner.threads": str(threads)})
-    manager, tasks = open_manager(config)
+    manager, cleaning, tasks = open_manager(config)
     targets = {tp: log.active_segment.base_offset for tp, log in manager.logs.items()}
     round_ended = threading.Event()  # the checkpoint is read after each round: no polling for the GIL
     cleaner = build_log_cleaner(
         config,
         manager,
+        cleaning,
         InProcessEngine(manager.clock),
         scheduler=tasks,
         on_round=lambda _engine, _seconds: round_ended.set(),
@@ -174,8 +178,8 @@ def offline_clean(
 ) -> tuple[float, int, dict[str, float]]:
     """``logcleaner clean``'s loop over every log, started right after ``freed`` is removed (if given:
     ``copies.pages_to_free``): (seconds, rounds, ``cpu_seconds`` spent meanwhile)."""
-    manager, tasks = open_manager(config)
-    cleaner = build_log_cleaner(config, manager, engine, scheduler=tasks, threads=0)
+    manager, cleaning, tasks = open_manager(config)
+    cleaner = build_log_cleaner(config, manager, cleaning, engine, scheduler=tasks, threads=0)
     if freed is not None:
         free_pages(freed)
     started, cpu_before = time.perf_counter(), cpu_seconds()

@@ -18,8 +18,7 @@ from service.clock import SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
 from service.errors import ConflictError, NotFoundError
-from service.log_manager import LogManager
-from service.node import build_log_cleaner, build_log_manager
+from service.node import build_compacted_log_manager, build_log_cleaner
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.records import Record
@@ -44,7 +43,7 @@ class Env:
         self.broker, _ = BrokerConfig.from_properties(props)
         self.tasks = DeferredTasks()
         self.store = TopicConfigStore([log_dir])
-        self.manager: LogManager = build_log_manager(
+        self.manager, self.cleaning = build_compacted_log_manager(
             self.broker, self.store, clock=SystemClock(), scheduler=self.tasks
         )
         self.manager.startup()
@@ -52,7 +51,7 @@ class Env:
 
     def cleaner(self, threads: int = 1) -> LogCleaner:
         return build_log_cleaner(
-            self.broker, self.manager, self.engine, scheduler=self.tasks, threads=threads
+            self.broker, self.manager, self.cleaning, self.engine, scheduler=self.tasks, threads=threads
         )
 
     def topic(self, name: str, partitions: int = 1) -> list[PartitionLog]:
@@ -256,10 +255,7 @@ def test_deleting_a_topic_aborts_its_running_cleaning(env: Env) -> None:
             check_aborted()
             time.sleep(0.01)
 
-    cleaner = LogCleaner(
-        env.cleaner().manager, slow, env.manager.cleanup_compacted_log, threads=1, backoff_ms=20
-    )
-    env.manager.cleaning = cleaner.manager
+    cleaner = LogCleaner(env.cleaning, slow, env.manager.cleanup_compacted_log, threads=1, backoff_ms=20)
     cleaner.start()
     try:
         assert started.wait(10)

@@ -33,8 +33,7 @@ from service.clock import ManualClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
 from service.engine_choice import EngineChoice
-from service.log_manager import LogManager
-from service.node import build_log_cleaner, build_log_manager
+from service.node import build_compacted_log_manager, build_log_cleaner
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.records import Record
@@ -319,7 +318,7 @@ class SparkEnv:
         self.broker, _ = BrokerConfig.from_properties(props)
         self.tasks = DeferredTasks()
         self.clock = ManualClock(START_MS)
-        self.manager: LogManager = build_log_manager(
+        self.manager, self.cleaning = build_compacted_log_manager(
             self.broker, TopicConfigStore([log_dir]), clock=self.clock, scheduler=self.tasks
         )
         self.manager.startup()
@@ -328,7 +327,9 @@ class SparkEnv:
         self.engine = PerRoundEngine(EngineChoice.of(self.broker), InProcessEngine(self.clock), lambda: spark)
 
     def cleaner(self) -> LogCleaner:
-        return build_log_cleaner(self.broker, self.manager, self.engine, scheduler=self.tasks, threads=0)
+        return build_log_cleaner(
+            self.broker, self.manager, self.cleaning, self.engine, scheduler=self.tasks, threads=0
+        )
 
     def checkpoints(self) -> dict[TopicPartition, int]:
         return OffsetCheckpointFile(self.log_dir / "cleaner-offset-checkpoint").read()
