@@ -74,6 +74,452 @@ write_empty_batch(unsigned char *o, const unsigned char *b, unsigned attributes)
     put_be32(o + 17, crc32c(o + 21, BATCH_OVERHEAD - 21));
 }
 
+/* One filter_batches call: its buffers, its output and what its steps share from batch to batch. */
+typedef struct {
+    Py_buffer view, out_view, ends_view, txn_view;
+    int has_view, has_out, has_ends, transactional;
+    const unsigned char *buf;
+    Py_ssize_t len, pos, limit;
+    KeyMap *key_map;
+    int64_t map_latest_offset, now_ms, new_horizon, upper_bound;
+    const int64_t *ends; /* producer_ends: ends_count (last data offset, producer id) pairs */
+    Py_ssize_t ends_count;
+    PyObject *committed;
+    TxnCursor txn;
+    unsigned char *out;
+    size_t out_capacity;
+    Py_ssize_t out_length, batches;
+    int64_t *meta; /* META_FIELDS per batch */
+    size_t meta_capacity;
+    int status;                           /* 0, or 2 no memory, 3 `out` too small, 4 an error set */
+    FilterScratch sc;
+    PyObject *raw, *packed;               /* a compressed batch's records, and its survivors compressed */
+    CodecBuffer inflated;                 /* or its records decompressed by the system's codec library */
+    CodecBuffer deflated;                 /* or its survivors compressed by it */
+    int64_t *txn_events;                  /* push_txn_event's, not applied yet */
+    size_t txn_count, txn_capacity;
+    PyThreadState *save;                  /* the GIL released: taken back for codec and set calls */
+} BatchFilter;
+
+/* A v2 batch header's fields the filter reads. */
+typedef struct {
+    int64_t size, base, base_ts, max_ts, producer_id, last;
+    unsigned attributes, codec;
+    int32_t last_delta, count;
+} BatchHeader;
+
+/* What the transaction state says of a batch. */
+typedef struct {
+    int retain_empty, is_marker, can_discard, kept_committed;
+    int64_t *aborted; /* the producer's ongoing aborted transaction, for its data and ABORT marker */
+} BatchVerdict;
+
+/* The arguments and buffers of a call: 0, or -1 with the error set (batch_filter_free releases what was taken). */
+static int
+batch_filter_open(BatchFilter *f, PyObject *args)
+{
+    PyObject *key_map_obj, *out_obj = Py_None, *ends_obj = Py_None, *committed_obj = Py_None, *txn_obj = Py_None;
+    long long map_latest_offset, now_ms, new_horizon, upper_bound;
+    if (!PyArg_ParseTuple(args, "y*nnOLLLL|OOOO", &f->view, &f->pos, &f->limit, &key_map_obj, &map_latest_offset,
+                          &now_ms, &new_horizon, &upper_bound, &out_obj, &ends_obj, &committed_obj, &txn_obj)) {
+        return -1;
+    }
+    f->has_view = 1;
+    if (!PyObject_TypeCheck(key_map_obj, &KeyMapType) || (committed_obj != Py_None && !PySet_Check(committed_obj)) ||
+        (committed_obj == Py_None) != (txn_obj == Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "key_map must be a KeyMap; committed a set and txns a cursor, or neither");
+        return -1;
+    }
+    f->key_map = (KeyMap *)key_map_obj;
+    if (keymap_settle(f->key_map, 0) < 0) {
+        return -1;
+    }
+    f->has_ends = ends_obj != Py_None && PyObject_GetBuffer(ends_obj, &f->ends_view, PyBUF_SIMPLE) == 0;
+    if (ends_obj != Py_None && !f->has_ends) {
+        return -1;
+    }
+    if (f->has_ends && f->ends_view.len % 16 != 0) {
+        PyErr_SetString(PyExc_ValueError, "producer_ends must hold int64 pairs");
+        return -1;
+    }
+    if (txn_cursor_get(txn_obj, &f->txn_view, &f->txn) < 0) {
+        return -1;
+    }
+    f->transactional = txn_obj != Py_None;
+    f->has_out = out_obj != Py_None && PyObject_GetBuffer(out_obj, &f->out_view, PyBUF_WRITABLE) == 0;
+    if (out_obj != Py_None && !f->has_out) {
+        return -1;
+    }
+    f->ends = f->has_ends ? f->ends_view.buf : NULL;
+    f->ends_count = f->has_ends ? f->ends_view.len / 16 : 0;
+    f->committed = committed_obj;
+    f->map_latest_offset = map_latest_offset;
+    f->now_ms = now_ms;
+    f->new_horizon = new_horizon;
+    f->upper_bound = upper_bound;
+    f->buf = f->view.buf;
+    f->len = f->view.len;
+    if (f->pos < 0 || f->pos > f->len) {
+        f->pos = f->len;
+    }
+    Py_ssize_t limit = f->limit < f->len ? f->limit : f->len;
+    f->out_capacity = f->has_out ? (size_t)f->out_view.len : (size_t)(f->limit > f->pos ? limit - f->pos : 0) * 2 + (1 << 16);
+    f->out = f->has_out ? f->out_view.buf : malloc(f->out_capacity);
+    f->meta_capacity = 64;
+    f->meta = malloc(f->meta_capacity * META_FIELDS * sizeof(int64_t));
+    if (f->out == NULL || f->meta == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* Everything a call took (what batch_filter_open took, if it failed). */
+static void
+batch_filter_free(BatchFilter *f)
+{
+    Py_XDECREF(f->raw);
+    Py_XDECREF(f->packed);
+    free(f->inflated.data);
+    free(f->deflated.data);
+    filter_scratch_free(&f->sc);
+    free(f->txn_events);
+    if (f->has_ends) {
+        PyBuffer_Release(&f->ends_view);
+    }
+    if (f->transactional) {
+        PyBuffer_Release(&f->txn_view);
+    }
+    if (f->has_out) {
+        PyBuffer_Release(&f->out_view);
+    }
+    else {
+        free(f->out);
+    }
+    free(f->meta);
+    if (f->has_view) {
+        PyBuffer_Release(&f->view);
+    }
+}
+
+/* The batch's header at b, or -1: not one the C loops read (the Python rules' from here on). */
+static inline int
+batch_header_read(const BatchFilter *f, const unsigned char *b, BatchHeader *h)
+{
+    h->size = (int64_t)(int32_t)be32(b + 8) + 12;
+    if (h->size < BATCH_OVERHEAD || h->size > f->len - f->pos || b[16] != 2) {
+        return -1;
+    }
+    h->attributes = (unsigned)b[21] << 8 | b[22];
+    h->codec = h->attributes & CODEC_BITS;
+    h->last_delta = (int32_t)be32(b + 23);
+    h->base = be64(b);
+    h->base_ts = be64(b + 27);
+    h->max_ts = be64(b + 35);
+    h->producer_id = be64(b + 43);
+    h->count = (int32_t)be32(b + 57);
+    if (!loops_read(h->attributes, f->transactional) || (h->producer_id != -1 && !f->has_ends) || h->last_delta < 0 ||
+        h->count <= 0 || h->base + h->last_delta + 1 == f->upper_bound ||
+        (!keymap_scan_checked(f->key_map, h->base, h->base + h->last_delta) &&
+         crc32c(b + 21, (size_t)h->size - 21) != be32(b + 17))) {
+        return -1;
+    }
+    h->last = h->base + h->last_delta;
+    return 0;
+}
+
+/*
+ * CleanedTransactionMetadata.on_control_batch_read: an ABORT marker is kept if data of its producer's ongoing
+ * aborted transaction was read (which is retained), else it may go; a COMMIT marker is kept while its producer
+ * is among the ongoing committed (and it leaves them), else it may go. A producer whose last entry is a marker
+ * (no data offset: rules.is_last_record_of_producer by epoch) leaves it to the Python rules (-1).
+ */
+static int
+marker_verdict(BatchFilter *f, const unsigned char *b, const BatchHeader *h, BatchVerdict *v)
+{
+    int type = marker_type(b, h->size);
+    if (type < 0 || is_producers_last(f->ends, f->ends_count, -1, h->producer_id)) {
+        return -1;
+    }
+    if (type != MARKER_ABORT) {
+        v->aborted = NULL; /* a COMMIT leaves an aborted transaction of its producer as it is */
+    }
+    if (type == MARKER_COMMIT) {
+        PyEval_RestoreThread(f->save);
+        PyObject *producer = NULL;
+        if (apply_txn_events(f->committed, f->txn_events, &f->txn_count) < 0 ||
+            (producer = PyLong_FromLongLong(h->producer_id)) == NULL ||
+            (v->kept_committed = PySet_Contains(f->committed, producer)) < 0) {
+            f->status = 4;
+        }
+        Py_XDECREF(producer);
+        f->save = PyEval_SaveThread();
+        if (f->status != 0) {
+            return -1;
+        }
+    }
+    v->can_discard = type == MARKER_ABORT ? v->aborted == NULL || v->aborted[2] < 0 : !v->kept_committed;
+    return 0;
+}
+
+/* The batch's retention from the transaction state: 0, or -1 (the Python rules', or f->status set). */
+static inline int
+batch_verdict(BatchFilter *f, const unsigned char *b, const BatchHeader *h, BatchVerdict *v)
+{
+    v->retain_empty = h->producer_id != -1 && is_producers_last(f->ends, f->ends_count, h->last, h->producer_id);
+    v->is_marker = (h->attributes & CONTROL_BIT) != 0;
+    v->can_discard = 0;
+    v->kept_committed = 0;
+    v->aborted = NULL;
+    if (f->transactional) {
+        txn_read(&f->txn, h->last);
+        v->aborted = (h->attributes & TRANSACTIONAL_BIT) ? txn_ongoing(&f->txn, h->producer_id) : NULL;
+    }
+    if (v->is_marker) {
+        return marker_verdict(f, b, h, v);
+    }
+    if (v->aborted != NULL) {
+        /* on_batch_read: aborted data, which goes (rules.batch_retention's DELETE); its producer's last
+         * batch, kept as a bare header after its records are read, is the Python rules' */
+        v->can_discard = 1;
+        return v->retain_empty ? -1 : 0;
+    }
+    return 0;
+}
+
+/* The record rules over the batch's records (none read if the batch goes whole): 0, or -1. */
+static inline int
+batch_records(BatchFilter *f, const unsigned char *b, const BatchHeader *h, BatchVerdict *v, FilterCall *c)
+{
+    int discard_records =
+        v->is_marker ? v->can_discard && (h->attributes & 0x40) && h->base_ts <= f->now_ms : v->can_discard;
+    if (discard_records) {
+        v->retain_empty = 0; /* rules.batch_retention's DELETE: gone, its records not read */
+        return 0;
+    }
+    if (!v->is_marker && h->count == (int64_t)h->last_delta + 1 && h->last <= f->map_latest_offset &&
+        keymap_all_superseded(f->key_map, h->base, h->last)) {
+        /* every offset holds a keyed record a later one supersedes (the map's scan read each of them
+         * this round, so they are well formed): none survives, none is parsed */
+        c->read = h->count;
+        return 0;
+    }
+    const unsigned char *area = b + BATCH_OVERHEAD;
+    Py_ssize_t area_length = (Py_ssize_t)h->size - BATCH_OVERHEAD;
+    int status;
+    if (h->codec && (status = inflate_area(h->codec, &area, &area_length, &f->inflated, &f->raw, &f->save)) != 0) {
+        f->status = status == 1 ? 0 : status; /* the codec refused it: Python's, with its error */
+        return -1;
+    }
+    c->base_offset = h->base;
+    c->base_timestamp = h->base_ts;
+    c->has_log_append_time = (h->attributes & 0x08) != 0;
+    c->log_append_time = h->max_ts;
+    c->has_horizon = (h->attributes & 0x40) != 0;
+    c->horizon = h->base_ts;
+    c->key_map = f->key_map;
+    c->use_bitmap = !v->is_marker;
+    c->is_control = v->is_marker;
+    c->can_discard = v->can_discard;
+    c->map_latest_offset = f->map_latest_offset;
+    c->now_ms = f->now_ms;
+    c->new_horizon = f->new_horizon;
+    if ((status = filter_area(&f->sc, area, area_length, h->count, c)) != 0) {
+        f->status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
+        return -1;
+    }
+    return 0;
+}
+
+/* The survivors' records area as written: re-encoded, and compressed again with the batch's codec (by the
+ * system's library, as `compress` would, else by a call of `compress`). 0, or -1 (f->status says why). */
+static inline int
+batch_compress(BatchFilter *f, const BatchHeader *h, const FilterCall *c, const unsigned char **kept_area,
+               Py_ssize_t *kept_length)
+{
+    *kept_area = f->sc.out;
+    *kept_length = c->out_length;
+    int by_system = h->codec && c->out_length > 0 && system_codecs != NULL && system_codecs_on
+                        ? system_codecs->compress(h->codec, f->sc.out, (size_t)c->out_length, &f->deflated)
+                        : -2;
+    if (by_system == -1) {
+        f->status = 2;
+        return -1;
+    }
+    if (by_system == 0) {
+        *kept_area = f->deflated.data;
+        *kept_length = (Py_ssize_t)f->deflated.length;
+    }
+    else if (h->codec && c->out_length > 0) {
+        PyEval_RestoreThread(f->save);
+        Py_CLEAR(f->raw);
+        Py_CLEAR(f->packed);
+        int status = codec_call(codec_compress, h->codec, f->sc.out, c->out_length, &f->packed);
+        f->save = PyEval_SaveThread();
+        if (status != 0) {
+            f->status = status == 1 ? 0 : status;
+            return -1;
+        }
+        *kept_area = (const unsigned char *)PyBytes_AS_STRING(f->packed);
+        *kept_length = PyBytes_GET_SIZE(f->packed);
+    }
+    return 0;
+}
+
+/* Room for `need` bytes of output: 0, or -1 (f->status says why; 0: the caller's next call takes the batch). */
+static int
+batch_out_reserve(BatchFilter *f, const BatchHeader *h, size_t need)
+{
+    if (need <= f->out_capacity) {
+        return 0;
+    }
+    if (f->has_out) {
+        /* stops before this batch; the caller's next call takes it (a compressed one: Python's) */
+        f->status = f->batches == 0 && !h->codec ? 3 : 0;
+        return -1;
+    }
+    size_t capacity = f->out_capacity * 2 > need ? f->out_capacity * 2 : need;
+    unsigned char *grown = realloc(f->out, capacity);
+    if (grown == NULL) {
+        f->status = 2;
+        return -1;
+    }
+    f->out = grown;
+    f->out_capacity = capacity;
+    return 0;
+}
+
+/* The batch at the output's end (dropped, a bare header, unchanged, or rebuilt around its survivors): its
+ * outcome, or -1 (f->status says why). */
+static inline int
+batch_write(BatchFilter *f, const unsigned char *b, const BatchHeader *h, const BatchVerdict *v, const FilterCall *c,
+            const unsigned char *kept_area, Py_ssize_t kept_length, Py_ssize_t *written, int64_t *written_max_ts)
+{
+    int empty = c->kept == 0 && v->retain_empty;
+    *written_max_ts = h->max_ts;
+    *written = c->kept == 0 ? (empty ? BATCH_OVERHEAD : 0)
+               : c->out_length > 0 ? BATCH_OVERHEAD + kept_length : (Py_ssize_t)h->size;
+    if (batch_out_reserve(f, h, (size_t)f->out_length + (size_t)*written) < 0) {
+        return -1;
+    }
+    unsigned char *o = f->out + f->out_length;
+    if (c->kept == 0) {
+        if (empty) {
+            write_empty_batch(o, b, h->attributes);
+        }
+        return empty ? BATCH_REWRITTEN : BATCH_DROPPED;
+    }
+    if (c->out_length == 0) {
+        memcpy(o, b, (size_t)h->size);
+        return BATCH_UNCHANGED;
+    }
+    /* encode_rebuilt_batch: the header with the survivors' count, timestamps and horizon bit */
+    *written_max_ts = c->has_log_append_time ? h->max_ts : c->max_ts;
+    memcpy(o, b, BATCH_OVERHEAD);
+    put_be32(o + 8, (uint32_t)(*written - 12));
+    o[16] = 2;
+    unsigned new_attributes = (h->attributes & (0x0F | TRANSACTIONAL_BIT | CONTROL_BIT)) | (c->horizon_out ? 0x40 : 0);
+    o[21] = (unsigned char)(new_attributes >> 8);
+    o[22] = (unsigned char)new_attributes;
+    put_be64(o + 27, c->new_base);
+    put_be64(o + 35, *written_max_ts);
+    put_be32(o + 57, (uint32_t)c->kept);
+    memcpy(o + BATCH_OVERHEAD, kept_area, (size_t)kept_length);
+    put_be32(o + 17, crc32c(o + 21, (size_t)*written - 21));
+    return *written == h->size && memcmp(o, b, (size_t)h->size) == 0 ? BATCH_UNCHANGED : BATCH_REWRITTEN;
+}
+
+/* The batch is taken: its metadata row, and what reading it changes in the transaction state, in order. */
+static inline int
+batch_taken(BatchFilter *f, const BatchHeader *h, const BatchVerdict *v, const FilterCall *c, int outcome,
+            Py_ssize_t written, int64_t written_max_ts)
+{
+    if (f->batches == (Py_ssize_t)f->meta_capacity) {
+        int64_t *grown = realloc(f->meta, f->meta_capacity * 2 * META_FIELDS * sizeof(int64_t));
+        if (grown == NULL) {
+            f->status = 2;
+            return -1;
+        }
+        f->meta = grown;
+        f->meta_capacity *= 2;
+    }
+    if (((h->attributes & TRANSACTIONAL_BIT) && !v->is_marker && v->aborted == NULL) || v->kept_committed) {
+        int64_t event = v->is_marker ? ~h->producer_id : h->producer_id;
+        if (push_txn_event(&f->txn_events, &f->txn_count, &f->txn_capacity, event) < 0) {
+            f->status = 2;
+            return -1;
+        }
+    }
+    if (v->aborted != NULL && v->is_marker) {
+        txn_end_aborted(&f->txn, v->aborted);
+    }
+    else if (v->aborted != NULL) {
+        v->aborted[2] = h->last;
+    }
+    txn_taken(&f->txn);
+    int64_t *row = f->meta + f->batches * META_FIELDS;
+    row[0] = outcome;
+    row[1] = f->pos;
+    row[2] = h->size;
+    row[3] = f->out_length;
+    row[4] = written;
+    row[5] = h->last;
+    row[6] = written_max_ts;
+    row[7] = c->read;
+    row[8] = c->kept;
+    row[9] = c->invalid;
+    f->out_length += written;
+    f->batches++;
+    f->pos += (Py_ssize_t)h->size;
+    return 0;
+}
+
+/* The batches from f->pos, with the GIL released, until one is not the C loops' (or the limit, or an error). */
+static void
+batch_filter_run(BatchFilter *f)
+{
+    while (f->pos < f->limit && f->pos + BATCH_OVERHEAD <= f->len) {
+        const unsigned char *b = f->buf + f->pos;
+        BatchHeader h;
+        BatchVerdict v;
+        FilterCall c = {0};
+        const unsigned char *kept_area;
+        Py_ssize_t kept_length, written;
+        int64_t written_max_ts;
+        int outcome;
+        if (batch_header_read(f, b, &h) < 0 || batch_verdict(f, b, &h, &v) < 0 || batch_records(f, b, &h, &v, &c) < 0 ||
+            batch_compress(f, &h, &c, &kept_area, &kept_length) < 0 ||
+            (outcome = batch_write(f, b, &h, &v, &c, kept_area, kept_length, &written, &written_max_ts)) < 0 ||
+            batch_taken(f, &h, &v, &c, outcome, written, written_max_ts) < 0) {
+            break;
+        }
+    }
+    txn_leave(&f->txn);
+}
+
+/* The call's result, or NULL with the error set. */
+static PyObject *
+batch_filter_result(BatchFilter *f)
+{
+    if (f->status != 2 && f->status != 4 && apply_txn_events(f->committed, f->txn_events, &f->txn_count) < 0) {
+        f->status = 4; /* the error is set */
+    }
+    Py_ssize_t meta_bytes = (Py_ssize_t)(f->batches * META_FIELDS * sizeof(int64_t));
+    switch (f->status) {
+    case 2:
+        return PyErr_NoMemory();
+    case 3:
+        return PyErr_Format(PyExc_ValueError, "output buffer of %zd bytes too small for the batch at %zd",
+                            f->out_view.len, f->pos);
+    case 4:
+        return NULL; /* a codec call's KeyboardInterrupt or the like: already set */
+    }
+    if (f->has_out) {
+        return Py_BuildValue("nny#", f->pos, f->out_length, (const char *)f->meta, meta_bytes);
+    }
+    return Py_BuildValue("ny#y#", f->pos, (const char *)f->out, f->out_length, (const char *)f->meta, meta_bytes);
+}
+
 /*
  * filter_batches(buf, position, limit, key_map, map_latest_offset, now_ms, new_horizon, upper_bound[, out
  *                [, producer_ends[, committed, txns]]])
@@ -107,348 +553,15 @@ write_empty_batch(unsigned char *o, const unsigned char *b, unsigned attributes)
 PyObject *
 filter_batches(PyObject *self, PyObject *args)
 {
-    Py_buffer view, out_view = {0}, ends_view = {0}, txn_view = {0};
-    Py_ssize_t pos, limit;
-    PyObject *key_map_obj, *out_obj = Py_None, *ends_obj = Py_None, *committed_obj = Py_None, *txn_obj = Py_None;
-    long long map_latest_offset, now_ms, new_horizon, upper_bound;
-    if (!PyArg_ParseTuple(args, "y*nnOLLLL|OOOO", &view, &pos, &limit, &key_map_obj, &map_latest_offset, &now_ms,
-                          &new_horizon, &upper_bound, &out_obj, &ends_obj, &committed_obj, &txn_obj)) {
+    BatchFilter f = {0};
+    if (batch_filter_open(&f, args) < 0) {
+        batch_filter_free(&f);
         return NULL;
     }
-    if (!PyObject_TypeCheck(key_map_obj, &KeyMapType) || (committed_obj != Py_None && !PySet_Check(committed_obj)) ||
-        (committed_obj == Py_None) != (txn_obj == Py_None)) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_TypeError, "key_map must be a KeyMap; committed a set and txns a cursor, or neither");
-        return NULL;
-    }
-    KeyMap *key_map = (KeyMap *)key_map_obj;
-    if (keymap_settle(key_map, 0) < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    int has_ends = ends_obj != Py_None;
-    if (has_ends && PyObject_GetBuffer(ends_obj, &ends_view, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (has_ends && ends_view.len % 16 != 0) {
-        PyBuffer_Release(&ends_view);
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "producer_ends must hold int64 pairs");
-        return NULL;
-    }
-    int transactional = txn_obj != Py_None;
-    TxnCursor txn = {0};
-    if (txn_cursor_get(txn_obj, &txn_view, &txn) < 0) {
-        if (has_ends) {
-            PyBuffer_Release(&ends_view);
-        }
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    const int64_t *ends = has_ends ? ends_view.buf : NULL;
-    Py_ssize_t ends_count = has_ends ? ends_view.len / 16 : 0;
-    int has_out = out_obj != Py_None;
-    if (has_out && PyObject_GetBuffer(out_obj, &out_view, PyBUF_WRITABLE) < 0) {
-        if (has_ends) {
-            PyBuffer_Release(&ends_view);
-        }
-        if (transactional) {
-            PyBuffer_Release(&txn_view);
-        }
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    const unsigned char *buf = view.buf;
-    Py_ssize_t len = view.len;
-    if (pos < 0 || pos > len) {
-        pos = len;
-    }
-    size_t out_capacity = has_out ? (size_t)out_view.len
-                                  : (size_t)(limit > pos ? (limit < len ? limit : len) - pos : 0) * 2 + (1 << 16);
-    unsigned char *out = has_out ? out_view.buf : malloc(out_capacity);
-    size_t meta_capacity = 64;
-    int64_t *meta = malloc(meta_capacity * META_FIELDS * sizeof(int64_t));
-    Py_ssize_t out_length = 0, batches = 0;
-    int status = 0;
-    FilterScratch sc = {0};
-    PyObject *raw = NULL, *packed = NULL; /* a compressed batch's records, and its survivors compressed */
-    CodecBuffer inflated = {0};           /* or its records decompressed by the system's codec library */
-    CodecBuffer deflated = {0};           /* or its survivors compressed by it */
-    int64_t *txn_events = NULL;           /* push_txn_event's, not applied yet */
-    size_t txn_count = 0, txn_capacity = 0;
-    if (out == NULL || meta == NULL) {
-        if (has_out) {
-            PyBuffer_Release(&out_view);
-        }
-        else {
-            free(out);
-        }
-        if (has_ends) {
-            PyBuffer_Release(&ends_view);
-        }
-        if (transactional) {
-            PyBuffer_Release(&txn_view);
-        }
-        free(meta);
-        PyBuffer_Release(&view);
-        return PyErr_NoMemory();
-    }
-    Py_BEGIN_ALLOW_THREADS
-    while (pos < limit && pos + BATCH_OVERHEAD <= len) {
-        const unsigned char *b = buf + pos;
-        int64_t size = (int64_t)(int32_t)be32(b + 8) + 12;
-        if (size < BATCH_OVERHEAD || size > len - pos || b[16] != 2) {
-            break;
-        }
-        unsigned attributes = (unsigned)b[21] << 8 | b[22], codec = attributes & CODEC_BITS;
-        int32_t last_delta = (int32_t)be32(b + 23);
-        int64_t base = be64(b), base_ts = be64(b + 27), max_ts = be64(b + 35), producer_id = be64(b + 43);
-        int32_t count = (int32_t)be32(b + 57);
-        if (!loops_read(attributes, transactional) || (producer_id != -1 && !has_ends) || last_delta < 0 || count <= 0 ||
-            base + last_delta + 1 == upper_bound ||
-            (!keymap_scan_checked(key_map, base, base + last_delta) &&
-             crc32c(b + 21, (size_t)size - 21) != be32(b + 17))) {
-            break;
-        }
-        int retain_empty = producer_id != -1 && is_producers_last(ends, ends_count, base + last_delta, producer_id);
-        int is_marker = (attributes & CONTROL_BIT) != 0, can_discard = 0, kept_committed = 0;
-        int64_t *aborted = NULL; /* the producer's ongoing aborted transaction, for its data and ABORT marker */
-        if (transactional) {
-            txn_read(&txn, base + last_delta);
-            aborted = (attributes & TRANSACTIONAL_BIT) ? txn_ongoing(&txn, producer_id) : NULL;
-        }
-        if (!is_marker && aborted != NULL) {
-            /* on_batch_read: aborted data, which goes (rules.batch_retention's DELETE); its producer's last
-             * batch, kept as a bare header after its records are read, is the Python rules' */
-            can_discard = 1;
-            if (retain_empty) {
-                break;
-            }
-        }
-        if (is_marker) {
-            /* CleanedTransactionMetadata.on_control_batch_read: an ABORT marker is kept if data of its
-             * producer's ongoing aborted transaction was read (which is retained), else it may go; a COMMIT
-             * marker is kept while its producer is among the ongoing committed (and it leaves them), else it
-             * may go. A producer whose last entry is a marker (no data offset: rules.is_last_record_of_producer
-             * by epoch) leaves it to the Python rules. */
-            int type = marker_type(b, size);
-            if (type < 0 || is_producers_last(ends, ends_count, -1, producer_id)) {
-                break;
-            }
-            if (type != MARKER_ABORT) {
-                aborted = NULL; /* a COMMIT leaves an aborted transaction of its producer as it is */
-            }
-            if (type == MARKER_COMMIT) {
-                Py_BLOCK_THREADS
-                PyObject *producer = NULL;
-                if (apply_txn_events(committed_obj, txn_events, &txn_count) < 0 ||
-                    (producer = PyLong_FromLongLong(producer_id)) == NULL ||
-                    (kept_committed = PySet_Contains(committed_obj, producer)) < 0) {
-                    status = 4;
-                }
-                Py_XDECREF(producer);
-                Py_UNBLOCK_THREADS
-                if (status != 0) {
-                    break;
-                }
-            }
-            can_discard = type == MARKER_ABORT ? aborted == NULL || aborted[2] < 0 : !kept_committed;
-        }
-        int discard_records = is_marker ? can_discard && (attributes & 0x40) && base_ts <= now_ms : can_discard;
-        FilterCall c = {0};
-        if (discard_records) {
-            retain_empty = 0; /* rules.batch_retention's DELETE: gone, its records not read */
-        }
-        else if (!is_marker && count == (int64_t)last_delta + 1 && base + last_delta <= map_latest_offset &&
-            keymap_all_superseded(key_map, base, base + last_delta)) {
-            /* every offset holds a keyed record a later one supersedes (the map's scan read each of them
-             * this round, so they are well formed): none survives, none is parsed */
-            c.read = count;
-        }
-        else {
-            const unsigned char *area = b + BATCH_OVERHEAD;
-            Py_ssize_t area_length = (Py_ssize_t)size - BATCH_OVERHEAD;
-            if (codec && (status = inflate_area(codec, &area, &area_length, &inflated, &raw, &_save)) != 0) {
-                status = status == 1 ? 0 : status; /* the codec refused it: Python's, with its error */
-                break;
-            }
-            c.base_offset = base;
-            c.base_timestamp = base_ts;
-            c.has_log_append_time = (attributes & 0x08) != 0;
-            c.log_append_time = max_ts;
-            c.has_horizon = (attributes & 0x40) != 0;
-            c.horizon = base_ts;
-            c.key_map = key_map;
-            c.use_bitmap = !is_marker;
-            c.is_control = is_marker;
-            c.can_discard = can_discard;
-            c.map_latest_offset = map_latest_offset;
-            c.now_ms = now_ms;
-            c.new_horizon = new_horizon;
-            status = filter_area(&sc, area, area_length, count, &c);
-            if (status != 0) {
-                status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
-                break;
-            }
-        }
-        /* the survivors' records area as written: re-encoded, and compressed again with the batch's codec (by
-         * the system's library, as `compress` would, else by a call of `compress`) */
-        const unsigned char *kept_area = sc.out;
-        Py_ssize_t kept_length = c.out_length;
-        int by_system = codec && c.out_length > 0 && system_codecs != NULL && system_codecs_on
-                            ? system_codecs->compress(codec, sc.out, (size_t)c.out_length, &deflated)
-                            : -2;
-        if (by_system == -1) {
-            status = 2;
-            break;
-        }
-        if (by_system == 0) {
-            kept_area = deflated.data;
-            kept_length = (Py_ssize_t)deflated.length;
-        }
-        else if (codec && c.out_length > 0) {
-            Py_BLOCK_THREADS
-            Py_CLEAR(raw);
-            Py_CLEAR(packed);
-            status = codec_call(codec_compress, codec, sc.out, c.out_length, &packed);
-            Py_UNBLOCK_THREADS
-            if (status != 0) {
-                status = status == 1 ? 0 : status;
-                break;
-            }
-            kept_area = (const unsigned char *)PyBytes_AS_STRING(packed);
-            kept_length = PyBytes_GET_SIZE(packed);
-        }
-        int empty = c.kept == 0 && retain_empty;
-        int64_t outcome, written_max_ts = max_ts;
-        Py_ssize_t written = c.kept == 0 ? (empty ? BATCH_OVERHEAD : 0)
-                             : c.out_length > 0 ? BATCH_OVERHEAD + kept_length : (Py_ssize_t)size;
-        size_t need = (size_t)out_length + (size_t)written;
-        if (need > out_capacity && has_out) {
-            /* stops before this batch; the caller's next call takes it (a compressed one: Python's) */
-            status = batches == 0 && !codec ? 3 : 0;
-            break;
-        }
-        if (need > out_capacity) {
-            size_t capacity = out_capacity * 2 > need ? out_capacity * 2 : need;
-            unsigned char *grown = realloc(out, capacity);
-            if (grown == NULL) {
-                status = 2;
-                break;
-            }
-            out = grown;
-            out_capacity = capacity;
-        }
-        unsigned char *o = out + out_length;
-        if (c.kept == 0) {
-            outcome = empty ? BATCH_REWRITTEN : BATCH_DROPPED;
-            if (empty) {
-                write_empty_batch(o, b, attributes);
-            }
-        }
-        else if (c.out_length == 0) {
-            outcome = BATCH_UNCHANGED;
-            memcpy(o, b, (size_t)size);
-        }
-        else {
-            /* encode_rebuilt_batch: the header with the survivors' count, timestamps and horizon bit */
-            written_max_ts = c.has_log_append_time ? max_ts : c.max_ts;
-            memcpy(o, b, BATCH_OVERHEAD);
-            put_be32(o + 8, (uint32_t)(written - 12));
-            o[16] = 2;
-            unsigned new_attributes =
-                (attributes & (0x0F | TRANSACTIONAL_BIT | CONTROL_BIT)) | (c.horizon_out ? 0x40 : 0);
-            o[21] = (unsigned char)(new_attributes >> 8);
-            o[22] = (unsigned char)new_attributes;
-            put_be64(o + 27, c.new_base);
-            put_be64(o + 35, written_max_ts);
-            put_be32(o + 57, (uint32_t)c.kept);
-            memcpy(o + BATCH_OVERHEAD, kept_area, (size_t)kept_length);
-            put_be32(o + 17, crc32c(o + 21, (size_t)written - 21));
-            outcome = written == size && memcmp(o, b, (size_t)size) == 0 ? BATCH_UNCHANGED : BATCH_REWRITTEN;
-        }
-        if (batches == (Py_ssize_t)meta_capacity) {
-            int64_t *grown = realloc(meta, meta_capacity * 2 * META_FIELDS * sizeof(int64_t));
-            if (grown == NULL) {
-                status = 2;
-                break;
-            }
-            meta = grown;
-            meta_capacity *= 2;
-        }
-        /* the batch is taken: what reading it changes in the transaction state, in order */
-        if (((attributes & TRANSACTIONAL_BIT) && !is_marker && aborted == NULL) || kept_committed) {
-            int64_t event = is_marker ? ~producer_id : producer_id;
-            if (push_txn_event(&txn_events, &txn_count, &txn_capacity, event) < 0) {
-                status = 2;
-                break;
-            }
-        }
-        if (aborted != NULL && is_marker) {
-            txn_end_aborted(&txn, aborted);
-        }
-        else if (aborted != NULL) {
-            aborted[2] = base + last_delta;
-        }
-        txn_taken(&txn);
-        int64_t *row = meta + batches * META_FIELDS;
-        row[0] = outcome;
-        row[1] = pos;
-        row[2] = size;
-        row[3] = out_length;
-        row[4] = written;
-        row[5] = base + last_delta;
-        row[6] = written_max_ts;
-        row[7] = c.read;
-        row[8] = c.kept;
-        row[9] = c.invalid;
-        out_length += written;
-        batches++;
-        pos += (Py_ssize_t)size;
-    }
-    txn_leave(&txn);
-    Py_END_ALLOW_THREADS
-    Py_XDECREF(raw);
-    Py_XDECREF(packed);
-    free(inflated.data);
-    free(deflated.data);
-    filter_scratch_free(&sc);
-    if (status != 2 && status != 4 && apply_txn_events(committed_obj, txn_events, &txn_count) < 0) {
-        status = 4; /* the error is set */
-    }
-    free(txn_events);
-    if (has_ends) {
-        PyBuffer_Release(&ends_view);
-    }
-    if (transactional) {
-        PyBuffer_Release(&txn_view);
-    }
-    PyBuffer_Release(&view);
-    PyObject *result = NULL;
-    if (status == 2) {
-        PyErr_NoMemory();
-    }
-    else if (status == 3) {
-        PyErr_Format(PyExc_ValueError, "output buffer of %zd bytes too small for the batch at %zd", out_view.len, pos);
-    }
-    else if (status == 4) {
-        /* a codec call's KeyboardInterrupt or the like: already set */
-    }
-    else if (has_out) {
-        result = Py_BuildValue("nny#", pos, out_length, (const char *)meta,
-                               (Py_ssize_t)(batches * META_FIELDS * sizeof(int64_t)));
-    }
-    else {
-        result = Py_BuildValue("ny#y#", pos, (const char *)out, out_length, (const char *)meta,
-                               (Py_ssize_t)(batches * META_FIELDS * sizeof(int64_t)));
-    }
-    if (has_out) {
-        PyBuffer_Release(&out_view);
-    }
-    else {
-        free(out);
-    }
-    free(meta);
+    f.save = PyEval_SaveThread();
+    batch_filter_run(&f);
+    PyEval_RestoreThread(f.save);
+    PyObject *result = batch_filter_result(&f);
+    batch_filter_free(&f);
     return result;
 }

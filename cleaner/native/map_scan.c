@@ -114,6 +114,111 @@ keymap_map_records(KeyMap *m, PyObject *args)
     return Py_BuildValue("nL", count, (long long)last_put);
 }
 
+/* One map_batches call's scan, shared by its steps. */
+typedef struct {
+    KeyMap *m;
+    PutBlock own, *block; /* the call's own block, or the pipeline's */
+    const unsigned char *buf;
+    Py_ssize_t len, pos, limit, batches, records, bytes;
+    int64_t start, last_offset, latest;
+    int transactional, listed, status;
+    const int64_t *listed_offsets; /* the aborted data batches' base offsets, given by the caller */
+    Py_ssize_t listed_count;
+    TxnCursor txn;
+    PyObject *raw;        /* the last compressed batch's records, decompressed (released with the GIL) */
+    CodecBuffer inflated; /* or decompressed by the system's codec library */
+    PyThreadState *save;  /* the GIL released: taken back for codec calls */
+} MapScan;
+
+/* A data batch's keys put (or parsed into the call's block): 0, or -1 (s->status says why). */
+static inline int
+map_batch_records(MapScan *s, const unsigned char *b, int64_t size, unsigned attributes, int32_t count,
+                  int64_t base, int checks, int64_t *last_put)
+{
+    const unsigned char *area = b + BATCH_OVERHEAD;
+    Py_ssize_t area_length = (Py_ssize_t)size - BATCH_OVERHEAD;
+    if (attributes & CODEC_BITS) {
+        int rc = inflate_area(attributes & CODEC_BITS, &area, &area_length, &s->inflated, &s->raw, &s->save);
+        if (rc != 0) {
+            s->status = rc == 1 ? 0 : rc; /* the codec refused it: Python's, with its error */
+            return -1;
+        }
+    }
+    int status = parse_area(s->m, s->block, area, area_length, count, base, s->start, last_put, checks);
+    if (status == 0 && s->block == &s->own) {
+        status = put_or_hand_over(s->m, s->block); /* batch by batch: its keys still in cache */
+    }
+    if (status != 0) {
+        s->status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
+        return -1;
+    }
+    return 0;
+}
+
+/* The batch at s->pos read and counted: 0, or -1 (not one the C loops read, or s->status set). */
+static inline int
+map_batch(MapScan *s)
+{
+    const unsigned char *b = s->buf + s->pos;
+    int64_t size = (int64_t)(int32_t)be32(b + 8) + 12;
+    if (size < BATCH_OVERHEAD || size > s->len - s->pos || b[16] != 2) {
+        return -1;
+    }
+    unsigned attributes = (unsigned)b[21] << 8 | b[22];
+    int32_t last_delta = (int32_t)be32(b + 23);
+    int32_t count = (int32_t)be32(b + 57);
+    int64_t base = be64(b);
+    int checks = keymap_checks_batch(s->m, base);
+    if (!loops_read(attributes, s->transactional || s->listed) || last_delta < 0 || count <= 0
+        || (checks && crc32c(b + 21, (size_t)size - 21) != be32(b + 17))) {
+        return -1;
+    }
+    int64_t *aborted = NULL; /* the ongoing aborted transaction the batch is of */
+    int dropped = 0;        /* aborted data: read, not mapped */
+    if (s->transactional) {
+        txn_read(&s->txn, base + last_delta);
+        aborted = (attributes & TRANSACTIONAL_BIT) ? txn_ongoing(&s->txn, be64(b + 43)) : NULL;
+        dropped = aborted != NULL;
+    }
+    else if (s->listed && (attributes & (TRANSACTIONAL_BIT | CONTROL_BIT)) == TRANSACTIONAL_BIT) {
+        dropped = sorted_contains(s->listed_offsets, s->listed_count, base);
+    }
+    int64_t last_put = -1;
+    if (attributes & CONTROL_BIT) {
+        /* a marker: no key to put; an ABORT ends its producer's aborted transaction (a COMMIT changes
+         * only what the map does not read of the transaction state: the ongoing committed producers);
+         * given the aborted batches by offset, no state to change */
+        int type = s->listed ? MARKER_COMMIT : checks ? marker_type(b, size) : -1;
+        if (type < 0) {
+            return -1;
+        }
+        if (type == MARKER_ABORT && aborted != NULL) {
+            txn_end_aborted(&s->txn, aborted);
+        }
+    }
+    else if (dropped) {
+        if (aborted != NULL) {
+            aborted[2] = base + last_delta;
+        }
+    }
+    else if (map_batch_records(s, b, size, attributes, count, base, checks, &last_put) < 0) {
+        return -1;
+    }
+    txn_taken(&s->txn);
+    s->batches++;
+    s->records += count;
+    s->bytes += (Py_ssize_t)size;
+    s->last_offset = base + last_delta;
+    if (last_put >= 0) {
+        s->latest = last_put;
+    }
+    if (s->last_offset >= s->start) {
+        s->latest = s->last_offset;
+    }
+    s->pos += (Py_ssize_t)size;
+    return 0;
+}
+
 /*
  * map_batches(buf, position, limit, start[, txns[, aborted]])
  *   -> (position reached, batches, records, bytes, last offset of the last batch or -1, latest or -1)
@@ -133,155 +238,62 @@ keymap_map_records(KeyMap *m, PyObject *args)
 PyObject *
 keymap_map_batches(KeyMap *m, PyObject *args)
 {
-    Py_buffer view, txn_view = {0};
-    Py_ssize_t pos, limit;
+    Py_buffer view, txn_view = {0}, listed_view = {0};
     long long start;
     PyObject *txn_obj = Py_None, *aborted_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "y*nnL|OO", &view, &pos, &limit, &start, &txn_obj, &aborted_obj)) {
+    MapScan s = {.m = m, .last_offset = -1, .latest = -1};
+    if (!PyArg_ParseTuple(args, "y*nnL|OO", &view, &s.pos, &s.limit, &start, &txn_obj, &aborted_obj)) {
         return NULL;
     }
-    int transactional = txn_obj != Py_None;
-    int listed = !transactional && aborted_obj != Py_None; /* the aborted data batches given by offset */
-    Py_buffer listed_view = {0};
-    TxnCursor txn = {0};
-    if (txn_cursor_get(txn_obj, &txn_view, &txn) < 0) {
+    s.start = start;
+    s.transactional = txn_obj != Py_None;
+    s.listed = !s.transactional && aborted_obj != Py_None; /* the aborted data batches given by offset */
+    if (txn_cursor_get(txn_obj, &txn_view, &s.txn) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    if (listed && PyObject_GetBuffer(aborted_obj, &listed_view, PyBUF_SIMPLE) < 0) {
+    if (s.listed && PyObject_GetBuffer(aborted_obj, &listed_view, PyBUF_SIMPLE) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    const int64_t *listed_offsets = listed_view.buf;
-    Py_ssize_t listed_count = listed_view.len / (Py_ssize_t)sizeof(int64_t);
+    s.listed_offsets = listed_view.buf;
+    s.listed_count = listed_view.len / (Py_ssize_t)sizeof(int64_t);
     if (m->deferred_done < m->deferred_count && keymap_settle(m, 1) < 0) {
-        if (transactional) {
-            PyBuffer_Release(&txn_view);
-        }
-        if (listed) {
-            PyBuffer_Release(&listed_view);
-        }
-        PyBuffer_Release(&view);
-        return NULL;
+        s.status = 5;
     }
-    const unsigned char *buf = view.buf;
-    Py_ssize_t len = view.len, batches = 0, records = 0, bytes = 0;
-    int64_t last_offset = -1, latest = -1;
-    int status = 0;
-    PutBlock own = {0};
-    PyObject *raw = NULL; /* the last compressed batch's records, decompressed (released with the GIL) */
-    CodecBuffer inflated = {0}; /* or decompressed by the system's codec library */
-    if (pos < 0) {
-        pos = len;
+    else {
+        s.buf = view.buf;
+        s.len = view.len;
+        if (s.pos < 0) {
+            s.pos = s.len;
+        }
+        s.save = PyEval_SaveThread();
+        s.block = block_for_call(m, &s.own);
+        s.status = s.block == NULL ? 2 : 0;
+        while (s.status == 0 && s.pos < s.limit && s.pos + BATCH_OVERHEAD <= s.len && map_batch(&s) == 0) {
+        }
+        if (s.block != NULL && s.block != &s.own) {
+            pipe_push(m->pipe, s.block); /* what it parsed: the run's batches before any it stopped at */
+        }
+        txn_leave(&s.txn);
+        PyEval_RestoreThread(s.save);
     }
-    Py_BEGIN_ALLOW_THREADS
-    PutBlock *block = block_for_call(m, &own);
-    status = block == NULL ? 2 : 0;
-    while (status == 0 && pos < limit && pos + BATCH_OVERHEAD <= len) {
-        const unsigned char *b = buf + pos;
-        int64_t size = (int64_t)(int32_t)be32(b + 8) + 12;
-        if (size < BATCH_OVERHEAD || size > len - pos || b[16] != 2) {
-            break;
-        }
-        unsigned attributes = (unsigned)b[21] << 8 | b[22];
-        int32_t last_delta = (int32_t)be32(b + 23);
-        int32_t count = (int32_t)be32(b + 57);
-        int64_t base = be64(b);
-        int checks = keymap_checks_batch(m, base);
-        if (!loops_read(attributes, transactional || listed) || last_delta < 0 || count <= 0
-            || (checks && crc32c(b + 21, (size_t)size - 21) != be32(b + 17))) {
-            break;
-        }
-        int64_t *aborted = NULL; /* the ongoing aborted transaction the batch is of */
-        int dropped = 0;        /* aborted data: read, not mapped */
-        if (transactional) {
-            txn_read(&txn, base + last_delta);
-            aborted = (attributes & TRANSACTIONAL_BIT) ? txn_ongoing(&txn, be64(b + 43)) : NULL;
-            dropped = aborted != NULL;
-        }
-        else if (listed && (attributes & (TRANSACTIONAL_BIT | CONTROL_BIT)) == TRANSACTIONAL_BIT) {
-            dropped = sorted_contains(listed_offsets, listed_count, base);
-        }
-        if (attributes & CONTROL_BIT) {
-            /* a marker: no key to put; an ABORT ends its producer's aborted transaction (a COMMIT changes
-             * only what the map does not read of the transaction state: the ongoing committed producers);
-             * given the aborted batches by offset, no state to change */
-            int type = listed ? MARKER_COMMIT : checks ? marker_type(b, size) : -1;
-            if (type < 0) {
-                break;
-            }
-            if (type == MARKER_ABORT && aborted != NULL) {
-                txn_end_aborted(&txn, aborted);
-            }
-            txn_taken(&txn);
-            batches++;
-            records += count;
-            bytes += (Py_ssize_t)size;
-            last_offset = base + last_delta;
-            if (last_offset >= start) {
-                latest = last_offset;
-            }
-            pos += (Py_ssize_t)size;
-            continue;
-        }
-        int64_t last_put = -1;
-        if (dropped) {
-            if (aborted != NULL) {
-                aborted[2] = base + last_delta;
-            }
-        }
-        else {
-            const unsigned char *area = b + BATCH_OVERHEAD;
-            Py_ssize_t area_length = (Py_ssize_t)size - BATCH_OVERHEAD;
-            if (attributes & CODEC_BITS) {
-                int rc = inflate_area(attributes & CODEC_BITS, &area, &area_length, &inflated, &raw, &_save);
-                if (rc != 0) {
-                    status = rc == 1 ? 0 : rc; /* the codec refused it: Python's, with its error */
-                    break;
-                }
-            }
-            status = parse_area(m, block, area, area_length, count, base, start, &last_put, checks);
-            if (status == 0 && block == &own) {
-                status = put_or_hand_over(m, block); /* batch by batch: its keys still in cache */
-            }
-            if (status != 0) {
-                status = status == 1 ? 0 : status; /* a batch in an odd encoding: Python's */
-                break;
-            }
-        }
-        txn_taken(&txn);
-        batches++;
-        records += count;
-        bytes += (Py_ssize_t)size;
-        last_offset = base + last_delta;
-        if (last_put >= 0) {
-            latest = last_put;
-        }
-        if (last_offset >= start) {
-            latest = last_offset;
-        }
-        pos += (Py_ssize_t)size;
-    }
-    if (block != NULL && block != &own) {
-        pipe_push(m->pipe, block); /* what it parsed: the run's batches before any it stopped at */
-    }
-    txn_leave(&txn);
-    Py_END_ALLOW_THREADS
-    Py_XDECREF(raw);
-    free(inflated.data);
-    free(own.data);
-    if (transactional) {
+    Py_XDECREF(s.raw);
+    free(s.inflated.data);
+    free(s.own.data);
+    if (s.transactional) {
         PyBuffer_Release(&txn_view);
     }
-    if (listed) {
+    if (s.listed) {
         PyBuffer_Release(&listed_view);
     }
     PyBuffer_Release(&view);
-    if (status == 2) {
+    if (s.status == 2) {
         return PyErr_NoMemory();
     }
-    if (status == 4) {
-        return NULL; /* a codec call's KeyboardInterrupt or the like */
+    if (s.status == 4 || s.status == 5) {
+        return NULL; /* a codec call's KeyboardInterrupt or the like, or the deferred blobs' error */
     }
-    return Py_BuildValue("nnnnLL", pos, batches, records, bytes, (long long)last_offset, (long long)latest);
+    return Py_BuildValue("nnnnLL", s.pos, s.batches, s.records, s.bytes, (long long)s.last_offset,
+                         (long long)s.latest);
 }
