@@ -32,22 +32,17 @@ from typing import NoReturn
 from api.server import ApiServer
 from cleaner.engine import CompactionEngine
 from cleaner.log_cleaner import LogCleaner
-from cleaner.manager import CleanerManager
 from service.clock import Clock, SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.listen_policy import check_listen_policy
-from service.config.topic_store import TopicConfigStore
 from service.errors import ConflictError, LogCleanerError
 from service.node import (
     NodeView,
     build_api_server,
-    build_compacted_log_manager,
     build_engine,
     build_log_cleaner,
-    build_log_manager,
     build_metrics,
-    build_scheduler,
-    load_metadata,
+    build_node,
 )
 from service.ports import CleanerView
 from service.sd_notify import sd_notify
@@ -89,22 +84,13 @@ class Daemon:
         self._prescans = prescans
         self._freeze_loaded = freeze_loaded
         self.clock = clock or SystemClock()
-        self.topic_store = TopicConfigStore(list(broker.log_dir_paths))
-        # Read before anything binds or locks; the LogManager takes the stray replicas' verdict from it.
-        self.metadata = load_metadata(broker)
-        # The scheduler reports to the metrics, built after it: it runs nothing before start().
-        self.scheduler = build_scheduler(broker, self.clock, on_outcome=self._on_job_outcome)
-        # With log.cleaner.enable, the LogManager's cleaning port is the cleaner's manager; its workers
-        # start once the logs loaded.
-        self._cleaning: CleanerManager | None = None
-        if broker.log_cleaner_enable:
-            self.log_manager, self._cleaning = build_compacted_log_manager(
-                broker, self.topic_store, metadata=self.metadata, clock=self.clock, scheduler=self.scheduler
-            )
-        else:
-            self.log_manager = build_log_manager(
-                broker, self.topic_store, metadata=self.metadata, clock=self.clock, scheduler=self.scheduler
-            )
+        # The scheduler reports to the metrics, built after the node: it runs nothing before start().
+        node = build_node(broker, self.clock, on_job_outcome=self._on_job_outcome)
+        self.topic_store = node.topic_store
+        self.metadata = node.metadata
+        self.scheduler = node.scheduler
+        self.log_manager = node.log_manager
+        self._cleaning = node.cleaning  # the cleaner's workers over it start once the logs loaded
         # The API and the metrics see the node's parts, not this daemon.
         self.view = NodeView(
             broker,

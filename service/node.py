@@ -1,11 +1,12 @@
 """The composition root: a logcleaner process's parts, built from its configuration and wired here only.
 
-``serve`` builds the node: the broker config and the metadata log, then the scheduler (its outcomes feed
-the metrics), the LogManager, and once the logs loaded the compaction engine and the cleaner (the
-LogManager's cleaning port, as Kafka's LogManager owns its LogCleaner), then the API over them. The offline
-commands build the narrower sets they need from the same functions: a LogManager for every inspection,
-an engine and a worker-less cleaner for ``logcleaner clean``. The cleaner, the scheduler and the API are
-imported only by the functions that build them, so an inspection imports none of them and starts fast.
+``serve`` builds the node (``build_node``): the broker config and the metadata log, then the scheduler
+(its outcomes feed the metrics), the LogManager, and once the logs loaded the compaction engine and the
+cleaner (the LogManager's cleaning port, as Kafka's LogManager owns its LogCleaner), then the API over
+them. The offline commands build the narrower sets they need from the same functions: a LogManager for
+every inspection, an engine and a worker-less cleaner for ``logcleaner clean``. The cleaner, the scheduler
+and the API are imported only by the functions that build them, so an inspection imports none of them and
+starts fast.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from scheduler.log_scheduler import LogScheduler
 
 __all__ = [
+    "Node",
     "NodeView",
     "build_api_server",
     "build_compacted_log_manager",
@@ -51,6 +53,7 @@ __all__ = [
     "build_log_cleaner",
     "build_log_manager",
     "build_metrics",
+    "build_node",
     "build_offline_compacted_log_manager",
     "build_offline_log_manager",
     "build_scheduler",
@@ -79,6 +82,38 @@ class NodeView:
     def refresh_topic_configs(self) -> None:
         """Apply changed topic overrides to the live logs."""
         self.refresh()
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """``serve``'s parts built before start-up; the engine, the cleaner's workers and the API follow once
+    the logs loaded (``build_engine``, ``build_log_cleaner``, ``build_api_server``)."""
+
+    topic_store: TopicConfigStore
+    metadata: MetadataSource
+    scheduler: LogScheduler
+    log_manager: LogManager
+    cleaning: CleanerManager | None  # with log.cleaner.enable: the LogManager's cleaning port
+
+
+def build_node(
+    broker: BrokerConfig, clock: Clock, *, on_job_outcome: Callable[[str, str, float], None] | None = None
+) -> Node:
+    """The metadata log is read before anything binds or locks (unreadable: exit 2); the LogManager takes
+    the stray replicas' verdict from it. ``on_job_outcome`` feeds the metrics."""
+    topic_store = TopicConfigStore(list(broker.log_dir_paths))
+    metadata = load_metadata(broker)
+    scheduler = build_scheduler(broker, clock, on_outcome=on_job_outcome)
+    cleaning: CleanerManager | None = None
+    if broker.log_cleaner_enable:
+        log_manager, cleaning = build_compacted_log_manager(
+            broker, topic_store, metadata=metadata, clock=clock, scheduler=scheduler
+        )
+    else:
+        log_manager = build_log_manager(
+            broker, topic_store, metadata=metadata, clock=clock, scheduler=scheduler
+        )
+    return Node(topic_store, metadata, scheduler, log_manager, cleaning)
 
 
 def load_metadata(broker: BrokerConfig) -> MetadataSource:
