@@ -1,4 +1,4 @@
-"""``create_app``: the FastAPI application over the daemon's ``LogService``.
+"""``create_app``: the FastAPI application over the node's ``LogService``.
 
 Routers per resource under ``/v1``; problem+json for every error; the guards (``Host`` and ``Origin``,
 bearer auth, encoded slashes, JSON bodies, body limit) as ASGI middleware in front of routing.

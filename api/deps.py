@@ -1,9 +1,10 @@
-"""What the API needs of the daemon (``LogService``), its settings, and the routes' ``Annotated`` aliases.
+"""What the API needs of the node (``LogService``), its settings, and the routes' ``Annotated`` aliases.
 
-The daemon satisfies ``LogService`` structurally: the API never imports it (nor ``scheduler/`` or
-``cleaner/``), and tests can hand in anything shaped the same. ``ApiContext`` is built once by
-``create_app``; ``admin_lock`` serialises the multi-step topic changes (create with configs, delete,
-config patch) so that two of them cannot interleave. Reads and appends take only the logs' own locks.
+``service.node.NodeView`` satisfies ``LogService`` structurally: the API never imports the node, the
+daemon, ``scheduler/`` or ``cleaner/``, and tests can hand in anything shaped the same. ``ApiContext`` is
+built once by ``create_app``; ``admin_lock`` serialises the multi-step topic changes (create with configs,
+delete, config patch) so that two of them cannot interleave. Reads and appends take only the logs' own
+locks.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class JobsView(Protocol):
 
 
 class LogService(Protocol):
-    """The daemon's surface the API uses (``service.daemon.Daemon`` has exactly these)."""
+    """The node's surface the API uses (``service.node.NodeView`` has exactly these)."""
 
     @property
     def broker(self) -> BrokerConfig: ...

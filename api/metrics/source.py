@@ -1,4 +1,5 @@
-"""What the metrics read of the running service. The daemon satisfies it; so can a test's own object."""
+"""What the metrics read of the running node. ``service.node.NodeView`` satisfies it; so can a test's own
+object."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ __all__ = ["MetricsSource"]
 
 
 class MetricsSource(Protocol):
-    """Read at every scrape, never at construction: the daemon builds the metrics first (its scheduler
-    needs their callback) and its LogManager and cleaner after."""
+    """Read at every scrape, never at construction: the cleaner is built only once the logs loaded."""
 
     @property
     def log_manager(self) -> LogManager: ...
