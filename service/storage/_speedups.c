@@ -11,41 +11,19 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "varint.h" /* csrc/: the varint reader shared with cleaner._native */
+
 static PyTypeObject *record_type = NULL;
 static PyTypeObject *header_type = NULL;
 static PyObject *fallback_error = NULL;
 static PyObject *empty_tuple = NULL;
-
-/* Zig-zag varint of at most 10 bytes; -1 on truncation or overflow. */
-static int
-read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
-{
-    uint64_t result = 0;
-    Py_ssize_t p = *pos;
-    for (int i = 0; i < 10; i++) {
-        if (p >= end) {
-            return -1;
-        }
-        unsigned char b = buf[p++];
-        if (i == 9 && (b & 0x7F) > 1) {
-            return -1;
-        }
-        result |= (uint64_t)(b & 0x7F) << (7 * i);
-        if (!(b & 0x80)) {
-            *pos = p;
-            *out = (int64_t)((result >> 1) ^ (0 - (result & 1)));
-            return 0;
-        }
-    }
-    return -1;
-}
 
 /* A nullable byte field (-1 = null); NULL on error, new reference otherwise. */
 static PyObject *
 read_bytes_field(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos)
 {
     int64_t length;
-    if (read_varint(buf, end, pos, &length) < 0 || length < -1) {
+    if (read_varint_any(buf, end, pos, &length) < 0 || length < -1) {
         return NULL;
     }
     if (length == -1) {
@@ -70,7 +48,7 @@ static PyObject *
 read_headers(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos)
 {
     int64_t count;
-    if (read_varint(buf, end, pos, &count) < 0 || count < 0 || count > end - *pos) {
+    if (read_varint_any(buf, end, pos, &count) < 0 || count < 0 || count > end - *pos) {
         return NULL;
     }
     if (count == 0) {
@@ -83,7 +61,7 @@ read_headers(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos)
     }
     for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
         int64_t key_length;
-        if (read_varint(buf, end, pos, &key_length) < 0 || key_length < 0 || key_length > end - *pos) {
+        if (read_varint_any(buf, end, pos, &key_length) < 0 || key_length < 0 || key_length > end - *pos) {
             goto fail;
         }
         PyObject *key = PyUnicode_DecodeUTF8((const char *)buf + *pos, (Py_ssize_t)key_length, NULL);
@@ -146,12 +124,12 @@ decode_records(PyObject *self, PyObject *args)
     }
     for (Py_ssize_t n = 0; n < count; n++) {
         int64_t length, ts_delta, offset_delta, timestamp, offset;
-        if (read_varint(buf, end, &pos, &length) < 0 || length < 0 || length > end - pos) {
+        if (read_varint_any(buf, end, &pos, &length) < 0 || length < 0 || length > end - pos) {
             goto fallback;
         }
         Py_ssize_t record_end = pos + (Py_ssize_t)length;
         pos += 1; /* record attributes: unused */
-        if (read_varint(buf, end, &pos, &ts_delta) < 0 || read_varint(buf, end, &pos, &offset_delta) < 0) {
+        if (read_varint_any(buf, end, &pos, &ts_delta) < 0 || read_varint_any(buf, end, &pos, &offset_delta) < 0) {
             goto fallback;
         }
         if (__builtin_add_overflow((int64_t)base_offset, offset_delta, &offset)) {

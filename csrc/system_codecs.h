@@ -1,5 +1,5 @@
 /*
- * The system's codec libraries as service/storage/_codecs.c offers them to other C code (cleaner/_native.c)
+ * The system's codec libraries as service/storage/_codecs.c offers them to other C code (cleaner._native)
  * through a capsule: one implementation of each codec's framing, so that every caller writes the same bytes.
  */
 #ifndef LOGCLEANER_SYSTEM_CODECS_H

@@ -1,11 +1,17 @@
+/*
+ * Kafka's zig-zag varints (ByteUtils.readVarlong, ByteUtils.writeVarlong) over a bounded buffer: the one copy
+ * the C extensions share (service.storage._speedups, cleaner._native). A read returns 0 (the value in *out,
+ * *pos past it) or -1 (truncated, longer than 10 bytes, or out of the int64 range).
+ */
 #ifndef LOGCLEANER_VARINT_H
 #define LOGCLEANER_VARINT_H
 
-/* -- varints ------------------------------------------------------------------------------------- */
+#include <Python.h>
+#include <stdint.h>
 
-/* A zig-zag varint in its shortest form (what the Python encoder writes); -1 otherwise. */
+/* `shortest` (a constant at each call, so each reader compiles to its own loop): only the shortest form. */
 static inline int
-read_long_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
+varint_read(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out, int shortest)
 {
     uint64_t result = 0;
     Py_ssize_t p = *pos;
@@ -19,7 +25,7 @@ read_long_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int6
         }
         result |= (uint64_t)(b & 0x7F) << (7 * i);
         if (!(b & 0x80)) {
-            if (i > 0 && b == 0) { /* a zero last group: not the shortest form */
+            if (shortest && i > 0 && b == 0) { /* a zero last group: not the shortest form */
                 return -1;
             }
             *pos = p;
@@ -30,7 +36,22 @@ read_long_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int6
     return -1;
 }
 
-/* read_long_varint, with the one-byte case (most lengths and deltas) inline. */
+/* Any form ByteUtils.readVarlong reads: the records decoder, which mirrors the Python decoder. */
+static inline int
+read_varint_any(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
+{
+    return varint_read(buf, end, pos, out, 0);
+}
+
+/* Only the shortest form (what the Python encoder writes): the cleaner copies record fields byte for byte,
+ * so a record in another form is the Python rules'. */
+static inline int
+read_long_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
+{
+    return varint_read(buf, end, pos, out, 1);
+}
+
+/* read_long_varint, with the one- and two-byte cases (most lengths and deltas) inline. */
 static inline int
 read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
 {
@@ -50,6 +71,7 @@ read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *
     return read_long_varint(buf, end, pos, out);
 }
 
+/* The shortest form of `value`, at most 10 bytes: how many were written. */
 static inline Py_ssize_t
 write_varint(unsigned char *out, int64_t value)
 {
