@@ -35,6 +35,33 @@ filter_scratch_free(FilterScratch *sc)
     free(sc->out);
 }
 
+/* The survivors re-encoded into sc->out as the Python encoder writes them: attributes 0, the timestamp delta
+ * against c->new_base, every other field copied. 0, or 1 (a delta out of range: the Python rules'). */
+static inline int
+encode_survivors(FilterScratch *sc, const unsigned char *buf, FilterCall *c)
+{
+    unsigned char *out = sc->out;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < c->kept; i++) {
+        RecordView *r = &sc->kept[i];
+        int64_t delta;
+        if (__builtin_sub_overflow(sc->timestamps[i], c->new_base, &delta)) {
+            return 1;
+        }
+        unsigned char delta_bytes[10];
+        Py_ssize_t delta_size = write_varint(delta_bytes, delta);
+        Py_ssize_t body = 1 + delta_size + (r->end - r->tail);
+        n += write_varint(out + n, (int64_t)body);
+        out[n++] = 0;
+        memcpy(out + n, delta_bytes, (size_t)delta_size);
+        n += delta_size;
+        memcpy(out + n, buf + r->tail, (size_t)(r->end - r->tail));
+        n += r->end - r->tail;
+    }
+    c->out_length = n;
+    return 0;
+}
+
 /*
  * The record rules of rules.filter_batch over one records area; the survivors re-encoded into sc->out
  * (attributes 0, timestamp delta against the new base timestamp, every other field copied) when some
@@ -126,26 +153,7 @@ filter_area(FilterScratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ssiz
         return 0;
     }
     c->new_base = c->has_horizon ? c->horizon : needs_horizon ? c->new_horizon : sc->timestamps[0];
-    unsigned char *out = sc->out;
-    Py_ssize_t n = 0;
-    for (Py_ssize_t i = 0; i < c->kept; i++) {
-        RecordView *r = &sc->kept[i];
-        int64_t delta;
-        if (__builtin_sub_overflow(sc->timestamps[i], c->new_base, &delta)) {
-            return 1;
-        }
-        unsigned char delta_bytes[10];
-        Py_ssize_t delta_size = write_varint(delta_bytes, delta);
-        Py_ssize_t body = 1 + delta_size + (r->end - r->tail);
-        n += write_varint(out + n, (int64_t)body);
-        out[n++] = 0;
-        memcpy(out + n, delta_bytes, (size_t)delta_size);
-        n += delta_size;
-        memcpy(out + n, buf + r->tail, (size_t)(r->end - r->tail));
-        n += r->end - r->tail;
-    }
-    c->out_length = n;
-    return 0;
+    return encode_survivors(sc, buf, c);
 }
 
 /*
