@@ -98,7 +98,8 @@ filter_area(FilterScratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ssiz
                 r->superseded = keymap_superseded(key_map, offset);
             }
             if (r->superseded < 0) {
-                if (keymap_complete(key_map) < 0) { /* a first lookup the bitmap cannot answer */
+                /* a first lookup the bitmap cannot answer: the deferred blobs put first (a call only then) */
+                if (key_map->deferred_done < key_map->deferred_count && keymap_complete(key_map) < 0) {
                     return 2;
                 }
                 sc->hashes[c->read] = hash_bytes(buf + r->key, r->key_length);

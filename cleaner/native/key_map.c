@@ -211,15 +211,6 @@ keymap_insert(KeyMap *m, Slot **s, const unsigned char *key, Py_ssize_t n, uint6
     return 0;
 }
 
-void
-bits_off(KeyMap *m)
-{
-    free(m->bits);
-    m->bits = NULL;
-    m->bits_words = 0;
-    m->bits_state = BITS_OFF;
-}
-
 /* Make room for bit (offset - base), or turn the bitmap off (too wide a range, no memory). */
 void
 bits_reserve(KeyMap *m, int64_t offset)
@@ -264,14 +255,6 @@ keymap_all_superseded(const KeyMap *m, int64_t first, int64_t last)
         bit += take;
     }
     return 1;
-}
-
-int
-keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
-{
-    bits_off(m);
-    uint64_t hash = hash_bytes(key, n);
-    return keymap_takes(m, hash) ? keymap_put_hashed(m, key, n, hash, offset, NULL) : 0;
 }
 
 static int64_t

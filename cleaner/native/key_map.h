@@ -92,10 +92,18 @@ typedef struct {
 /* key_map.c: the slow paths of the inline functions below */
 int keymap_grow(KeyMap *m);
 __attribute__((noinline)) int keymap_insert(KeyMap *m, Slot **s, const unsigned char *key, Py_ssize_t n, uint64_t hash);
-void bits_off(KeyMap *m);
 void bits_reserve(KeyMap *m, int64_t offset);
 int keymap_complete(KeyMap *m); /* blob_io.c: the deferred blobs put */
 int pipe_finish(KeyMap *m); /* put_pipeline.c */
+
+static inline void
+bits_off(KeyMap *m)
+{
+    free(m->bits);
+    m->bits = NULL;
+    m->bits_words = 0;
+    m->bits_state = BITS_OFF;
+}
 
 static inline uint64_t
 hash_bytes(const unsigned char *s, Py_ssize_t n)
@@ -269,6 +277,15 @@ keymap_get_hashed(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t ha
     }
     Slot *s = keymap_find(m, key, n, hash);
     return s->key_length < 0 ? -1 : s->offset;
+}
+
+/* A put from Python or a blob (any order): the superseded bitmap is off for the round. */
+static inline int
+keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset)
+{
+    bits_off(m);
+    uint64_t hash = hash_bytes(key, n);
+    return keymap_takes(m, hash) ? keymap_put_hashed(m, key, n, hash, offset, NULL) : 0;
 }
 
 #endif

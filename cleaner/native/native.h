@@ -99,7 +99,6 @@ typedef struct PutPipe PutPipe; /* put_pipeline.c */
 
 /* key_map.c */
 int keymap_all_superseded(const KeyMap *m, int64_t first, int64_t last);
-int keymap_put(KeyMap *m, const unsigned char *key, Py_ssize_t n, int64_t offset);
 
 /* crc32c.c */
 void crc32c_init(void);
