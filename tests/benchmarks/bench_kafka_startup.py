@@ -5,14 +5,14 @@ Run on demand (not part of CI's pass/fail; Java 17+ and Maven, as tests/kafka/ n
 
     python tests/benchmarks/bench_kafka_startup.py [--partitions 10000] [--runs 3] [--work-dir DIR]
 
-A real broker (Kafka 4.4.0, or ``LOGCLEANER_KAFKA_VERSION``) with Kafka's own JVM options (G1, the full JIT;
-a 2 GiB heap, ``--heap``, for 10,000 partitions) and its default ``num.recovery.threads.per.data.dir`` of 2
-gets topics of ``--topic-partitions`` partitions each, ``--partitions`` in all, a few records produced to
-every partition by an idempotent librdkafka producer (a non-empty segment, its indexes and a producer
-snapshot in each), and is stopped cleanly. That dir (its KRaft metadata log included) is kept; each
-measured run works on a fresh ``cp -a`` of it, synced, so both sides load the same bytes, warm in the page
-cache. An unclean stop is made by removing the copy's ``.kafka_cleanshutdown`` marker, so both sides
-recover every log from its recovery point.
+A real broker (Kafka 4.4.0, or ``LOGCLEANER_KAFKA_VERSION``) with Kafka's own JVM options (G1, the full JIT; a
+2 GiB heap, ``--heap``, for 10,000 partitions) gets topics of ``--topic-partitions`` partitions each,
+``--partitions`` in all, a few records produced to every partition by an idempotent librdkafka producer (a
+non-empty segment, its indexes and a producer snapshot in each), and is stopped cleanly. That dir (its KRaft
+metadata log included) is kept; each measured run works on a fresh ``cp -a`` of it, synced, so both sides load
+the same bytes, warm in the page cache. An unclean stop is made by removing the copy's
+``.kafka_cleanshutdown`` marker, so both sides recover every log from its recovery point. Both sides load with
+``num.recovery.threads.per.data.dir`` of ``--recovery-threads`` (2, Kafka 4.x's default; logcleaner's is 1).
 
 Kafka's figure is the ``Loaded N logs in X ms`` line of its ``LogManager.loadLogs`` (the broker's whole
 start, JVM to ``Kafka Server started``, is printed beside it). logcleaner's is ``serve`` from process start
@@ -157,7 +157,9 @@ def kafka_run(broker: KafkaBroker, pristine: Path, *, unclean: bool, partitions:
     return int(found[2]) / 1000, startup_s
 
 
-def logcleaner_run(pristine: Path, log_dir: Path, *, unclean: bool, partitions: int) -> float:
+def logcleaner_run(
+    pristine: Path, log_dir: Path, *, unclean: bool, partitions: int, recovery_threads: int
+) -> float:
     """``logcleaner serve`` over a fresh copy: seconds from launch to ``/readyz`` 200 (then SIGTERM)."""
     fresh_copy(pristine, log_dir, unclean=unclean)
     port = free_port()
@@ -167,6 +169,7 @@ def logcleaner_run(pristine: Path, log_dir: Path, *, unclean: bool, partitions: 
         "scheduler.initial.delay.ms": "3600000",
         "log.cleaner.engine": "in-process",
         "shutdown.timeout.ms": "600000",
+        "num.recovery.threads.per.data.dir": str(recovery_threads),
     }
     args = [sys.executable, "-m", "service", "serve"]
     for key, value in overrides.items():
@@ -205,7 +208,13 @@ def logcleaner_run(pristine: Path, log_dir: Path, *, unclean: bool, partitions: 
 
 
 def measure(
-    broker: KafkaBroker, pristine: Path, ours_dir: Path, kind: str, runs: int, partitions: int
+    broker: KafkaBroker,
+    pristine: Path,
+    ours_dir: Path,
+    kind: str,
+    runs: int,
+    partitions: int,
+    recovery_threads: int,
 ) -> tuple[list[float], list[float], list[float]]:
     """``runs`` runs of each side after a ``kind`` (clean or unclean) stop, alternating which goes first:
     Kafka's load seconds, Kafka's launch-to-started seconds, logcleaner's launch-to-ready seconds."""
@@ -225,7 +234,15 @@ def measure(
                     flush=True,
                 )
             else:
-                ours.append(logcleaner_run(pristine, ours_dir, unclean=unclean, partitions=partitions))
+                ours.append(
+                    logcleaner_run(
+                        pristine,
+                        ours_dir,
+                        unclean=unclean,
+                        partitions=partitions,
+                        recovery_threads=recovery_threads,
+                    )
+                )
                 print(f"{kind} run {n + 1}: logcleaner ready in {ours[-1]:.3f} s", flush=True)
     return kafka_loads, kafka_starts, ours
 
@@ -236,6 +253,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs of each side after each kind of stop")
     parser.add_argument("--topic-partitions", type=int, default=1000, help="partitions a topic")
     parser.add_argument("--records", type=int, default=3, help="records produced to every partition")
+    parser.add_argument(
+        "--recovery-threads", type=int, default=2, help="num.recovery.threads.per.data.dir of both sides"
+    )
     parser.add_argument("--heap", default="2g", help="the broker's -Xms and -Xmx")
     parser.add_argument("--work-dir", type=Path, help="keep the built dir here for the next run")
     args = parser.parse_args()
@@ -248,7 +268,7 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         pristine = work / f"pristine-{args.partitions}"
         home = work / "broker"
-        properties = {"num.recovery.threads.per.data.dir": "2"}  # Kafka 4.x's default
+        properties = {"num.recovery.threads.per.data.dir": str(args.recovery_threads)}
         broker = KafkaBroker(distribution, home, properties, jvm_flags=kafka_jvm_flags(args.heap))
         if not pristine.exists():
             shutil.rmtree(broker.log_dir, ignore_errors=True)
@@ -264,14 +284,19 @@ def main() -> None:
         ours_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
             results = {
-                kind: measure(broker, pristine, ours_dir, kind, args.runs, args.partitions)
+                kind: measure(
+                    broker, pristine, ours_dir, kind, args.runs, args.partitions, args.recovery_threads
+                )
                 for kind in ("clean", "unclean")
             }
         finally:
             broker.stop(check=False)
             shutil.rmtree(broker.log_dir, ignore_errors=True)
             shutil.rmtree(ours_dir, ignore_errors=True)
-    print(f"\n{args.partitions:,d} partitions, Kafka {distribution.version}, medians of {args.runs} runs:")
+    print(
+        f"\n{args.partitions:,d} partitions, Kafka {distribution.version}, medians of {args.runs} runs, "
+        f"{args.recovery_threads} recovery threads:"
+    )
     for kind, (kafka_loads, kafka_starts, ours) in results.items():
         kafka_s, start_s, ours_s = (statistics.median(x) for x in (kafka_loads, kafka_starts, ours))
         print(
