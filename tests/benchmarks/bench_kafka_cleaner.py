@@ -36,7 +36,7 @@ from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, Config
 from confluent_kafka.admin._resource import ResourceType
 
 from service.storage.topic_partition import TopicPartition
-from tests.kafka.broker import KafkaBroker
+from tests.kafka.broker import KafkaBroker, kafka_jvm_flags
 from tests.kafka.clients import QUIET, create_topic
 from tests.kafka.distribution import load_distribution
 from tests.kafka.round_trip import active_segment_base, wait_for_cleaner_checkpoint
@@ -46,17 +46,7 @@ TOPIC = "bench"
 WARMUP_TOPIC = "warm-up"
 """Cleaned first by the same broker, so the measured round runs on a JIT-compiled cleaner, as a broker's
 long-running cleaner thread does."""
-KAFKA_JVM_FLAGS = (
-    # kafka-server-start.sh's KAFKA_HEAP_OPTS and kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS
-    "-Xms1g",
-    "-Xmx1g",
-    "-server",
-    "-XX:+UseG1GC",
-    "-XX:MaxGCPauseMillis=20",
-    "-XX:InitiatingHeapOccupancyPercent=35",
-    "-XX:+ExplicitGCInvokesConcurrent",
-    "-Djava.awt.headless=true",
-)
+KAFKA_JVM_FLAGS = kafka_jvm_flags("1g")
 KAFKA_STATS = re.compile(r"([\d,.]+) MB of log processed in ([\d,.]+) seconds \(([\d,.]+) MB/sec\)")
 MIB = 1024 * 1024
 

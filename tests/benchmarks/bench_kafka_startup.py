@@ -43,7 +43,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # the typed home of the class confluent_kafka.admin re-exports
 
 import tests.kafka.broker as broker_module
-from tests.kafka.broker import KafkaBroker, free_port
+from tests.kafka.broker import KafkaBroker, free_port, kafka_jvm_flags
 from tests.kafka.clients import QUIET
 from tests.kafka.distribution import load_distribution
 from tests.kafka.run_logcleaner import REPO
@@ -53,21 +53,6 @@ KAFKA_LOADED = re.compile(r"Loaded (\d+) logs in (\d+)ms")
 """``LogManager.loadLogs``'s ``Loaded {} logs in {}ms{}`` (Kafka 4.4, storage module)."""
 LOGCLEANER_STARTED = re.compile(r"(\d+) logs loaded \((\d+) recovered\)")
 TOPIC_PREFIX = "bench"
-
-
-def kafka_jvm_flags(heap: str) -> tuple[str, ...]:
-    """kafka-server-start.sh's heap options (``heap`` instead of 1g) and kafka-run-class.sh's performance
-    options."""
-    return (
-        f"-Xms{heap}",
-        f"-Xmx{heap}",
-        "-server",
-        "-XX:+UseG1GC",
-        "-XX:MaxGCPauseMillis=20",
-        "-XX:InitiatingHeapOccupancyPercent=35",
-        "-XX:+ExplicitGCInvokesConcurrent",
-        "-Djava.awt.headless=true",
-    )
 
 
 def topic_sizes(partitions: int, per_topic: int) -> dict[str, int]:

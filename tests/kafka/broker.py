@@ -17,7 +17,14 @@ from pathlib import Path
 
 from tests.kafka.distribution import KafkaDistribution
 
-__all__ = ["BrokerError", "KafkaBroker", "java_command", "run_java_tool", "write_log_config"]
+__all__ = [
+    "BrokerError",
+    "KafkaBroker",
+    "java_command",
+    "kafka_jvm_flags",
+    "run_java_tool",
+    "write_log_config",
+]
 
 JVM_FLAGS = (
     "-Xms64m",
@@ -84,6 +91,21 @@ def random_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
         if not cluster_id.startswith("-"):
             return cluster_id
+
+
+def kafka_jvm_flags(heap: str) -> tuple[str, ...]:
+    """kafka-server-start.sh's heap options (``heap`` instead of 1g) and kafka-run-class.sh's performance
+    options."""
+    return (
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
+        "-server",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-XX:InitiatingHeapOccupancyPercent=35",
+        "-XX:+ExplicitGCInvokesConcurrent",
+        "-Djava.awt.headless=true",
+    )
 
 
 def java_command(
