@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root: see copies.py
@@ -43,6 +42,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # the typed home of the class confluent_kafka.admin re-exports
 
 import tests.kafka.broker as broker_module
+from tests.benchmarks.bench_startup import wait_until_ready
 from tests.kafka.broker import KafkaBroker, free_port, kafka_jvm_flags
 from tests.kafka.clients import QUIET
 from tests.kafka.distribution import load_distribution
@@ -164,16 +164,8 @@ def logcleaner_run(
         start = time.perf_counter()
         process = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
-            while True:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
-                        if response.status == 200:
-                            break
-                except OSError:
-                    pass
-                if process.poll() is not None:
-                    raise RuntimeError(f"serve exited {process.returncode}: {stderr_path.read_text()}")
-                time.sleep(0.02)
+            if not wait_until_ready(port, process):
+                raise RuntimeError(f"serve exited {process.returncode}: {stderr_path.read_text()}")
             startup_s = time.perf_counter() - start
             process.send_signal(signal.SIGTERM)
             if process.wait(timeout=600) != 0:

@@ -106,6 +106,20 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def wait_until_ready(port: int, process: subprocess.Popen[bytes]) -> bool:
+    """Poll ``serve``'s ``/readyz`` until it answers 200 (True) or the process exits first (False)."""
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        if process.poll() is not None:
+            return False
+        time.sleep(0.02)
+
+
 def serve_round(log_dir: Path) -> tuple[float, float, float, float]:
     """``serve`` from the tree ``service`` is imported from (its root as the working dir, so that ``-m``
     finds that tree first): wall and CPU seconds to ``/readyz`` 200, then from SIGTERM to the exit."""
@@ -124,16 +138,8 @@ def serve_round(log_dir: Path) -> tuple[float, float, float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     process = subprocess.Popen(args, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if process.poll() is not None:
-            raise SystemExit(f"serve exited {process.returncode} before it was ready")
-        time.sleep(0.02)
+    if not wait_until_ready(port, process):
+        raise SystemExit(f"serve exited {process.returncode} before it was ready")
     startup_s, startup_cpu_s = time.perf_counter() - start, process_cpu_s(process.pid)
     time.sleep(0.5)
     idle_cpu_s = process_cpu_s(process.pid)
