@@ -146,6 +146,7 @@ def load_partition_files(
                 log_start_offset=log_start_offset,
                 log_end_offset=log_end_offset,
                 read_only=read_only,
+                flush_truncation=False,  # the LogManager writes every log's cut in one batch after the load
             ),
             load_topic_id(directory),
         )
@@ -343,8 +344,8 @@ def load_leader_epoch_cache(
     flush_truncation: bool = True,
 ) -> LeaderEpochCache:
     """``flush_truncation`` False: cutting the entries to the log's offsets leaves the file to the log's next
-    flush of its epochs (a first use after a clean load: the file's older entries are cut again at any
-    later load, so a crash before that loses nothing)."""
+    flush of its epochs (a first use after a clean load, or any unclean load: the file's older entries are
+    cut again at any later load, so a crash before that loses nothing)."""
     persist = not read_only
     try:
         entries = read_leader_epoch_checkpoint(directory)
