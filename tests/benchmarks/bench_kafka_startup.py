@@ -34,10 +34,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root: see copies.py
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # the typed home of the class confluent_kafka.admin re-exports
 
@@ -65,15 +66,28 @@ def topic_sizes(partitions: int, per_topic: int) -> dict[str, int]:
 
 
 def create_topics(bootstrap_servers: str, sizes: dict[str, int]) -> None:
+    """Create the topics and wait until the broker's metadata gives every partition a leader (a producer
+    asking sooner is told the topic is unknown, and its records fail)."""
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, **QUIET})
     for name, count in sizes.items():  # one request a topic: the controller's batches stay small
         for future in admin.create_topics([NewTopic(name, count, 1)], request_timeout=600).values():
             future.result(timeout=600)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        topics = admin.list_topics(timeout=60).topics
+        if all(
+            name in topics and sum(p.leader >= 0 for p in topics[name].partitions.values()) == count
+            for name, count in sizes.items()
+        ):
+            return
+        time.sleep(0.5)
+    raise RuntimeError("the topics' partitions have no leader after 600 s")
 
 
 def produce_everywhere(bootstrap_servers: str, sizes: dict[str, int], records: int) -> None:
     """``records`` records to every partition, from one idempotent producer (so each partition keeps
-    producer state)."""
+    producer state). A record librdkafka reports undelivered (a new topic's metadata not yet known to it,
+    say) is produced again, up to 5 rounds; then every partition is known to hold all its records."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap_servers,
@@ -83,17 +97,41 @@ def produce_everywhere(bootstrap_servers: str, sizes: dict[str, int], records: i
             **QUIET,
         }
     )
-    for n in range(records):
-        for topic, count in sizes.items():
-            for partition in range(count):
-                while True:
-                    try:
-                        producer.produce(topic, key=b"k%d" % n, value=b"v" * 100, partition=partition)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-    if producer.flush(600) != 0:
-        raise RuntimeError("records left unsent after 600 s")
+    todo = [
+        (topic, partition, n)
+        for n in range(records)
+        for topic, count in sizes.items()
+        for partition in range(count)
+    ]
+    for _round in range(5):
+        failed: list[tuple[str, int, int]] = []
+        for topic, partition, n in todo:
+            on_delivery = _on_delivery(failed, (topic, partition, n))
+            while True:
+                try:
+                    producer.produce(
+                        topic, key=b"k%d" % n, value=b"v" * 100, partition=partition, on_delivery=on_delivery
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        if producer.flush(600) != 0:
+            raise RuntimeError("records left unsent after 600 s")
+        if not failed:
+            return
+        print(f"{len(failed)} records undelivered; producing them again", flush=True)
+        todo = failed
+    raise RuntimeError(f"{len(todo)} records still undelivered after 5 rounds")
+
+
+def _on_delivery(
+    failed: list[tuple[str, int, int]], record: tuple[str, int, int]
+) -> Callable[[KafkaError | None, object], None]:
+    def report(error: KafkaError | None, _message: object) -> None:
+        if error is not None:
+            failed.append(record)
+
+    return report
 
 
 def build(broker: KafkaBroker, sizes: dict[str, int], records: int, pristine: Path) -> None:
@@ -111,6 +149,13 @@ def build(broker: KafkaBroker, sizes: dict[str, int], records: int, pristine: Pa
         broker.stop()
     if not (broker.log_dir / CLEAN_SHUTDOWN_FILE).exists():
         raise RuntimeError(f"the broker left no {CLEAN_SHUTDOWN_FILE} in {broker.log_dir}")
+    empty = [
+        d.name
+        for d in broker.log_dir.glob(f"{TOPIC_PREFIX}-*")
+        if not any(f.stat().st_size for f in d.glob("*.log"))
+    ]
+    if empty:
+        raise RuntimeError(f"{len(empty)} partitions hold no record, {empty[0]} among them")
     broker.log_dir.rename(pristine)
 
 
