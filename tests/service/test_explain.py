@@ -184,7 +184,7 @@ def test_reasons_in_a_delete_log(new_log: NewLog) -> None:
     assert doc["segments"][0]["detail"] == f"age {2 * HOUR_MS} ms > retention.ms={HOUR_MS}"
 
 
-def test_a24_future_timestamp_holds_back_later_expired_segments(new_log: NewLog) -> None:
+def test_future_timestamp_holds_back_later_expired_segments(new_log: NewLog) -> None:
     log = new_log(retention_ms=1000)
     for timestamp in (START_MS - 10_000, START_MS + HOUR_MS, START_MS - 10_000):
         append_plain(log, 1, timestamp=timestamp)
@@ -270,7 +270,7 @@ def test_compact_delete_log_gets_time_retention(new_log: NewLog) -> None:
 
 
 def test_above_high_watermark(new_log: NewLog) -> None:
-    """The high watermark is the LEO here; a lower one (Kafka A10) holds expired segments back."""
+    """The high watermark is the LEO here; a lower one (a replicated log's) holds expired segments back."""
     log = five_segment_log(new_log, retention_ms=0)
     verdicts = explain_retention(
         log.segments,
@@ -317,7 +317,7 @@ def cleaner(log: PartitionLog, **kwargs: Any) -> tuple[float, int, int, bool, st
 def test_dirty_ratio_from_the_checkpoint(
     new_log: NewLog, checkpoint: int | None, expected: tuple[float, int, int, bool, str]
 ) -> None:
-    """E13: the range ends at the active segment; a ratio equal to the minimum (0.5) does not clean."""
+    """The range ends at the active segment; a ratio equal to the minimum (0.5) does not clean."""
     log = five_segment_log(new_log, "compact")
     assert cleaner(log, checkpoint=checkpoint) == expected
 
@@ -337,7 +337,7 @@ def test_dirty_offset_inside_a_segment_counts_it_as_both_clean_and_dirty(new_log
 
 @pytest.mark.parametrize("checkpoint", [26, 2])
 def test_an_invalid_checkpoint_restarts_from_the_log_start_offset(new_log: NewLog, checkpoint: int) -> None:
-    """E6/E7: a checkpoint past the log end, or below the log start offset, gives the log start offset."""
+    """A checkpoint past the log end, or below the log start offset, gives the log start offset."""
     log = five_segment_log(new_log, "compact")
     log.increment_log_start_offset(5)
     assert cleaner(log, checkpoint=checkpoint)[1] == 5
@@ -364,7 +364,7 @@ def test_only_the_active_segment_has_nothing_to_clean(new_log: NewLog) -> None:
     assert cleaner(log) == (0.0, 0, 0, False, "no-cleanable-bytes")
 
 
-# -- cleanable offsets (E12–E15) ---------------------------------------------------------------------
+# -- cleanable offsets -----------------------------------------------------------------------------------
 
 
 def eight_segments(log: PartitionLog, timestamp: int, until: int = 8) -> None:
@@ -372,8 +372,8 @@ def eight_segments(log: PartitionLog, timestamp: int, until: int = 8) -> None:
         log.append_records([Record(0, timestamp, b"k", b"v")])
 
 
-def test_e12_an_open_transaction_bounds_the_range(new_log: NewLog) -> None:
-    """E12 adapted: the last stable offset (not a lower high watermark) stops the range at 22."""
+def test_an_open_transaction_bounds_the_range(new_log: NewLog) -> None:
+    """The last stable offset (not a lower high watermark) stops the range at 22."""
     log = five_segment_log(new_log, "compact")
     log.append_records([Record(0, START_MS, b"t", b"x")])  # offset 25 opens segment 25
     log.append_records(  # offset 26, in segment 25, opens a transaction
@@ -390,7 +390,7 @@ def test_e12_an_open_transaction_bounds_the_range(new_log: NewLog) -> None:
     assert log_to_clean(log, None, START_MS).first_uncleanable_offset == 25, "rounded to its segment"
 
 
-def test_e13_the_range_ends_at_the_active_segment(new_log: NewLog) -> None:
+def test_the_range_ends_at_the_active_segment(new_log: NewLog) -> None:
     log = new_log("compact", segment_bytes=350)
     eight_segments(log, START_MS)
     active = log.active_segment.base_offset
@@ -398,7 +398,7 @@ def test_e13_the_range_ends_at_the_active_segment(new_log: NewLog) -> None:
     assert cleanable_range(log, None, START_MS).bounded_by is UncleanableBound.ACTIVE_SEGMENT
 
 
-def test_e14_min_compaction_lag_stops_at_the_first_young_segment(new_log: NewLog, clock: ManualClock) -> None:
+def test_min_compaction_lag_stops_at_the_first_young_segment(new_log: NewLog, clock: ManualClock) -> None:
     log = new_log("compact", segment_bytes=350, min_compaction_lag_ms=HOUR_MS)
     eight_segments(log, clock.now_ms(), until=4)
     young = log.active_segment.base_offset
@@ -414,7 +414,7 @@ def test_e14_min_compaction_lag_stops_at_the_first_young_segment(new_log: NewLog
     )
 
 
-def test_e15_min_compaction_lag_passed_for_all(new_log: NewLog, clock: ManualClock) -> None:
+def test_min_compaction_lag_passed_for_all(new_log: NewLog, clock: ManualClock) -> None:
     log = new_log("compact", segment_bytes=350, min_compaction_lag_ms=HOUR_MS)
     eight_segments(log, clock.now_ms())
     assert cleanable_range(log, None, clock.now_ms()).first_uncleanable_offset == 0, "too young"

@@ -303,10 +303,10 @@ def test_a_deleted_log_writes_nothing_on_its_way_out(tmp_path: Path, make_manage
     assert {p.name: p.read_bytes() for p in renamed.iterdir()} == before
 
 
-def test_h5_deleted_partition_dirs_go_after_the_broker_delay(
+def test_deleted_partition_dirs_go_after_the_broker_delay(
     tmp_path: Path, make_manager: MakeManager, clock: ManualClock, topic_configs: dict[str, LogConfig]
 ) -> None:
-    """H5: the broker's log.segment.delete.delay.ms (60 s) counts, not the topic's file.delete.delay.ms."""
+    """The broker's log.segment.delete.delay.ms (60 s) counts, not the topic's file.delete.delay.ms."""
     topic_configs["t"] = log_config(file_delete_delay_ms=0)
     manager = make_manager(tmp_path / "logs", log_segment_delete_delay_ms=60_000)
     append(manager.create_topic("t", 1)[0], 3)
@@ -329,7 +329,7 @@ def test_h5_deleted_partition_dirs_go_after_the_broker_delay(
 # -- retention and checkpoints ------------------------------------------------------------------------
 
 
-def test_h3_log_start_offset_checkpoint_after_retention(tmp_path: Path, make_manager: MakeManager) -> None:
+def test_log_start_offset_checkpoint_after_retention(tmp_path: Path, make_manager: MakeManager) -> None:
     log_dir = tmp_path / "logs"
     manager = make_manager(log_dir)
     [log] = manager.create_topic("t", 1)

@@ -1,9 +1,11 @@
-"""Retention (Kafka ``UnifiedLog.deleteOldSegments``) on real logs: scenarios A1–A12, A16–A25.
+"""Retention (Kafka ``UnifiedLog.deleteOldSegments``) on real logs, much as ``UnifiedLogTest`` and
+``LogManagerTest`` check it.
 
 Each test builds a log on disk, moves a manual clock and runs ``LogManager.delete_old_segments``, which
 plans with ``plan_retention`` and deletes with ``PartitionLog.delete_oldest_segments``. The high watermark
-always equals the log end offset here (one replica), so Kafka's scenarios that hold it lower (A9–A11) run
-the plan with a smaller ``high_watermark`` and apply it with ``delete_oldest_segments``.
+always equals the log end offset here (one replica), so the tests that hold it lower (as Kafka's
+``UnifiedLogTest.testDeleteOldSegments`` does) run the plan with a smaller ``high_watermark`` and apply it
+with ``delete_oldest_segments``.
 """
 
 from __future__ import annotations
@@ -86,11 +88,11 @@ def files(directory: Path) -> list[str]:
     return sorted(os.listdir(directory))
 
 
-# -- size (A1, A2) ----------------------------------------------------------------------------------
+# -- size -------------------------------------------------------------------------------------------
 
 
-def test_a1_size_retention_deletes_exactly_the_excess(new_log: NewLog, retention: LogManager) -> None:
-    """A1: 1080 bytes against retention.bytes=720: the oldest 360-byte segment goes."""
+def test_size_retention_deletes_exactly_the_excess(new_log: NewLog, retention: LogManager) -> None:
+    """1080 bytes against retention.bytes=720: the oldest 360-byte segment goes."""
     log = new_log(segment_bytes=360, retention_bytes=720)
     append_plain(log, 15)
     set_mtimes(log, START_MS)
@@ -108,10 +110,10 @@ def test_a1_size_retention_deletes_exactly_the_excess(new_log: NewLog, retention
 
 
 @pytest.mark.parametrize("retention_bytes", [1080, 1079, 721])
-def test_a2_size_retention_never_drops_below_the_limit(
+def test_size_retention_never_drops_below_the_limit(
     new_log: NewLog, retention: LogManager, retention_bytes: int
 ) -> None:
-    """A2: at the limit nothing goes; an excess smaller than the oldest segment deletes nothing either."""
+    """At the limit nothing goes; an excess smaller than the oldest segment deletes nothing either."""
     log = new_log(segment_bytes=360, retention_bytes=retention_bytes)
     append_plain(log, 15)
     set_mtimes(log, START_MS)
@@ -120,11 +122,11 @@ def test_a2_size_retention_never_drops_below_the_limit(
     assert log.log_start_offset == 0
 
 
-# -- time (A3, A4) ----------------------------------------------------------------------------------
+# -- time -------------------------------------------------------------------------------------------
 
 
-def test_a3_time_retention_deletes_everything_and_rolls_first(new_log: NewLog, retention: LogManager) -> None:
-    """A3: every segment, the non-empty active one included, expired: roll at 15, then delete all three."""
+def test_time_retention_deletes_everything_and_rolls_first(new_log: NewLog, retention: LogManager) -> None:
+    """Every segment, the non-empty active one included, expired: roll at 15, then delete all three."""
     log = new_log(segment_bytes=360, retention_ms=10_000)
     append_plain(log, 15, timestamp=10)
 
@@ -136,19 +138,19 @@ def test_a3_time_retention_deletes_everything_and_rolls_first(new_log: NewLog, r
     assert log.log_start_offset == log.log_end_offset == 15
 
 
-def test_a4_time_retention_keeps_young_segments(new_log: NewLog, retention: LogManager) -> None:
-    """A4: records stamped now, retention.ms=10,000,000: nothing goes."""
+def test_time_retention_keeps_young_segments(new_log: NewLog, retention: LogManager) -> None:
+    """Records stamped now, retention.ms=10,000,000: nothing goes."""
     log = new_log(segment_bytes=360, retention_ms=10_000_000)
     append_plain(log, 15, timestamp=START_MS)
     assert run(retention, log) == []
     assert len(log.segments) == 3
 
 
-# -- policies (A5, A6, A7) ------------------------------------------------------------------------
+# -- policies -------------------------------------------------------------------------------------
 
 
-def test_a5_compact_only_logs_get_no_time_or_size_retention(new_log: NewLog, retention: LogManager) -> None:
-    """A5: cleanup.policy=compact, records long expired and the first segment's mtime old: 3 segments stay."""
+def test_compact_only_logs_get_no_time_or_size_retention(new_log: NewLog, retention: LogManager) -> None:
+    """cleanup.policy=compact, records long expired and the first segment's mtime old: 3 segments stay."""
     log = new_log("compact", segment_bytes=380, retention_ms=10_000, retention_bytes=0)
     append_keyed(log, 15, timestamp=10)
     log.segments[0].set_last_modified_ms(START_MS - 20_000)
@@ -158,8 +160,8 @@ def test_a5_compact_only_logs_get_no_time_or_size_retention(new_log: NewLog, ret
     assert len(log.segments) == 3
 
 
-def test_a6_compact_delete_logs_get_time_retention(new_log: NewLog, retention: LogManager) -> None:
-    """A6: cleanup.policy=compact,delete: the expired segments go, one (new, empty) segment is left."""
+def test_compact_delete_logs_get_time_retention(new_log: NewLog, retention: LogManager) -> None:
+    """cleanup.policy=compact,delete: the expired segments go, one (new, empty) segment is left."""
     log = new_log("compact,delete", segment_bytes=380, retention_ms=10_000)
     append_keyed(log, 15, timestamp=10)
     assert run(retention, log) == [(0, TIME), (5, TIME), (10, TIME)]
@@ -167,10 +169,8 @@ def test_a6_compact_delete_logs_get_time_retention(new_log: NewLog, retention: L
     assert log.log_start_offset == 15
 
 
-def test_a7_compact_only_logs_still_get_start_offset_retention(
-    new_log: NewLog, retention: LogManager
-) -> None:
-    """A7: compact, 3 segments, DeleteRecords to 5: the first segment goes by the start-offset step."""
+def test_compact_only_logs_still_get_start_offset_retention(new_log: NewLog, retention: LogManager) -> None:
+    """Compact only, 3 segments, DeleteRecords to 5: the first segment goes by the start-offset step."""
     log = new_log("compact", segment_bytes=380)
     append_keyed(log, 15, timestamp=START_MS)
     assert log.increment_log_start_offset(5)
@@ -195,10 +195,10 @@ def test_start_offset_step_runs_before_size_and_time(new_log: NewLog, retention:
     assert log.log_start_offset == 15
 
 
-# -- DeleteRecords, then retention (A8) -------------------------------------------------------------
+# -- DeleteRecords, then retention ------------------------------------------------------------------
 
 
-def test_a8_retention_after_delete_records(new_log: NewLog, retention: LogManager) -> None:
+def test_retention_after_delete_records(new_log: NewLog, retention: LogManager) -> None:
     log = new_log(segment_bytes=360)
     append_plain(log, 15)
     set_mtimes(log, START_MS)
@@ -218,7 +218,7 @@ def test_a8_retention_after_delete_records(new_log: NewLog, retention: LogManage
     assert log.log_end_offset == 15
 
 
-# -- the high watermark gate (A9, A10, A11 adapted) -------------------------------------------------
+# -- the high watermark gate (a lower high watermark, set by hand) -----------------------------------
 
 
 def _hundred_expired_records(new_log: NewLog) -> PartitionLog:
@@ -229,8 +229,8 @@ def _hundred_expired_records(new_log: NewLog) -> PartitionLog:
     return log
 
 
-def test_a10_nothing_at_or_above_the_high_watermark_is_deleted(new_log: NewLog, clock: ManualClock) -> None:
-    """A9/A10: as the high watermark walks 0..100, only segments wholly below it go."""
+def test_nothing_at_or_above_the_high_watermark_is_deleted(new_log: NewLog, clock: ManualClock) -> None:
+    """As the high watermark walks 0..100, only segments wholly below it go."""
     log = _hundred_expired_records(new_log)
     assert plan_at_high_watermark(log, clock.now_ms(), 0) == 0, "HW 0: nothing is deleted"
 
@@ -246,7 +246,7 @@ def test_a10_nothing_at_or_above_the_high_watermark_is_deleted(new_log: NewLog, 
     assert log.active_segment.size_bytes == 0
 
 
-def test_a11_high_watermark_initialised_mid_log(new_log: NewLog, clock: ManualClock) -> None:
+def test_high_watermark_initialised_mid_log(new_log: NewLog, clock: ManualClock) -> None:
     log = _hundred_expired_records(new_log)
     before = len(log.segments)
     log.delete_oldest_segments(plan_at_high_watermark(log, clock.now_ms(), 25))
@@ -255,10 +255,10 @@ def test_a11_high_watermark_initialised_mid_log(new_log: NewLog, clock: ManualCl
     assert bases(log)[1] > 25
 
 
-# -- idempotency (A12) ------------------------------------------------------------------------------
+# -- idempotency ------------------------------------------------------------------------------------
 
 
-def test_a12_retention_is_idempotent(
+def test_retention_is_idempotent(
     new_log: NewLog, retention: LogManager, scheduler: ManualTaskScheduler
 ) -> None:
     log = new_log(segment_bytes=10_240, retention_bytes=-1, retention_ms=900, file_delete_delay_ms=0)
@@ -277,11 +277,11 @@ def test_a12_retention_is_idempotent(
     assert not [name for name in files(log.directory) if name.endswith(".deleted")]
 
 
-# -- offsets are kept across deletion (A16, roll-first) --------------------------------------------
+# -- offsets are kept across deletion (roll-first) -------------------------------------------------
 
 
 @pytest.mark.parametrize("count", [0, 1, 25])
-def test_a16_garbage_collecting_segments_keeps_the_log_end_offset(
+def test_garbage_collecting_segments_keeps_the_log_end_offset(
     new_log: NewLog, retention: LogManager, count: int
 ) -> None:
     log = new_log(segment_bytes=100, retention_ms=0)
@@ -321,10 +321,10 @@ def test_roll_first_when_every_segment_is_deletable(new_log: NewLog, retention: 
     assert [r.offset for r in log.read(0)] == [12]
 
 
-# -- asynchronous file deletion (A17, A19) ----------------------------------------------------------
+# -- asynchronous file deletion ---------------------------------------------------------------------
 
 
-def test_a17_deleted_segments_are_renamed_at_once_and_removed_after_the_delay(
+def test_deleted_segments_are_renamed_at_once_and_removed_after_the_delay(
     new_log: NewLog, retention: LogManager, scheduler: ManualTaskScheduler
 ) -> None:
     log = new_log(segment_bytes=360, index_interval_bytes=10_000, retention_ms=999, file_delete_delay_ms=1000)
@@ -367,7 +367,7 @@ def test_dry_run_deletes_nothing(
     assert (len(log.segments), log.log_start_offset, scheduler.pending) == (2, 0, 0)
 
 
-def test_a19_loading_deletes_obsolete_deleted_files(
+def test_loading_deletes_obsolete_deleted_files(
     new_log: NewLog, retention: LogManager, clock: ManualClock
 ) -> None:
     log = new_log(segment_bytes=360, retention_ms=999)
@@ -383,7 +383,7 @@ def test_a19_loading_deletes_obsolete_deleted_files(
     assert (reopened.log_start_offset, reopened.log_end_offset) == (100, 100)
 
 
-# -- the prefix rule (A18) ------------------------------------------------------------------------
+# -- the prefix rule ------------------------------------------------------------------------------
 
 
 def _nine_single_record_segments(new_log: NewLog, **config: Any) -> PartitionLog:
@@ -396,7 +396,7 @@ def _nine_single_record_segments(new_log: NewLog, **config: Any) -> PartitionLog
     return log
 
 
-def test_a18_deletable_segments_are_a_prefix(new_log: NewLog, clock: ManualClock) -> None:
+def test_deletable_segments_are_a_prefix(new_log: NewLog, clock: ManualClock) -> None:
     log = _nine_single_record_segments(new_log, retention_ms=-1)
 
     def plan(*, log_start_offset: int, retention_ms: int) -> tuple[int, bool]:
@@ -418,7 +418,7 @@ def test_a18_deletable_segments_are_a_prefix(new_log: NewLog, clock: ManualClock
     assert plan(log_start_offset=0, retention_ms=0) == (10, True)
 
 
-def test_a18_a_young_segment_stops_time_retention(new_log: NewLog, retention: LogManager) -> None:
+def test_a_young_segment_stops_time_retention(new_log: NewLog, retention: LogManager) -> None:
     log = new_log(retention_ms=1000)
     for timestamp in (START_MS - 5000, START_MS - 5000, START_MS, START_MS - 5000):
         append_plain(log, 1, timestamp=timestamp)
@@ -429,7 +429,7 @@ def test_a18_a_young_segment_stops_time_retention(new_log: NewLog, retention: Lo
     assert bases(log) == [2, 3, 4]
 
 
-# -- LogManager-driven retention (A20, A21, A22) ---------------------------------------------------
+# -- LogManager-driven retention -------------------------------------------------------------------
 
 ManagerFactory = Callable[..., LogManager]
 
@@ -458,10 +458,10 @@ def log_manager(
         manager.release_locks()
 
 
-def test_a20_retention_task_expires_segments_by_mtime(
+def test_retention_task_expires_segments_by_mtime(
     log_manager: ManagerFactory, clock: ManualClock, scheduler: ManualTaskScheduler
 ) -> None:
-    """A20: records without timestamps age from the .log mtime; the task deletes all 15 segments."""
+    """Records without timestamps age from the .log mtime; the task deletes all 15 segments."""
     manager = log_manager(segment_bytes=1024, segment_index_bytes=4096, retention_ms=600_000)
     [log] = manager.create_topic("topic", 1)
     append_plain(log, 200)
@@ -493,10 +493,10 @@ def test_a20_retention_task_expires_segments_by_mtime(
     assert log.append_records([Record(0, -1, None, b"test")]).first_offset == 200
 
 
-def test_a21_retention_task_keeps_the_log_within_retention_bytes(
+def test_retention_task_keeps_the_log_within_retention_bytes(
     log_manager: ManagerFactory, clock: ManualClock, scheduler: ManualTaskScheduler
 ) -> None:
-    """A21: 20 × 720 bytes against 3610: excess 10,790 ⇒ 14 segments go, 6 stay."""
+    """20 × 720 bytes against 3610: excess 10,790 ⇒ 14 segments go, 6 stay."""
     manager = log_manager(segment_bytes=720, retention_bytes=3610)
     [log] = manager.create_topic("topic", 1)
     append_plain(log, 200)
@@ -518,10 +518,10 @@ def test_a21_retention_task_keeps_the_log_within_retention_bytes(
 
 
 @pytest.mark.parametrize("policy", ["compact", "compact,delete"])
-def test_a22_retention_task_skips_compacted_logs(
+def test_retention_task_skips_compacted_logs(
     log_manager: ManagerFactory, clock: ManualClock, policy: str
 ) -> None:
-    """A22: with the cleaner disabled, compacted logs get no retention at all."""
+    """With the cleaner disabled, compacted logs get no retention at all."""
     manager = log_manager(cleaner_enabled=False, policy=policy, segment_bytes=1024, retention_ms=600_000)
     [log] = manager.create_topic("topic", 1)
     for i in range(200):
@@ -558,10 +558,10 @@ def test_cleaner_threads_run_retention_for_compacted_logs(
     assert len(log.segments) == (2 if policy == "compact" else 1)
 
 
-# -- open transactions (A23) ----------------------------------------------------------------------
+# -- open transactions ----------------------------------------------------------------------------
 
 
-def test_a23_last_stable_offset_is_clamped_to_the_log_start_offset(
+def test_last_stable_offset_is_clamped_to_the_log_start_offset(
     new_log: NewLog, retention: LogManager
 ) -> None:
     log = new_log(retention_ms=-1)
@@ -586,10 +586,10 @@ def test_a23_last_stable_offset_is_clamped_to_the_log_start_offset(
     assert log.last_stable_offset == 8
 
 
-# -- future timestamps (A24) and strictness (A25) ------------------------------------------------
+# -- future timestamps and strictness ------------------------------------------------------------
 
 
-def test_a24_a_future_timestamp_blocks_time_retention_of_later_segments(
+def test_a_future_timestamp_blocks_time_retention_of_later_segments(
     new_log: NewLog, retention: LogManager, clock: ManualClock
 ) -> None:
     log = new_log(retention_ms=1000)
@@ -609,7 +609,7 @@ def test_a24_a_future_timestamp_blocks_time_retention_of_later_segments(
     assert bases(log) == [4]
 
 
-def test_a25_age_equal_to_retention_ms_is_kept(
+def test_age_equal_to_retention_ms_is_kept(
     new_log: NewLog, retention: LogManager, clock: ManualClock
 ) -> None:
     log = new_log(retention_ms=1000)
@@ -623,14 +623,14 @@ def test_a25_age_equal_to_retention_ms_is_kept(
     assert run(retention, log) == [(0, TIME), (1, TIME)]
 
 
-def test_a25_unlimited_retention_deletes_nothing(new_log: NewLog, retention: LogManager) -> None:
+def test_unlimited_retention_deletes_nothing(new_log: NewLog, retention: LogManager) -> None:
     log = new_log(segment_bytes=360, retention_ms=-1, retention_bytes=-1)
     append_plain(log, 15, timestamp=0)
     assert run(retention, log) == []
     assert len(log.segments) == 3
 
 
-def test_a25_segments_without_timestamps_age_from_their_mtime(
+def test_segments_without_timestamps_age_from_their_mtime(
     new_log: NewLog, retention: LogManager, clock: ManualClock
 ) -> None:
     log = new_log(segment_bytes=360, retention_ms=1000)
@@ -645,7 +645,7 @@ def test_a25_segments_without_timestamps_age_from_their_mtime(
     assert run(retention, log) == [(5, TIME)]
 
 
-def test_a25_a_record_timestamp_wins_over_the_mtime(
+def test_a_record_timestamp_wins_over_the_mtime(
     new_log: NewLog, retention: LogManager, clock: ManualClock
 ) -> None:
     """The mtime stands in only when no record has a timestamp; one stamped record is enough."""

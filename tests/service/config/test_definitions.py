@@ -93,7 +93,7 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "replica.high.watermark.checkpoint.interval.ms": 5000,
 }
 
-# Broker key → topic key (reference 13.1, 13.2).
+# Broker key → topic key (Kafka's ``ServerTopicConfigSynonyms``).
 KAFKA_TOPIC_SYNONYMS = {
     "log.segment.bytes": "segment.bytes",
     "log.roll.ms": "segment.ms",

@@ -1,4 +1,4 @@
-"""Offset checkpoint files (H4), byte for byte as Kafka has them."""
+"""Offset checkpoint files, byte for byte as Kafka has them (cf. Kafka's ``OffsetCheckpointFileTest``)."""
 
 from __future__ import annotations
 
@@ -34,23 +34,23 @@ def checkpoint(tmp_path: Path) -> OffsetCheckpointFile:
     return OffsetCheckpointFile(tmp_path / RECOVERY_POINT_CHECKPOINT)
 
 
-# --- H4 ------------------------------------------------------------------------------------------------
+# --- round trips and the file ---------------------------------------------------------------------------
 
 
-def test_h4_write_then_read(checkpoint: OffsetCheckpointFile) -> None:
+def test_write_then_read(checkpoint: OffsetCheckpointFile) -> None:
     checkpoint.write({FOO_1: 5, BAR_2: 10})
 
     assert checkpoint.read() == {FOO_1: 5, BAR_2: 10}
 
 
-def test_h4_overwrite_reads_only_the_new_map(checkpoint: OffsetCheckpointFile) -> None:
+def test_overwrite_reads_only_the_new_map(checkpoint: OffsetCheckpointFile) -> None:
     checkpoint.write({FOO_1: 5, BAR_2: 10})
     checkpoint.write({TopicPartition("baz", 0): 7})
 
     assert checkpoint.read() == {TopicPartition("baz", 0): 7}
 
 
-def test_h4_on_disk_lines(checkpoint: OffsetCheckpointFile) -> None:
+def test_on_disk_lines(checkpoint: OffsetCheckpointFile) -> None:
     checkpoint.write({FOO_1: 5, BAR_2: 10})
 
     lines = checkpoint.path.read_bytes().split(b"\n")
@@ -64,7 +64,7 @@ def test_encoding_is_sorted_and_deterministic() -> None:
     assert encode_checkpoint({BAR_2: 10, FOO_1: 5}) == encode_checkpoint({FOO_1: 5, BAR_2: 10})
 
 
-def test_h4_many_entries_round_trip(checkpoint: OffsetCheckpointFile) -> None:
+def test_many_entries_round_trip(checkpoint: OffsetCheckpointFile) -> None:
     entries = {TopicPartition(f"topic-{t}", p): t * 1000 + p for t in range(20) for p in range(50)}
 
     checkpoint.write(entries)
@@ -72,20 +72,20 @@ def test_h4_many_entries_round_trip(checkpoint: OffsetCheckpointFile) -> None:
     assert checkpoint.read() == entries
 
 
-def test_h4_empty_file_reads_empty(checkpoint: OffsetCheckpointFile) -> None:
+def test_empty_file_reads_empty(checkpoint: OffsetCheckpointFile) -> None:
     checkpoint.path.write_bytes(b"")
 
     assert checkpoint.read() == {}
 
 
-def test_h4_empty_map_round_trips(checkpoint: OffsetCheckpointFile) -> None:
+def test_empty_map_round_trips(checkpoint: OffsetCheckpointFile) -> None:
     checkpoint.write({})
 
     assert checkpoint.path.read_bytes() == b"0\n0\n"
     assert checkpoint.read() == {}
 
 
-def test_h4_version_1_fails(checkpoint: OffsetCheckpointFile) -> None:
+def test_version_1_fails(checkpoint: OffsetCheckpointFile) -> None:
     checkpoint.path.write_bytes(b"1\n2\nfoo 1 5\nbar 2 10\n")
 
     with pytest.raises(CorruptDataError, match="version 1") as info:

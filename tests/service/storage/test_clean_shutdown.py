@@ -1,4 +1,4 @@
-"""The clean-shutdown marker (H8), byte for byte as Kafka has it."""
+"""The clean-shutdown marker (Kafka's ``CleanShutdownFileHandler``), byte for byte as Kafka has it."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from service.storage.clean_shutdown import (
 from service.storage.log_files import CLEAN_SHUTDOWN_FILE
 
 
-def test_h8_marker_with_broker_epoch(tmp_path: Path) -> None:
+def test_marker_with_broker_epoch(tmp_path: Path) -> None:
     write_clean_shutdown_marker(tmp_path, broker_epoch=200)
 
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).read_bytes() == b'{"version":0,"brokerEpoch":200}'
     assert read_clean_shutdown_marker(tmp_path) == 200
 
 
-def test_h8_dir_without_marker_has_no_epoch(tmp_path: Path) -> None:
+def test_dir_without_marker_has_no_epoch(tmp_path: Path) -> None:
     assert read_clean_shutdown_marker(tmp_path) is None
 
 

@@ -1,5 +1,5 @@
-"""Loading and recovery (Kafka scenarios G1, G4, G5, G7, G8): truncated tails, corrupt segments, missing
-indexes, leftover ``.cleaned``/``.swap``/``.deleted`` files."""
+"""Loading and recovery (much as Kafka's ``LogLoaderTest`` checks them): truncated tails, corrupt segments,
+missing indexes, leftover ``.cleaned``/``.swap``/``.deleted`` files."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_truncated_tail_is_cut_at_the_last_whole_batch(
 def test_garbage_appended_to_log_and_index_is_dropped(
     make_log: MakeLog, open_log: OpenLog, log_dir: Path
 ) -> None:
-    """G8: random bytes after the last batch (and in the index) vanish; every record survives."""
+    """Random bytes after the last batch (and in the index) vanish; every record survives."""
     records = fill(make_log)
     last_log = sorted(log_dir.glob("*.log"))[-1]
     with open(last_log, "ab") as f:
@@ -81,7 +81,7 @@ def test_flipped_byte_in_a_middle_segment_truncates_there(
 
 
 def test_missing_and_corrupt_indexes_are_rebuilt(make_log: MakeLog, open_log: OpenLog, log_dir: Path) -> None:
-    """G4: indexes deleted or overwritten with 2 bytes are rebuilt, even after a clean shutdown."""
+    """Indexes deleted or overwritten with 2 bytes are rebuilt, even after a clean shutdown."""
     records = fill(make_log)
     indexes = sorted(log_dir.glob("*.index"))
     expected_entries = [os.path.getsize(p) for p in indexes]
@@ -96,7 +96,7 @@ def test_missing_and_corrupt_indexes_are_rebuilt(make_log: MakeLog, open_log: Op
 
 
 def test_bogus_index_files_without_a_log_are_deleted(open_log: OpenLog, log_dir: Path) -> None:
-    """G5."""
+    """Index files with no ``.log`` of their own are deleted on load."""
     seg(log_dir, 5, ".index").write_bytes(b"")
     seg(log_dir, 5, ".timeindex").write_bytes(b"")
     log = open_log().log
@@ -108,7 +108,7 @@ def test_bogus_index_files_without_a_log_are_deleted(open_log: OpenLog, log_dir:
 def test_leftover_cleaned_and_deleted_files_are_removed(
     make_log: MakeLog, open_log: OpenLog, log_dir: Path
 ) -> None:
-    """G1 steps 1–2: a crash before the swap leaves the original data."""
+    """A crash before the swap (``.cleaned`` and ``.deleted`` files left) leaves the original data."""
     records = fill(make_log)
     first = seg(log_dir, 0, ".log")
     shutil.copy(first, str(first) + ".cleaned")
@@ -119,7 +119,7 @@ def test_leftover_cleaned_and_deleted_files_are_removed(
 
 
 def test_swap_file_completes_the_replacement(make_log: MakeLog, open_log: OpenLog, log_dir: Path) -> None:
-    """G1 step 3: a ``.swap`` left by a crash mid-swap replaces the segments in its range."""
+    """A ``.swap`` left by a crash mid-swap replaces the segments in its range."""
     records = fill(make_log)
     bases = sorted(int(p.name[:20]) for p in log_dir.glob("*.log"))
     # The "cleaned" replacement of the first two segments: their records with odd offsets dropped.
@@ -144,7 +144,7 @@ def test_swap_at_or_above_a_cleaned_file_is_an_interrupted_split(
 
 
 def test_log_end_below_log_start_starts_afresh(make_log: MakeLog, open_log: OpenLog, log_dir: Path) -> None:
-    """G7: a checkpointed start offset past every surviving record leaves one empty segment there."""
+    """A checkpointed start offset past every surviving record leaves one empty segment there."""
     fill(make_log, count=10)
     result = open_log(segment_bytes=SEGMENT_BYTES, log_start_offset=50, clean_shutdown=True)
     log = result.log
@@ -154,7 +154,7 @@ def test_log_end_below_log_start_starts_afresh(make_log: MakeLog, open_log: Open
 
 
 def test_clean_shutdown_skips_recovery(make_log: MakeLog, open_log: OpenLog) -> None:
-    """G6."""
+    """After a clean shutdown no segment is recovered; the recovery point is the log end."""
     records = fill(make_log)
     recovered, result = reopen(open_log, clean_shutdown=True, recovery_point=0)
     assert recovered == records

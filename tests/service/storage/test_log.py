@@ -1,4 +1,5 @@
-"""PartitionLog: append, offsets, roll rules, reads, validation (Kafka scenarios B1–B7, I1, I2)."""
+"""PartitionLog: append, offsets, roll rules, reads (much as Kafka's ``UnifiedLogTest`` checks them), and
+record validation."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def test_append_compressed_batches(make_log: MakeLog, codec: CompressionType) ->
 
 
 def test_size_based_roll(make_log: MakeLog) -> None:
-    """B3: segment.bytes = 10 × (72 − 1); eleven 72-byte batches make two segments."""
+    """segment.bytes = 10 × (72 − 1); eleven 72-byte batches make two segments."""
     log = make_log(segment_bytes=10 * 71)
     for _ in range(11):
         log.append_records([plain()])
@@ -54,7 +55,7 @@ def test_size_based_roll(make_log: MakeLog) -> None:
 
 
 def test_time_based_roll(make_log: MakeLog, clock: ManualClock) -> None:
-    """B1: wall clock when the first batch has no timestamp, record time when it has one."""
+    """Wall clock when the first batch has no timestamp, record time when it has one."""
     log = make_log(segment_ms=HOUR_MS)
     clock.advance(HOUR_MS + 1)
     log.append_records([plain()])
@@ -79,7 +80,7 @@ def test_time_based_roll(make_log: MakeLog, clock: ManualClock) -> None:
 
 
 def test_roll_at_existing_empty_active_segment_is_a_no_op(make_log: MakeLog) -> None:
-    """B4: rolling an empty active segment at its own base keeps one segment."""
+    """Rolling an empty active segment at its own base keeps one segment."""
     log = make_log()
     log.roll(expected_next_offset=0)
     assert [s.base_offset for s in log.segments] == [0]
@@ -90,7 +91,7 @@ def test_roll_at_existing_empty_active_segment_is_a_no_op(make_log: MakeLog) -> 
 
 
 def test_index_entries_follow_the_interval_rule(make_log: MakeLog) -> None:
-    """B7: index.interval.bytes = 2 × batch − 1 ⇒ an entry on appends 3, 5, …, 29 (14 of 30)."""
+    """index.interval.bytes = 2 × batch − 1 ⇒ an entry on appends 3, 5, …, 29 (14 of 30)."""
     batch_size = len(encode_batch([Record(0, 0, None, b"test")]))
     log = make_log(index_interval_bytes=2 * batch_size - 1)
     for i in range(30):
@@ -103,7 +104,7 @@ def test_index_entries_follow_the_interval_rule(make_log: MakeLog) -> None:
 
 
 def test_roll_materialises_trimmed_indexes_of_the_old_segment(make_log: MakeLog, log_dir: Path) -> None:
-    """B5: lazy index creation; a roll trims the old segment's indexes."""
+    """Lazy index creation; a roll trims the old segment's indexes."""
     log = make_log(index_interval_bytes=0)
     for _ in range(3):
         log.append_records([plain(timestamp=5)])
@@ -184,7 +185,7 @@ def test_delete_records_cannot_pass_the_high_watermark(make_log: MakeLog) -> Non
 
 
 def test_compacted_topic_rejects_unkeyed_records(make_log: MakeLog) -> None:
-    """I1: nothing is appended when any record lacks a key."""
+    """Nothing is appended when any record lacks a key."""
     log = make_log(cleanup_policy=frozenset({"compact"}))
     with pytest.raises(InvalidInputError, match="record 1 has no key"):
         log.append_records([keyed(b"a", b"1"), plain(b"x")])
@@ -194,7 +195,7 @@ def test_compacted_topic_rejects_unkeyed_records(make_log: MakeLog) -> None:
 
 
 def test_create_time_bounds(make_log: MakeLog, clock: ManualClock) -> None:
-    """I2 / KIP-937: too old or too far in the future is rejected; no timestamp is fine."""
+    """KIP-937: too old or too far in the future is rejected; no timestamp is fine."""
     log = make_log(message_timestamp_before_max_ms=1000, message_timestamp_after_max_ms=500)
     now = clock.now_ms()
     with pytest.raises(InvalidInputError, match=r"before\.max\.ms=1000"):
@@ -308,7 +309,7 @@ def test_read_skips_offsets_removed_by_compaction(log_dir: Path, open_log) -> No
 
 
 def test_time_based_roll_with_jitter(make_log: MakeLog, clock: ManualClock) -> None:
-    """B2: the roll comes segment.ms − jitter after the first batch, jitter fixed per segment."""
+    """The roll comes segment.ms − jitter after the first batch, jitter fixed per segment."""
     log = make_log(segment_ms=HOUR_MS, segment_jitter_ms=1_200_000)
     log.append_records([plain(timestamp=clock.now_ms())])
     jitter = log.active_segment.rolling_jitter_ms

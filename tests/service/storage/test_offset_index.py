@@ -139,7 +139,7 @@ def test_rename_before_the_file_exists_only_moves_the_path(make_index: MakeIndex
     deleted = index.path.with_name(index.path.name + ".deleted")
     index.rename_to(deleted)
     assert not deleted.exists() and not segment_path(tmp_path, 0, INDEX_SUFFIX).exists()
-    index.append(3, 0)  # B10: first access creates it under the new name
+    index.append(3, 0)  # first access creates it under the new name
     assert deleted.stat().st_size == 1000
     assert not segment_path(tmp_path, 0, INDEX_SUFFIX).exists()
 
@@ -238,7 +238,7 @@ def test_sanity_last_offset_equal_to_base_offset(make_index: MakeIndex) -> None:
     index.sanity_check()
 
 
-# -- corruption (G4) --------------------------------------------------------------------------------
+# -- corruption -------------------------------------------------------------------------------------
 
 
 def test_sanity_check_of_a_missing_file_passes_and_creates_nothing(make_index: MakeIndex) -> None:

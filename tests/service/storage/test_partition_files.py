@@ -1,5 +1,6 @@
 """Producer snapshots, the leader-epoch cache and partition.metadata as a log lives: load, append, roll,
-retention, close, reload (Kafka scenarios A9, A13-A15 and the load rules of the reference)."""
+retention, close, reload (much as Kafka's ``UnifiedLogTest``, ``LogLoaderTest`` and
+``ProducerStateManagerTest`` check them)."""
 
 from __future__ import annotations
 
@@ -203,7 +204,7 @@ def test_stray_snapshots_are_removed_on_load(directory: Path, clock: ManualClock
     assert list_snapshot_offsets(directory) == [1, 3]
 
 
-def test_a13_retention_deletes_producer_snapshots(directory: Path, clock: ManualClock) -> None:
+def test_retention_deletes_producer_snapshots(directory: Path, clock: ManualClock) -> None:
     manager, scheduler = retention(clock)
     log = open_log(directory, clock, segment_bytes=10240, retention_bytes=0, file_delete_delay_ms=0)
     idem(log, 1, 0, b"a")
@@ -218,7 +219,7 @@ def test_a13_retention_deletes_producer_snapshots(directory: Path, clock: Manual
     assert len(list_snapshot_offsets(directory)) == 1
     assert not list(directory.glob("*.deleted"))
     assert log.log_start_offset == 3
-    assert log.producer_state.producer_ids == [1]  # A15: deleting segments removes no producer
+    assert log.producer_state.producer_ids == [1]  # deleting segments removes no producer
 
 
 def test_snapshots_go_with_their_segments_after_file_delete_delay_ms(
@@ -242,7 +243,7 @@ def test_snapshots_go_with_their_segments_after_file_delete_delay_ms(
     assert list_snapshot_offsets(directory) == [2]
 
 
-def test_a14_log_start_offset_movement_deletes_snapshots(directory: Path, clock: ManualClock) -> None:
+def test_log_start_offset_movement_deletes_snapshots(directory: Path, clock: ManualClock) -> None:
     manager, scheduler = retention(clock)
     log = open_log(directory, clock, segment_bytes=10240, file_delete_delay_ms=0)
     idem(log, 1, 0, b"a")
@@ -256,7 +257,7 @@ def test_a14_log_start_offset_movement_deletes_snapshots(directory: Path, clock:
     assert list_snapshot_offsets(directory) == [2]
 
 
-def test_a15_segment_deletion_keeps_producers(directory: Path, clock: ManualClock) -> None:
+def test_segment_deletion_keeps_producers(directory: Path, clock: ManualClock) -> None:
     manager, _ = retention(clock)
     log = open_log(directory, clock)
     idem(log, 1, 0, b"a")
@@ -303,7 +304,8 @@ def test_appends_carry_the_current_epoch_and_the_first_one_adds_its_entry(
 
 
 def log_past_retention(directory: Path, clock: ManualClock) -> PartitionLog:
-    """A9's log: 100 one-record batches in 360-byte segments, all past retention; epochs 0@0 and 1@90."""
+    """The log of Kafka's ``UnifiedLogTest.testDeleteOldSegments``: 100 one-record batches in 360-byte
+    segments, all past retention; epochs 0@0 and 1@90."""
     log = open_log(directory, clock, segment_bytes=360, segment_index_bytes=1000, retention_ms=999)
     for _ in range(100):
         log.append_records([Record(0, START_MS - 1000, None, b"test")])
@@ -311,7 +313,7 @@ def log_past_retention(directory: Path, clock: ManualClock) -> PartitionLog:
     return log
 
 
-def test_a9_retention_truncates_the_epoch_cache_from_the_start(directory: Path, clock: ManualClock) -> None:
+def test_retention_truncates_the_epoch_cache_from_the_start(directory: Path, clock: ManualClock) -> None:
     """The cache at once; the file with the pass's delayed file deletion (Kafka's async flush), so that a
     retention pass pays no fsync per log. A crash before that write loses nothing: the next load cuts the
     older entries from the log start offset again."""

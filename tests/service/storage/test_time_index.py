@@ -1,4 +1,5 @@
-"""TimeIndex on real files: Kafka's TimeIndexTest, B7/B8, the reserved slot, tail reads, a model check."""
+"""TimeIndex on real files: Kafka's TimeIndexTest, a segment's lookups and truncation, the reserved
+slot, tail reads, a model check."""
 
 from __future__ import annotations
 
@@ -240,7 +241,7 @@ def find_offset_by_timestamp(index: TimeIndex, timestamps: dict[int, int], targe
     )
 
 
-def test_b8_find_offset_by_timestamp(make_index: MakeIndex) -> None:
+def test_find_offset_by_timestamp(make_index: MakeIndex) -> None:
     index = make_index(base_offset=40)
     timestamps = segment_time_index(index, 10, close=True)
     assert index.max_timestamp == 490
@@ -255,7 +256,7 @@ def test_b8_find_offset_by_timestamp(make_index: MakeIndex) -> None:
     assert {ts: find_offset_by_timestamp(index, timestamps, ts) for ts in expected} == expected
 
 
-def test_b7_truncation_below_the_first_entry_empties_the_index(make_index: MakeIndex) -> None:
+def test_truncation_below_the_first_entry_empties_the_index(make_index: MakeIndex) -> None:
     index = make_index(base_offset=40)
     segment_time_index(index, 30, close=False)
     assert index.entries == 14  # appends 3, 5, ..., 29
