@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.config.broker_config import BrokerConfig
@@ -297,6 +297,7 @@ def _typed_values(defn: ConfigDef) -> st.SearchStrategy[ConfigValue]:
     return text
 
 
+@settings(deadline=None)  # a loaded 2-core CI machine: no example's time limit
 @given(st.data())
 def test_parse_of_format_is_identity(data: st.DataObject) -> None:
     defn = data.draw(st.sampled_from(CONFIG_DEFS))
