@@ -1,11 +1,17 @@
-"""The long-running service: start-up, the periodic tasks and the stop; ``service.node`` builds its parts.
+"""The long-running service: start-up, the stop, and the topic-config refresh, over the parts that
+``service.node`` (the composition root) builds; the daemon constructs none of them.
+
+What it runs: ``build_node``'s node (the metadata log, the scheduler, the LogManager and its cleaning port,
+the metrics), ``build_api_server``'s API, and once the logs loaded ``build_cleaner_parts``' engine and
+cleaner workers and ``schedule_log_tasks``' periodic tasks. It hands the node only its callbacks: where
+its cleaner is, its topic-config refresh, and why it is not ready.
 
 Start-up: the broker's metadata log is read when the daemon is built (``service.metadata``; unreadable:
 exit 2 before anything binds), then the REST API binds its port (``/healthz`` and ``/metrics`` answer from
 then on, ``/readyz`` and ``/v1`` answer 503 with the loading progress), then topic overrides are read,
-every log dir is locked and loaded (the LogManager), then Kafka's periodic log tasks start after
-``scheduler.initial.delay.ms``. A start-up that fails stops what it started before anything acted, without
-the clean-shutdown marker.
+every log dir is locked and loaded (the LogManager), then the cleaner and the periodic tasks are built, and
+Kafka's periodic log tasks start after ``scheduler.initial.delay.ms``. A start-up that fails stops what it
+started before anything acted, without the clean-shutdown marker.
 SIGTERM/SIGINT: cleaner rounds and retention passes in flight are told to end at once, the API stops, then
 the cleaner (its aborted rounds named in the log), then the scheduler (runs in flight finish), every log is
 flushed and closed, both checkpoints and the clean-shutdown marker are written, and the process exits 0;
@@ -15,8 +21,8 @@ signal while the logs load ends the loading at the next partition: start-up fail
 With ``log.cleaner.enable``, ``log.cleaner.threads`` cleaner workers (``kafka-log-cleaner-thread-N``)
 compact the dirtiest logs on the chosen engine and run the retention of compacted logs; they stop before
 the logs are closed. Topic overrides changed by another process, and configs changed in the metadata log,
-are picked up within a second (``logcleaner-topic-config-refresh`` every ``TOPIC_CONFIG_REFRESH_MS``) and
-at each retention run.
+are picked up within a second (``logcleaner-topic-config-refresh`` every
+``service.node.TOPIC_CONFIG_REFRESH_MS``, calling ``refresh_topic_configs``) and at each retention run.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import time
 from types import FrameType
 from typing import NoReturn
 
-from api.server import ApiServer
+from api.server import ApiServer  # the API and the cleaner: imported while serve's early prescans run
 from cleaner.engine import CompactionEngine
 from cleaner.log_cleaner import LogCleaner
 from service.clock import Clock, SystemClock
@@ -37,28 +43,22 @@ from service.config.broker_config import BrokerConfig
 from service.config.listen_policy import check_listen_policy
 from service.errors import ConflictError, LogCleanerError
 from service.node import (
-    NodeView,
     build_api_server,
-    build_engine,
-    build_log_cleaner,
-    build_metrics,
+    build_cleaner_parts,
     build_node,
+    schedule_log_tasks,
 )
 from service.ports import CleanerView
 from service.sd_notify import sd_notify
-from service.storage.log_config import LONG_MAX
 from service.storage.log_dir import LoadInterruptedError
 from service.storage.prescan import EarlyPrescans
 from service.storage.topic_partition import TopicPartition
 from service.stray_replicas import ReplicaDir, stray_reason
 from service.version import package_version
 
-__all__ = ["TOPIC_CONFIG_REFRESH_MS", "Daemon", "StartupError"]
+__all__ = ["Daemon", "StartupError"]
 
 logger = logging.getLogger(__name__)
-
-# How often the daemon looks for topic overrides changed by another process (a few stat calls a run).
-TOPIC_CONFIG_REFRESH_MS = 500
 
 
 class StartupError(LogCleanerError):
@@ -66,7 +66,8 @@ class StartupError(LogCleanerError):
 
 
 class Daemon:
-    """Owns the scheduler, the LogManager and the stop event (``_stop``, the only cross-thread state)."""
+    """Runs the node ``service.node`` builds (its scheduler, LogManager, metrics, API and cleaner): starts
+    them in order and stops them; owns the stop event (``_stop``, the only cross-thread state)."""
 
     def __init__(
         self,
@@ -84,24 +85,16 @@ class Daemon:
         self._prescans = prescans
         self._freeze_loaded = freeze_loaded
         self.clock = clock or SystemClock()
-        # The scheduler reports to the metrics, built after the node: it runs nothing before start().
-        node = build_node(broker, self.clock, on_job_outcome=self._on_job_outcome)
-        self.topic_store = node.topic_store
-        self.metadata = node.metadata
-        self.scheduler = node.scheduler
-        self.log_manager = node.log_manager
-        self._cleaning = node.cleaning  # the cleaner's workers over it start once the logs loaded
-        # The API and the metrics see the node's parts, not this daemon.
-        self.view = NodeView(
-            broker,
-            self.log_manager,
-            self.topic_store,
-            self.metadata,
-            self.scheduler,
-            cleaner=lambda: self.cleaner,
-            refresh=self.refresh_topic_configs,
+        # The API and the metrics see the node's parts (node.view), not this daemon.
+        self.node = build_node(
+            broker, self.clock, cleaner=lambda: self.cleaner, refresh_topic_configs=self.refresh_topic_configs
         )
-        self.metrics = build_metrics(self.view)  # reads the parts at each scrape, not now
+        self.topic_store = self.node.topic_store
+        self.metadata = self.node.metadata
+        self.scheduler = self.node.scheduler
+        self.log_manager = self.node.log_manager
+        self.view = self.node.view
+        self.metrics = self.node.metrics
         self.metrics_registry = self.metrics.registry
         self._stop = threading.Event()
         self._config_version: tuple[int, object] = (0, None)
@@ -124,9 +117,7 @@ class Daemon:
         beyond loopback without a token (``check_listen_policy``) is refused before anything binds.
         """
         check_listen_policy(self.broker)
-        server = build_api_server(
-            self.broker, self.view, self.metrics_registry, not_ready=self.not_ready_reason
-        )
+        server = build_api_server(self.node, not_ready=self.not_ready_reason)
         try:
             server.start()
         except (OSError, RuntimeError) as exc:
@@ -171,22 +162,11 @@ class Daemon:
         self._ready = True
         logger.info(self._started_line())
 
-    def _on_job_outcome(self, job: str, outcome: str, seconds: float) -> None:
-        self.metrics.on_job_outcome(job, outcome, seconds)
-
     def _start_services(self) -> None:
-        if self._cleaning is not None:
-            self.engine = build_engine(self.broker, self.clock, on_spark_job=self.metrics.observe_spark_job)
-            self.cleaner = build_log_cleaner(
-                self.broker,
-                self.log_manager,
-                self._cleaning,
-                self.engine,
-                scheduler=self.scheduler,
-                on_round=self.metrics.observe_cleaner_round,
-            )
-        self._schedule_tasks()
-        self.metrics.declare_jobs(job.name for job in self.scheduler.jobs())
+        parts = build_cleaner_parts(self.node)  # with log.cleaner.enable, over the loaded logs
+        if parts is not None:
+            self.engine, self.cleaner = parts.engine, parts.cleaner
+        schedule_log_tasks(self.node)
         self.scheduler.start()  # last but the cleaner: nothing above acts on the logs
         if self.cleaner is not None:
             self.cleaner.start()
@@ -215,51 +195,6 @@ class Daemon:
             f"logcleaner started (version {package_version()}): {len(manager.logs)} logs loaded "
             f"({recovered} recovered) from {dirs}; REST API on {url} (auth {auth})"
         )
-
-    def _schedule_tasks(self) -> None:
-        broker, manager = self.broker, self.log_manager
-        self.scheduler.add_periodic(
-            "kafka-log-retention", broker.log_retention_check_interval_ms, self._retention
-        )
-        self.scheduler.add_periodic(
-            "kafka-log-flusher", broker.log_flush_scheduler_interval_ms, manager.flush_dirty_logs
-        )
-        self.scheduler.add_periodic(
-            "kafka-recovery-point-checkpoint",
-            broker.log_flush_offset_checkpoint_interval_ms,
-            manager.checkpoint_recovery_points,
-        )
-        self.scheduler.add_periodic(
-            "kafka-log-start-offset-checkpoint",
-            broker.log_flush_start_offset_checkpoint_interval_ms,
-            manager.checkpoint_log_start_offsets,
-        )
-        # The replica manager's task (a period of 0 or less: once, as Kafka's scheduler runs it). It starts
-        # after the initial delay like the others, not at once as Kafka's: until then the file on disk is
-        # the one loaded, which holds no high watermark above the logs' own.
-        hw_period = broker.replica_high_watermark_checkpoint_interval_ms
-        self.scheduler.add_periodic(
-            "highwatermark-checkpoint",
-            hw_period if hw_period > 0 else LONG_MAX,
-            manager.checkpoint_high_watermarks,
-        )
-        self.scheduler.add_self_rescheduling("kafka-delete-logs", manager.delete_logs)
-        self.scheduler.add_periodic(
-            "kafka-producer-expiration",
-            broker.producer_id_expiration_check_interval_ms,
-            lambda: manager.remove_expired_producers(broker.producer_id_expiration_ms),
-        )
-        # A change by `logcleaner topic-config` reaches the live logs within a second.
-        self.scheduler.add_periodic(
-            "logcleaner-topic-config-refresh",
-            TOPIC_CONFIG_REFRESH_MS,
-            self.refresh_topic_configs,
-            initial_delay_ms=TOPIC_CONFIG_REFRESH_MS,
-        )
-
-    def _retention(self) -> None:
-        self.refresh_topic_configs()
-        self.log_manager.cleanup_logs()
 
     def refresh_topic_configs(self) -> None:
         """Pick up topic overrides changed by another process (``logcleaner topic-config``) or the API, and

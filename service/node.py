@@ -1,12 +1,31 @@
 """The composition root: a logcleaner process's parts, built from its configuration and wired here only.
 
-``serve`` builds the node (``build_node``): the broker config and the metadata log, then the scheduler
-(its outcomes feed the metrics), the LogManager, and once the logs loaded the compaction engine and the
-cleaner (the LogManager's cleaning port, as Kafka's LogManager owns its LogCleaner), then the API over
-them. The offline commands build the narrower sets they need from the same functions: a LogManager for
-every inspection, an engine and a worker-less cleaner for ``logcleaner clean``. The cleaner, the scheduler
-and the API are imported only by the functions that build them, so an inspection imports none of them and
-starts fast.
+``serve``'s daemon (``service.daemon``) builds nothing itself; it runs, in its start-up order, what these
+functions build:
+
+- ``build_node``, before start-up: the topic overrides' store, the broker's metadata log (read now), the
+  scheduler (Kafka's ``KafkaScheduler``; its outcomes feed the metrics), the LogManager with its
+  collaborators passed to its constructor (with ``log.cleaner.enable`` its cleaning port, the cleaner's
+  ``CleanerManager``, as Kafka's LogManager owns its LogCleaner), the ``NodeView`` the API and the metrics
+  read, and the metrics over it;
+- ``build_api_server``, bound by the daemon before the logs load: the REST API over the ``NodeView``,
+  with its ``ApiSettings`` built from the broker config (``build_api_settings``);
+- once the logs loaded, ``build_cleaner_parts``: the compaction engine and the cleaner's workers (with
+  ``log.cleaner.enable``), and ``schedule_log_tasks``: Kafka's periodic log tasks on the scheduler, as
+  Kafka's ``LogManager.startup`` schedules them. Neither starts anything: the daemon starts the
+  scheduler, then the cleaner.
+
+The daemon hands in only its own callbacks: where its cleaner is (the ``NodeView`` reads it at each call),
+its topic-config refresh, and why it is not ready (``/readyz``). The API and the metrics receive narrow
+objects (``api.deps.LogService``, ``api.metrics.source.MetricsSource``: the ``NodeView``), never the
+daemon.
+
+The offline commands (``service.tools``) build the narrower sets they need from the same functions: a
+LogManager for every inspection (``build_offline_log_manager``), and for ``logcleaner clean`` one with the
+cleaner's ``CleanerManager`` (``build_offline_compacted_log_manager``), an engine and a worker-less
+cleaner (``build_engine``, ``build_log_cleaner``). Nothing outside this module constructs a LogManager, a
+cleaner, a scheduler, the metrics or the API server. The cleaner, the scheduler and the API are imported
+only by the functions that build them, so an inspection imports none of them and starts fast.
 """
 
 from __future__ import annotations
@@ -27,15 +46,13 @@ from service.log_manager import LogManager, LogManagerSettings
 from service.metadata.source import MetadataSource
 from service.ports import CleanerView, CleaningControl, TaskScheduler
 from service.storage.log import PartitionLog
-from service.storage.log_config import LogConfig
+from service.storage.log_config import LONG_MAX, LogConfig
 from service.storage.log_dir import PartitionCopier
 from service.storage.topic_partition import TopicPartition
 from service.tasks import DeferredTasks
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry
-
-    from api.deps import JobsView, LogService
+    from api.deps import ApiSettings, JobsView
     from api.metrics.service_metrics import ServiceMetrics
     from api.metrics.source import MetricsSource
     from api.server import ApiServer
@@ -45,9 +62,13 @@ if TYPE_CHECKING:
     from scheduler.log_scheduler import LogScheduler
 
 __all__ = [
+    "TOPIC_CONFIG_REFRESH_MS",
+    "CleanerParts",
     "Node",
     "NodeView",
     "build_api_server",
+    "build_api_settings",
+    "build_cleaner_parts",
     "build_compacted_log_manager",
     "build_engine",
     "build_log_cleaner",
@@ -57,8 +78,13 @@ __all__ = [
     "build_offline_compacted_log_manager",
     "build_offline_log_manager",
     "build_scheduler",
+    "build_topic_store",
     "load_metadata",
+    "schedule_log_tasks",
 ]
+
+# How often the daemon looks for topic overrides changed by another process (a few stat calls a run).
+TOPIC_CONFIG_REFRESH_MS = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,22 +112,45 @@ class NodeView:
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """``serve``'s parts built before start-up; the engine, the cleaner's workers and the API follow once
-    the logs loaded (``build_engine``, ``build_log_cleaner``, ``build_api_server``)."""
+    """``serve``'s parts built before start-up (``build_node``). The API server (``build_api_server``), and
+    once the logs loaded the engine and the cleaner's workers (``build_cleaner_parts``) and the periodic
+    tasks (``schedule_log_tasks``), are built from it; the daemon runs them."""
 
+    broker: BrokerConfig
+    clock: Clock
     topic_store: TopicConfigStore
     metadata: MetadataSource
     scheduler: LogScheduler
     log_manager: LogManager
     cleaning: CleanerManager | None  # with log.cleaner.enable: the LogManager's cleaning port
+    view: NodeView  # what the API and the metrics see of the node
+    metrics: ServiceMetrics
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerParts:
+    """The cleaner of ``serve`` (``build_cleaner_parts``): its engine and its pool of workers, not started."""
+
+    engine: PerRoundEngine
+    cleaner: LogCleaner
 
 
 def build_node(
-    broker: BrokerConfig, clock: Clock, *, on_job_outcome: Callable[[str, str, float], None] | None = None
+    broker: BrokerConfig,
+    clock: Clock,
+    *,
+    cleaner: Callable[[], CleanerView | None],
+    refresh_topic_configs: Callable[[], None],
 ) -> Node:
     """The metadata log is read before anything binds or locks (unreadable: exit 2); the LogManager takes
-    the stray replicas' verdict from it. ``on_job_outcome`` feeds the metrics."""
-    topic_store = TopicConfigStore(list(broker.log_dir_paths))
+    the stray replicas' verdict from it. The daemon's own callbacks: ``cleaner()``, its cleaner once built
+    (the ``NodeView`` reads it at each call), and ``refresh_topic_configs()``, which applies changed topic
+    configs to the live logs (the API's config changes, the periodic refresh)."""
+
+    def on_job_outcome(job: str, outcome: str, seconds: float) -> None:
+        metrics.on_job_outcome(job, outcome, seconds)  # built below: the scheduler runs nothing before then
+
+    topic_store = build_topic_store(broker)
     metadata = load_metadata(broker)
     scheduler = build_scheduler(broker, clock, on_outcome=on_job_outcome)
     cleaning: CleanerManager | None = None
@@ -113,7 +162,16 @@ def build_node(
         log_manager = build_log_manager(
             broker, topic_store, metadata=metadata, clock=clock, scheduler=scheduler
         )
-    return Node(topic_store, metadata, scheduler, log_manager, cleaning)
+    view = NodeView(
+        broker, log_manager, topic_store, metadata, scheduler, cleaner=cleaner, refresh=refresh_topic_configs
+    )
+    metrics = build_metrics(view)  # reads the parts at each scrape, not now
+    return Node(broker, clock, topic_store, metadata, scheduler, log_manager, cleaning, view, metrics)
+
+
+def build_topic_store(broker: BrokerConfig) -> TopicConfigStore:
+    """logcleaner's topic overrides, kept in every log dir (not read yet)."""
+    return TopicConfigStore(list(broker.log_dir_paths))
 
 
 def load_metadata(broker: BrokerConfig) -> MetadataSource:
@@ -190,7 +248,7 @@ def build_offline_log_manager(
     """An offline command's LogManager (not loaded yet) and the tasks it schedules, which the command runs
     before it exits instead of on a scheduler; ``read_only`` for an inspection's."""
     tasks = DeferredTasks()
-    store = TopicConfigStore(list(broker.log_dir_paths))
+    store = build_topic_store(broker)
     manager = build_log_manager(
         broker,
         store,
@@ -208,7 +266,7 @@ def build_offline_compacted_log_manager(
     """``build_offline_log_manager``'s, with the cleaner's ``CleanerManager`` as its cleaning port
     (``logcleaner clean``)."""
     tasks = DeferredTasks()
-    store = TopicConfigStore(list(broker.log_dir_paths))
+    store = build_topic_store(broker)
     metadata = load_metadata(broker)
     manager, cleaning = build_compacted_log_manager(
         broker, store, metadata=metadata, clock=SystemClock(), scheduler=tasks
@@ -304,22 +362,91 @@ def build_log_cleaner(
     )
 
 
-def build_api_server(
-    broker: BrokerConfig,
-    service: LogService,
-    registry: CollectorRegistry,
-    *,
-    not_ready: Callable[[], str | None],
-) -> ApiServer:
-    """The REST API over ``service`` on ``api.host``:``api.port`` (not yet bound), with the ``api.*`` settings
-    (the token read from ``api.auth.token.file``, which must be readable and non-empty); ``/metrics`` serves
-    ``registry``; ``not_ready()`` makes ``/readyz`` and ``/v1`` answer 503 while it gives a reason."""
-    from api.app import create_app
+def build_cleaner_parts(node: Node) -> CleanerParts | None:
+    """``serve``'s cleaner, built once the logs loaded (with ``log.cleaner.enable``, else None): the engine
+    (``build_engine``) and the ``log.cleaner.threads`` workers over the node's ``CleanerManager``
+    (``build_log_cleaner``), both reporting to the metrics. Nothing starts."""
+    if node.cleaning is None:
+        return None
+    engine = build_engine(node.broker, node.clock, on_spark_job=node.metrics.observe_spark_job)
+    cleaner = build_log_cleaner(
+        node.broker,
+        node.log_manager,
+        node.cleaning,
+        engine,
+        scheduler=node.scheduler,
+        on_round=node.metrics.observe_cleaner_round,
+    )
+    return CleanerParts(engine, cleaner)
+
+
+def schedule_log_tasks(node: Node) -> None:
+    """Kafka's periodic log tasks on the node's scheduler, as Kafka's ``LogManager.startup`` schedules them,
+    and logcleaner's topic-config refresh; the metrics learn their names. They run once the scheduler
+    starts, after ``scheduler.initial.delay.ms``."""
+    broker, manager, scheduler = node.broker, node.log_manager, node.scheduler
+    refresh = node.view.refresh_topic_configs
+
+    def retention() -> None:
+        refresh()  # a retention run applies changed configs first
+        manager.cleanup_logs()
+
+    scheduler.add_periodic("kafka-log-retention", broker.log_retention_check_interval_ms, retention)
+    scheduler.add_periodic(
+        "kafka-log-flusher", broker.log_flush_scheduler_interval_ms, manager.flush_dirty_logs
+    )
+    scheduler.add_periodic(
+        "kafka-recovery-point-checkpoint",
+        broker.log_flush_offset_checkpoint_interval_ms,
+        manager.checkpoint_recovery_points,
+    )
+    scheduler.add_periodic(
+        "kafka-log-start-offset-checkpoint",
+        broker.log_flush_start_offset_checkpoint_interval_ms,
+        manager.checkpoint_log_start_offsets,
+    )
+    # The replica manager's task (a period of 0 or less: once, as Kafka's scheduler runs it). It starts
+    # after the initial delay like the others, not at once as Kafka's: until then the file on disk is
+    # the one loaded, which holds no high watermark above the logs' own.
+    hw_period = broker.replica_high_watermark_checkpoint_interval_ms
+    scheduler.add_periodic(
+        "highwatermark-checkpoint",
+        hw_period if hw_period > 0 else LONG_MAX,
+        manager.checkpoint_high_watermarks,
+    )
+    scheduler.add_self_rescheduling("kafka-delete-logs", manager.delete_logs)
+    scheduler.add_periodic(
+        "kafka-producer-expiration",
+        broker.producer_id_expiration_check_interval_ms,
+        lambda: manager.remove_expired_producers(broker.producer_id_expiration_ms),
+    )
+    # A change by `logcleaner topic-config` reaches the live logs within a second.
+    scheduler.add_periodic(
+        "logcleaner-topic-config-refresh",
+        TOPIC_CONFIG_REFRESH_MS,
+        refresh,
+        initial_delay_ms=TOPIC_CONFIG_REFRESH_MS,
+    )
+    node.metrics.declare_jobs(job.name for job in scheduler.jobs())
+
+
+def build_api_settings(broker: BrokerConfig) -> ApiSettings:
+    """The API's ``api.*`` settings, the token read from ``api.auth.token.file`` (which must be readable and
+    non-empty)."""
     from api.auth import read_token_file
     from api.deps import ApiSettings
-    from api.server import ApiServer
 
     token_file = broker.api_auth_token_file
-    settings = ApiSettings.from_broker(broker, auth_token=read_token_file(token_file) if token_file else None)
-    app = create_app(service, registry, settings=settings, not_ready=not_ready)
-    return ApiServer(app, host=broker.api_host, port=broker.api_port)
+    return ApiSettings.from_broker(broker, auth_token=read_token_file(token_file) if token_file else None)
+
+
+def build_api_server(node: Node, *, not_ready: Callable[[], str | None]) -> ApiServer:
+    """The REST API over the node's ``NodeView`` on ``api.host``:``api.port`` (not yet bound), with
+    ``build_api_settings``'s; ``/metrics`` serves the node's metrics; ``not_ready()`` (the daemon's
+    start-up and stop) makes ``/readyz`` and ``/v1`` answer 503 while it gives a reason."""
+    from api.app import create_app
+    from api.server import ApiServer
+
+    settings = build_api_settings(node.broker)
+    app = create_app(node.view, node.metrics.registry, settings=settings, not_ready=not_ready)
+    return ApiServer(app, host=node.broker.api_host, port=node.broker.api_port)

@@ -14,8 +14,9 @@ import pytest
 
 from service.cli import main
 from service.config.broker_config import BrokerConfig
-from service.daemon import TOPIC_CONFIG_REFRESH_MS, Daemon
+from service.daemon import Daemon
 from service.metadata.source import MetadataSource
+from service.node import TOPIC_CONFIG_REFRESH_MS
 from service.storage.partition_metadata import new_topic_id, write_partition_metadata
 from service.storage.topic_partition import TopicPartition
 from tests.service.metadata.metadata_helpers import (
