@@ -1,8 +1,12 @@
 """``create_app``: the FastAPI application over the node's ``LogService``.
 
+The composition root (``service.node.build_api_server``) hands in everything: the ``LogService`` (its
+``NodeView``), the metrics' registry and the ``ApiSettings`` it built from the broker config; the API reads
+no configuration of its own.
+
 Routers per resource under ``/v1``; problem+json for every error; the guards (``Host`` and ``Origin``,
 bearer auth, encoded slashes, JSON bodies, body limit) as ASGI middleware in front of routing.
-Everything is built here from the injected service and registry: no module-level state.
+Everything is built here from the injected service, registry and settings: no module-level state.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from prometheus_client import CollectorRegistry
 
-from api.auth import BearerAuthMiddleware, read_token_file
+from api.auth import BearerAuthMiddleware
 from api.deps import ApiContext, ApiSettings, LogService
 from api.guards import BodyLimitMiddleware, EncodedSlashGuard, JsonContentTypeGuard
 from api.head_requests import HeadAsGetMiddleware
@@ -39,17 +43,12 @@ def create_app(
     service: LogService,
     registry: CollectorRegistry,
     *,
-    settings: ApiSettings | None = None,
+    settings: ApiSettings,
     not_ready: Callable[[], str | None] | None = None,
 ) -> FastAPI:
-    """The API of ``service``; ``/metrics`` serves ``registry``. ``settings`` default to the broker's
-    ``api.*`` keys (the token read from ``api.auth.token.file``, which must be readable and non-empty).
-    ``not_ready()`` (the daemon's start-up and stop) makes ``/readyz`` and ``/v1`` answer 503 with its
-    reason while it returns one."""
-    if settings is None:
-        token_file = service.broker.api_auth_token_file
-        token = read_token_file(token_file) if token_file else None
-        settings = ApiSettings.from_broker(service.broker, auth_token=token)
+    """The API of ``service`` with ``settings`` (``service.node.build_api_settings``: the broker's ``api.*``
+    keys and the token); ``/metrics`` serves ``registry``. ``not_ready()`` (the daemon's start-up and stop)
+    makes ``/readyz`` and ``/v1`` answer 503 with its reason while it returns one."""
     produce_model = produce_request_model(settings.max_records_per_request)
     app = FastAPIOffline(  # /docs with Swagger UI's files served from here: no CDN, works offline
         title="logcleaner",

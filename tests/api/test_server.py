@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from api.app import create_app
-from api.deps import JobsView
+from api.deps import ApiSettings, JobsView
 from api.server import ApiServer
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
@@ -32,6 +32,11 @@ def unstarted_daemon(tmp_path: Path) -> Daemon:
     return Daemon(broker)
 
 
+def settings_of(broker: BrokerConfig) -> ApiSettings:
+    """The ``api.*`` settings the composition root builds (no token file here)."""
+    return ApiSettings.from_broker(broker, auth_token=None)
+
+
 @contextmanager
 def running(server: ApiServer) -> Iterator[httpx.Client]:
     server.start()
@@ -44,7 +49,8 @@ def running(server: ApiServer) -> Iterator[httpx.Client]:
 
 def test_port_zero_takes_a_free_port_and_says_which(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     daemon = unstarted_daemon(tmp_path)
-    server = ApiServer(create_app(daemon, daemon.metrics_registry), host="127.0.0.1", port=0)
+    app = create_app(daemon.view, daemon.metrics_registry, settings=settings_of(daemon.broker))
+    server = ApiServer(app, host="127.0.0.1", port=0)
     with caplog.at_level(logging.INFO, logger="api.server"), running(server) as client:
         assert server.port is not None and server.port > 0
         assert f"REST API listening on http://127.0.0.1:{server.port}" in caplog.text
@@ -61,7 +67,8 @@ def test_a_port_in_use_fails_start_naming_the_key(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        server = ApiServer(create_app(daemon, daemon.metrics_registry), host="127.0.0.1", port=port)
+        app = create_app(daemon.view, daemon.metrics_registry, settings=settings_of(daemon.broker))
+        server = ApiServer(app, host="127.0.0.1", port=port)
         with pytest.raises(OSError, match=rf"127\.0\.0\.1:{port} \(api\.host, api\.port\)"):
             server.start()
 
@@ -92,25 +99,26 @@ class BlockingCleaner:
 
 
 class WithCleaner:
-    """The served daemon's surface, with another cleaner."""
+    """The served node's surface (its ``NodeView``), with another cleaner."""
 
     def __init__(self, daemon: Daemon, cleaner: CleanerView) -> None:
-        self.daemon = daemon
+        self.view = daemon.view
         self.cleaner_view = cleaner
-        self.broker: BrokerConfig = daemon.broker
-        self.log_manager: LogManager = daemon.log_manager
-        self.topic_store: TopicConfigStore = daemon.topic_store
-        self.metadata: MetadataSource = daemon.metadata
-        self.scheduler: JobsView = daemon.scheduler
+        self.broker: BrokerConfig = daemon.view.broker
+        self.log_manager: LogManager = daemon.view.log_manager
+        self.topic_store: TopicConfigStore = daemon.view.topic_store
+        self.metadata: MetadataSource = daemon.view.metadata
+        self.scheduler: JobsView = daemon.view.scheduler
 
     def refresh_topic_configs(self) -> None:
-        self.daemon.refresh_topic_configs()
+        self.view.refresh_topic_configs()
 
 
 def test_long_work_does_not_block_other_requests(served: Served, topic: str) -> None:
     cleaner = BlockingCleaner()
     service = WithCleaner(served.daemon, cleaner)
-    server = ApiServer(create_app(service, served.daemon.metrics_registry), port=0)
+    app = create_app(service, served.daemon.metrics_registry, settings=settings_of(served.daemon.broker))
+    server = ApiServer(app, port=0)
     with running(server) as client:
         answers: list[httpx.Response] = []
         slow = threading.Thread(
@@ -140,7 +148,8 @@ def test_long_work_does_not_block_other_requests(served: Served, topic: str) -> 
 def test_stop_is_bounded_while_a_request_hangs(served: Served, topic: str) -> None:
     cleaner = BlockingCleaner()
     service = WithCleaner(served.daemon, cleaner)
-    server = ApiServer(create_app(service, served.daemon.metrics_registry), port=0, graceful_timeout_s=1)
+    app = create_app(service, served.daemon.metrics_registry, settings=settings_of(served.daemon.broker))
+    server = ApiServer(app, port=0, graceful_timeout_s=1)
     server.start()
     client = httpx.Client(base_url=server.url, timeout=30)
     errors: list[BaseException] = []
