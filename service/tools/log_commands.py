@@ -27,11 +27,15 @@ from service.collector import collector_paused
 from service.config.broker_config import BrokerConfig, load_broker_config
 from service.config.configs_import import read_topic_configs_description
 from service.config.topic_config import describe_topic_config
-from service.config.topic_store import TopicConfigStore
 from service.engine_choice import EngineChoice
 from service.errors import InterruptedCommandError, InvalidInputError, LogCleanerError, NotFoundError
 from service.log_manager import DeletedSegment, LogManager
-from service.node import build_offline_compacted_log_manager, build_offline_log_manager, load_metadata
+from service.node import (
+    build_offline_compacted_log_manager,
+    build_offline_log_manager,
+    build_topic_store,
+    load_metadata,
+)
 from service.reports import explain_partitions, retention_document, topic_config_document
 from service.storage.topic_partition import TopicPartition
 from service.tasks import DeferredTasks
@@ -332,7 +336,7 @@ def topic_config_command(
             f"topic {topic!r} has no partition in log.dirs {', '.join(broker.log_dirs)}"
             " (--allow-missing-topic for a topic about to be created)"
         )
-    store = TopicConfigStore(list(broker.log_dir_paths))
+    store = build_topic_store(broker)
     if set_pairs or delete_keys:
         changes = {}
         for pair in set_pairs:
@@ -352,7 +356,7 @@ def topic_config_command(
 
 def _import_topic_configs(broker: BrokerConfig, path: Path, *, as_json: bool) -> None:
     imported = read_topic_configs_description(path)
-    TopicConfigStore(list(broker.log_dir_paths)).update_topics(imported.topics)
+    build_topic_store(broker).update_topics(imported.topics)
     skipped = [{"topic": t, "name": n, "reason": r} for t, n, r in imported.skipped]
     if as_json:
         click.echo(json.dumps({"imported": imported.topics, "skipped": skipped}, indent=2))
