@@ -8,12 +8,19 @@ not be cleaned.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+from service.errors import LogCleanerError
+from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
+from service.storage.log_files import CLEANER_OFFSET_CHECKPOINT
 from service.storage.segment import LogSegment
+from service.storage.topic_partition import TopicPartition
 
 __all__ = [
+    "cleaner_checkpoints",
     "CleanableRange",
     "CleanerReason",
     "LogToClean",
@@ -173,4 +180,32 @@ def _overlapping(segments: list[LogSegment], start: int, end: int) -> list[LogSe
         upper = segments[i + 1].base_offset
         if segment.base_offset < end and upper > start:
             out.append(segment)
+    return out
+
+
+def cleaner_checkpoints(
+    logs: Iterable[PartitionLog], *, on_unreadable: Callable[[Path, Exception], None] | None = None
+) -> dict[TopicPartition, int]:
+    """Each log's first dirty offset as the ``cleaner-offset-checkpoint`` of its own dir has it (none: not in
+    the file). Each file is read once. A partition may have an entry in two dirs' files (a broker's future
+    replica, moving to another dir, has its own), so the entries are never merged across dirs.
+    ``on_unreadable``: a file that cannot be read is reported there and counts as empty; without it, the
+    error is raised."""
+    by_dir: dict[Path, dict[TopicPartition, int]] = {}
+    out: dict[TopicPartition, int] = {}
+    for log in logs:
+        log_dir = log.directory.parent
+        entries = by_dir.get(log_dir)
+        if entries is None:
+            try:
+                entries = OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).read()
+            except (OSError, LogCleanerError) as exc:
+                if on_unreadable is None:
+                    raise
+                on_unreadable(log_dir, exc)
+                entries = {}
+            by_dir[log_dir] = entries
+        offset = entries.get(log.topic_partition)
+        if offset is not None:
+            out[log.topic_partition] = offset
     return out

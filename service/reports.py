@@ -8,20 +8,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
+from service.cleanable import cleaner_checkpoints
 from service.config.topic_config import ConfigEntry
 from service.engine_choice import EngineChoice
 from service.errors import NotFoundError
 from service.explain import explain_partition, explain_stray_replica
 from service.log_manager import DeletedSegment, LogManager
-from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
-from service.storage.log_files import CLEANER_OFFSET_CHECKPOINT
 from service.storage.topic_partition import TopicPartition
 
 __all__ = [
-    "cleaner_checkpoints",
     "deleted_segment_doc",
     "explain_document",
     "explain_partitions",
@@ -45,14 +42,6 @@ def deleted_segment_doc(deleted: DeletedSegment) -> JsonDoc:
 def retention_document(deleted: Iterable[DeletedSegment], *, dry_run: bool) -> JsonDoc:
     """``{"dry_run", "deleted": [{"topic", "partition", "base_offset", "size_bytes", "reason"}]}``."""
     return {"dry_run": dry_run, "deleted": [deleted_segment_doc(d) for d in deleted]}
-
-
-def cleaner_checkpoints(log_dirs: Iterable[Path]) -> dict[TopicPartition, int]:
-    """Every ``cleaner-offset-checkpoint`` entry of ``log_dirs`` (a missing file has none)."""
-    out: dict[TopicPartition, int] = {}
-    for path in log_dirs:
-        out.update(OffsetCheckpointFile(path / CLEANER_OFFSET_CHECKPOINT).read())
-    return out
 
 
 def explain_document(
@@ -101,8 +90,7 @@ def explain_partitions(
     if topic is not None and not logs and not strays:
         where = f"topic {topic!r}" + (f" partition {partition}" if partition is not None else "")
         raise NotFoundError(f"no partition matches {where}")
-    online = [path for path in manager.log_dirs if path not in manager.offline_dirs]
-    checkpoints = cleaner_checkpoints(online)
+    checkpoints = cleaner_checkpoints(logs)
     now = manager.clock.now_ms()
     docs = [
         explain_partition(

@@ -24,11 +24,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.cleanable import log_to_clean
+from service.cleanable import cleaner_checkpoints, log_to_clean
 from service.errors import LogCleanerError
-from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
-from service.storage.log_files import CLEANER_OFFSET_CHECKPOINT
 from service.storage.topic_partition import TopicPartition
 
 __all__ = ["CompactionDelayTracker", "read_cleaner_checkpoints"]
@@ -94,13 +92,12 @@ class CompactionDelayTracker:
         return 0 if known is None else now_ms - known.since_ms
 
 
-def read_cleaner_checkpoints(log_dirs: Iterable[Path]) -> dict[TopicPartition, int]:
-    """The cleaner's first dirty offsets from ``cleaner-offset-checkpoint`` of each dir; a dir whose file
-    cannot be read counts as having none (each log is then cleanable from its log start offset)."""
-    out: dict[TopicPartition, int] = {}
-    for log_dir in log_dirs:
-        try:
-            out.update(OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).read())
-        except (OSError, LogCleanerError) as exc:
-            logger.warning("Cannot read the cleaner checkpoint of %s for the metrics: %s", log_dir, exc)
-    return out
+def read_cleaner_checkpoints(logs: Iterable[PartitionLog]) -> dict[TopicPartition, int]:
+    """The cleaner's first dirty offsets of ``logs``, each from its own dir's ``cleaner-offset-checkpoint``;
+    a dir whose file cannot be read counts as having none (each log is then cleanable from its log start
+    offset)."""
+    return cleaner_checkpoints(logs, on_unreadable=_warn_unreadable)
+
+
+def _warn_unreadable(log_dir: Path, exc: Exception) -> None:
+    logger.warning("Cannot read the cleaner checkpoint of %s for the metrics: %s", log_dir, exc)

@@ -144,8 +144,7 @@ class PartitionCollector(TextCollector):
         if not manager.settings.cleaner_enabled:
             return logs, {}
         compacted = {tp: log for tp, log in logs.items() if log.config.is_compacted}
-        online_dirs = [d for d in manager.log_dirs if d not in offline_dirs]
-        checkpoints = read_cleaner_checkpoints(online_dirs) if compacted else {}
+        checkpoints = read_cleaner_checkpoints(compacted.values()) if compacted else {}
         delays = self._delays.update(
             compacted,
             checkpoints,

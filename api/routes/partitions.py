@@ -17,9 +17,8 @@ from api.models import (
 )
 from api.problems import invalid, problem_responses
 from api.routes.topics import topic_detail
-from service.cleanable import log_to_clean
+from service.cleanable import cleaner_checkpoints, log_to_clean
 from service.errors import CorruptDataError
-from service.reports import cleaner_checkpoints
 from service.storage.log import PartitionLog
 from service.storage.segment import LogSegment
 
@@ -98,7 +97,7 @@ def delete_records(
 
 def _cleaner_checkpoint(log: PartitionLog) -> int | None:
     try:
-        return cleaner_checkpoints([log.directory.parent]).get(log.topic_partition)
+        return cleaner_checkpoints([log]).get(log.topic_partition)
     except (OSError, CorruptDataError):
         return None
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.cleanable import log_to_clean
+from service.cleanable import cleaner_checkpoints, log_to_clean
 from service.config.broker_config import BrokerConfig
-from service.reports import cleaner_checkpoints
 from service.tools.log_commands import read_only_log_manager
 
 __all__ = ["NotCleaned", "nothing_to_clean"]
@@ -43,7 +42,7 @@ def nothing_to_clean(broker: BrokerConfig) -> list[NotCleaned] | None:
     None when some partition would be cleaned or a cleaner checkpoint would be reset (the run changes
     files)."""
     with read_only_log_manager(broker) as (manager, _copies):
-        checkpoints = cleaner_checkpoints(manager.log_dirs)
+        checkpoints = cleaner_checkpoints(manager.logs.values())
         now_ms = manager.clock.now_ms()
         kept = []
         for tp, log in sorted(manager.logs.items(), key=lambda item: (item[0].topic, item[0].partition)):

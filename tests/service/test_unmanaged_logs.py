@@ -173,3 +173,18 @@ def test_the_cleaner_reads_a_logs_checkpoint_from_its_own_dir(
     assert cleaned["first_dirty_offset"] == 0
     assert OffsetCheckpointFile(a / CLEANER_OFFSET_CHECKPOINT).read()[T0] == cleaned["end_offset"]
     assert future_entries(b) == FUTURE_ENTRIES
+
+
+def test_explain_reads_a_partitions_cleaner_checkpoint_in_its_own_dir(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """b's cleaner-offset-checkpoint holds the future replica's entry for t-0 (9); a's holds the live log's
+    (20): the live log is explained from a's."""
+    a, b = broker_dirs(tmp_path)
+    OffsetCheckpointFile(a / CLEANER_OFFSET_CHECKPOINT).write({T0: 20})
+    dirs = ["--override", f"log.dirs={a},{b}", "--override", "log.cleanup.policy=compact"]
+    code, out, err = run(capsys, "explain", *dirs, "--topic", "t", "--json")
+    assert code == 0, err
+    [doc] = json.loads(out)["partitions"]
+    assert doc["log_dir"] == str(a)
+    assert doc["cleaner"]["first_dirty_offset"] == 20
