@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
-from cleaner.cleaner import Cleaner, CleaningResult, ScheduleDelete, round_down_to_segment
+from cleaner.compaction.cleaner import Cleaner, CleaningResult, ScheduleDelete, round_down_to_segment
 from cleaner.errors import CleaningAbortedError
 from service.clock import Clock
 from service.engine_choice import ENGINE_SPARK, EngineChoice

@@ -13,4 +13,4 @@ class CleaningAbortedError(LogCleanerError):
 
 
 class IllegalCleanerStateError(ConflictError):
-    """A cleaning-state transition that Kafka's LogCleanerManager does not allow (see cleaner/manager.py)."""
+    """A cleaning-state transition that Kafka's LogCleanerManager does not allow (cleaner/pool/manager.py)."""

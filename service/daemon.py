@@ -37,7 +37,7 @@ from typing import NoReturn
 
 from api.server import ApiServer  # the API and the cleaner: imported while serve's early prescans run
 from cleaner.engine import CompactionEngine
-from cleaner.log_cleaner import LogCleaner
+from cleaner.pool.log_cleaner import LogCleaner
 from service.clock import Clock, SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.listen_policy import check_listen_policy

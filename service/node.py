@@ -59,8 +59,8 @@ if TYPE_CHECKING:
     from api.metrics.source import MetricsSource
     from api.server import ApiServer
     from cleaner.engine import CompactionEngine, PerRoundEngine
-    from cleaner.log_cleaner import LogCleaner
-    from cleaner.manager import CleanerManager
+    from cleaner.pool.log_cleaner import LogCleaner
+    from cleaner.pool.manager import CleanerManager
     from scheduler.log_scheduler import LogScheduler
 
 __all__ = [
@@ -229,7 +229,7 @@ def build_compacted_log_manager(
 ) -> tuple[LogManager, CleanerManager]:
     """A LogManager (``build_log_manager``) whose cleaning port is the returned ``CleanerManager``, the
     cleaner's state of the compacted logs; it reads the LogManager's live logs at each selection."""
-    from cleaner.manager import CleanerManager
+    from cleaner.pool.manager import CleanerManager
 
     def logs() -> dict[TopicPartition, PartitionLog]:
         return log_manager.logs
@@ -332,10 +332,10 @@ def build_log_cleaner(
     """The pool of ``log.cleaner.threads`` workers over ``cleaning`` (``build_compacted_log_manager``'s).
     ``on_round(engine, seconds)`` hears of every finished round (the metrics' round-duration histogram)."""
     from cleaner.engine import PerRoundEngine
-    from cleaner.log_cleaner import LogCleaner
-    from cleaner.round import engine_round, engine_rounds
-    from cleaner.throttler import Throttler
-    from cleaner.worker import JobSharing
+    from cleaner.pool.log_cleaner import LogCleaner
+    from cleaner.pool.round import engine_round, engine_rounds
+    from cleaner.pool.throttler import Throttler
+    from cleaner.pool.worker import JobSharing
 
     stop = threading.Event()  # a stop ends a throttling pause at once (a Spark round's can be long)
 

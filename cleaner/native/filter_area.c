@@ -1,4 +1,4 @@
-/* The record rules of cleaner.rules.filter_batch over one records area, and filter_records. */
+/* The record rules of cleaner.compaction.rules.filter_batch over one records area, and filter_records. */
 #include "native.h"
 
 /* -- the record filter --------------------------------------------------------------------------- */

@@ -4,7 +4,7 @@
  * KeyMap: exact key bytes -> latest offset, an open-addressing table over a byte arena (no Python object
  * per key). KeyMap.map_records(raw, count, base_offset, start) puts every keyed record at or above
  * `start` of one decompressed records area. filter_records(...) applies the record rules of
- * cleaner.rules.filter_batch to one records area and re-encodes the survivors (attributes 0, timestamp
+ * cleaner.compaction.rules.filter_batch to one records area and re-encodes the survivors (attributes 0, timestamp
  * delta against the new base timestamp, every other field copied), exactly as the Python encoder writes
  * them. KeyMap.map_batches and filter_batches do the same for a run of data batches (header and CRC-32C
  * included; compressed ones decompressed by the system's libraries through service.storage._codecs, or by

@@ -20,7 +20,8 @@ A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
    (``job_ticket``) guarantees that no task of a cancelled or failed job writes after the driver removed
    the tasks' files; the scratch files are removed after the job, whatever happened, before any swap;
 3. driver: in offset order, ``check_aborted`` then ``log.replace_segments`` (Kafka's .cleaned → .swap →
-   .deleted protocol, crash-safe as in ``cleaner.cleaner``) and ``schedule_delete`` of the replaced files.
+   .deleted protocol, crash-safe as in ``cleaner.compaction.cleaner``) and ``schedule_delete`` of the
+   replaced files.
 
 An abort or an error before a group is swapped deletes that group's ``.cleaned`` files and every later
 one's, then re-raises; groups already swapped stay (each is a complete cleaning). Throttling is coarse:
@@ -51,10 +52,11 @@ from typing import TypeVar
 
 from pyspark.sql import SparkSession
 
-from cleaner.cleaner import CleaningResult, ScheduleDelete, delete_segments
+from cleaner.compaction.cleaner import CleaningResult, ScheduleDelete, delete_segments
+from cleaner.compaction.offset_map import kafka_utilization_percent
+from cleaner.compaction.stats import CleanerStats
 from cleaner.engine import LogRound
 from cleaner.errors import CleaningAbortedError
-from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark.job_logs import JobLogs, LogOutcome, delete_cleaned, rows_by_slot
 from cleaner.spark.job_plan import DEFAULT_MIN_RANGE_BYTES, plan_tasks
 from cleaner.spark.job_ticket import JobTicket
@@ -62,7 +64,6 @@ from cleaner.spark.jobs import run_action
 from cleaner.spark.rewrite import GroupResult, rewrite_partition
 from cleaner.spark.round_plan import RoundPlan, plan_round
 from cleaner.spark.session import SparkSessionHolder, pool_name
-from cleaner.stats import CleanerStats
 from service.clock import Clock
 from service.storage.log import PartitionLog
 from service.storage.log_files import CLEANED_SUFFIX

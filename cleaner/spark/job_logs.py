@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import cast
 
-from cleaner.cleaned_writer import delete_cleaned_files
+from cleaner.compaction.cleaned_writer import delete_cleaned_files
 from cleaner.spark.job_ticket import JobTicket
 from cleaner.spark.rewrite import GroupResult, RewriteItem, RoundTask
 from cleaner.spark.round_plan import GroupPlan, RoundPlan

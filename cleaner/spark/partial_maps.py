@@ -49,6 +49,9 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from cleaner.compaction.offset_map import OffsetMap, map_data_batch
+from cleaner.compaction.segment_chunks import RUN_BYTES, SegmentChunks
+from cleaner.compaction.stats import CleanerStats
 from cleaner.native import (
     defer_key_map,
     dump_key_map_to,
@@ -59,11 +62,8 @@ from cleaner.native import (
     set_key_class,
     skip_batch_checks,
 )
-from cleaner.offset_map import OffsetMap, map_data_batch
-from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
 from cleaner.spark.job_ticket import TaskTicket, TicketRef
 from cleaner.spark.segment_splits import SegmentSplit
-from cleaner.stats import CleanerStats
 
 __all__ = [
     "MapSplit",

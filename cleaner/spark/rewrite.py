@@ -24,17 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from cleaner.cleaner import clean_group
-from cleaner.group_swap import SwapThread
-from cleaner.rules import LastRecord
+from cleaner.compaction.cleaner import clean_group
+from cleaner.compaction.group_swap import SwapThread
+from cleaner.compaction.rules import LastRecord
+from cleaner.compaction.stats import CleanerStats
+from cleaner.compaction.txn_metadata import CleanedTransactionMetadata
 from cleaner.spark.group_claims import claimed_groups
 from cleaner.spark.item_claims import take
 from cleaner.spark.job_ticket import JobCancelledError, TaskTicket, TicketRef
 from cleaner.spark.partial_maps import MapSplit, ensure_class_files, range_lookup, superseded_in
 from cleaner.spark.rewrite_ranges import rewrite_costs
 from cleaner.spark.task_reports import write_report
-from cleaner.stats import CleanerStats
-from cleaner.txn_metadata import CleanedTransactionMetadata
 from service.storage.log_config import LogConfig
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from cleaner.cleaner import group_aborted_txns, round_down_to_segment
-from cleaner.grouping import group_segments_by_size
-from cleaner.offset_map import segments_overlapping
-from cleaner.rules import LastRecord, ProducerScan
+from cleaner.compaction.cleaner import group_aborted_txns, round_down_to_segment
+from cleaner.compaction.grouping import group_segments_by_size
+from cleaner.compaction.offset_map import segments_overlapping
+from cleaner.compaction.rules import LastRecord, ProducerScan
+from cleaner.compaction.txn_metadata import CleanedTransactionMetadata
 from cleaner.spark.txn_replay import MapScan, replay_headers
-from cleaner.txn_metadata import CleanedTransactionMetadata
 from service.storage.log import PartitionLog
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn

@@ -22,8 +22,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from cleaner.compaction.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from cleaner.native import scan_batch_runs
-from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from service.errors import CorruptDataError
 from service.storage.records import (
     BATCH_HEADER,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from cleaner.log_cleaner import LogCleaner
+from cleaner.pool.log_cleaner import LogCleaner
 from service.errors import ConflictError, InterruptedCommandError, LogCleanerError
 from service.log_manager import LogManager
 from service.node import build_engine, build_log_cleaner

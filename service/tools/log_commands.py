@@ -47,7 +47,7 @@ from service.tools.shares import partition_dir_names, process_count, run_in_shar
 from service.wording import counted
 
 if TYPE_CHECKING:
-    from cleaner.manager import CleanerManager
+    from cleaner.pool.manager import CleanerManager
 
 __all__ = [
     "config_options",

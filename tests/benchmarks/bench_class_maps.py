@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cleaner.offset_map import OffsetMap
+from cleaner.compaction.offset_map import OffsetMap
 from cleaner.spark import partial_maps
 from cleaner.spark.partial_maps import MapSplit, class_tasks
 from cleaner.spark.round_plan import plan_round

@@ -42,7 +42,7 @@ from pathlib import Path
 import psutil  # type: ignore[import-untyped]  # no stubs installed; the CPU of the JVM and its workers
 
 from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine
-from cleaner.manager import CleanerManager
+from cleaner.pool.manager import CleanerManager
 from service.clock import SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore

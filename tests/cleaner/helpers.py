@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cleaner.cleaner import Cleaner, CleaningResult
+from cleaner.compaction.cleaner import Cleaner, CleaningResult
 from service.clock import ManualClock
 from service.storage.control import encode_end_txn_marker_batch
 from service.storage.loader import load_partition_log

@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import cleaner.cleaner
-import cleaner.group_swap
-from cleaner.cleaner import Cleaner
+import cleaner.compaction.cleaner
+import cleaner.compaction.group_swap
+from cleaner.compaction.cleaner import Cleaner
 from service.clock import ManualClock
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 def install(kill: KillPoint) -> None:
     """Wrap the calls the groups' swaps make, so that each step reports itself after it is done."""
     report_renames(kill)
-    sync_and_swap = cleaner.group_swap.sync_and_swap
+    sync_and_swap = cleaner.compaction.group_swap.sync_and_swap
 
     def synced_then_swapped(
         log: PartitionLog, cleaned: LogSegment, replaced: Sequence[LogSegment]
@@ -48,14 +48,14 @@ def install(kill: KillPoint) -> None:
         kill.reached("synced")
         return sync_and_swap(log, cleaned, replaced)
 
-    cleaner.group_swap.sync_and_swap = synced_then_swapped
+    cleaner.compaction.group_swap.sync_and_swap = synced_then_swapped
 
-    class ReportedSwap(cleaner.group_swap.GroupSwap):
+    class ReportedSwap(cleaner.compaction.group_swap.GroupSwap):
         def __init__(self, *args: Any) -> None:
             super().__init__(*args)
             kill.reached("handed")
 
-    setattr(cleaner.cleaner, "GroupSwap", ReportedSwap)  # noqa: B010 (not an export of the module)
+    setattr(cleaner.compaction.cleaner, "GroupSwap", ReportedSwap)  # noqa: B010 (not an export of the module)
 
 
 def main(argv: list[str]) -> int:

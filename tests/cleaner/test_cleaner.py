@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from cleaner.compaction.rules import active_producers
+from cleaner.compaction.stats import CleanerStats
+from cleaner.compaction.txn_metadata import CleanedTransactionMetadata
 from cleaner.errors import CleaningAbortedError
-from cleaner.rules import active_producers
-from cleaner.stats import CleanerStats
-from cleaner.txn_metadata import CleanedTransactionMetadata
 from service.clock import ManualClock
 from service.errors import CorruptDataError
 from service.storage.log import PartitionLog

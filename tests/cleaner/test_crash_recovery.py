@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cleaner.cleaner import Cleaner
-from cleaner.rules import active_producers
-from cleaner.stats import CleanerStats
-from cleaner.txn_metadata import CleanedTransactionMetadata
+from cleaner.compaction.cleaner import Cleaner
+from cleaner.compaction.rules import active_producers
+from cleaner.compaction.stats import CleanerStats
+from cleaner.compaction.txn_metadata import CleanedTransactionMetadata
 from service.clock import ManualClock
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog

@@ -16,7 +16,7 @@ import httpx
 import psutil  # type: ignore[import-untyped]  # no stubs installed; used to look for a java child
 import pytest
 
-from cleaner.cleaner import CleaningResult, ScheduleDelete
+from cleaner.compaction.cleaner import CleaningResult, ScheduleDelete
 from cleaner.engine import (
     CompactionEngine,
     InProcessEngine,

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from cleaner.engine import InProcessEngine
-from cleaner.log_cleaner import LogCleaner
-from cleaner.manager import Candidate
-from cleaner.round import engine_round, engine_rounds
-from cleaner.worker import JobSharing
+from cleaner.pool.log_cleaner import LogCleaner
+from cleaner.pool.manager import Candidate
+from cleaner.pool.round import engine_round, engine_rounds
+from cleaner.pool.worker import JobSharing
 from service.cleanable import log_to_clean
 from service.storage.log import PartitionLog
 from tests.cleaner.test_log_cleaner import Env, write_keys

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from cleaner.engine import InProcessEngine
-from cleaner.log_cleaner import LogCleaner
-from cleaner.manager import Candidate
-from cleaner.worker import RoundOutcome
+from cleaner.pool.log_cleaner import LogCleaner
+from cleaner.pool.manager import Candidate
+from cleaner.pool.worker import RoundOutcome
 from service.clock import SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore

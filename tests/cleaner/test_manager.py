@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cleaner.errors import IllegalCleanerStateError
-from cleaner.manager import CleanerManager
+from cleaner.pool.manager import CleanerManager
 from service.clock import ManualClock
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.loader import load_partition_log
@@ -97,7 +97,7 @@ def test_non_compacted_logs_are_never_candidates(logs: Logs) -> None:
 
 
 def test_state_transitions(logs: Logs) -> None:
-    """E19 and the transition table of cleaner/manager.py."""
+    """E19 and the transition table of cleaner/pool/manager.py."""
     log = logs.add(0, 3)
     tp = log.topic_partition
     manager = manager_for(logs)

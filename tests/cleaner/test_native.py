@@ -24,14 +24,14 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import cleaner.cleaner
+import cleaner.compaction.cleaner
+import cleaner.compaction.offset_map
+import cleaner.compaction.rules
 import cleaner.native
-import cleaner.offset_map
-import cleaner.rules
-from cleaner.offset_map import OffsetMap, build_offset_map
-from cleaner.oracle import clean_in_process
-from cleaner.stats import CleanerStats
-from cleaner.txn_metadata import CleanedTransactionMetadata
+from cleaner.compaction.offset_map import OffsetMap, build_offset_map
+from cleaner.compaction.oracle import clean_in_process
+from cleaner.compaction.stats import CleanerStats
+from cleaner.compaction.txn_metadata import CleanedTransactionMetadata
 from service.clock import ManualClock
 from service.cpus import usable_cpus
 from service.errors import CorruptDataError
@@ -178,7 +178,7 @@ def test_native_output_is_byte_identical_to_the_python_rules(
 
 
 def test_a_round_uses_the_c_key_map_unless_pure_python_is_asked_for() -> None:
-    script = "from cleaner.offset_map import OffsetMap; print(OffsetMap().native is not None)"
+    script = "from cleaner.compaction.offset_map import OffsetMap; print(OffsetMap().native is not None)"
     for env, expected in [({}, "True"), ({"LOGCLEANER_PURE_PYTHON": "1"}, "False")]:
         done = subprocess.run(
             [sys.executable, "-c", script],
@@ -352,7 +352,7 @@ def test_a_batch_the_c_scan_stops_at_raises_the_python_error(tmp_path: Path, dam
 def test_plain_batches_are_filtered_by_the_c_loop_and_match_the_python_rules(tmp_path: Path) -> None:
     """Runs of plain batches go through ``filter_batches`` (one call per chunk), the rest batch by batch."""
     calls: list[int] = []
-    real = cleaner.native.filter_batches  # what cleaner.cleaner imported
+    real = cleaner.native.filter_batches  # what cleaner.compaction.cleaner imported
 
     def counting(*args: object) -> tuple[int, bytes | memoryview, bytes]:
         result = real(*args)  # type: ignore[arg-type]  # the same arguments, passed through
@@ -364,7 +364,7 @@ def test_plain_batches_are_filtered_by_the_c_loop_and_match_the_python_rules(tmp
         directory = tmp_path / f"n{native}" / "topic-0"
         plain_log(directory, batches=40)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(cleaner.cleaner, "filter_batches", counting)
+            patch.setattr(cleaner.compaction.cleaner, "filter_batches", counting)
             if not native:
                 patch.setattr(cleaner.native, "_native", None)
             seen.append(clean_three_times(directory))
@@ -421,7 +421,7 @@ def test_a_producer_s_compressed_batches_are_cleaned_by_the_c_loops(
     marker kept and indexed while the data is there, then given a horizon; the files are the Python
     rules'."""
     python_batches: list[RecordBatch] = []
-    real_clean, real_map = cleaner.cleaner._clean_batch, cleaner.offset_map._map_batch
+    real_clean, real_map = cleaner.compaction.cleaner._clean_batch, cleaner.compaction.offset_map._map_batch
 
     def clean_counted(batch: RecordBatch, *args: object) -> None:
         python_batches.append(batch)
@@ -436,8 +436,8 @@ def test_a_producer_s_compressed_batches_are_cleaned_by_the_c_loops(
         directory = tmp_path / f"n{native}" / "topic-0"
         last = producer_log(directory, codec, transactional=transactional, aborts=aborts)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(cleaner.cleaner, "_clean_batch", clean_counted)
-            patch.setattr(cleaner.offset_map, "_map_batch", map_counted)
+            patch.setattr(cleaner.compaction.cleaner, "_clean_batch", clean_counted)
+            patch.setattr(cleaner.compaction.offset_map, "_map_batch", map_counted)
             if not native:
                 patch.setattr(cleaner.native, "_native", None)
             seen.append(clean_three_times(directory))
@@ -850,8 +850,8 @@ def test_the_c_header_scan_equals_the_python_one(
             created_ms=START,
             size_bytes=segment.log_path.stat().st_size,
         )
-        in_c = cleaner.rules._scan_headers_native(sized, 0)
-        headers = list(cleaner.rules._iter_headers(sized, 0))
+        in_c = cleaner.compaction.rules._scan_headers_native(sized, 0)
+        headers = list(cleaner.compaction.rules._iter_headers(sized, 0))
         python = collapsed([h[:4] for h in headers if h[2] >= 0])
         reached = headers[-1][4] if headers else 0
         assert in_c == (reached, python)

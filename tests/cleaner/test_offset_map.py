@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cleaner.offset_map import OffsetMap, build_offset_map
-from cleaner.stats import CleanerStats
+from cleaner.compaction.offset_map import OffsetMap, build_offset_map
+from cleaner.compaction.stats import CleanerStats
 from service.clock import ManualClock
 from tests.cleaner.helpers import (
     Producer,

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cleaner.cleaner import clean_group, delete_segments
-from cleaner.grouping import group_segments_by_size
-from cleaner.offset_map import OffsetMap, build_offset_map, segments_overlapping
-from cleaner.oracle import clean_in_process, log_contents
-from cleaner.rules import ProducerScan
-from cleaner.stats import CleanerStats
-from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
+from cleaner.compaction.cleaner import clean_group, delete_segments
+from cleaner.compaction.grouping import group_segments_by_size
+from cleaner.compaction.offset_map import OffsetMap, build_offset_map, segments_overlapping
+from cleaner.compaction.oracle import clean_in_process, log_contents
+from cleaner.compaction.rules import ProducerScan
+from cleaner.compaction.stats import CleanerStats
+from cleaner.compaction.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from service.clock import ManualClock
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import cleaner.rules
-from cleaner.rules import (
+import cleaner.compaction.rules
+from cleaner.compaction.rules import (
     BatchRetention,
     CleaningContext,
     LastRecord,
@@ -315,6 +315,6 @@ def test_the_c_header_scan_gives_the_producers_the_python_scan_gives(
             if i % 5 == 4 or i == len(steps) - 1:  # a refresh scans the batches appended since the last
                 native = scans[0].refresh(log), active_producers(log)
                 with pytest.MonkeyPatch.context() as python_only:
-                    python_only.setattr(cleaner.rules, "has_native", lambda: False)
+                    python_only.setattr(cleaner.compaction.rules, "has_native", lambda: False)
                     assert native == (scans[1].refresh(log), active_producers(log))
         log.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cleaner.stats import CleanerStats
+from cleaner.compaction.stats import CleanerStats
 from service.clock import ManualClock
 
 MB = 1024 * 1024

@@ -1,8 +1,8 @@
 """SIGKILL an in-process round while a group's fsync and swap run on their own thread beside the next
-group's cleaning (``cleaner/group_swap.py``), then reload the log with the storage loader: it restarts
-cleanly with no ``.cleaned``, ``.swap`` or ``.deleted`` file left, and holds the first k groups cleaned and
-the rest as they were, for the k the kill allows (a group is committed once its ``.swap`` rename is
-done; a group only synced is not)."""
+group's cleaning (``cleaner/compaction/group_swap.py``), then reload the log with the storage loader: it
+restarts cleanly with no ``.cleaned``, ``.swap`` or ``.deleted`` file left, and holds the first k groups
+cleaned and the rest as they were, for the k the kill allows (a group is committed once its ``.swap``
+rename is done; a group only synced is not)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cleaner.group_swap import SwapThread
-from cleaner.oracle import BatchView, clean_in_process, log_contents
+from cleaner.compaction.group_swap import SwapThread
+from cleaner.compaction.oracle import BatchView, clean_in_process, log_contents
 from service.clock import ManualClock
 from service.storage.loader import load_partition_log
 from service.storage.segment import LogSegment

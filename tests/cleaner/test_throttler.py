@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cleaner.throttler import Throttler
+from cleaner.pool.throttler import Throttler
 
 
 class FakeTime:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cleaner.txn_metadata import CleanedTransactionMetadata, ControlBatchResult, collect_aborted_txns
+from cleaner.compaction.txn_metadata import (
+    CleanedTransactionMetadata,
+    ControlBatchResult,
+    collect_aborted_txns,
+)
 from service.clock import ManualClock
 from service.storage.control import ControlRecordType, encode_control_key, encode_end_txn_marker_batch
 from service.storage.records import Record, RecordBatch, decode_batch, encode_batch

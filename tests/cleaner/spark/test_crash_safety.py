@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cleaner.oracle import clean_in_process, log_contents
+from cleaner.compaction.oracle import clean_in_process, log_contents
 from service.clock import ManualClock
 from service.storage.loader import load_partition_log
 from tests.cleaner.helpers import compact_config, keys

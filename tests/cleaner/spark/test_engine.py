@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from pyspark.errors import PySparkException
 
-from cleaner.cleaner import CleaningResult, ScheduleDelete
+from cleaner.compaction.cleaner import CleaningResult, ScheduleDelete
+from cleaner.compaction.offset_map import kafka_utilization_percent
 from cleaner.engine import CompactionEngine, InProcessEngine
 from cleaner.errors import CleaningAbortedError
-from cleaner.offset_map import kafka_utilization_percent
 from cleaner.spark import job_plan
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.item_claims import taken_path

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cleaner.cleaner import CleaningResult
+from cleaner.compaction.cleaner import CleaningResult
 from cleaner.engine import InProcessEngine
 from cleaner.native import puts_pipelined
 from cleaner.spark import job_plan

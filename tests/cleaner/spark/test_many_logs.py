@@ -13,10 +13,10 @@ from typing import cast
 
 import pytest
 
-from cleaner.cleaner import CleaningResult
+from cleaner.compaction.cleaner import CleaningResult
 from cleaner.engine import InProcessEngine, LogRound, PerRoundEngine
 from cleaner.errors import CleaningAbortedError
-from cleaner.log_cleaner import LogCleaner
+from cleaner.pool.log_cleaner import LogCleaner
 from cleaner.spark import engine as spark_engine
 from cleaner.spark import job_plan
 from cleaner.spark.engine import SparkEngine

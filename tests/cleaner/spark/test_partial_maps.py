@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cleaner.native
-from cleaner.offset_map import OffsetMap, build_offset_map
-from cleaner.segment_chunks import SegmentChunks
+from cleaner.compaction.offset_map import OffsetMap, build_offset_map
+from cleaner.compaction.segment_chunks import SegmentChunks
+from cleaner.compaction.stats import CleanerStats
 from cleaner.spark import partial_maps, txn_replay
 from cleaner.spark.job_ticket import JobTicket, TaskTicket
 from cleaner.spark.partial_maps import (
@@ -31,7 +32,6 @@ from cleaner.spark.partial_maps import (
 from cleaner.spark.round_plan import plan_round
 from cleaner.spark.segment_splits import plan_splits
 from cleaner.spark.txn_replay import MapScan
-from cleaner.stats import CleanerStats
 from service.clock import ManualClock, SystemClock
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from cleaner.compaction.segment_chunks import RUN_BYTES, SegmentChunks
+from cleaner.compaction.stats import CleanerStats
+from cleaner.compaction.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from cleaner.native import FALLBACK, NativeKeyMap, new_native_key_map, puts_on_own_thread
-from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
-from cleaner.stats import CleanerStats
-from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from service.errors import corrupt_data_in
 from service.storage.records import RecordBatch
 from service.storage.segment import LogSegment

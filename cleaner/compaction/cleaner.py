@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from cleaner.cleaned_writer import META_FIELDS, CleanedWriter
-from cleaner.group_swap import GroupSwap, SwapThread
-from cleaner.grouping import group_segments_by_size
-from cleaner.native import NativeKeyMap, cleaning_round, filter_batches, native_key_map, producer_ends
-from cleaner.offset_map import OffsetMap, ReadPacer, build_offset_map, segments_overlapping
-from cleaner.rules import (
+from cleaner.compaction.cleaned_writer import META_FIELDS, CleanedWriter
+from cleaner.compaction.group_swap import GroupSwap, SwapThread
+from cleaner.compaction.grouping import group_segments_by_size
+from cleaner.compaction.offset_map import OffsetMap, ReadPacer, build_offset_map, segments_overlapping
+from cleaner.compaction.rules import (
     BatchOutcome,
     CleaningContext,
     LastRecord,
@@ -40,9 +39,10 @@ from cleaner.rules import (
     delete_horizon_for,
     filter_batch,
 )
-from cleaner.segment_chunks import RUN_BYTES, SegmentChunks
-from cleaner.stats import CleanerStats
-from cleaner.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
+from cleaner.compaction.segment_chunks import RUN_BYTES, SegmentChunks
+from cleaner.compaction.stats import CleanerStats
+from cleaner.compaction.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
+from cleaner.native import NativeKeyMap, cleaning_round, filter_batches, native_key_map, producer_ends
 from service.clock import Clock
 from service.errors import corrupt_data_in
 from service.storage.log import PartitionLog

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 
 from cleaner.errors import CleaningAbortedError, IllegalCleanerStateError
-from cleaner.manager import CleanerManager
-from cleaner.worker import CleanerWorker, CleanFn, JobSharing, RoundOutcome
+from cleaner.pool.manager import CleanerManager
+from cleaner.pool.worker import CleanerWorker, CleanFn, JobSharing, RoundOutcome
 from service.errors import ConflictError, NotFoundError
 from service.ports import CleanerFigures
 from service.storage.log import PartitionLog

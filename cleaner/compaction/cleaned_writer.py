@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from cleaner.compaction.rules import BatchOutcome
 from cleaner.native import Writeback
-from cleaner.rules import BatchOutcome
 from service.storage.log_config import LogConfig
 from service.storage.log_files import (
     CLEANED_SUFFIX,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cleaner.cleaner import Cleaner, CleaningResult
+from cleaner.compaction.cleaner import Cleaner, CleaningResult
 from service.clock import ManualClock
 from service.storage.log import PartitionLog
 from service.storage.records import Record

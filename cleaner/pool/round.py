@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from cleaner.cleaner import CleaningResult
+from cleaner.compaction.cleaner import CleaningResult
 from cleaner.engine import CompactionEngine, LogRound
-from cleaner.manager import Candidate
-from cleaner.worker import CleanFn, CleanManyFn, RoundOutcome
+from cleaner.pool.manager import Candidate
+from cleaner.pool.worker import CleanFn, CleanManyFn, RoundOutcome
 from service.ports import TaskScheduler
 
 __all__ = ["engine_round", "engine_rounds", "round_outcome"]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cleaner.errors import CleaningAbortedError
-from cleaner.manager import Candidate, CleanerManager
+from cleaner.pool.manager import Candidate, CleanerManager
 from service.audit import audit_log
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
