@@ -362,9 +362,10 @@ def scan_producer_headers(fd: int, position: int, end: int) -> tuple[int, list[i
 
 
 def scan_batch_runs(fd: int, end: int, split: int) -> tuple[int, list[int], bytes] | None:
-    """The C header scan of ``txn_replay`` (see ``_native.scan_batch_runs``): the position reached, per row
-    (flat) kind (0 a run of plain batches, 1 another batch), position, bytes, last offset, records, and the
-    61-byte header of each kind-1 row; runs do not cross ``split`` (-1: none). None without the module."""
+    """The C header scan of ``round_plan.replay_headers`` (see ``_native.scan_batch_runs``): the position
+    reached, per row (flat) kind (0 a run of plain batches, 1 another batch), position, bytes, last offset,
+    records, and the 61-byte header of each kind-1 row; runs do not cross ``split`` (-1: none). None without
+    the module."""
     if _native is None:
         return None
     reached, rows, headers = _native.scan_batch_runs(fd, end, split)

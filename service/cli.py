@@ -98,7 +98,7 @@ def cli(verbose: int) -> None:
     # APScheduler reports every job run at INFO; ours are counted per job instead (-vv shows them).
     logging.getLogger("apscheduler").setLevel(logging.DEBUG if verbose >= 2 else logging.WARNING)
     # py4j (Spark's bridge) logs each connection at INFO and every message it passes at DEBUG: -vv shows
-    # the former. Spark's JVM output is routed in cleaner.spark.jvm_output.
+    # the former. Spark's JVM output is routed in cleaner.spark.session.
     logging.getLogger("py4j").setLevel(logging.INFO if verbose >= 2 else logging.WARNING)
 
 

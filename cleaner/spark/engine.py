@@ -5,7 +5,7 @@ A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
 1. driver: ``plan_round`` (upper bound, groups, each group's aborted txns and starting transaction state,
    active producers, the dirty section's aborted data batches; one pass over batch headers);
 2. the log's groups are cut into consecutive ranges of about equal bytes, one rewrite task each
-   (``job_plan``: about one task per core over the job, ranges of at least ``min_range_bytes``; many logs
+   (``jobs``: about one task per core over the job, ranges of at least ``min_range_bytes``; many logs
    get one each). A log of one range needs one Spark job: its task maps its dirty segments itself in C,
    in offset order, then ``clean_group`` rewrites its groups with that map, as the in-process round does.
    A log of several ranges is mapped by key hash, in the same job: it has one task per range and a key
@@ -14,10 +14,10 @@ A round, as ``Cleaner.clean`` runs it but with the records handled in Spark:
    (the first task to reach a class maps it in C over the whole dirty section and writes its blob and
    superseded bitmap to a scratch file in the log's dir, under that file's lock; ``partial_maps``), ORs
    every class's bitmap and keeps their blobs for the lookups the bits cannot answer, then takes the log's
-   groups one at a time, the costliest free one first by what each keeps (``group_claims``), and cleans
+   groups one at a time, the costliest free one first by what each keeps (``task_files``), and cleans
    them (only paths go through Spark; no exchange, no aggregation by key, no Python object per record),
    writing ``<base>.log.cleaned`` (``rewrite``); only per-group metadata returns. A round ticket
-   (``job_ticket``) guarantees that no task of a cancelled or failed job writes after the driver removed
+   (``task_files``) guarantees that no task of a cancelled or failed job writes after the driver removed
    the tasks' files; the scratch files are removed after the job, whatever happened, before any swap;
 3. driver: in offset order, ``check_aborted`` then ``log.replace_segments`` (Kafka's .cleaned → .swap →
    .deleted protocol, crash-safe as in ``cleaner.compaction.cleaner``) and ``schedule_delete`` of the
@@ -33,8 +33,8 @@ has its lookup (tasks report wall-clock times), rewrite = the rest. The driver n
 Several logs in one job (``clean_many``, up to ``log.cleaner.spark.max.logs.per.job`` logs a worker took
 together): each log is planned on its own; the tasks of every log make the one job (a log's map files
 go only to its own tasks; with more logs than cores, one task a core takes the logs one after the other,
-``item_claims``, and all clean the smallest together, ``job_plan``); each log is swapped in and reported
-(``on_done``) on its own as soon as its own items have ended (``task_reports``), while the job's other
+``task_files``, and all clean the smallest together, ``jobs``); each log is swapped in and reported
+(``on_done``) on its own as soon as its own items have ended (``task_files``), while the job's other
 tasks still run. An abort of one log (seen by the job's poll) cancels the job and runs it again without
 that log; a job that fails is run again as one job per log (those not settled yet), so a log whose data
 breaks its tasks fails alone.
@@ -57,13 +57,19 @@ from cleaner.compaction.offset_map import kafka_utilization_percent
 from cleaner.compaction.stats import CleanerStats
 from cleaner.engine import LogRound
 from cleaner.errors import CleaningAbortedError
-from cleaner.spark.job_logs import JobLogs, LogOutcome, delete_cleaned, rows_by_slot
-from cleaner.spark.job_plan import DEFAULT_MIN_RANGE_BYTES, plan_tasks
-from cleaner.spark.job_ticket import JobTicket
-from cleaner.spark.jobs import run_action
+from cleaner.spark.actions import run_action
+from cleaner.spark.jobs import (
+    DEFAULT_MIN_RANGE_BYTES,
+    JobLogs,
+    LogOutcome,
+    delete_cleaned,
+    plan_tasks,
+    rows_by_slot,
+)
 from cleaner.spark.rewrite import GroupResult, rewrite_partition
 from cleaner.spark.round_plan import RoundPlan, plan_round
 from cleaner.spark.session import SparkSessionHolder, pool_name
+from cleaner.spark.task_files import JobTicket
 from service.clock import Clock
 from service.storage.log import PartitionLog
 from service.storage.log_files import CLEANED_SUFFIX

@@ -2,7 +2,7 @@
 
 A log's groups are cut into consecutive ranges, one rewrite task each. A log of several ranges is mapped by
 key hash: the map of class k of K (K = one per two ranges when a map's puts run on a thread of their own, so
-that a class's map takes two cores, else one per range; at most four: ``job_plan.key_classes``) takes every
+that a class's map takes two cores, else one per range; at most four: ``jobs.key_classes``) takes every
 split of the dirty section (``segment_splits``: a segment, or a byte range of one cut at a batch start) and
 maps them as ``build_offset_map`` maps the dirty section, but takes only the keys of hash class k
 (``set_key_class``; without C, ``key_class`` in Python): a table of about 1/K of the keys, and the superseded
@@ -31,7 +31,7 @@ blobs (``defer_key_map``): the filter of the dirty section's plain batches reads
 bits, and only a lookup the bits cannot answer (a record below the first dirty offset, a batch the C
 filter leaves to Python or reads without the bitmap) puts the blobs, once, into the table. The map size is
 the classes' key counts added; the bitmaps' counts per bucket of offsets (``superseded_in``) tell how much
-each group keeps, which orders the log's groups as its tasks take them (``group_claims``). A log of one
+each group keeps, which orders the log's groups as its tasks take them (``task_files``). A log of one
 range needs no file: its one task maps its dirty segments itself, in offset order, so the C map keeps its
 superseded bitmap for the filter, exactly as in the in-process round.
 
@@ -62,8 +62,8 @@ from cleaner.native import (
     set_key_class,
     skip_batch_checks,
 )
-from cleaner.spark.job_ticket import TaskTicket, TicketRef
 from cleaner.spark.segment_splits import SegmentSplit
+from cleaner.spark.task_files import TaskTicket, TicketRef
 
 __all__ = [
     "MapSplit",

@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from cleaner.spark import job_plan, partial_maps
+from cleaner.spark import jobs, partial_maps
 
 
 def force_ranges(monkeypatch: pytest.MonkeyPatch, ranges: int, max_classes: int) -> list[int]:
     """Every log of a job cut into ``ranges`` (however unequal they come out), at most ``max_classes`` key
     classes; the list returned gets each log's number of key classes as the job is planned."""
-    monkeypatch.setattr(job_plan, "ranges_per_log", lambda sizes, _cores, _min: [ranges] * len(sizes))
-    monkeypatch.setattr(job_plan, "_MAX_RANGE_SHARE", 1.0)
-    monkeypatch.setattr(job_plan, "MAX_KEY_CLASSES", max_classes)
+    monkeypatch.setattr(jobs, "ranges_per_log", lambda sizes, _cores, _min: [ranges] * len(sizes))
+    monkeypatch.setattr(jobs, "_MAX_RANGE_SHARE", 1.0)
+    monkeypatch.setattr(jobs, "MAX_KEY_CLASSES", max_classes)
     made: list[int] = []
 
     def class_tasks(*args: Any) -> Any:
@@ -22,5 +22,5 @@ def force_ranges(monkeypatch: pytest.MonkeyPatch, ranges: int, max_classes: int)
         made.append(len(tasks))
         return tasks
 
-    monkeypatch.setattr(job_plan, "class_tasks", class_tasks)
+    monkeypatch.setattr(jobs, "class_tasks", class_tasks)
     return made

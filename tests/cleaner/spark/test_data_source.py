@@ -10,8 +10,7 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from cleaner.spark.arrow_records import COLUMNS
-from cleaner.spark.data_source import register_kafka_log_source
+from cleaner.spark.data_source import COLUMNS, register_kafka_log_source
 from cleaner.spark.segment_splits import plan_splits
 from cleaner.spark.session import SparkSessionHolder
 from service.clock import ManualClock

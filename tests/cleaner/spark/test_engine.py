@@ -15,13 +15,12 @@ from cleaner.compaction.cleaner import CleaningResult, ScheduleDelete
 from cleaner.compaction.offset_map import kafka_utilization_percent
 from cleaner.engine import CompactionEngine, InProcessEngine
 from cleaner.errors import CleaningAbortedError
-from cleaner.spark import job_plan
+from cleaner.spark import jobs
 from cleaner.spark.engine import SparkEngine
-from cleaner.spark.item_claims import taken_path
 from cleaner.spark.rewrite import GroupResult
 from cleaner.spark.round_plan import plan_round
 from cleaner.spark.session import SparkSessionHolder
-from cleaner.spark.task_reports import private_name, report_path
+from cleaner.spark.task_files import private_name, report_path, taken_path
 from service.clock import ManualClock
 from service.errors import CorruptDataError
 from service.storage.log import PartitionLog
@@ -169,7 +168,7 @@ def test_a_log_of_two_ranges_is_rewritten_by_two_tasks_that_take_its_groups(
 ) -> None:
     """About one rewrite task per core (``local[2]``: two, when no size floor applies, as with
     ``min_range_bytes=1``; the log's one key class is then mapped by one of them and its file read by
-    both); the tasks take the groups one at a time (``group_claims``), each group rewritten once, and
+    both); the tasks take the groups one at a time (``task_files``), each group rewritten once, and
     leave no claims or map file behind."""
     oracle, spark = build_twins(tmp_path, CONFIG, mixed_ops(60))
     engine = SparkEngine(clock=spark.clock, session=spark_holder, min_range_bytes=1)
@@ -196,7 +195,7 @@ def test_a_log_of_more_ranges_than_twice_the_key_classes_matches_the_oracle(
     tasks past the classes map none, find every class file complete, and the round is the oracle's."""
     made = force_ranges(monkeypatch, 6, 2)
     items: list[int] = []
-    plan = job_plan.plan_tasks
+    plan = jobs.plan_tasks
 
     def plan_spy(job: Any, *args: Any) -> None:
         plan(job, *args)

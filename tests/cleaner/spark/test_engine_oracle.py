@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from cleaner.compaction.cleaner import CleaningResult
 from cleaner.engine import InProcessEngine
 from cleaner.native import puts_pipelined
-from cleaner.spark import job_plan
+from cleaner.spark import jobs
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.session import SparkSessionHolder
 from service.storage.log import PartitionLog
@@ -153,8 +153,8 @@ def test_key_classes_are_one_per_two_ranges_at_most_max_key_classes(ranges: int)
     """A class's map takes two cores (its puts on their own thread), and past MAX_KEY_CLASSES more classes
     would only read the log again: a cluster's 64 ranges make 4 classes, not 32."""
     per_class = 2 if puts_pipelined() else 1
-    assert job_plan.key_classes(ranges) == min(-(-ranges // per_class), job_plan.MAX_KEY_CLASSES)
-    assert job_plan.MAX_KEY_CLASSES == 4
+    assert jobs.key_classes(ranges) == min(-(-ranges // per_class), jobs.MAX_KEY_CLASSES)
+    assert jobs.MAX_KEY_CLASSES == 4
 
 
 def check_rounds(

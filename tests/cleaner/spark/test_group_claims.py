@@ -1,4 +1,4 @@
-"""Group claims (``group_claims``): the costliest free group first, each group to one task, a retried
+"""Group claims (``task_files``): the costliest free group first, each group to one task, a retried
 attempt first taking again what its partition took before, and no group taken twice by tasks at once."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from cleaner.spark.group_claims import claimed_groups, claims_path
+from cleaner.spark.task_files import claimed_groups, claims_path
 
 SLOTS = [10, 11, 12, 13, 14]
 COSTS = [1.0, 5.0, 3.0, 4.0, 2.0]

@@ -1,4 +1,4 @@
-"""Item claims (``item_claims``): each item of a shared job is taken by one task, once; a retried attempt
+"""Item claims (``task_files``): each item of a shared job is taken by one task, once; a retried attempt
 takes again what its partition took and did not report; a reported item is taken by none."""
 
 from __future__ import annotations
@@ -6,8 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from cleaner.spark.item_claims import take, taken_path
-from cleaner.spark.task_reports import report_path, write_report
+from cleaner.spark.task_files import report_path, take, taken_path, write_report
 
 
 def test_each_item_is_taken_by_one_task(tmp_path: Path) -> None:

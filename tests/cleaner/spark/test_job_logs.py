@@ -1,10 +1,10 @@
-"""A job's rows by group slot (``job_logs.rows_by_slot``): a group two tasks rewrote is never swapped."""
+"""A job's rows by group slot (``jobs.rows_by_slot``): a group two tasks rewrote is never swapped."""
 
 from __future__ import annotations
 
 import pytest
 
-from cleaner.spark.job_logs import rows_by_slot
+from cleaner.spark.jobs import rows_by_slot
 from cleaner.spark.rewrite import _COUNTERS
 
 

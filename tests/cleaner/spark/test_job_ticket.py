@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cleaner.spark.job_ticket import JobCancelledError, JobTicket, TaskTicket
+from cleaner.spark.task_files import JobCancelledError, JobTicket, TaskTicket
 
 
 def test_a_task_holds_the_ticket_until_it_ends_and_the_close_waits_for_it(tmp_path: Path) -> None:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from cleaner.spark.jvm_output import (
+from cleaner.spark.session import (
     LOG4J_PROPERTY,
     JvmOutputForwarder,
+    SparkSessionHolder,
     forward_lines,
     line_level,
     with_log4j_config,
 )
-from cleaner.spark.session import SparkSessionHolder
 
 REPO = Path(__file__).resolve().parents[3]
 

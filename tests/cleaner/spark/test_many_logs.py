@@ -18,16 +18,13 @@ from cleaner.engine import InProcessEngine, LogRound, PerRoundEngine
 from cleaner.errors import CleaningAbortedError
 from cleaner.pool.log_cleaner import LogCleaner
 from cleaner.spark import engine as spark_engine
-from cleaner.spark import job_plan
+from cleaner.spark import jobs as spark_jobs
 from cleaner.spark.engine import SparkEngine
-from cleaner.spark.item_claims import take
-from cleaner.spark.job_logs import JobLogs, LogOutcome
-from cleaner.spark.job_plan import DEFAULT_MIN_RANGE_BYTES, plan_tasks
-from cleaner.spark.job_ticket import JobTicket, ticket_path
+from cleaner.spark.jobs import DEFAULT_MIN_RANGE_BYTES, JobLogs, LogOutcome, plan_tasks
 from cleaner.spark.rewrite import rewrite_partition
 from cleaner.spark.round_plan import plan_round
 from cleaner.spark.session import SparkSessionHolder
-from cleaner.spark.task_reports import write_report
+from cleaner.spark.task_files import JobTicket, take, ticket_path, write_report
 from service.cleanable import log_to_clean
 from service.clock import ManualClock
 from service.config.broker_config import BrokerConfig
@@ -68,7 +65,7 @@ def twin_logs(root: Path) -> list[tuple[Writer, Writer]]:
 
 def six_logs(root: Path) -> list[tuple[Writer, Writer]]:
     """``twin_logs`` twice: more logs to clean than ``local[2]`` has cores, so its tasks take them in
-    turn (``item_claims``)."""
+    turn (``task_files``)."""
     return twin_logs(root / "a") + twin_logs(root / "b")
 
 
@@ -121,14 +118,14 @@ def oracle_round(log: PartitionLog, clock: ManualClock) -> CleaningResult:
 def test_several_logs_in_one_job_equal_the_in_process_engine(
     tmp_path: Path, spark_holder: SparkSessionHolder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """More logs than cores: two tasks, each taking the logs one after the other (``item_claims``), then
-    both cleaning the smallest, cut into two ranges (``job_plan.shared_log``)."""
+    """More logs than cores: two tasks, each taking the logs one after the other (``task_files.take``), then
+    both cleaning the smallest, cut into two ranges (``jobs.shared_log``)."""
     pairs = six_logs(tmp_path)
     jobs: list[float] = []
     planned: list[JobLogs] = []
 
     def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
-        job_plan.plan_tasks(job, cores, min_range_bytes)
+        spark_jobs.plan_tasks(job, cores, min_range_bytes)
         planned.append(job)
 
     monkeypatch.setattr(spark_engine, "plan_tasks", plan_tasks)
@@ -204,7 +201,7 @@ def test_an_abort_of_one_log_during_the_job_leaves_the_others_cleaned(
 
 
 class HeldTicket:
-    """An exclusive lock on the ticket file of a log's next Spark job (``job_ticket``): that log's tasks
+    """An exclusive lock on the ticket file of a log's next Spark job (``task_files``): that log's tasks
     wait for it. Released by ``release``, or after 20 s whatever happens (a test must not hang)."""
 
     def __init__(self, log: PartitionLog) -> None:
@@ -304,7 +301,7 @@ def test_a_log_settled_during_a_job_that_then_fails_stays_settled(
 
 class SparkEnv:
     """A LogManager over one log dir, the cleaner built as the daemon builds it with the Spark engine forced
-    (on the test session's SparkSession); ``jobs`` hears every Spark job."""
+    (on the test session's SparkSession); ``actions`` hears every Spark job."""
 
     def __init__(self, log_dir: Path, spark_holder: SparkSessionHolder, **overrides: str) -> None:
         props = {
@@ -426,4 +423,4 @@ def test_a_task_takes_again_only_what_its_partition_left_unreported(tmp_path: Pa
 def test_the_shared_log_is_the_smallest_of_a_job_of_more_logs_than_cores(
     sizes: list[int], groups: list[int], cores: int, shared: int | None
 ) -> None:
-    assert job_plan.shared_log(sizes, groups, cores) == shared
+    assert spark_jobs.shared_log(sizes, groups, cores) == shared

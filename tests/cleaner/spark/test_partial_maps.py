@@ -19,8 +19,7 @@ import cleaner.native
 from cleaner.compaction.offset_map import OffsetMap, build_offset_map
 from cleaner.compaction.segment_chunks import SegmentChunks
 from cleaner.compaction.stats import CleanerStats
-from cleaner.spark import partial_maps, txn_replay
-from cleaner.spark.job_ticket import JobTicket, TaskTicket
+from cleaner.spark import partial_maps, round_plan
 from cleaner.spark.partial_maps import (
     MapSplit,
     blob_path,
@@ -29,9 +28,9 @@ from cleaner.spark.partial_maps import (
     range_lookup,
     write_partial_map,
 )
-from cleaner.spark.round_plan import plan_round
+from cleaner.spark.round_plan import MapScan, plan_round
 from cleaner.spark.segment_splits import plan_splits
-from cleaner.spark.txn_replay import MapScan
+from cleaner.spark.task_files import JobTicket, TaskTicket
 from service.clock import ManualClock, SystemClock
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
@@ -395,7 +394,7 @@ def test_the_driver_s_replay_over_runs_of_plain_batches_equals_the_one_batch_by_
     with random_log(config, ops, dirty_fraction) as (writer, first_dirty):
         in_runs = replayed(writer, first_dirty)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(txn_replay, "scan_batch_runs", lambda *_args: None)
+            patch.setattr(round_plan, "scan_batch_runs", lambda *_args: None)
             assert replayed(writer, first_dirty) == in_runs
 
 
@@ -407,5 +406,5 @@ def test_a_run_of_plain_batches_is_cut_where_the_map_pass_starts() -> None:
         map_scan = replayed(writer, first_dirty)[0]
         assert isinstance(map_scan, MapScan) and (map_scan.records_read, first_dirty) == (4, 4)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(txn_replay, "scan_batch_runs", lambda *_args: None)
+            patch.setattr(round_plan, "scan_batch_runs", lambda *_args: None)
             assert replayed(writer, first_dirty)[0] == map_scan

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cleaner.spark.rewrite_ranges import KEPT_COST, balanced_ranges, rewrite_costs
+from cleaner.spark.rewrite import KEPT_COST, balanced_ranges, rewrite_costs
 
 
 @given(

@@ -1,4 +1,4 @@
-"""Task reports (``task_reports``): the driver hears each item's rows once, whole, as soon as its file is
+"""Task reports (``task_files``): the driver hears each item's rows once, whole, as soon as its file is
 there; a wake ends a wait at once."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import threading
 import time
 from pathlib import Path
 
-from cleaner.spark.item_claims import taken_path
-from cleaner.spark.task_reports import (
+from cleaner.spark.task_files import (
     JobReports,
     Rows,
     private_leftovers,
     private_name,
     report_path,
+    taken_path,
     write_report,
 )
 
