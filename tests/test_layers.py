@@ -18,7 +18,11 @@ _PACKAGES = ("service", "api", "cleaner", "scheduler")
 def _layer_modules() -> set[str]:
     config = tomllib.loads((_ROOT / "pyproject.toml").read_text())
     contracts = config["tool"]["importlinter"]["contracts"]
-    (layers,) = [contract["layers"] for contract in contracts if contract["type"] == "layers"]
+    (layers,) = [
+        contract["layers"]
+        for contract in contracts
+        if contract["type"] == "layers" and "containers" not in contract  # the packages', not one's own
+    ]
     return {name for layer in layers for name in re.split(r"[|:\s]+", layer) if name}
 
 
