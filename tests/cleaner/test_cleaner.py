@@ -1,5 +1,5 @@
-"""Cleaning rounds on real logs: Kafka's LogCleanerTest scenarios C1, C3, C4, C6, C8, C9, C17–C21, plus
-skipping unchanged segments and cleaning up after an abort or an error."""
+"""Cleaning rounds on real logs: cases of Kafka's LogCleanerTest, plus skipping unchanged segments and
+cleaning up after an abort or an error."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
 
 
-def test_c1_clean_segments(log_dir: Path, clock: ManualClock) -> None:
+def test_clean_segments(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock)
     fill(log, 4)
     assert keys(log) == list(range(log.log_end_offset))
@@ -76,7 +76,7 @@ def test_c1_clean_segments(log_dir: Path, clock: ManualClock) -> None:
     assert stats.bytes_read == sum(s.size_bytes for s in group)
 
 
-def test_c3_cleaning_with_deletes(log_dir: Path, clock: ManualClock) -> None:
+def test_cleaning_with_deletes(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock)
     fill(log, 2)
     n = log.log_end_offset
@@ -95,7 +95,7 @@ def _has_tomb(batch: object) -> bool:
     return any(r.value is None for r in batch.records())  # type: ignore[attr-defined]
 
 
-def test_c4_horizon_is_cleaning_time_not_record_time(log_dir: Path, clock: ManualClock) -> None:
+def test_horizon_is_cleaning_time_not_record_time(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=1_073_741_824, segment_index_bytes=10_485_760)
     now = clock.now_ms()
     log.append_records([keyed(0, 0, timestamp=now + DAY_MS + 10_000)])
@@ -112,7 +112,7 @@ def test_c4_horizon_is_cleaning_time_not_record_time(log_dir: Path, clock: Manua
     assert all_batches(log)[0].last_offset == 1, "still before the horizon"
 
 
-def test_c6_uncleanable_section_protects_its_whole_segment(log_dir: Path, clock: ManualClock) -> None:
+def test_uncleanable_section_protects_its_whole_segment(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock)
     while len(log.segments) < 7:
         log.append_records([keyed(log.log_end_offset % 10, b"%090d" % log.log_end_offset)])
@@ -129,7 +129,7 @@ def test_c6_uncleanable_section_protects_its_whole_segment(log_dir: Path, clock:
             assert after[name] == content, name
 
 
-def test_c8_cleaning_with_unkeyed_messages(log_dir: Path, clock: ManualClock) -> None:
+def test_cleaning_with_unkeyed_messages(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, cleanup_policy=frozenset({"delete"}))
     unkeyed = 0
     while len(log.segments) < 2:
@@ -148,7 +148,7 @@ def test_c8_cleaning_with_unkeyed_messages(log_dir: Path, clock: ManualClock) ->
     assert result.stats.invalid_records == unkeyed + 1
 
 
-def test_c9_last_batch_of_the_round_is_kept_empty(log_dir: Path, clock: ManualClock) -> None:
+def test_last_batch_of_the_round_is_kept_empty(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock)
     fill(log, 4)
     upper = log.segments[3].base_offset
@@ -166,7 +166,7 @@ def test_c9_last_batch_of_the_round_is_kept_empty(log_dir: Path, clock: ManualCl
         ([list(range(10)), list(range(15, 25)), [30]], 30),
     ],
 )
-def test_c17_cleaning_beyond_missing_offsets(
+def test_cleaning_beyond_missing_offsets(
     log_dir: Path, clock: ManualClock, segments: list[list[int]], upper: int
 ) -> None:
     records = [[keyed(o)._replace(offset=o) for o in segment] for segment in segments]
@@ -175,7 +175,7 @@ def test_c17_cleaning_beyond_missing_offsets(
     assert clean(log, clock, 0, upper) == upper
 
 
-def test_c18_cleaned_segment_is_trimmed(log_dir: Path, clock: ManualClock) -> None:
+def test_cleaned_segment_is_trimmed(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, preallocate=True)
     for key in range(5):
         log.append_records([keyed(key % 2)])
@@ -186,7 +186,7 @@ def test_c18_cleaned_segment_is_trimmed(log_dir: Path, clock: ManualClock) -> No
     assert first.offset_index.path.stat().st_size == first.offset_index.size_in_bytes
 
 
-def test_c19_concurrent_segment_deletion(log_dir: Path, clock: ManualClock) -> None:
+def test_concurrent_segment_deletion(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, cleanup_policy=frozenset({"compact", "delete"}))
     for _ in range(3):
         log.append_records([keyed(0)])
@@ -209,7 +209,7 @@ def test_c19_concurrent_segment_deletion(log_dir: Path, clock: ManualClock) -> N
     assert scheduler.pending == 0, "nothing left of the old segments for the cleaner to delete"
 
 
-def test_c20_abort_before_anything_is_written(log_dir: Path, clock: ManualClock) -> None:
+def test_abort_before_anything_is_written(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock)
     fill(log, 4)
     before = files(log_dir)
@@ -252,7 +252,7 @@ def test_abort_mid_round_deletes_the_groups_cleaned_files(
         pytest.param(lambda path: os.truncate(path, 1000), id="truncated"),
     ],
 )
-def test_c21_corrupt_segment_raises_and_leaves_no_cleaned_files(
+def test_corrupt_segment_raises_and_leaves_no_cleaned_files(
     log_dir: Path, clock: ManualClock, corrupt: Callable[[Path], None]
 ) -> None:
     log = new_log(log_dir, clock, segment_bytes=2048)

@@ -1,4 +1,4 @@
-"""A crash at each step of the swap protocol, then a reload (Kafka scenario G1, testRecoveryAfterCrash).
+"""A crash at each step of the swap protocol, then a reload (Kafka's LogCleanerTest.testRecoveryAfterCrash).
 
 A crash before the ``.swap`` exists leaves the original keys; once the swap file exists the loader
 completes the swap and the cleaned keys are there.
@@ -70,7 +70,7 @@ def recover_and_check(
     return log
 
 
-def test_g1_recovery_after_crash(log_dir: Path, clock: ManualClock) -> None:
+def test_recovery_after_crash(log_dir: Path, clock: ManualClock) -> None:
     config = compact_config(segment_bytes=300, index_interval_bytes=1, file_delete_delay_ms=10)
     log_dir.mkdir()
     log = load_partition_log(log_dir, config, clock=clock).log

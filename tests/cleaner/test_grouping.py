@@ -23,7 +23,7 @@ def bases(groups: list[list[LogSegment]]) -> list[list[int]]:
     return [[s.base_offset for s in group] for group in groups]
 
 
-def test_c10_segment_grouping(log_dir: Path, clock: ManualClock) -> None:
+def test_segment_grouping(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=300, index_interval_bytes=1)
     while len(log.segments) < 10:
         log.append_records([keyed(b"hello", b"hello")])
@@ -51,7 +51,7 @@ def test_c10_segment_grouping(log_dir: Path, clock: ManualClock) -> None:
     assert all(sum(s.time_index.size_in_bytes for s in g) < max_time_index for g in groups)
 
 
-def test_c11_sparse_offsets(log_dir: Path, clock: ManualClock) -> None:
+def test_sparse_offsets(log_dir: Path, clock: ManualClock) -> None:
     first = [at(i) for i in range(4)]
     log = follower_log(log_dir, clock, [first, [at(INT_MAX - 1), at(INT_MAX)]])
     groups = group_segments_by_size(log.segments, UNLIMITED, UNLIMITED, log.log_end_offset)
@@ -66,7 +66,7 @@ def test_c11_sparse_offsets(log_dir: Path, clock: ManualClock) -> None:
         assert last.read_next_offset() - 1 - group[0].base_offset <= INT_MAX
 
 
-def test_c12_sparse_offsets_and_empty_segments(log_dir: Path, clock: ManualClock) -> None:
+def test_sparse_offsets_and_empty_segments(log_dir: Path, clock: ManualClock) -> None:
     span = 2**31
     segments = [[at(i * span), at((i + 1) * span - 1)] for i in range(3)]
     log = follower_log(log_dir, clock, [*segments, [at(3 * span)]], empty_active=False)
@@ -84,7 +84,7 @@ def test_c12_sparse_offsets_and_empty_segments(log_dir: Path, clock: ManualClock
     assert len(log.segments) == 3
 
 
-def test_c13_grouping_uses_base_offsets_not_stale_indexes(log_dir: Path, clock: ManualClock) -> None:
+def test_grouping_uses_base_offsets_not_stale_indexes(log_dir: Path, clock: ManualClock) -> None:
     half = 2**30
     log = follower_log(log_dir, clock, [[at(0), at(1)], [at(half), at(2**31 + 1)]])
     groups = group_segments_by_size(log.segments[:2], UNLIMITED, UNLIMITED, log.active_segment.base_offset)

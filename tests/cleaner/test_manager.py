@@ -1,4 +1,4 @@
-"""CleanerManager: Kafka's LogCleanerManagerTest scenarios E1–E11, E19, E21 on real logs."""
+"""CleanerManager against the cases of Kafka's LogCleanerManagerTest, on real logs."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def manager_for(logs: Logs) -> CleanerManager:
 
 
 def test_grabs_the_log_with_the_highest_dirty_ratio(logs: Logs) -> None:
-    """E1–E4: the dirtiest wins; uncleanable and in-progress partitions are skipped."""
+    """The dirtiest wins; uncleanable and in-progress partitions are skipped."""
     p0, p1, p2 = (logs.add(p, 4) for p in range(3))
     # p0 fully clean, p1 dirty from offset 2 (ratio 0.75), p2 never cleaned (ratio 1.0)
     logs.checkpoint().write({p0.topic_partition: p0.segments[-1].base_offset, p1.topic_partition: 2})
@@ -81,7 +81,7 @@ def test_ratio_must_be_strictly_above_the_minimum(logs: Logs) -> None:
 
 
 def test_invalid_checkpoints_are_reset_and_rewritten(logs: Logs) -> None:
-    """E6/E10: a checkpoint past the log end resets to the log start and is rewritten at once."""
+    """A checkpoint past the log end resets to the log start and is rewritten at once."""
     log = logs.add(0, 3)
     logs.checkpoint().write({log.topic_partition: 200})
     chosen = manager_for(logs).grab_filthiest_compacted_log()
@@ -97,7 +97,7 @@ def test_non_compacted_logs_are_never_candidates(logs: Logs) -> None:
 
 
 def test_state_transitions(logs: Logs) -> None:
-    """E19 and the transition table of cleaner/pool/manager.py."""
+    """Pause, resume and done follow the transition table of cleaner/pool/manager.py; other moves raise."""
     log = logs.add(0, 3)
     tp = log.topic_partition
     manager = manager_for(logs)
@@ -145,7 +145,7 @@ def test_abort_of_a_running_round_waits_until_it_stops(logs: Logs) -> None:
 
 
 def test_checkpoint_updates_drop_partitions_that_are_gone(logs: Logs) -> None:
-    """E21: every update re-reads the file and keeps only live partitions."""
+    """Every update re-reads the file and keeps only live partitions."""
     a, b = logs.add(0, 2), logs.add(1, 2)
     manager = manager_for(logs)
     manager.update_checkpoint(logs.directory, a.topic_partition, 3)

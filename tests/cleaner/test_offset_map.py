@@ -1,4 +1,4 @@
-"""The key map and its building: Kafka scenarios C2, C5, C14–C16, and the utilization Kafka would report."""
+"""The key map and its building (cases of Kafka's LogCleanerTest), and the utilization Kafka would report."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_utilization_caps_the_buffer_at_int_max() -> None:
     assert offset_map.kafka_utilization_percent(1 << 40) == pytest.approx(100 / ((2**31 - 1) // 24))
 
 
-def test_c2_partial_segment_clean(log_dir: Path, clock: ManualClock) -> None:
+def test_partial_segment_clean(log_dir: Path, clock: ManualClock) -> None:
     """A map holding one key: each round maps one record and leaves the rest of the dirty section."""
     log = new_log(log_dir, clock)
     for key in (0, 1, 0, 1, 0):
@@ -87,7 +87,7 @@ def test_c2_partial_segment_clean(log_dir: Path, clock: ManualClock) -> None:
     assert (keys(log), offsets(log)) == ([1, 0], [3, 4])
 
 
-def test_c5_cleaner_stats(log_dir: Path, clock: ManualClock) -> None:
+def test_cleaner_stats(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock)
     for key in (0, 1, 0, 1, 0):
         log.append_records([keyed(key)])
@@ -104,7 +104,7 @@ def test_c5_cleaner_stats(log_dir: Path, clock: ManualClock) -> None:
     assert (stats.map_size, stats.map_records_read) == (2, 5)
 
 
-def test_c14_build_offset_map(log_dir: Path, clock: ManualClock) -> None:
+def test_build_offset_map(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock)
     for i in range(500):
         log.append_records([keyed(i)])
@@ -121,7 +121,7 @@ def test_c14_build_offset_map(log_dir: Path, clock: ManualClock) -> None:
         assert stats.map_records_read == stop - start
 
 
-def test_c15_build_partial_offset_map(log_dir: Path, clock: ManualClock) -> None:
+def test_build_partial_offset_map(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock)
     for i in range(5):
         log.append_records([keyed(i)])
@@ -134,7 +134,7 @@ def test_c15_build_partial_offset_map(log_dir: Path, clock: ManualClock) -> None
     assert stats.map_records_read == 4
 
 
-def test_c16_build_offset_map_fake_large(log_dir: Path, clock: ManualClock) -> None:
+def test_build_offset_map_fake_large(log_dir: Path, clock: ManualClock) -> None:
     far = 7_206_178
     log = follower_log(log_dir, clock, [[keyed(0)._replace(offset=0)], [keyed(1)._replace(offset=far)]])
     assert [s.base_offset for s in log.segments] == [0, far, far + 1]

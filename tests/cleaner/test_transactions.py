@@ -1,4 +1,4 @@
-"""Producer state and transactions during cleaning: Kafka's LogCleanerTest scenarios D1–D16."""
+"""Producer state and transactions during cleaning: the cases of Kafka's LogCleanerTest."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from tests.cleaner.helpers import (
 TWO_PASS_GAP = DAY_MS + 1
 
 
-def test_d1_duplicate_check_state_survives_cleaning(log_dir: Path, clock: ManualClock) -> None:
+def test_duplicate_check_state_survives_cleaning(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=2048)
     p1, p2, p3 = (Producer(log, pid, transactional=False) for pid in (1, 2, 3))
     p1.send(1, 2, 3)
@@ -48,7 +48,7 @@ def test_d1_duplicate_check_state_survives_cleaning(log_dir: Path, clock: Manual
     assert offsets(log) == [3, 6, 7, 8]
 
 
-def test_d2_retains_producer_last_sequence(log_dir: Path, clock: ManualClock) -> None:
+def test_retains_producer_last_sequence(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock)
     log.append_records([keyed(0)])
     for pid in (1, 2, 3):
@@ -62,7 +62,7 @@ def test_d2_retains_producer_last_sequence(log_dir: Path, clock: ManualClock) ->
     assert offsets(log) == [3, 4]
 
 
-def test_d3_retains_last_sequence_even_if_transaction_aborted(log_dir: Path, clock: ManualClock) -> None:
+def test_retains_last_sequence_even_if_transaction_aborted(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock)
     p1 = Producer(log, 1)
     p1.send(1)
@@ -83,7 +83,7 @@ def test_d3_retains_last_sequence_even_if_transaction_aborted(log_dir: Path, clo
     assert offsets(log) == [3, 4, 5]
 
 
-def test_d4_basic_transaction_aware_cleaning(log_dir: Path, clock: ManualClock) -> None:
+def test_basic_transaction_aware_cleaning(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=2048)
     p1, p2 = Producer(log, 1), Producer(log, 2)
     p1.send(1, 2)
@@ -101,7 +101,7 @@ def test_d4_basic_transaction_aware_cleaning(log_dir: Path, clock: ManualClock) 
     assert aborted_txns(log) == before
 
 
-def test_d5_transactions_spanning_segments(log_dir: Path, clock: ManualClock) -> None:
+def test_transactions_spanning_segments(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=1024)
     p1, p2, p3 = Producer(log, 1), Producer(log, 2), Producer(log, 3)
     p1.send(1, 2)
@@ -127,7 +127,7 @@ def test_d5_transactions_spanning_segments(log_dir: Path, clock: ManualClock) ->
     assert keys(log) == [2, 3, 6, 7, 8, 9, 11, 12]
 
 
-def test_d6_commit_marker_removal(log_dir: Path, clock: ManualClock) -> None:
+def test_commit_marker_removal(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=256)
     p1 = Producer(log, 1)
     p1.send(1)
@@ -154,7 +154,7 @@ def test_d6_commit_marker_removal(log_dir: Path, clock: ManualClock) -> None:
     assert offsets(log) == [4, 5, 6, 7, 8]
 
 
-def test_d7_deleted_batches_with_no_messages_read(log_dir: Path, clock: ManualClock) -> None:
+def test_deleted_batches_with_no_messages_read(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, max_message_bytes=100, segment_bytes=1000)
     p1 = Producer(log, 1)
     p1.send(1)
@@ -171,7 +171,7 @@ def test_d7_deleted_batches_with_no_messages_read(log_dir: Path, clock: ManualCl
     assert offsets(log) == [3, 4]
 
 
-def test_d8_commit_marker_retention_with_empty_batch(log_dir: Path, clock: ManualClock) -> None:
+def test_commit_marker_retention_with_empty_batch(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=256)
     p1, p2 = Producer(log, 1), Producer(log, 2)
     p1.send(2, 3)
@@ -205,7 +205,7 @@ def test_d8_commit_marker_retention_with_empty_batch(log_dir: Path, clock: Manua
     assert batch_last_offsets(log) == [1, 5, 6, 7, 8, 9]
 
 
-def test_d9_clean_empty_control_batch(log_dir: Path, clock: ManualClock) -> None:
+def test_clean_empty_control_batch(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=256)
     Producer(log, 1).commit()
     log.append_records([keyed(2)])
@@ -222,7 +222,7 @@ def test_d9_clean_empty_control_batch(log_dir: Path, clock: ManualClock) -> None
     assert batch_last_offsets(log) == [0, 1, 2]
 
 
-def test_d10_committed_transaction_spanning_segments(log_dir: Path, clock: ManualClock) -> None:
+def test_committed_transaction_spanning_segments(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=128)
     p1 = Producer(log, 1)
     p1.send(1)
@@ -235,7 +235,7 @@ def test_d10_committed_transaction_spanning_segments(log_dir: Path, clock: Manua
     assert batch_last_offsets(log) == [0, 1]
 
 
-def test_d11_aborted_transaction_spanning_segments(log_dir: Path, clock: ManualClock) -> None:
+def test_aborted_transaction_spanning_segments(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=128)
     p1 = Producer(log, 1)
     p1.send(1)
@@ -250,7 +250,7 @@ def test_d11_aborted_transaction_spanning_segments(log_dir: Path, clock: ManualC
     assert batch_last_offsets(log) == [0, 1]
 
 
-def test_d12_abort_marker_removal(log_dir: Path, clock: ManualClock) -> None:
+def test_abort_marker_removal(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=256)
     p1 = Producer(log, 1)
     p1.send(1)
@@ -269,7 +269,7 @@ def test_d12_abort_marker_removal(log_dir: Path, clock: ManualClock) -> None:
     assert offsets(log) == [4, 5]
 
 
-def test_d13_empty_batch_removal_with_sequence_reuse(log_dir: Path, clock: ManualClock) -> None:
+def test_empty_batch_removal_with_sequence_reuse(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=2048)
     p1 = Producer(log, 1)
     p1.send(1, sequence=0)
@@ -289,7 +289,7 @@ def test_d13_empty_batch_removal_with_sequence_reuse(log_dir: Path, clock: Manua
     assert batch_last_offsets(log) == [2, 3, 4, 5]
 
 
-def test_d14_abort_marker_retention_with_empty_batch(log_dir: Path, clock: ManualClock) -> None:
+def test_abort_marker_retention_with_empty_batch(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, segment_bytes=256)
     p1 = Producer(log, 1)
     p1.send(2, 3)
@@ -315,7 +315,7 @@ def test_d14_abort_marker_retention_with_empty_batch(log_dir: Path, clock: Manua
     assert aborted_txns(log) == []
 
 
-def test_d15_multi_pass_cleaning_with_aborted_transactions(log_dir: Path, clock: ManualClock) -> None:
+def test_multi_pass_cleaning_with_aborted_transactions(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock, delete_retention_ms=50_000)
     p1, p2 = Producer(log, 1), Producer(log, 2)
     p1.send(1, 2)
@@ -356,7 +356,7 @@ def test_d15_multi_pass_cleaning_with_aborted_transactions(log_dir: Path, clock:
     assert offsets(log) == [0, 2, 4, 5, 6, 7, 13, 15, 17, 18, 19]
 
 
-def test_d16_keys_conflicting_with_txn_marker_keys(log_dir: Path, clock: ManualClock) -> None:
+def test_keys_conflicting_with_txn_marker_keys(log_dir: Path, clock: ManualClock) -> None:
     log = new_log(log_dir, clock)
     p1, p2 = Producer(log, 1), Producer(log, 2)
     p1.send(1)
