@@ -43,7 +43,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # the typed home of the class confluent_kafka.admin re-exports
 
 import tests.kafka.broker as broker_module
-from tests.benchmarks.bench_startup import wait_until_ready
+from tests.benchmarks.bench_startup import serve_command, wait_until_ready
 from tests.kafka.broker import KafkaBroker, free_port, kafka_jvm_flags
 from tests.kafka.clients import QUIET
 from tests.kafka.distribution import load_distribution
@@ -193,17 +193,7 @@ def logcleaner_run(
     """``logcleaner serve`` over a fresh copy: seconds from launch to ``/readyz`` 200 (then SIGTERM)."""
     fresh_copy(pristine, log_dir, unclean=unclean)
     port = free_port()
-    overrides = {
-        "log.dirs": str(log_dir),
-        "api.port": str(port),
-        "scheduler.initial.delay.ms": "3600000",
-        "log.cleaner.engine": "in-process",
-        "shutdown.timeout.ms": "600000",
-        "num.recovery.threads.per.data.dir": str(recovery_threads),
-    }
-    args = [sys.executable, "-m", "service", "serve"]
-    for key, value in overrides.items():
-        args += ["--override", f"{key}={value}"]
+    args = serve_command(log_dir, port, {"num.recovery.threads.per.data.dir": str(recovery_threads)})
     stderr_path = log_dir.parent / "logcleaner.stderr"
     with open(stderr_path, "wb") as stderr:
         start = time.perf_counter()

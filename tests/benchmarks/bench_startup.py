@@ -120,21 +120,29 @@ def wait_until_ready(port: int, process: subprocess.Popen[bytes]) -> bool:
         time.sleep(0.02)
 
 
-def serve_round(log_dir: Path) -> tuple[float, float, float, float]:
-    """``serve`` from the tree ``service`` is imported from (its root as the working dir, so that ``-m``
-    finds that tree first): wall and CPU seconds to ``/readyz`` 200, then from SIGTERM to the exit."""
-    port = free_port()
-    tree = Path(service.__file__).resolve().parent.parent
-    overrides = {
+def serve_command(log_dir: Path, port: int, extra: dict[str, str] | None = None) -> list[str]:
+    """``logcleaner serve`` on ``log_dir`` and ``port`` as the start-up benchmarks run it: no scheduled task
+    before an hour, the in-process engine, time enough to stop; the ``extra`` overrides on top."""
+    settings = {
         "log.dirs": str(log_dir),
         "api.port": str(port),
         "scheduler.initial.delay.ms": "3600000",
         "log.cleaner.engine": "in-process",
         "shutdown.timeout.ms": "600000",
+        **(extra or {}),
     }
     args = [sys.executable, "-m", "service", "serve"]
-    for key, value in overrides.items():
+    for key, value in settings.items():
         args += ["--override", f"{key}={value}"]
+    return args
+
+
+def serve_round(log_dir: Path) -> tuple[float, float, float, float]:
+    """``serve`` from the tree ``service`` is imported from (its root as the working dir, so that ``-m``
+    finds that tree first): wall and CPU seconds to ``/readyz`` 200, then from SIGTERM to the exit."""
+    port = free_port()
+    tree = Path(service.__file__).resolve().parent.parent
+    args = serve_command(log_dir, port)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     process = subprocess.Popen(args, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
