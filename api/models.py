@@ -200,7 +200,9 @@ class PartitionSummary(BaseModel):
 class EffectiveConfig(BaseModel):
     name: str
     value: int | float | bool | str
-    source: Literal["override", "metadata", "broker-dynamic", "broker", "default"]
+    source: Literal[
+        "override", "metadata", "internal-topic-default", "broker-dynamic", "broker", "default", "unknown"
+    ]
 
 
 class TopicDetail(BaseModel):
@@ -212,7 +214,9 @@ class TopicDetail(BaseModel):
     configs: dict[str, str] = Field(description="The topic's overrides (Kafka's string form)")
     effective_configs: list[EffectiveConfig] = Field(
         description="Every topic config's effective value and where it came from: logcleaner's override, "
-        "the broker's metadata log, its dynamic broker configs, the broker config file, or the default"
+        "the broker's metadata log, Kafka's creation default of an internal topic, its dynamic broker "
+        "configs, the broker config file, or the default; unknown: the topic's own configs are not known "
+        "(a broker's dir without its metadata log), the value shown is the broker's and the topic is held"
     )
 
 
@@ -224,7 +228,7 @@ class TopicDeleted(BaseModel):
 class ConfigEntryOut(BaseModel):
     name: str
     value: int | float | bool | str
-    source: Literal["default", "broker", "topic"]
+    source: Literal["default", "broker", "topic", "unknown"]
 
 
 class TopicConfigs(BaseModel):
@@ -247,6 +251,11 @@ class PartitionDetail(BaseModel):
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
+    high_watermark_source: Literal["leader-log-end", "checkpoint", "no-checkpoint"] = Field(
+        description="leader-log-end: this node leads the partition alone (its log end, as Kafka's leader "
+        "sets it); checkpoint: replication-offset-checkpoint's entry; no-checkpoint: a broker's partition "
+        "the checkpoint does not list (the log start offset)"
+    )
     recovery_point: int
     size_bytes: int
     cleanup_policy: str

@@ -32,6 +32,8 @@ __all__ = [
 
 class CleanerReason(enum.StrEnum):
     NOT_COMPACTED = "not-compacted"
+    UNKNOWN_TOPIC_CONFIG = "unknown-topic-config"  # its policy is not known: held
+    FUTURE_REPLICA = "future-replica"  # a move between log dirs is under way: paused until it ends
     CLEANER_DISABLED = "cleaner-disabled"
     NO_CLEANABLE_BYTES = "no-cleanable-bytes"
     DIRTY_RATIO_AT_OR_BELOW_THRESHOLD = "dirty-ratio-at-or-below-min-cleanable-ratio"

@@ -12,7 +12,12 @@ from collections.abc import Mapping
 
 from service.cleanable import CleanerReason, log_to_clean
 from service.engine_choice import EngineChoice
-from service.retention import SegmentVerdict, explain_log_retention
+from service.retention import (
+    CLEANER_DISABLED_HOLD,
+    FUTURE_REPLICA_HOLD,
+    SegmentVerdict,
+    explain_log_retention,
+)
 from service.storage.log import PartitionLog
 from service.storage.log_files import LOG_SUFFIX, base_offset_from_name
 from service.storage.topic_partition import TopicPartition
@@ -32,20 +37,26 @@ def explain_partition(
     cleaner_enabled: bool,
     cleaner_checkpoints: Mapping[TopicPartition, int],
     engine_choice: EngineChoice | None = None,
+    is_moving: bool = False,
 ) -> JsonDoc:
-    """``engine_choice``: the broker's engine settings (default: ``auto`` at the default threshold)."""
+    """``engine_choice``: the broker's engine settings (default: ``auto`` at the default threshold);
+    ``is_moving``: the partition has a future replica in another dir (never cleaned meanwhile)."""
     config = log.config
     with log.lock:
         segments = log.segments
-        verdicts = explain_log_retention(
-            log, segments, now_ms=now_ms, retention_applies=cleaner_enabled or not config.is_compacted
-        )
+        held = None
+        if config.is_compacted and not cleaner_enabled:
+            held = CLEANER_DISABLED_HOLD
+        elif is_moving and cleaner_enabled:
+            held = FUTURE_REPLICA_HOLD
+        verdicts = explain_log_retention(log, segments, now_ms=now_ms, held=held)
         cleaner = _cleaner_view(
             log,
             now_ms,
             cleaner_enabled,
             cleaner_checkpoints.get(log.topic_partition),
             engine_choice or EngineChoice(),
+            is_moving,
         )
     tp = log.topic_partition
     return {
@@ -57,6 +68,7 @@ def explain_partition(
         "log_start_offset": log.log_start_offset,
         "log_end_offset": log.log_end_offset,
         "high_watermark": log.high_watermark,
+        "high_watermark_source": str(log.high_watermark_source),
         "last_stable_offset": log.last_stable_offset,
         "size_bytes": sum(s.size_bytes for s in segments),
         "cleanup_policy": ",".join(sorted(config.cleanup_policy)),
@@ -84,16 +96,25 @@ def _segment_doc(verdict: SegmentVerdict) -> JsonDoc:
 
 
 def _cleaner_view(
-    log: PartitionLog, now_ms: int, cleaner_enabled: bool, checkpoint: int | None, choice: EngineChoice
+    log: PartitionLog,
+    now_ms: int,
+    cleaner_enabled: bool,
+    checkpoint: int | None,
+    choice: EngineChoice,
+    is_moving: bool,
 ) -> JsonDoc:
     """``engine``: where a round would run now; it reads the clean prefix and the cleanable bytes."""
     candidate = log_to_clean(log, checkpoint, now_ms)
     engine, engine_reason = choice.choose(candidate.total_bytes)
     ratio = log.config.min_cleanable_dirty_ratio
-    if not log.config.is_compacted:
+    if log.config.configs_unknown:
+        would_clean, reason = False, CleanerReason.UNKNOWN_TOPIC_CONFIG
+    elif not log.config.is_compacted:
         would_clean, reason = False, CleanerReason.NOT_COMPACTED
     elif not cleaner_enabled:
         would_clean, reason = False, CleanerReason.CLEANER_DISABLED
+    elif is_moving:
+        would_clean, reason = False, CleanerReason.FUTURE_REPLICA
     else:
         would_clean, reason = candidate.verdict(ratio)
     return {

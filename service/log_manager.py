@@ -147,6 +147,9 @@ class LogManager:
         self._topic_admin_lock = threading.RLock()  # one topic creation or deletion at a time
         self._failed: dict[TopicPartition, FailedPartition] = {}  # left out at start-up
         self._strays: list[StrayReplica] = []  # found at start-up; never loaded, changed or deleted
+        # Partitions with a ``-future`` replica in some log dir (a move between log dirs under way): never
+        # cleaned until it is promoted, as Kafka's ReplicaManager pauses them (``abortAndPauseCleaning``).
+        self._future_replicas: frozenset[TopicPartition] = frozenset()
         self._delete_queue: list[tuple[Path, int]] = []  # (renamed dir, time enqueued)
         self._lock = threading.RLock()
         self.is_loaded = False
@@ -202,8 +205,43 @@ class LogManager:
             for prescan in started.values():
                 prescan.close()
         self.is_loaded = True
+        self._warn_of_unknown_topic_configs()
+        self._pause_cleaning_of_moving_partitions()
         if self.read_only is None and any(log.has_unflushed_leader_epochs for log in self._logs.values()):
             self.scheduler.schedule_once("leader-epoch-cache-flush", 0, self._flush_pending_leader_epochs)
+
+    def has_future_replica(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is being moved between log dirs (its ``-future`` replica was found at start-up)."""
+        return tp in self._future_replicas
+
+    def _pause_cleaning_of_moving_partitions(self) -> None:
+        """Kafka's ``ReplicaManager`` pauses the cleaning of a partition whose future replica exists until
+        that replica is promoted (``abortAndPauseCleaning``); the pause holds until a restart finds none.
+        Like any paused partition, the retention task passes it over too (Kafka's ``cleanupLogs``)."""
+        if self.cleaning is None:
+            return
+        for tp in sorted(self._future_replicas & self.logs.keys(), key=lambda t: (t.topic, t.partition)):
+            self.cleaning.abort_and_pause(tp)
+            logger.info(
+                "Cleaning of %s paused: its future replica (a move between log dirs) is in another dir; "
+                "the broker promotes it, and a restart after that resumes cleaning",
+                tp,
+            )
+
+    def topics_with_unknown_configs(self) -> list[str]:
+        """The topics held because their configs are unknown (``LogConfig.configs_unknown``), sorted."""
+        return sorted({tp.topic for tp, log in self.logs.items() if log.config.configs_unknown})
+
+    def _warn_of_unknown_topic_configs(self) -> None:
+        held = self.topics_with_unknown_configs()
+        if held:
+            logger.warning(
+                "%s on a broker's dir without its metadata log: retention and the cleaner leave them alone "
+                "(%s). Import them: kafka-configs.sh --describe --all --entity-type topics > FILE, then "
+                "logcleaner topic-config --import FILE; or set unknown.topic.configs=broker-defaults",
+                counted(len(held), "topic has unknown configs", "topics have unknown configs"),
+                ", ".join(held[:5]) + (", ..." if len(held) > 5 else ""),
+            )
 
     def _load_dirs(
         self, stop: threading.Event | None, prescans: dict[Path, LogDirPrescan], strays: list[StrayReplica]
@@ -221,6 +259,7 @@ class LogManager:
                     read_only=self.read_only,
                     prescan=prescans.get(state.path),
                     strays=[s.path for s in in_dir],
+                    led_alone=self.known_topics.led_alone if self.known_topics is not None else (),
                 )
             except OSError as exc:
                 self._mark_offline(state, exc)
@@ -248,6 +287,7 @@ class LogManager:
             except OSError:
                 continue
         strays = find_stray_replicas(replicas, self.known_topics)
+        self._future_replicas = frozenset(r.topic_partition for r in replicas if r.kind == "future")
         for state in self._dirs:
             state.unmanaged = unmanaged_partitions(state.path, replicas, strays)
         return strays

@@ -195,13 +195,18 @@ def build_log_manager(
     cleaning: CleaningControl | None = None,
 ) -> LogManager:
     """The LogManager with effective per-topic configs: logcleaner's override, else the metadata log's
-    (``metadata``, read at each call: a reload applies at once), else broker value, else default;
+    (``metadata``, read at each call: a reload applies at once), else broker value, else default (a topic
+    whose own configs the metadata says are unknown is held: ``MetadataSource.topic_configs_unknown``);
     ``read_only`` for an inspection's (``LogManager``). A loaded ``metadata`` is also the authority on
     stray replicas (Kafka's ``isStrayKraftReplica``), as of when this is called."""
 
     def config_for(topic: str) -> LogConfig:
         dynamic = metadata.dynamic_configs if metadata is not None else NO_DYNAMIC_CONFIGS
-        return effective_log_config(broker, store.get(topic), topic=topic, dynamic=dynamic)
+        overrides = store.get(topic)
+        unknown = metadata is not None and metadata.topic_configs_unknown(
+            topic, known_to_logcleaner=store.has(topic)
+        )
+        return effective_log_config(broker, overrides, topic=topic, dynamic=dynamic, configs_unknown=unknown)
 
     return LogManager(
         broker.log_dir_paths,

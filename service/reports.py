@@ -99,6 +99,7 @@ def explain_partitions(
             cleaner_enabled=cleaner_enabled,
             cleaner_checkpoints=checkpoints,
             engine_choice=engine_choice,
+            is_moving=manager.has_future_replica(log.topic_partition),
         )
         for log in logs
     ]

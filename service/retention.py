@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from service.storage.log import PartitionLog
 
 __all__ = [
+    "CLEANER_DISABLED_HOLD",
+    "FUTURE_REPLICA_HOLD",
+    "LogHold",
     "RetentionPlan",
     "RetentionReason",
     "SegmentVerdict",
@@ -48,6 +51,35 @@ class RetentionReason(enum.StrEnum):
     ABOVE_HIGH_WATERMARK = "above-high-watermark"
     POLICY_COMPACT_ONLY = "policy-compact-only"
     CLEANER_DISABLED = "cleaner-disabled"
+    UNKNOWN_TOPIC_CONFIG = "unknown-topic-config"  # held until the topic's configs are imported or set
+    FUTURE_REPLICA = "future-replica"  # a move between log dirs is under way: paused, as in Kafka
+
+
+UNKNOWN_CONFIGS_HELD = (
+    "the topic's configs are unknown (a broker's dir without its metadata log: they are in ZooKeeper or "
+    "the metadata log): held until `logcleaner topic-config --import` or an override sets them, or "
+    "unknown.topic.configs=broker-defaults"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LogHold:
+    """Why retention does not run on a whole log, as ``explain`` says it of each segment."""
+
+    reason: RetentionReason
+    detail: str
+
+
+# Kafka runs no retention on a compacted log while its cleaner is disabled.
+CLEANER_DISABLED_HOLD = LogHold(
+    RetentionReason.CLEANER_DISABLED, "compacted log and log.cleaner.enable=false: no retention"
+)
+# Kafka pauses a partition whose future replica exists (abortAndPauseCleaning); cleanupLogs passes it over.
+FUTURE_REPLICA_HOLD = LogHold(
+    RetentionReason.FUTURE_REPLICA,
+    "a move between log dirs is under way (a -future replica): paused, as Kafka pauses it, until a restart "
+    "after the broker promoted it",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +162,8 @@ def plan_retention(
     kept up to date); without it the size step sums the segments. With nothing due a plan reads each
     step's first segment only: a few µs a log, whatever its segment count.
     """
+    if config.configs_unknown:
+        return _NOTHING_DUE  # its own retention is not known: left alone
     state = _LogState(segments, log_start_offset, log_end_offset, high_watermark)
     start = _count_start_offset_breach(state, 0)
     if not config.has_delete_policy:
@@ -187,7 +221,7 @@ def explain_log_retention(
     segments: Sequence[LogSegment],
     *,
     now_ms: int,
-    retention_applies: bool = True,
+    held: LogHold | None = None,
 ) -> list[SegmentVerdict]:
     """``explain_retention`` of ``log`` as it stands: its config and offsets; ``segments`` = ``log.segments``,
     read by the caller under ``log.lock``."""
@@ -198,7 +232,7 @@ def explain_log_retention(
         log_start_offset=log.log_start_offset,
         log_end_offset=log.log_end_offset,
         high_watermark=log.high_watermark,
-        retention_applies=retention_applies,
+        held=held,
     )
 
 
@@ -210,12 +244,12 @@ def explain_retention(
     log_start_offset: int,
     log_end_offset: int,
     high_watermark: int,
-    retention_applies: bool = True,
+    held: LogHold | None = None,
 ) -> list[SegmentVerdict]:
     """A verdict for every segment: the plan's deletions with their step, and why each other one stays.
 
-    ``retention_applies`` is False for compacted logs when the cleaner is disabled: Kafka then runs no
-    retention on them at all.
+    ``held``: why no retention runs on the log at all (``CLEANER_DISABLED_HOLD``, ``FUTURE_REPLICA_HOLD``):
+    every segment stays with that reason.
     """
     state = _LogState(segments, log_start_offset, log_end_offset, high_watermark)
     plan = plan_retention(
@@ -226,7 +260,7 @@ def explain_retention(
         log_end_offset=log_end_offset,
         high_watermark=high_watermark,
     )
-    deleted = plan.reasons() if retention_applies else []
+    deleted = plan.reasons() if held is None else []
     verdicts = []
     blocker: SegmentVerdict | None = None
     for index, segment in enumerate(segments):
@@ -236,7 +270,7 @@ def explain_retention(
             detail = _deleted_detail(deleted[index], state, index, config, now_ms, largest)
             verdicts.append(SegmentVerdict(*base, is_delete=True, reason=deleted[index], detail=detail))
             continue
-        verdict = _why_kept(state, index, config, now_ms, base, retention_applies)
+        verdict = _why_kept(state, index, config, now_ms, base, held)
         if verdict.reason is RetentionReason.TIME:  # expired, yet kept: an earlier segment holds it back
             held_by = f"segment {blocker.base_offset} ({blocker.reason})" if blocker else "an earlier segment"
             verdict = SegmentVerdict(
@@ -256,7 +290,7 @@ def _why_kept(
     config: LogConfig,
     now_ms: int,
     base: tuple[int, int, int, str],
-    retention_applies: bool,
+    held: LogHold | None,
 ) -> SegmentVerdict:
     """Why segment ``index`` stays; TIME means "would be deleted by time on its own" (for blocking)."""
     segment = state.segments[index]
@@ -266,10 +300,10 @@ def _why_kept(
     def keep(reason: RetentionReason, detail: str = "", future_by_ms: int | None = None) -> SegmentVerdict:
         return SegmentVerdict(*base, is_delete=False, reason=reason, detail=detail, future_by_ms=future_by_ms)
 
-    if not retention_applies:
-        return keep(
-            RetentionReason.CLEANER_DISABLED, "compacted log and log.cleaner.enable=false: no retention"
-        )
+    if config.configs_unknown:
+        return keep(RetentionReason.UNKNOWN_TOPIC_CONFIG, UNKNOWN_CONFIGS_HELD)
+    if held is not None:
+        return keep(held.reason, held.detail)
     if is_active and segment.size_bytes == 0:
         return keep(RetentionReason.ACTIVE_SEGMENT, "the empty active segment is never deleted")
     if state.high_watermark < state.upper(index):

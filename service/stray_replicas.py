@@ -60,11 +60,13 @@ class ReplicaDir:
 
 @dataclass(frozen=True, slots=True)
 class KnownTopics:
-    """What the broker's metadata knows: each topic's id, and (when known) the partitions of this broker."""
+    """What the broker's metadata knows: each topic's id, and (when known) the partitions of this broker and
+    those it leads with no other in-sync replica (``led_alone``: their high watermark is their log end)."""
 
     topic_ids: Mapping[str, str]
     assigned: Collection[TopicPartition] | None = None  # None: the assignment is not known
     removed: Mapping[str, str] = field(default_factory=dict)  # deleted topics (RemoveTopicRecord): their ids
+    led_alone: Collection[TopicPartition] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

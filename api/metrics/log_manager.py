@@ -1,6 +1,6 @@
 """The LogManager's figures at scrape time: offline log dirs (Kafka ``kafka.log:type=LogManager``), the
-segments retention has deleted since start-up, by reason, the partitions that failed to load, and the
-fetches that met corrupt data or passed missing offsets."""
+segments retention has deleted since start-up, by reason, the partitions that failed to load, the topics
+held for unknown configs, and the fetches that met corrupt data or passed missing offsets."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ _DELETE_REASONS = tuple(
 )
 
 
-_FetchFamilies = tuple[GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily]
+_FetchFamilies = tuple[GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily, GaugeMetricFamily]
 
 
 def _load_and_fetch_families() -> _FetchFamilies:
@@ -39,6 +39,11 @@ def _load_and_fetch_families() -> _FetchFamilies:
             "Fetches that stopped at corrupt data (corrupt-batch) or passed offsets missing from a log that "
             "is not compacted (missing-range)",
             labels=("kind",),
+        ),
+        GaugeMetricFamily(
+            "logcleaner_topics_with_unknown_configs",
+            "Topics whose configs are unknown (a broker's dir without its metadata log), left alone by "
+            "retention and the cleaner until imported (logcleaner topic-config --import) or set",
         ),
     )
 
@@ -79,9 +84,10 @@ class LogManagerCollector(Collector):
         deletions = manager.retention_deletions
         for reason in sorted(set(_DELETE_REASONS) | deletions.keys()):
             deleted.add_metric([reason], deletions[reason])
-        failed, strays, fetch_faults = more = _load_and_fetch_families()
+        failed, strays, fetch_faults, unknown_configs = more = _load_and_fetch_families()
         failed.add_metric([], len(manager.failed_partitions))
         strays.add_metric([], len(manager.stray_replicas))
+        unknown_configs.add_metric([], len(manager.topics_with_unknown_configs()))
         faults = manager.fetch_faults
         for kind in sorted({FETCH_CORRUPT_BATCH, FETCH_MISSING_RANGE} | faults.keys()):
             fetch_faults.add_metric([kind], faults[kind])

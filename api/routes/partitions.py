@@ -63,6 +63,7 @@ def get_partition(context: Context, topic: TopicPath, partition: PartitionId) ->
             "log_start_offset": log.log_start_offset,
             "log_end_offset": log.log_end_offset,
             "high_watermark": log.high_watermark,
+            "high_watermark_source": str(log.high_watermark_source),
             "recovery_point": log.recovery_point,
             "size_bytes": log.size_bytes,
             "cleanup_policy": ",".join(sorted(log.config.cleanup_policy)),

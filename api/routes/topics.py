@@ -42,7 +42,9 @@ _CONTRACT_V1_SOURCES: dict[ConfigSource, str] = {
     "metadata": "topic",
     "broker-dynamic": "broker",
     "broker": "broker",
+    "internal-topic-default": "default",
     "default": "default",
+    "unknown": "unknown",
 }
 
 
@@ -193,8 +195,15 @@ def _require_topic(service: LogService, topic: str) -> list[int]:
 
 
 def _entries(service: LogService, topic: str) -> dict[str, ConfigEntry]:
+    overrides = service.topic_store.get(topic)
     return describe_topic_config(
-        service.broker, service.topic_store.get(topic), topic=topic, dynamic=service.metadata.dynamic_configs
+        service.broker,
+        overrides,
+        topic=topic,
+        dynamic=service.metadata.dynamic_configs,
+        configs_unknown=service.metadata.topic_configs_unknown(
+            topic, known_to_logcleaner=service.topic_store.has(topic)
+        ),
     )
 
 

@@ -97,6 +97,7 @@ class BrokerConfig:
     transaction_state_log_segment_bytes: int
     metadata_log_dir: str | None
     metadata_log_ignore: bool
+    unknown_topic_configs: str
     api_host: str
     api_port: int
     api_auth_token_file: str | None
@@ -185,6 +186,7 @@ class BrokerConfig:
             transaction_state_log_segment_bytes=values.integer("transaction.state.log.segment.bytes"),
             metadata_log_dir=values.optional_text("metadata.log.dir"),
             metadata_log_ignore=values.flag("metadata.log.ignore"),
+            unknown_topic_configs=values.text("unknown.topic.configs"),
             api_host=values.text("api.host"),
             api_port=values.integer("api.port"),
             api_auth_token_file=values.optional_text("api.auth.token.file"),

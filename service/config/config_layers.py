@@ -37,6 +37,7 @@ from service.config.definitions import (
 
 __all__ = [
     "CONSUMER_OFFSETS_TOPIC",
+    "INTERNAL_TOPICS",
     "NO_DYNAMIC_CONFIGS",
     "TRANSACTION_STATE_TOPIC",
     "DynamicConfigs",
@@ -48,6 +49,7 @@ logger = logging.getLogger(__name__)
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})  # Kafka creates them itself
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _MS_PER_UNIT = {"ms": 1, "minutes": 60_000, "hours": 3_600_000}
 

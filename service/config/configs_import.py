@@ -67,6 +67,7 @@ def parse_topic_configs_description(text: str, *, source: str) -> ImportedConfig
             if not is_valid_topic_name(name):
                 raise InvalidInputError(f"{where}: {name!r} is not a valid topic name")
             topic = name
+            result.topics.setdefault(topic, {})  # described: its configs are known, overrides or none
             continue
         entry = _ENTRY.match(line)
         if entry is None or topic is None:

@@ -57,7 +57,9 @@ ConfigValue = int | float | bool | str | tuple[str, ...]
 """A parsed value: INT/LONG → int, DOUBLE → float, BOOLEAN → bool, STRING → str, LIST → tuple."""
 RawValue = str | int | float | bool
 """A value as it arrives: a string from a properties file, a string or a number from the API."""
-ConfigSource = Literal["default", "broker", "broker-dynamic", "metadata", "override"]
+ConfigSource = Literal[
+    "default", "broker", "broker-dynamic", "internal-topic-default", "metadata", "override", "unknown"
+]
 """Where an effective topic config value came from (``config_layers``: the order, highest last here)."""
 
 
@@ -243,6 +245,10 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "the first of log.dirs); read, never written"),
     ConfigDef("metadata.log.ignore", _B, False, "Do not read the KRaft metadata log: every topic falls under "
               "logcleaner's overrides and the broker config (ours)"),
+    ConfigDef("unknown.topic.configs", _S, "hold", "On a broker's dir whose metadata log is not found (a "
+              "ZooKeeper-era copy), topics without an override: hold (retention and the cleaner leave them "
+              "alone until their configs are imported or set) or broker-defaults (ours)",
+              ValidString(("hold", "broker-defaults"))),
     ConfigDef("spark.master", _S, "local[*]", "Spark master URL; other spark.* keys pass to Spark as is"),
 )
 # fmt: on

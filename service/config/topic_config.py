@@ -82,10 +82,13 @@ def effective_log_config(
     *,
     topic: str | None = None,
     dynamic: DynamicConfigs = NO_DYNAMIC_CONFIGS,
+    configs_unknown: bool = False,
 ) -> LogConfig:
     """The ``LogConfig`` one topic's partitions obey: ``overrides`` over the metadata log's configs
-    (``dynamic``, for ``topic``) over ``broker`` over the defaults; ``config_sources`` says which won."""
-    v = _Effective(broker, overrides, topic, dynamic)
+    (``dynamic``, for ``topic``) over ``broker`` over the defaults; ``config_sources`` says which won.
+    ``configs_unknown``: the topic's own configs are not known (``is_unknown_topic_config``): what falls to
+    the broker's values is marked ``unknown``, and the log is held (``LogConfig.configs_unknown``)."""
+    v = _Effective(broker, overrides, topic, dynamic, configs_unknown)
     return LogConfig(
         segment_bytes=v.integer("segment.bytes"),
         segment_ms=v.integer("segment.ms"),
@@ -108,6 +111,7 @@ def effective_log_config(
         flush_ms=v.integer("flush.ms"),
         preallocate=v.value("preallocate") is True,
         config_sources=tuple((name, v.source(name)) for name in TOPIC_CONFIG_NAMES),
+        configs_unknown=configs_unknown,
     )
 
 
@@ -117,9 +121,10 @@ def describe_topic_config(
     *,
     topic: str | None = None,
     dynamic: DynamicConfigs = NO_DYNAMIC_CONFIGS,
+    configs_unknown: bool = False,
 ) -> dict[str, ConfigEntry]:
     """Every topic config with its effective value and where it came from, sorted by name."""
-    v = _Effective(broker, overrides, topic, dynamic)
+    v = _Effective(broker, overrides, topic, dynamic, configs_unknown)
     entries: dict[str, ConfigEntry] = {}
     for name in TOPIC_CONFIG_NAMES:
         value = v.value(name)
@@ -144,10 +149,16 @@ class _Effective:
     """The effective values of one topic, parsed lazily; typed getters narrow for ``LogConfig``."""
 
     def __init__(
-        self, broker: BrokerConfig, overrides: Mapping[str, str], topic: str | None, dynamic: DynamicConfigs
+        self,
+        broker: BrokerConfig,
+        overrides: Mapping[str, str],
+        topic: str | None,
+        dynamic: DynamicConfigs,
+        configs_unknown: bool = False,
     ) -> None:
         self._broker = broker
         self._dynamic = dynamic
+        self._configs_unknown = configs_unknown
         self._resolved: dict[str, tuple[ConfigValue, ConfigSource]] = {}
         for name in overrides:
             topic_config_def(name)  # an unknown name is an error here too, not silently ignored
@@ -155,7 +166,7 @@ class _Effective:
         self._topic_layers: tuple[tuple[Mapping[str, str], ConfigSource], ...] = (
             (overrides, "override"),
             (dynamic.for_topic(topic) if topic is not None else {}, "metadata"),
-            (internal_topic_defaults(topic, broker) if topic is not None else {}, "default"),
+            (internal_topic_defaults(topic, broker) if topic is not None else {}, "internal-topic-default"),
         )
 
     def resolved(self, name: str) -> tuple[ConfigValue, ConfigSource]:
@@ -171,7 +182,8 @@ class _Effective:
         for layer, source in self._topic_layers:
             if name in layer:
                 return parse_value(defn, layer[name], topic=True), source
-        return resolve_broker_value(self._broker, defn.name, self._dynamic)
+        value, source = resolve_broker_value(self._broker, defn.name, self._dynamic)
+        return value, "unknown" if self._configs_unknown else source
 
     def value(self, name: str) -> ConfigValue:
         return self.resolved(name)[0]

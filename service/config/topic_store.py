@@ -148,6 +148,13 @@ class TopicConfigStore:
             self._ensure_loaded()
             return dict(self._topics.get(topic, {}))
 
+    def has(self, topic: str) -> bool:
+        """Whether logcleaner knows ``topic``'s configs: it has overrides, or an import described it (a
+        topic that sets none keeps an empty entry)."""
+        with self._lock:
+            self._ensure_loaded()
+            return topic in self._topics
+
     def all(self) -> dict[str, dict[str, str]]:
         """Every topic with overrides and its overrides."""
         with self._lock:
@@ -179,7 +186,8 @@ class TopicConfigStore:
                 overrides.pop(name, None)
             if overrides == self._topics.get(topic, {}):
                 return overrides  # nothing changes: no new version, no write
-            topics = {**self._topics, topic: overrides} if overrides else _without(self._topics, topic)
+            known = overrides or topic in self._topics  # an imported topic stays known without overrides
+            topics = {**self._topics, topic: overrides} if known else _without(self._topics, topic)
             self._commit(topics)
             return dict(overrides)
 
@@ -197,7 +205,7 @@ class TopicConfigStore:
             for topic, configs in normalized.items():
                 topics[topic] = {**topics.get(topic, {}), **configs}
             if topics != self._topics:
-                self._commit({name: overrides for name, overrides in topics.items() if overrides})
+                self._commit(topics)  # a topic described with no override of its own is kept, empty
 
     def remove_topic(self, topic: str) -> None:
         """Forget ``topic``'s overrides (its deletion); a topic without overrides writes nothing."""

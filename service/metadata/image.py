@@ -3,8 +3,9 @@
 :class:`MetadataImageBuilder` replays metadata records in offset order as a broker's ``MetadataDelta``
 does, keeping what logcleaner needs:
 
-- ``TopicRecord`` adds a topic (name, id); ``PartitionRecord`` a partition and its replicas;
-  ``PartitionChangeRecord`` changes the replicas when its ``replicas`` is not null;
+- ``TopicRecord`` adds a topic (name, id); ``PartitionRecord`` a partition, its replicas, leader and ISR;
+  ``PartitionChangeRecord`` changes the replicas when its ``replicas`` is not null, the ISR when its
+  ``isr`` is not null, the leader when its ``leader`` is not -2 (Kafka's ``NO_LEADER_CHANGE``);
 - ``RemoveTopicRecord`` removes the topic, its partitions and its configs (the name is remembered in
   ``removed_topics`` until a topic of that name is created again);
 - ``ConfigRecord`` of resource type TOPIC (2) sets or (null value) removes a topic config; of type
@@ -35,6 +36,7 @@ __all__ = [
     "TOPIC_RESOURCE",
     "MetadataImage",
     "MetadataImageBuilder",
+    "PartitionLeadership",
     "TopicImage",
     "read_image",
 ]
@@ -42,15 +44,31 @@ __all__ = [
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
 _BEGIN_TRANSACTION, _END_TRANSACTION, _ABORT_TRANSACTION = 23, 24, 25
+_NO_LEADER_CHANGE = -2  # PartitionChangeRecord's default ``leader``: the leader stays
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLeadership:
+    """A partition's leader (-1: none) and in-sync replicas, as the last record about it left them."""
+
+    leader: int
+    isr: tuple[int, ...]
+
+    def is_led_alone_by(self, node_id: int) -> bool:
+        """Whether ``node_id`` leads with no other in-sync replica: its log end is then the high watermark
+        (Kafka ``Partition.makeLeader`` -> ``maybeIncrementLeaderHW``)."""
+        return self.leader == node_id and self.isr == (node_id,)
 
 
 @dataclass(frozen=True, slots=True)
 class TopicImage:
-    """A topic as the metadata has it: its id (Kafka's base64 form) and each partition's replicas."""
+    """A topic as the metadata has it: its id (Kafka's base64 form), each partition's replicas and each
+    partition's leader and ISR."""
 
     name: str
     topic_id: str
     partitions: Mapping[int, tuple[int, ...]]
+    leadership: Mapping[int, PartitionLeadership] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +94,7 @@ class MetadataImageBuilder:
         """``end_offset``: where the log stands before the first entry (a snapshot's end offset)."""
         self._topics: dict[str, tuple[str, dict[int, tuple[int, ...]]]] = {}  # name → (id, partitions)
         self._names_by_id: dict[str, str] = {}
+        self._leadership: dict[str, dict[int, PartitionLeadership]] = {}  # name → partition → leadership
         self._removed: dict[str, str] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
@@ -102,7 +121,7 @@ class MetadataImageBuilder:
     def build(self) -> MetadataImage:
         return MetadataImage(
             {
-                name: TopicImage(name, topic_id, dict(partitions))
+                name: TopicImage(name, topic_id, dict(partitions), dict(self._leadership.get(name, {})))
                 for name, (topic_id, partitions) in sorted(self._topics.items())
             },
             dict(self._removed),
@@ -121,24 +140,44 @@ class MetadataImageBuilder:
             if name in self._topics:  # a new incarnation: records naming the old id no longer reach it
                 self._names_by_id.pop(self._topics[name][0], None)
             self._topics[name] = (topic_id, {})
+            self._leadership[name] = {}
             self._names_by_id[topic_id] = name
             self._removed.pop(name, None)
         elif key == PARTITION_RECORD_KEY:
-            self._partitions_of(entry, fields)[_int(fields["partition_id"])] = _replicas(fields["replicas"])
+            partition = _int(fields["partition_id"])
+            self._partitions_of(entry, fields)[partition] = _replicas(fields["replicas"])
+            self._leadership_of(fields)[partition] = PartitionLeadership(
+                _int(fields["leader"]), _replicas(fields["isr"])
+            )
         elif key == PARTITION_CHANGE_RECORD_KEY:
-            partitions = self._partitions_of(entry, fields)
-            if fields["replicas"] is not None:
-                partitions[_int(fields["partition_id"])] = _replicas(fields["replicas"])
+            self._apply_partition_change(entry, fields)
         elif key == REMOVE_TOPIC_RECORD_KEY:
             self._remove_topic(entry, str(fields["topic_id"]))
         elif key == CONFIG_RECORD_KEY:
             self._apply_config(fields)
 
+    def _apply_partition_change(self, entry: MetadataEntry, fields: Mapping[str, object]) -> None:
+        partition = _int(fields["partition_id"])
+        partitions = self._partitions_of(entry, fields)
+        if fields["replicas"] is not None:
+            partitions[partition] = _replicas(fields["replicas"])
+        leadership = self._leadership_of(fields)
+        before = leadership.get(partition, PartitionLeadership(-1, ()))
+        leader = _int(fields["leader"])
+        leadership[partition] = PartitionLeadership(
+            before.leader if leader == _NO_LEADER_CHANGE else leader,
+            before.isr if fields["isr"] is None else _replicas(fields["isr"]),
+        )
+
+    def _leadership_of(self, fields: Mapping[str, object]) -> dict[int, PartitionLeadership]:
+        """The leadership map of the topic ``fields`` names (``_partitions_of`` checked it exists)."""
+        return self._leadership[self._names_by_id[str(fields["topic_id"])]]
+
     def _remove_topic(self, entry: MetadataEntry, topic_id: str) -> None:
         name = self._names_by_id.get(topic_id)
         if name is None:
             raise _unknown_topic(entry, topic_id)
-        del self._names_by_id[topic_id], self._topics[name]
+        del self._names_by_id[topic_id], self._topics[name], self._leadership[name]
         self._topic_configs.pop(name, None)  # a broker's MetadataDelta drops the topic's configs with it
         self._removed[name] = topic_id
 

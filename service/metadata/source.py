@@ -20,44 +20,35 @@ import threading
 from pathlib import Path
 
 from service.config.broker_config import BrokerConfig
-from service.config.config_layers import NO_DYNAMIC_CONFIGS, DynamicConfigs
-from service.config.properties import read_properties
-from service.errors import CorruptDataError
+from service.config.config_layers import INTERNAL_TOPICS, NO_DYNAMIC_CONFIGS, DynamicConfigs
 from service.metadata.image import MetadataImage, read_image
 from service.metadata.log_reader import METADATA_PARTITION_DIR, find_metadata_log
+from service.metadata.meta_properties import META_PROPERTIES_FILE, read_node_id
 from service.storage.topic_partition import TopicPartition
 from service.stray_replicas import KnownTopics
 
-__all__ = ["META_PROPERTIES_FILE", "MetadataSource", "read_node_id"]
+__all__ = ["MetadataSource"]
 
 logger = logging.getLogger(__name__)
 
-META_PROPERTIES_FILE = "meta.properties"
 _Stamp = tuple[tuple[str, int, int], ...]
 
 
-def read_node_id(metadata_log_dir: Path) -> int | None:
-    """``node.id`` (KRaft) or ``broker.id`` (ZooKeeper era) of the dir's ``meta.properties``; None if none."""
-    path = metadata_log_dir / META_PROPERTIES_FILE
-    if not path.is_file():
-        return None
-    props = read_properties(path)
-    raw = props.get("node.id", props.get("broker.id"))
-    if raw is None:
-        return None
-    try:
-        return int(raw.strip())
-    except ValueError as exc:
-        raise CorruptDataError(f"node.id {raw!r} is not an integer", path=str(path)) from exc
-
-
 class MetadataSource:
-    """The owner of the current image. ``_lock`` guards ``_image``, ``_node_id``, ``_dynamic`` and
-    ``_stamp``; readers get immutable values, so a reload never shows them half-applied."""
+    """The owner of the current image. ``_lock`` guards ``_image``, ``_node_id``, ``_dynamic``, ``_stamp``
+    and ``_configs_unknown``; readers get immutable values, so a reload never shows them half-applied.
+
+    On a broker's dir (its ``meta.properties`` names a ``node.id``/``broker.id``) whose metadata log is not
+    found, a ZooKeeper-era broker's copy or a KRaft one whose ``metadata.log.dir`` was not given, the topics'
+    own configs are unknown: they live elsewhere. With ``unknown.topic.configs=hold`` (the default) such a
+    topic is held (``topic_configs_unknown``) until logcleaner has an override for it. A dir logcleaner made
+    (no ``meta.properties``) and ``metadata.log.ignore=true`` keep the broker config's values."""
 
     def __init__(self, broker: BrokerConfig) -> None:
         self._dir = Path(broker.metadata_log_path)
         self._ignored = broker.metadata_log_ignore
+        self._holds_unknown_configs = broker.unknown_topic_configs == "hold"
+        self._configs_unknown = False  # a broker's dir whose metadata log is not found, and "hold"
         self._lock = threading.Lock()
         self._image: MetadataImage | None = None
         self._node_id: int | None = None
@@ -84,14 +75,24 @@ class MetadataSource:
         with self._lock:
             return self._dynamic
 
+    def topic_configs_unknown(self, topic: str, *, known_to_logcleaner: bool) -> bool:
+        """Whether ``topic``'s configs are unknown: on such a dir (class docstring), a topic that neither
+        logcleaner's topic store (``known_to_logcleaner``: overrides, or described by an import) nor Kafka's
+        internal-topic defaults cover."""
+        with self._lock:
+            unknown = self._configs_unknown
+        return unknown and not known_to_logcleaner and topic not in INTERNAL_TOPICS
+
     def known_topics(self) -> KnownTopics | None:
         """What the metadata knows for Kafka's ``isStrayKraftReplica``: each topic's id, the partitions
-        assigned to this node (None without a node id) and the deleted topics; None without metadata."""
+        assigned to this node (None without a node id) and the deleted topics, and the partitions this node
+        leads alone (their high watermark at load); None without metadata."""
         with self._lock:
             image, node_id = self._image, self._node_id
         if image is None:
             return None
         assigned = None
+        led_alone: frozenset[TopicPartition] = frozenset()
         if node_id is not None:
             assigned = frozenset(
                 TopicPartition(name, partition)
@@ -99,8 +100,14 @@ class MetadataSource:
                 for partition, replicas in topic.partitions.items()
                 if node_id in replicas
             )
+            led_alone = frozenset(
+                TopicPartition(name, partition)
+                for name, topic in image.topics.items()
+                for partition, leadership in topic.leadership.items()
+                if leadership.is_led_alone_by(node_id)
+            )
         topic_ids = {name: topic.topic_id for name, topic in image.topics.items()}
-        return KnownTopics(topic_ids, assigned, dict(image.removed_topics))
+        return KnownTopics(topic_ids, assigned, dict(image.removed_topics), led_alone)
 
     def load(self) -> None:
         """(Re)read the metadata log; ``CorruptDataError`` (file, position) if it cannot be read."""
@@ -109,6 +116,7 @@ class MetadataSource:
         stamp = self._stamps()
         node_id = read_node_id(self._dir)
         files = find_metadata_log(self._dir)
+        configs_unknown = self._holds_unknown_configs and node_id is not None and files is None
         image: MetadataImage | None = None
         if files is not None:
             image = read_image(files)
@@ -120,6 +128,7 @@ class MetadataSource:
         dynamic = image.dynamic_configs(node_id) if image is not None else NO_DYNAMIC_CONFIGS
         with self._lock:
             self._image, self._node_id, self._dynamic, self._stamp = image, node_id, dynamic, stamp
+            self._configs_unknown = configs_unknown
         if image is not None:
             logger.info(
                 "Read the metadata log %s up to offset %d: %d topics, %d with configs",

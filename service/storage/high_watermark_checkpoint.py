@@ -1,12 +1,11 @@
 """A log dir's ``replication-offset-checkpoint``: each partition's high watermark, as a broker's
 ``ReplicaManager.checkpointHighWatermarks`` writes it (the offset checkpoint format of ``checkpoints``).
 
-Reading follows Kafka's start-up (``Partition.createLog``): a partition the file lists starts at that high
-watermark, one it does not list at 0, and the log then holds either within its log start and end offsets.
-A dir without the file was never a broker's (a broker creates it, empty, for every log dir it opens): its
-logs start at their log end offset, as logs that logcleaner alone appends to. A malformed file stops the
-load with an error naming the file and line, before anything in the dir is written: guessing could let
-retention or the cleaner act on records the broker never acknowledged.
+Reading follows Kafka's start-up (``Partition.createLog``, then ``makeLeader``): a partition this node leads
+alone starts at its log end (the caller says which: ``leads_alone``); any other starts at the high watermark
+the file lists for it, or at 0 if it lists none (the log then holds either within its log start and end
+offsets). A malformed file stops the load with an error naming the file and line, before anything in the
+dir is written: guessing could let retention or the cleaner act on records the broker never acknowledged.
 
 Writing keeps the entries of partitions logcleaner does not manage in that dir (a ``-future`` or
 ``-stray`` replica's, a partition that failed to load, an old entry of a partition now in another dir)
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from service.errors import CorruptDataError, InvalidInputError
 from service.storage.checkpoints import OffsetCheckpointFile, decode_checkpoint
+from service.storage.high_watermark_source import HighWatermarkSource
 from service.storage.log import PartitionLog
 from service.storage.log_files import REPLICATION_OFFSET_CHECKPOINT
 from service.storage.topic_partition import TopicPartition
@@ -33,16 +33,21 @@ _NOT_LISTED = 0  # Kafka's start for a partition the file does not list (then ra
 
 @dataclass(frozen=True, slots=True)
 class HighWatermarks:
-    """The high watermarks one log dir's file holds; ``exists``: whether the dir has the file at all."""
+    """The high watermarks one log dir's file holds (none without the file)."""
 
-    exists: bool
     entries: Mapping[TopicPartition, int] = field(default_factory=dict)
 
-    def for_partition(self, tp: TopicPartition) -> int | None:
-        """The high watermark ``tp`` starts at (before the log bounds it); None: its log end offset."""
-        if not self.exists:
-            return None
-        return self.entries.get(tp, _NOT_LISTED)
+    def for_partition(
+        self, tp: TopicPartition, *, leads_alone: bool
+    ) -> tuple[int | None, HighWatermarkSource]:
+        """The high watermark ``tp`` starts at (before the log bounds it; None: its log end offset), and
+        where it came from."""
+        if leads_alone:
+            return None, HighWatermarkSource.LEADER_LOG_END
+        listed = self.entries.get(tp)
+        if listed is None:
+            return _NOT_LISTED, HighWatermarkSource.NO_CHECKPOINT
+        return listed, HighWatermarkSource.CHECKPOINT
 
     def not_managed(self, managed: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The entries of partitions outside ``managed``, to be written back unchanged."""
@@ -57,7 +62,7 @@ def read_high_watermarks(log_dir: Path) -> HighWatermarks:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return HighWatermarks(exists=False)
+        return HighWatermarks()
     try:
         entries = decode_checkpoint(data, path=str(path))
     except CorruptDataError as exc:
@@ -65,7 +70,7 @@ def read_high_watermarks(log_dir: Path) -> HighWatermarks:
             f"{exc}; the high watermarks cannot be read, so nothing in {log_dir} is retained or cleaned: "
             "repair that line (a partition the file does not list starts at its log start offset)"
         ) from exc
-    return HighWatermarks(exists=True, entries=entries)
+    return HighWatermarks(entries)
 
 
 def write_high_watermark_checkpoint(

@@ -29,6 +29,7 @@ from service.audit import audit_log, log_ident
 from service.clock import Clock
 from service.errors import CorruptDataError, InvalidInputError, UnsupportedFormatError, WouldWriteError
 from service.storage.atomic import fsync_dir
+from service.storage.high_watermark_source import HighWatermarkSource
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.log_files import (
@@ -79,6 +80,7 @@ def load_partition_log(
     topic_partition: TopicPartition | None = None,
     scan: PartitionScan | None = None,
     high_watermark: int | None = None,
+    high_watermark_source: HighWatermarkSource = HighWatermarkSource.LEADER_LOG_END,
 ) -> LoadResult:
     """Load one partition dir (steps in the module docstring); ``read_only``: write nothing, or raise
     ``WouldWriteError``.
@@ -90,7 +92,7 @@ def load_partition_log(
     is the dir name's, if the caller parsed it already. ``scan`` is the dir as a prescan found it, under the
     log dir's lock (``service.storage.prescan``): after a clean shutdown its listing, sizes and the active
     segment's bytes stand in for those calls; on any other path it is not used. ``high_watermark``: the
-    broker's checkpointed one (``high_watermark_checkpoint``); None: the log end offset.
+    broker's checkpointed one (``high_watermark_checkpoint``); None: the log end offset; and its source.
     """
     if topic_partition is None:
         parsed = parse_partition_dir_name(directory.name)
@@ -141,6 +143,7 @@ def load_partition_log(
         clean_shutdown=clean_shutdown,
         read_only=read_only,
         high_watermark=high_watermark,
+        high_watermark_source=high_watermark_source,
     )
     return LoadResult(log, tally.recovered, tally.truncated)
 
@@ -290,6 +293,7 @@ def _open_log(
     clean_shutdown: bool,
     read_only: bool,
     high_watermark: int | None,
+    high_watermark_source: HighWatermarkSource,
 ) -> PartitionLog:
     """The log over the loaded segments, with the broker files beside them (producer state, leader epochs,
     topic id: ``load_partition_files``)."""
@@ -318,6 +322,7 @@ def _open_log(
         topic_id=files.topic_id,
         deferred=files.deferred,
         high_watermark=high_watermark,
+        high_watermark_source=high_watermark_source,
     )
 
 

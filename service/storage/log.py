@@ -1,10 +1,11 @@
 """One partition's log (Kafka ``UnifiedLog`` + ``LocalLog``): segments, offsets, append, read, roll, flush.
 
-The high watermark is the broker's (``replication-offset-checkpoint``) when the loader found one for the log,
-else the log end offset; it is held within [log start offset, log end offset] as Kafka's
-``UnifiedLog.updateHighWatermark`` holds it, and an append by logcleaner moves it to the new log end offset
-(logcleaner is then the only replica). ``_lock`` guards the segment list, the offsets and the producer
-transaction state; appends, rolls, reads of the segment list and offset changes take it.
+The high watermark at load is the log end offset where this node leads the partition alone, else the
+broker's (``replication-offset-checkpoint``; ``high_watermark_source`` says which); it is held within
+[log start offset, log end offset] as Kafka's ``UnifiedLog.updateHighWatermark`` holds it, and an append by
+logcleaner moves it to the new log end offset (logcleaner is then the only replica). ``_lock`` guards the
+segment list, the offsets and the producer transaction state; appends, rolls, reads of the segment list and
+offset changes take it.
 
 A closed log (its topic deleted, or shutdown) refuses every read and write with ``LogClosedError``; a log
 whose dir went offline with ``LogDirOfflineError``. Both are checked under ``_lock``, and a reader takes the
@@ -36,6 +37,7 @@ from service.errors import (
 from service.storage.atomic import fsync_dir
 from service.storage.atomic_batch import AtomicBatch
 from service.storage.compression import CompressionType
+from service.storage.high_watermark_source import HighWatermarkSource
 from service.storage.leader_epoch_cache import LeaderEpochCache
 from service.storage.log_config import LogConfig
 from service.storage.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
@@ -107,11 +109,12 @@ class PartitionLog:
         topic_id: str | None = None,
         deferred: DeferredFiles = NOTHING_DEFERRED,
         high_watermark: int | None = None,
+        high_watermark_source: HighWatermarkSource = HighWatermarkSource.LEADER_LOG_END,
     ) -> None:
         """``deferred`` names the files a clean load left unread: each is read at its first use (under
         ``_lock`` for the producer state and the leader epochs; see ``partition_files``).
         ``high_watermark``: the broker's checkpointed one (held within the log's offsets); None: the log
-        end offset."""
+        end offset; ``high_watermark_source``: where it came from."""
         if not segments:
             raise ValueError("a log always has at least one segment")
         self.directory = directory
@@ -130,6 +133,7 @@ class PartitionLog:
         self._high_watermark = self._bounded_high_watermark(
             log_end_offset if high_watermark is None else high_watermark
         )
+        self.high_watermark_source = high_watermark_source
         self._snapshot = LogSnapshot((), 0, 0, 0, 0)
         self._publish()
         self._txns: ProducerStateManager | None = None
@@ -371,6 +375,7 @@ class PartitionLog:
                     segment.append_aborted_txn(aborted)
             self._log_end_offset = last.next_offset
             self._high_watermark = self._log_end_offset  # the only replica: acknowledged once appended
+            self.high_watermark_source = HighWatermarkSource.LEADER_LOG_END
             self.leader_epochs.assign(epoch, validated[0].batch.base_offset)  # first append of the epoch
             if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
                 self.flush()
@@ -523,10 +528,12 @@ class PartitionLog:
         config = self.config
         if not config.has_delete_policy:
             policy = ",".join(sorted(config.cleanup_policy))
+            why = f"the configured policy (cleanup.policy={policy})"
+            if config.configs_unknown:
+                why = "the topic's unknown configs (import them with topic-config --import, or set them)"
             raise PolicyViolationError(
                 f"PolicyViolationException: records of partition {self.topic_partition} cannot be "
-                f"deleted due to the configured policy (cleanup.policy={policy}); DeleteRecords needs "
-                "'delete' in the policy (compact,delete)",
+                f"deleted due to {why}; DeleteRecords needs 'delete' in the policy (compact,delete)",
                 topic=self.topic_partition.topic,
                 partition=self.topic_partition.partition,
                 policy=policy,

@@ -43,14 +43,18 @@ class LogConfig:
     """Each topic config name and where its value came from (``override``, ``metadata``, ``broker`` …):
     for the explain view; empty when the config was built directly. Not compared: the same values obey
     the same rules, wherever they came from."""
+    configs_unknown: bool = False
+    """The topic's own configs are not known (a ZooKeeper-era broker's copy: they are in ZooKeeper): the
+    values above are the broker's, but its policy is not taken as the topic's. Such a log is neither
+    compacted nor deleted by policy: retention and the cleaner leave it alone."""
 
     @property
     def is_compacted(self) -> bool:
-        return "compact" in self.cleanup_policy
+        return "compact" in self.cleanup_policy and not self.configs_unknown
 
     @property
     def has_delete_policy(self) -> bool:
-        return "delete" in self.cleanup_policy
+        return "delete" in self.cleanup_policy and not self.configs_unknown
 
     @property
     def max_segment_ms(self) -> int:

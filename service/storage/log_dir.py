@@ -39,6 +39,7 @@ from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.log_files import (
     LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES_FILE,
     METADATA_TOPIC,
     RECOVERY_POINT_CHECKPOINT,
     parse_partition_dir_name,
@@ -122,10 +123,15 @@ def load_log_dir(
     read_only: PartitionCopier | None = None,
     prescan: LogDirPrescan | None = None,
     strays: Collection[Path] = (),
+    led_alone: Collection[TopicPartition] = frozenset(),
 ) -> LoadedLogDir:
     """Load every partition of ``path`` but the ``strays`` (dirs left as they are); the clean-shutdown
     marker is honoured, then removed (kept, and nothing written, when ``read_only`` is given: see the
     module docstring).
+
+    High watermarks: a partition this node leads alone (``led_alone``, from the broker's metadata; every
+    partition of a dir no broker wrote ``meta.properties`` into, whose only replica is logcleaner) starts at
+    its log end, as Kafka's leader does; any other at the dir's ``replication-offset-checkpoint``.
 
     ``progress`` counts the logs found and loaded, for a start-up that reports how far it is. Once ``stop``
     is set, no further partition starts loading: ``LoadInterruptedError``. The caller holds the dir's lock
@@ -142,6 +148,7 @@ def load_log_dir(
             read_only=read_only,
             prescan=prescan,
             strays=strays,
+            led_alone=led_alone,
         )
     finally:
         if prescan is not None:
@@ -159,6 +166,7 @@ def _load_log_dir(
     read_only: PartitionCopier | None,
     prescan: LogDirPrescan | None,
     strays: Collection[Path],
+    led_alone: Collection[TopicPartition],
 ) -> LoadedLogDir:
     """``load_log_dir`` but for closing the prescan: the marker, the checkpoints, the partition dirs listed,
     then loaded (Kafka's ``LogManager.loadLogs``), and the timing logged."""
@@ -187,6 +195,8 @@ def _load_log_dir(
         recovery_points,
         start_offsets,
         high_watermarks,
+        not (path / META_PROPERTIES_FILE).is_file(),
+        frozenset(led_alone),
         progress,
         stop,
         read_only,
@@ -268,6 +278,8 @@ class _PartitionLoader:
     recovery_points: Mapping[TopicPartition, int]
     start_offsets: Mapping[TopicPartition, int]
     high_watermarks: HighWatermarks
+    is_own_dir: bool  # no broker's meta.properties: logcleaner made the dir, the only replica of its logs
+    led_alone: frozenset[TopicPartition]
     progress: LoadProgress | None
     stop: threading.Event | None
     read_only: PartitionCopier | None
@@ -283,6 +295,10 @@ class _PartitionLoader:
         clean_shutdown = self.clean and recovery_point is not None
         log_start_offset = self.start_offsets.get(tp, 0) if self.start_offsets else 0
         scan = self.prescan.take(directory.name) if self.prescan is not None else None
+        leads_alone = self.is_own_dir or tp in self.led_alone
+        high_watermark, high_watermark_source = self.high_watermarks.for_partition(
+            tp, leads_alone=leads_alone
+        )
 
         def load_from(source: Path, *, in_place: bool) -> LoadResult:
             return load_partition_log(
@@ -295,7 +311,8 @@ class _PartitionLoader:
                 read_only=in_place and self.read_only is not None,
                 topic_partition=tp,
                 scan=scan if in_place else None,
-                high_watermark=self.high_watermarks.for_partition(tp),
+                high_watermark=high_watermark,
+                high_watermark_source=high_watermark_source,
             )
 
         try:

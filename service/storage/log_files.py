@@ -66,6 +66,7 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # the high watermarks (ReplicaManager's)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES_FILE = "meta.properties"  # a broker writes it into every log dir it opens (MetaProperties)
 LOCK_FILE = ".lock"
 
 # KRaft's metadata log (``KafkaRaftServer.MetadataTopic``): its partition dir belongs to the broker's Raft

@@ -26,7 +26,8 @@ def explanation_lines(doc: Doc, now_ms: int) -> list[str]:
     source_of = sources if isinstance(sources, Mapping) else {}
     lines = [
         f"{doc['topic']}-{doc['partition']} ({doc['log_dir']}): offsets [{doc['log_start_offset']}, "
-        f"{doc['log_end_offset']}), high watermark {doc['high_watermark']}, {doc['size_bytes']} bytes, "
+        f"{doc['log_end_offset']}), high watermark {doc['high_watermark']} "
+        f"({doc['high_watermark_source']}), {doc['size_bytes']} bytes, "
         f"cleanup.policy={doc['cleanup_policy']}{_from(source_of, 'cleanup.policy')}, "
         f"retention.ms={retention_ms}{_in_words(retention_ms)}{_from(source_of, 'retention.ms')}, "
         f"retention.bytes={doc['retention_bytes']}{_from(source_of, 'retention.bytes')}"

@@ -23,8 +23,8 @@ from pathlib import Path
 from service.metadata.image import MetadataImage, read_image
 from service.metadata.log_reader import METADATA_PARTITION_DIR, MetadataLogFiles, find_metadata_log
 from service.metadata.log_writer import MetadataRecordSpec, encode_metadata_batch
+from service.metadata.meta_properties import META_PROPERTIES_FILE, read_node_id
 from service.metadata.records import CONFIG_RECORD_KEY, PARTITION_RECORD_KEY, TOPIC_RECORD_KEY
-from service.metadata.source import META_PROPERTIES_FILE, read_node_id
 from service.storage.atomic import write_atomically
 from service.storage.file_records import iter_file_batches
 from service.storage.log_files import partition_dir_name

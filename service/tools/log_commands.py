@@ -184,6 +184,8 @@ def _retention_pass(
             return deleted, f"before {log.topic_partition} ({done} of {counted(len(logs), 'partition')} done)"
         if log.config.is_compacted and not broker.log_cleaner_enable:
             continue
+        if manager.has_future_replica(log.topic_partition) and broker.log_cleaner_enable:
+            continue  # paused while it moves between log dirs, as the daemon's cleaner pauses it
         deleted.extend(manager.delete_old_segments(log, dry_run=dry_run))
     return deleted, None
 
@@ -346,7 +348,14 @@ def topic_config_command(
             changes[key.strip()] = value.strip()
         store.update(topic, changes, list(delete_keys))
     metadata = load_metadata(broker)
-    entries = describe_topic_config(broker, store.get(topic), topic=topic, dynamic=metadata.dynamic_configs)
+    topic_overrides = store.get(topic)
+    entries = describe_topic_config(
+        broker,
+        topic_overrides,
+        topic=topic,
+        dynamic=metadata.dynamic_configs,
+        configs_unknown=metadata.topic_configs_unknown(topic, known_to_logcleaner=store.has(topic)),
+    )
     if as_json:
         click.echo(json.dumps(topic_config_document(topic, entries), indent=2))
         return

@@ -28,7 +28,9 @@ PARTITION = "/v1/topics/t/partitions/0"
 
 def test_reads_deletes_and_produce_follow_the_brokers_high_watermark(tmp_path: Path) -> None:
     log_dir = make_broker_dir(tmp_path / "logs", "t")
-    with serve_daemon(log_dir) as served:
+    # A ZooKeeper-era copy: its topic configs are unknown unless the broker's are taken (DeleteRecords needs
+    # a known 'delete' policy).
+    with serve_daemon(log_dir, {"unknown.topic.configs": "broker-defaults"}) as served:
         client = served.client
         detail = client.get(PARTITION).json()
         assert (detail["high_watermark"], detail["log_end_offset"]) == (HIGH_WATERMARK, LOG_END)

@@ -3,7 +3,9 @@
 Partition ``<topic>-0`` holds ``SEGMENTS`` segments of ``PER_SEGMENT`` keyed records (keys ``k0``..``k9``
 cycling), ten days old, at base offsets 0, 150, 300, 450 and an empty active segment at 600. The dir's
 ``replication-offset-checkpoint`` says the broker had acknowledged up to ``HIGH_WATERMARK`` (160), and
-also lists a ``-future`` replica's partition that logcleaner does not manage, as Kafka writes it.
+also lists a ``-future`` replica's partition that logcleaner does not manage, as Kafka writes it. The dir's
+``meta.properties`` is a ZooKeeper-era broker's (``broker.id``, no metadata log): who leads is not known,
+so the checkpoint's high watermark holds.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def make_broker_dir(log_dir: Path, topic: str, *, high_watermark: int | None = H
     if high_watermark is not None:
         entries[TopicPartition(topic, 0)] = high_watermark
     high_watermark_file(log_dir).write_bytes(encode_checkpoint(entries))
+    (log_dir / "meta.properties").write_text("version=0\nbroker.id=0\n")
     return log_dir
 
 

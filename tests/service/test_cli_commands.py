@@ -188,7 +188,7 @@ def test_explain_text_and_json(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     code, out, _ = run(capsys, "explain", "--override", f"log.dirs={tmp_path}")
     assert code == 0
     header, first = out.splitlines()[:2]
-    assert "), high watermark 20, " in header
+    assert "), high watermark 20 (leader-log-end), " in header
     assert header.endswith("retention.ms=604800000 (7d 0h) [default], retention.bytes=-1 [default]")
     segments = partition["segments"]
     largest = segments[0]["largest_timestamp"]

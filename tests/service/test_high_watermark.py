@@ -43,6 +43,7 @@ def run(
     engine: str = "in-process",
 ) -> tuple[int, str, str]:
     overrides = [f"log.dirs={log_dir}", "log.retention.hours=24", f"log.cleanup.policy={policy}"]
+    overrides.append("unknown.topic.configs=broker-defaults")  # a ZooKeeper-era copy: the broker's policy
     overrides += [f"log.cleaner.engine={engine}", "spark.master=local[1]"]
     code = main([*args, *[arg for o in overrides for arg in ("--override", o)]])
     out, err = capsys.readouterr()
@@ -65,6 +66,7 @@ def test_explain_keeps_the_expired_segments_above_the_high_watermark(
     log_dir = make_broker_dir(tmp_path / "logs", "t")
     partition = explain_t0(capsys, log_dir)
     assert (partition["high_watermark"], partition["log_end_offset"]) == (HIGH_WATERMARK, LOG_END)
+    assert partition["high_watermark_source"] == "checkpoint"
     assert partition["last_stable_offset"] == HIGH_WATERMARK
     segments = partition["segments"]
     assert isinstance(segments, list)
@@ -78,7 +80,7 @@ def test_explain_keeps_the_expired_segments_above_the_high_watermark(
     assert segments[1]["detail"] == f"holds offsets up to 299, past the high watermark {HIGH_WATERMARK}"
     code, out, err = run(capsys, log_dir, "explain", policy="delete")
     assert code == 0, err
-    assert f"offsets [0, {LOG_END}), high watermark {HIGH_WATERMARK}," in out
+    assert f"offsets [0, {LOG_END}), high watermark {HIGH_WATERMARK} (checkpoint)," in out
     assert out.count(" above-high-watermark — holds offsets up to ") == 3, out
 
 
@@ -108,7 +110,7 @@ def test_a_partition_the_file_does_not_list_keeps_everything(
     """Kafka starts it at 0, raised to the log start offset: nothing was acknowledged, nothing goes."""
     log_dir = make_broker_dir(tmp_path / "logs", "t", high_watermark=None)
     partition = explain_t0(capsys, log_dir)
-    assert partition["high_watermark"] == 0
+    assert (partition["high_watermark"], partition["high_watermark_source"]) == (0, "no-checkpoint")
     segments = partition["segments"]
     assert isinstance(segments, list)
     assert {s["reason"] for s in segments[:4]} == {"above-high-watermark"}
@@ -117,22 +119,42 @@ def test_a_partition_the_file_does_not_list_keeps_everything(
     assert read_high_watermark_file(log_dir) == {T0: 0, FUTURE: FUTURE_HIGH_WATERMARK}
 
 
-def test_without_the_file_the_high_watermark_is_the_log_end(
+def test_in_a_dir_logcleaner_made_every_partition_starts_at_its_log_end(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    """No broker's meta.properties: logcleaner is the only replica, the leader alone (Kafka's
+    ``Partition.makeLeader``), whatever a stale checkpoint (or none) says."""
+    log_dir = make_broker_dir(tmp_path / "logs", "t")
+    (log_dir / "meta.properties").unlink()
+    for without_the_file in (False, True):
+        if without_the_file:
+            high_watermark_file(log_dir).unlink()
+        partition = explain_t0(capsys, log_dir, policy="compact")
+        assert (partition["high_watermark"], partition["high_watermark_source"]) == (
+            LOG_END,
+            "leader-log-end",
+        )
+        cleaner = partition["cleaner"]
+        assert isinstance(cleaner, dict)
+        assert (cleaner["first_uncleanable_offset"], cleaner["first_uncleanable_reason"]) == (
+            LOG_END,
+            "active-segment",
+        )
+        code, out, err = run(capsys, log_dir, "retention", "--dry-run", "--json")
+        assert code == 0, err
+        assert [d["base_offset"] for d in json.loads(out)["deleted"]] == EXPIRED_BASES
+
+
+def test_a_brokers_dir_without_the_file_keeps_everything(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Who led is not known and nothing says what was acknowledged: Kafka's start at 0 (the log start)."""
     log_dir = make_broker_dir(tmp_path / "logs", "t")
     high_watermark_file(log_dir).unlink()
-    partition = explain_t0(capsys, log_dir, policy="compact")
-    assert partition["high_watermark"] == LOG_END
-    cleaner = partition["cleaner"]
-    assert isinstance(cleaner, dict)
-    assert (cleaner["first_uncleanable_offset"], cleaner["first_uncleanable_reason"]) == (
-        LOG_END,
-        "active-segment",
-    )
+    partition = explain_t0(capsys, log_dir)
+    assert (partition["high_watermark"], partition["high_watermark_source"]) == (0, "no-checkpoint")
     code, out, err = run(capsys, log_dir, "retention", "--dry-run", "--json")
-    assert code == 0, err
-    assert [d["base_offset"] for d in json.loads(out)["deleted"]] == EXPIRED_BASES
+    assert code == 0 and json.loads(out)["deleted"] == [], err
 
 
 @pytest.mark.parametrize("engine", ["in-process", "spark"])

@@ -160,7 +160,8 @@ def test_internal_topics_are_compacted_without_a_metadata_log(
     assert json.loads(out)["deleted"] == [], "committed offsets are never deleted by time"
     code, out, err = run(capsys, "explain", "--json", "--override", f"log.dirs={tmp_path}")
     (doc,) = json.loads(out)["partitions"]
-    assert doc["cleanup_policy"] == "compact" and doc["config_sources"]["cleanup.policy"] == "default"
+    assert doc["cleanup_policy"] == "compact"
+    assert doc["config_sources"]["cleanup.policy"] == "internal-topic-default"
 
 
 def test_a_config_change_in_the_metadata_log_reaches_a_running_daemon_within_a_second(tmp_path: Path) -> None:

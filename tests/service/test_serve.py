@@ -215,3 +215,32 @@ def test_serve_creates_a_missing_log_dir_and_says_so(tmp_path: Path) -> None:
     assert serve.stop() == 0, serve.log
     assert log_dir.is_dir()
     assert f"Created the missing log dir {log_dir}" in serve.log
+
+
+@pytest.mark.slow
+def test_records_acknowledged_before_a_sigkill_are_served_after_it(tmp_path: Path) -> None:
+    """The high-watermark checkpoint written before the produce (empty, at once) must not hide the records
+    acknowledged after it: logcleaner leads its own logs alone, so the high watermark is the log end at
+    load, as Kafka's leader sets it."""
+    import httpx
+
+    from tests.service.stop_helpers import api_url, fetch_all
+
+    log_dir = tmp_path / "logs"
+    overrides = ("scheduler.initial.delay.ms=0", "replica.high.watermark.checkpoint.interval.ms=600000")
+    serve = Serve(log_dir, *overrides)
+    serve.wait_for(READY)
+    with httpx.Client(base_url=api_url(serve), timeout=30) as client:
+        wait_until(lambda: (log_dir / "replication-offset-checkpoint").exists(), "the first checkpoint")
+        assert client.post("/v1/topics", json={"name": "o", "partitions": 1}).status_code == 201
+        body = {"records": [{"key": {"type": "STRING", "data": f"k{i}"}} for i in range(2)]}
+        produced = client.post("/v1/topics/o/partitions/0/records", json=body)
+        assert produced.status_code == 200, produced.text
+    assert serve.stop(signal.SIGKILL) == -signal.SIGKILL
+    serve = Serve(log_dir)
+    serve.wait_for(READY)
+    with httpx.Client(base_url=api_url(serve), timeout=30) as client:
+        partition = client.get("/v1/topics/o/partitions/0").json()
+        assert (partition["high_watermark"], partition["high_watermark_source"]) == (2, "leader-log-end")
+        assert sorted(fetch_all(client, "o", 0)) == [0, 1]
+    assert serve.stop() == 0, serve.log

@@ -77,8 +77,9 @@ def test_synonyms_resolve_over_the_dynamic_and_static_layers_as_kafka_merges_the
 def test_internal_topics_take_kafkas_creation_defaults(internal: str) -> None:
     broker = _broker({"log.cleanup.policy": "delete", "log.segment.bytes": "5000"})
     entries = describe_topic_config(broker, {}, topic=internal)
-    assert (entries["cleanup.policy"].value, entries["cleanup.policy"].source) == ("compact", "default")
-    assert (entries["segment.bytes"].value, entries["segment.bytes"].source) == (104_857_600, "default")
+    policy, segment_bytes = entries["cleanup.policy"], entries["segment.bytes"]
+    assert (policy.value, policy.source) == ("compact", "internal-topic-default")
+    assert (segment_bytes.value, segment_bytes.source) == (104_857_600, "internal-topic-default")
     assert effective_log_config(broker, {}, topic=internal).is_compacted
     sized = _broker({"offsets.topic.segment.bytes": "2048", "transaction.state.log.segment.bytes": "4096"})
     assert effective_log_config(sized, {}, topic=internal).segment_bytes == (

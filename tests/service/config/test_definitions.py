@@ -90,6 +90,7 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "transaction.state.log.segment.bytes": 104_857_600,
     "metadata.log.dir": None,
     "metadata.log.ignore": False,
+    "unknown.topic.configs": "hold",
     "replica.high.watermark.checkpoint.interval.ms": 5000,
 }
 
@@ -128,7 +129,7 @@ def test_topic_synonyms_are_kafkas() -> None:
 
 
 def test_every_topic_config_is_a_log_config_field() -> None:
-    fields = set(LogConfig.__dataclass_fields__) - {"config_sources"}  # where each value came from
+    fields = set(LogConfig.__dataclass_fields__) - {"config_sources", "configs_unknown"}  # provenance
     assert {name.replace(".", "_") for name in DEFS_BY_TOPIC_NAME} == fields
 
 

@@ -66,8 +66,9 @@ def test_update_sets_and_deletes_and_bumps_the_version(log_dirs: list[Path]) -> 
     assert store.update("t", {"segment.bytes": "14"}, delete=["flush.ms"]) == {"segment.bytes": "14"}
     assert store.version == 2  # no change: no new version
     assert store.update("t", {}, delete=["segment.bytes"]) == {}
-    assert store.all() == {}  # a topic without overrides is dropped from the file
-    assert _read_copy(log_dirs[0]) == {"version": 3, "topics": {}}
+    assert store.all() == {"t": {}} and store.has("t"), "known still: its configs fall to the broker's"
+    assert not store.has("other")
+    assert _read_copy(log_dirs[0]) == {"version": 3, "topics": {"t": {}}}
 
 
 def test_invalid_update_changes_nothing(log_dirs: list[Path]) -> None:
