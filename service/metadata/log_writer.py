@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from service.metadata.records import CONTROL_SCHEMAS, encode_metadata_record
+from service.metadata.records import encode_metadata_record
+from service.metadata.schemas import CONTROL_SCHEMAS
 from service.storage.control import ControlRecordType, encode_control_key
 from service.storage.message_schema import encode_message
 from service.storage.records import Record, encode_batch

@@ -8,6 +8,8 @@ A message version is either *classic* or *flexible* (``flexibleVersions``). Fiel
 
     type       classic                                   flexible
     int8..64   1, 2, 4, 8 bytes, signed                  the same
+    uint16     2 bytes, unsigned                         the same
+    float64    8 bytes, IEEE 754 double                  the same
     bool       1 byte, 0 or 1                            the same
     uuid       16 bytes (Kafka ``Uuid``)                 the same
     string     int16 length (-1: null) + UTF-8           uvarint length+1 (0: null) + UTF-8
@@ -47,9 +49,11 @@ UNKNOWN_TAGS = "unknown_tagged_fields"  # where tags the schema does not know ar
 _INTS: dict[str, struct.Struct] = {
     "int8": struct.Struct(">b"),
     "int16": struct.Struct(">h"),
+    "uint16": struct.Struct(">H"),
     "int32": struct.Struct(">i"),
     "int64": struct.Struct(">q"),
 }
+_FLOAT64 = struct.Struct(">d")
 _LENGTH16 = _INTS["int16"]
 _LENGTH32 = _INTS["int32"]
 _MAX_UVARINT_BYTES = 5  # an unsigned varint of a 32-bit value
@@ -60,12 +64,12 @@ _UUID_BYTES = 16
 class Field:
     """One field of a schema, as the JSON spec declares it.
 
-    ``type`` is ``int8``/``int16``/``int32``/``int64``/``bool``/``uuid``/``string``/``bytes``, or ``struct``
-    with ``fields``;
-    ``is_array`` makes it ``[]type``. ``first_version``/``last_version`` bound the versions that carry it
-    (``last_version`` None: every later one); ``nullable_from`` is the first version where it may be
-    null. A field with a ``tag`` is tagged in those versions (``taggedVersions``) and takes ``default``
-    when absent; an untagged field missing from a version also reads as ``default``.
+    ``type`` is ``int8``/``int16``/``uint16``/``int32``/``int64``/``float64``/``bool``/``uuid``/``string``/
+    ``bytes``, or ``struct`` with ``fields``; ``is_array`` makes it ``[]type``. ``first_version``/
+    ``last_version`` bound the versions that carry it (``last_version`` None: every later one);
+    ``nullable_from`` is the first version where it may be null. A field with a ``tag`` is tagged in those
+    versions (``taggedVersions``) and takes ``default`` when absent (a list default, ``[]``, is copied per
+    message); an untagged field missing from a version also reads as ``default``.
     """
 
     name: str
@@ -190,7 +194,7 @@ def _read_struct(
             continue
         if field.tag is not None:
             tagged[field.tag] = field
-            out[field.name] = field.default
+            out[field.name] = list(field.default) if isinstance(field.default, list) else field.default
         else:
             out[field.name] = _read_field(reader, field, version, flexible)
     if flexible:
@@ -232,6 +236,9 @@ def _read_field(reader: _Reader, field: Field, version: int, flexible: bool) -> 
 def _read_value(reader: _Reader, field: Field, version: int, flexible: bool) -> object:
     if field.type in _INTS:
         return reader.integer(field.type, field.name)
+    if field.type == "float64":
+        value: float = _FLOAT64.unpack(reader.take(_FLOAT64.size, field.name))[0]
+        return value
     if field.type == "bool":
         return reader.take(1, field.name) != b"\x00"
     if field.type == "uuid":
@@ -313,6 +320,10 @@ def _write_value(out: bytearray, field: Field, version: int, flexible: bool, val
         if not isinstance(value, int):
             raise ValueError(f"{field.name} is an {field.type}, got {value!r}")
         out += _INTS[field.type].pack(value)
+    elif field.type == "float64":
+        if not isinstance(value, float):
+            raise ValueError(f"{field.name} is a float64, got {value!r}")
+        out += _FLOAT64.pack(value)
     elif field.type == "bool":
         if not isinstance(value, bool):
             raise ValueError(f"{field.name} is a bool, got {value!r}")

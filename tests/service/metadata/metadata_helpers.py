@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from service.metadata.log_reader import METADATA_PARTITION_DIR
@@ -19,7 +19,8 @@ from service.metadata.records import (
     REMOVE_TOPIC_RECORD_KEY,
     TOPIC_RECORD_KEY,
 )
-from service.storage.partition_metadata import new_topic_id
+from service.storage.message_schema import Field, Schema
+from service.storage.partition_metadata import encode_topic_id, new_topic_id
 
 NOW_MS = 1_700_000_000_000
 NODE_ID = 1
@@ -100,3 +101,34 @@ def write_snapshot(log_dir: Path, specs: Sequence[MetadataRecordSpec], *, end_of
     path = metadata_dir(log_dir) / snapshot_file_name(end_offset, 1)
     path.write_bytes(encode_snapshot(specs, timestamp=NOW_MS))
     return path
+
+
+def sample_fields(schema: Schema, version: int) -> dict[str, object]:
+    """A message of ``schema`` at ``version`` with every field set, none to its default (so each tagged
+    field is written), values told apart by a running count: what a test writes of every kind."""
+    counter = iter(range(1, 1_000_000))
+    return _sample_struct(schema.fields, version, counter)
+
+
+def _sample_struct(fields: tuple[Field, ...], version: int, counter: Iterator[int]) -> dict[str, object]:
+    return {f.name: _sample_field(f, version, counter) for f in fields if f.in_version(version)}
+
+
+def _sample_field(field: Field, version: int, counter: Iterator[int]) -> object:
+    if field.is_array:
+        return [_sample_value(field, version, counter) for _ in range(2)]
+    return _sample_value(field, version, counter)
+
+
+def _sample_value(field: Field, version: int, counter: Iterator[int]) -> object:
+    n = next(counter)
+    samples: dict[str, Callable[[], object]] = {
+        "bool": lambda: field.default is not True,
+        "float64": lambda: n + 0.25,
+        "uuid": lambda: encode_topic_id(bytes([n % 256]) * 15 + bytes([n // 256])),
+        "string": lambda: f"{field.name}-{n}",
+        "bytes": lambda: bytes([n % 256, 0, 255]),
+        "uint16": lambda: 9000 + n,
+        "struct": lambda: _sample_struct(field.fields, version, counter),
+    }
+    return samples.get(field.type, lambda: n)()

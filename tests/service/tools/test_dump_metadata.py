@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from service.cli import main
+from service.metadata.log_writer import MetadataRecordSpec
 from service.storage.partition_metadata import new_topic_id
 from service.storage.records import Record, encode_batch
 from tests.service.metadata.metadata_helpers import (
@@ -107,3 +108,19 @@ def test_bytes_that_are_no_metadata_record_are_shown_raw(
     (value,) = decoded_values(json.loads(out))
     assert "frame version 104" in value["note"]
     assert value["raw"] == {"type": "BINARY", "data": "aGVsbG8="}
+
+
+def test_a_clear_elr_record_is_dumped_with_its_topic(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 47: a 4.3 broker writes one when its transaction coordinator creates ``__transaction_state``."""
+    clear_elr = MetadataRecordSpec(28, 0, {"topic_name": "__transaction_state"})
+    segment = write_segment(tmp_path, [[clear_elr]])
+    code, out, err = run(capsys, "--cluster-metadata-decoder", "--json", str(segment))
+    assert code == 0, err
+    assert decoded_values(json.loads(out)) == [
+        {"kind": "ClearElrRecord", "api_key": 28, "version": 0, "topic_name": "__transaction_state"}
+    ]
+    code, out, err = run(capsys, "--cluster-metadata-decoder", str(segment))
+    assert code == 0, err
+    assert '"kind": "ClearElrRecord"' in out and "UnknownRecord" not in out
