@@ -24,7 +24,10 @@ from service.config.config_layers import DynamicConfigs
 from service.errors import CorruptDataError
 from service.metadata.log_reader import MetadataEntry, MetadataLogFiles, read_metadata_log
 from service.metadata.records import (
+    ABORT_TRANSACTION_RECORD_KEY,
+    BEGIN_TRANSACTION_RECORD_KEY,
     CONFIG_RECORD_KEY,
+    END_TRANSACTION_RECORD_KEY,
     PARTITION_CHANGE_RECORD_KEY,
     PARTITION_RECORD_KEY,
     REMOVE_TOPIC_RECORD_KEY,
@@ -43,7 +46,6 @@ __all__ = [
 
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
-_BEGIN_TRANSACTION, _END_TRANSACTION, _ABORT_TRANSACTION = 23, 24, 25
 _NO_LEADER_CHANGE = -2  # PartitionChangeRecord's default ``leader``: the leader stays
 
 
@@ -105,13 +107,13 @@ class MetadataImageBuilder:
         if not entry.in_snapshot:
             self._end_offset = max(self._end_offset, entry.offset + 1)
         key = entry.record.api_key
-        if key == _BEGIN_TRANSACTION:
+        if key == BEGIN_TRANSACTION_RECORD_KEY:
             self._pending = []
-        elif key == _END_TRANSACTION:
+        elif key == END_TRANSACTION_RECORD_KEY:
             pending, self._pending = self._pending or [], None
             for inner in pending:
                 self._apply(inner)
-        elif key == _ABORT_TRANSACTION:
+        elif key == ABORT_TRANSACTION_RECORD_KEY:
             self._pending = None
         elif self._pending is not None:
             self._pending.append(entry)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.errors import CorruptDataError
-from service.metadata.records import MetadataRecord, decode_metadata_record
+from service.metadata.records import IMAGE_RECORD_KEYS, MetadataRecord, decode_metadata_record
 from service.storage.control import ControlRecordType, decode_control_type
 from service.storage.file_records import iter_file_batches
 from service.storage.records import LOG_OVERHEAD, RecordBatch, peek_batch_size
@@ -183,7 +183,7 @@ def _entries(
         if record.offset < from_offset:
             continue
         try:
-            decoded = decode_metadata_record(record.value)
+            decoded = decode_metadata_record(record.value, only=IMAGE_RECORD_KEYS)
         except CorruptDataError as exc:
             raise CorruptDataError(
                 f"record at offset {record.offset}: {exc.reason}", path=shown, position=batch.position

@@ -7,7 +7,9 @@ Each record value is a frame (``AbstractApiMessageSerde``)::
 followed by nothing: bytes left over after the message are corrupt. Every metadata record is flexible
 from version 0 (compact strings and arrays, tagged fields). ``schemas.py`` holds every kind Kafka 4.4
 defines, each version, so every record a broker writes decodes with all its fields; an api key not there
-(one a later Kafka adds) is named ``UnknownRecord(api key N)`` and skipped.
+(one a later Kafka adds) is named ``UnknownRecord(api key N)`` and skipped. Reading the log for its image,
+only the kinds the image applies (:data:`IMAGE_RECORD_KEYS`) must decode: a kind the image does not use at a
+version a later Kafka added is named and skipped, so a newer broker's log still reads.
 
 Control batches (SnapshotHeader/Footer, LeaderChange, KRaftVersion, Voters) hold control records whose
 value is a message starting with its int16 ``version`` field; :data:`CONTROL_SCHEMAS` decodes those a
@@ -16,7 +18,7 @@ dump shows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from service.errors import CorruptDataError
@@ -33,10 +35,14 @@ from service.storage.control import ControlRecordType
 from service.storage.message_schema import decode_message, decode_uvarint, encode_message, encode_uvarint
 
 __all__ = [
+    "ABORT_TRANSACTION_RECORD_KEY",
+    "BEGIN_TRANSACTION_RECORD_KEY",
+    "END_TRANSACTION_RECORD_KEY",
     "CONFIG_RECORD_KEY",
     "CONTROL_RECORD_NAMES",
     "CONTROL_SCHEMAS",
     "FRAME_VERSION",
+    "IMAGE_RECORD_KEYS",
     "METADATA_RECORD_NAMES",
     "METADATA_SCHEMAS",
     "PARTITION_CHANGE_RECORD_KEY",
@@ -51,6 +57,20 @@ __all__ = [
 ]
 
 FRAME_VERSION = 1
+BEGIN_TRANSACTION_RECORD_KEY, END_TRANSACTION_RECORD_KEY, ABORT_TRANSACTION_RECORD_KEY = 23, 24, 25
+# The kinds ``image.MetadataImageBuilder`` applies: a record of these that does not decode stops the read.
+IMAGE_RECORD_KEYS = frozenset(
+    {
+        TOPIC_RECORD_KEY,
+        PARTITION_RECORD_KEY,
+        CONFIG_RECORD_KEY,
+        PARTITION_CHANGE_RECORD_KEY,
+        REMOVE_TOPIC_RECORD_KEY,
+        BEGIN_TRANSACTION_RECORD_KEY,
+        END_TRANSACTION_RECORD_KEY,
+        ABORT_TRANSACTION_RECORD_KEY,
+    }
+)
 
 # Every metadata api key Kafka 4.4 defines, by the record's name.
 METADATA_RECORD_NAMES: Mapping[int, str] = {key: schema.name for key, schema in METADATA_SCHEMAS.items()}
@@ -77,9 +97,10 @@ class MetadataRecord:
     fields: dict[str, object] | None
 
 
-def decode_metadata_record(value: bytes | None) -> MetadataRecord:
+def decode_metadata_record(value: bytes | None, *, only: Collection[int] | None = None) -> MetadataRecord:
     """Decode one record value; ``CorruptDataError`` (position within the value) if it is not a frame of
-    a known version, or its message does not fit the schema of its kind."""
+    a known version, or its message does not fit the schema of its kind. ``only``: the api keys that must
+    decode; a record of another kind that does not (a version this reader does not know) has no fields."""
     if value is None:
         raise CorruptDataError("a metadata record has a null value", position=0)
     frame_version, pos = decode_uvarint(value, 0)
@@ -91,7 +112,7 @@ def decode_metadata_record(value: bytes | None) -> MetadataRecord:
     version, pos = decode_uvarint(value, pos)
     kind = METADATA_RECORD_NAMES.get(api_key, f"UnknownRecord(api key {api_key})")
     schema = METADATA_SCHEMAS.get(api_key)
-    if schema is None:
+    if schema is None or (only is not None and api_key not in only and not schema.has_version(version)):
         return MetadataRecord(api_key, version, kind, None)
     if not schema.has_version(version):
         raise CorruptDataError(

@@ -259,3 +259,15 @@ def test_a_flipped_byte_anywhere_reads_or_fails_only_as_corrupt_data(at: int, ma
         path.write_bytes(bytes(data))
         with contextlib.suppress(CorruptDataError):
             read_image(log_dir)
+
+
+def test_a_kind_the_image_does_not_use_at_a_version_it_does_not_know_is_skipped(tmp_path: Path) -> None:
+    """A later Kafka may add a version of, say, FeatureLevelRecord: the image does not read it, so the
+    log still reads (the kinds it applies must decode, as above)."""
+    feature = MetadataRecordSpec(12, 0, {"name": "metadata.version", "feature_level": 7})
+    path = write_segment(tmp_path, [[topic("orders", ORDERS_ID), feature]])
+    data = bytearray(path.read_bytes())
+    at = data.index(bytes([1, 12, 0]) + bytes([len("metadata.version") + 1]))  # frame 1, api key 12, v0
+    data[at + 2] = 9
+    path.write_bytes(encode_fixed_crc(bytes(data)))
+    assert read_image(tmp_path).topics["orders"].topic_id == ORDERS_ID
