@@ -159,6 +159,9 @@ class FixedCleaner:
     def clean_partition(self, tp: TopicPartition) -> dict[str, object]:
         return {}
 
+    def retry_uncleanable(self, tp: TopicPartition) -> dict[str, object]:
+        return {}
+
 
 @dataclass
 class Source:

@@ -64,7 +64,7 @@ def test_grabs_the_log_with_the_highest_dirty_ratio(logs: Logs) -> None:
     assert manager.in_progress == [p1.topic_partition, p2.topic_partition]
     assert manager.grab_filthiest_compacted_log() is None, "p0 has nothing to clean"
     manager.done_cleaning(p1, 8)
-    manager.mark_uncleanable(p1, 100)
+    manager.mark_uncleanable(p1, 100, "CorruptDataError: a test's")
     assert manager.grab_filthiest_compacted_log() is None
     assert (
         manager.uncleanable() == {logs.directory.resolve(): {p1.topic_partition: 100}}
