@@ -274,11 +274,16 @@ class CleanerManager:
     # -- uncleanable partitions ------------------------------------------------------------------
 
     def mark_uncleanable(
-        self, log: PartitionLog, cleanable_bytes: int, reason: str, *, by: str = "log-cleaner"
+        self, log: PartitionLog, cleanable_bytes: int, reason: str, *, by: str | None = None
     ) -> None:
-        """Give up on ``log`` (until its retry; see ``UncleanablePartitions``); ``by`` names the thread."""
+        """Give up on ``log`` (until its retry; see ``UncleanablePartitions``); ``by`` names the thread
+        (default: the calling thread's name)."""
         self.uncleanable_partitions.mark(
-            log.directory.parent, log.topic_partition, reason, cleanable_bytes, by=by
+            log.directory.parent,
+            log.topic_partition,
+            reason,
+            cleanable_bytes,
+            by=by or threading.current_thread().name,
         )
 
     def is_uncleanable(self, tp: TopicPartition, log: PartitionLog) -> bool:
