@@ -242,7 +242,12 @@ def build_compacted_log_manager(
     def unmanaged(log_dir: Path) -> Collection[TopicPartition]:
         return log_manager.unmanaged_in(log_dir)
 
-    cleaning = CleanerManager(logs, clock, unmanaged)
+    cleaning = CleanerManager(
+        logs,
+        clock,
+        unmanaged,
+        uncleanable_retry_backoff_ms=broker.log_cleaner_uncleanable_retry_backoff_ms,
+    )
     log_manager = build_log_manager(
         broker, store, metadata=metadata, clock=clock, scheduler=scheduler, cleaning=cleaning
     )

@@ -62,6 +62,9 @@ class CleanerFigures:
     bytes_written_total: int = 0
     rounds_by_engine: dict[str, int] = field(default_factory=dict)
     bytes_read_by_engine: dict[str, int] = field(default_factory=dict)
+    uncleanable_past_retry: dict[Path, int] = field(default_factory=dict)
+    """Per log dir: uncleanable partitions whose retry is due but not yet taken."""
+    thread_restarts: int = 0
 
 
 class CleanerView(Protocol):
@@ -78,5 +81,12 @@ class CleanerView(Protocol):
 
         Raises ``NotFoundError`` for an unknown partition, ``ConflictError`` if it is not compacted or is
         being cleaned already.
+        """
+        ...
+
+    def retry_uncleanable(self, tp: TopicPartition) -> dict[str, object]:
+        """Try uncleanable ``tp`` again at the cleaner's next selection; its ``uncleanable`` entry.
+
+        Raises ``NotFoundError`` if ``tp`` is not uncleanable.
         """
         ...

@@ -55,8 +55,13 @@ _GAUGES: tuple[tuple[str, str, _Read], ...] = (
     ),
     (
         "kafka_log_logcleaner_deadthreadcount",
-        "Cleaner threads that died on an unexpected error",
+        "Cleaner threads dead now after an unexpected error (each is restarted after log.cleaner.backoff.ms)",
         lambda f: f.dead_thread_count,
+    ),
+    (
+        "logcleaner_cleaner_threads",
+        "Cleaner threads configured (log.cleaner.threads; 0 without a cleaner)",
+        lambda f: f.threads,
     ),
     (
         "kafka_log_logcleanermanager_max_dirty_percent",
@@ -83,7 +88,7 @@ def _families(
     ]
     count = GaugeMetricFamily(
         "kafka_log_logcleanermanager_uncleanable_partitions_count",
-        "Partitions of the log dir the cleaner gave up on after an unexpected error",
+        "Partitions of the log dir the cleaner gave up on after an unexpected error (until their retry)",
         labels=_DIR,
     )
     size = GaugeMetricFamily(
@@ -94,7 +99,13 @@ def _families(
     for log_dir, (partitions, cleanable_bytes) in sorted((uncleanable or {}).items()):
         count.add_metric([str(log_dir)], partitions)
         size.add_metric([str(log_dir)], cleanable_bytes)
-    read_total = written_total = None
+    past_retry = GaugeMetricFamily(
+        "logcleaner_cleaner_uncleanable_partitions_past_retry",
+        "Uncleanable partitions whose retry (log.cleaner.uncleanable.retry.backoff.ms) is due but not yet "
+        "taken by a cleaner thread",
+        value=None if figures is None else sum(figures.uncleanable_past_retry.values()),
+    )
+    read_total = written_total = restarts = None
     rounds = CounterMetricFamily(
         "logcleaner_cleaner_rounds",
         "Cleaning rounds since start-up, by the engine that ran them",
@@ -107,12 +118,19 @@ def _families(
     )
     if figures is not None:
         read_total, written_total = figures.bytes_read_total, figures.bytes_written_total
+        restarts = figures.thread_restarts
         for engine in ("in-process", "spark"):
             rounds.add_metric([engine], figures.rounds_by_engine.get(engine, 0))
             engine_bytes.add_metric([engine], figures.bytes_read_by_engine.get(engine, 0))
     families += [
         count,
         size,
+        past_retry,
+        CounterMetricFamily(
+            "logcleaner_cleaner_thread_restarts_total",
+            "Cleaner threads restarted after they died, since start-up",
+            value=restarts,
+        ),
         CounterMetricFamily(
             "logcleaner_cleaner_bytes_read_total", "Bytes the cleaner read since start-up", value=read_total
         ),

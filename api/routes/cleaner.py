@@ -1,6 +1,7 @@
-"""``/v1/cleaner``: the log cleaner's status, and a forced cleaning of one partition (the CLI's ``clean``).
+"""``/v1/cleaner``: the log cleaner's status, a forced cleaning of one partition (the CLI's ``clean``), and
+a retry of an uncleanable partition at the next selection.
 
-Both answer 409 when the daemon runs no cleaner (``log.cleaner.enable=false``).
+All answer 409 when the daemon runs no cleaner (``log.cleaner.enable=false``).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from api.deps import Context
+from api.deps import Context, PartitionId, TopicPath
 from api.json_body import BoundedJsonRoute
 from api.models import CleanDocument, CleanRequest
 from api.problems import problem_responses
@@ -34,6 +35,19 @@ def clean_now(context: Context, body: CleanRequest) -> dict[str, object]:
     offset); returns the ``clean`` document of ``logcleaner clean --json``."""
     view = _view(context.service.cleaner_view)
     return {"cleaned": [view.clean_partition(TopicPartition(body.topic, body.partition))]}
+
+
+@router.post(
+    "/uncleanable/{topic}/{partition}/retry",
+    status_code=202,
+    response_model=dict[str, Any],
+    responses=problem_responses(404, 409, 422),
+)
+def retry_uncleanable(context: Context, topic: TopicPath, partition: PartitionId) -> dict[str, object]:
+    """Try an uncleanable partition again at the cleaner's next selection, whatever its retry backoff
+    (``log.cleaner.uncleanable.retry.backoff.ms``); returns its ``uncleanable`` entry, its retry now due.
+    404 when the partition is not uncleanable."""
+    return _view(context.service.cleaner_view).retry_uncleanable(TopicPartition(topic, partition))
 
 
 def _view(view: CleanerView | None) -> CleanerView:

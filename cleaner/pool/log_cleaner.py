@@ -3,7 +3,9 @@ its metrics report (buffer utilization, recopy percent, clean time, compaction d
 
 Workers share one ``CleanerManager`` (the in-progress lock) and one stop event. ``clean_partition`` runs a
 forced round for one partition on the caller's thread (the CLI and the API use it). This is the
-``CleanerView`` the API and the metrics see. ``_lock`` guards the running totals and ``_recent``.
+``CleanerView`` the API and the metrics see. A supervisor thread restarts a worker that died once
+``log.cleaner.backoff.ms`` has passed on the clock, and counts it. ``_lock`` guards the running totals,
+``_thread_restarts`` and ``_recent``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ __all__ = ["LogCleaner"]
 logger = logging.getLogger(__name__)
 
 _RECENT_RUNS = 20
+_SUPERVISOR_NAME = "logcleaner-cleaner-supervisor"
+_MIN_POLL_MS, _MAX_POLL_MS = 10, 1000  # how often the supervisor looks for dead threads
 
 
 class LogCleaner:
@@ -48,7 +52,10 @@ class LogCleaner:
         self._on_round = on_round
         self.engine_name = engine_name
         self._stop = stop or threading.Event()
+        self._backoff_ms = backoff_ms
         self._lock = threading.Lock()
+        self._thread_restarts = 0
+        self._supervisor = threading.Thread(target=self._supervise, name=_SUPERVISOR_NAME, daemon=True)
         self._bytes_read_total = 0
         self._bytes_written_total = 0
         self._rounds_by_engine: collections.Counter[str] = collections.Counter()
@@ -81,7 +88,37 @@ class LogCleaner:
     def start(self) -> None:
         for worker in self.workers:
             worker.thread.start()
+        if self.workers:
+            self._supervisor.start()
         logger.info("Started %d cleaner threads (%s engine)", len(self.workers), self.engine_name)
+
+    # -- dead threads ----------------------------------------------------------------------------
+
+    def _supervise(self) -> None:
+        """Restart each dead worker once ``log.cleaner.backoff.ms`` has passed on the clock since it died;
+        looks every ``_poll_s`` (the clock, not this poll, says when a restart is due)."""
+        poll_s = min(max(self._backoff_ms, _MIN_POLL_MS), _MAX_POLL_MS) / 1000
+        while not self._stop.wait(poll_s):
+            try:
+                self.restart_dead_workers()
+            except Exception:  # a failed restart is tried again at the next look
+                logger.exception("Restarting a dead cleaner thread failed")
+
+    def restart_dead_workers(self) -> int:
+        """Restart the workers dead for ``log.cleaner.backoff.ms`` or longer; how many were restarted."""
+        now = self.manager.clock.monotonic_ms()
+        restarted = 0
+        for worker in self.workers:
+            died = worker.died_at_ms
+            if self._stop.is_set() or not worker.is_dead or died is None or now - died < self._backoff_ms:
+                continue
+            worker.thread.join()  # it has left its loop already: this waits for its last instructions only
+            worker.restart()
+            restarted += 1
+            with self._lock:
+                self._thread_restarts += 1
+            logger.warning("Restarted %s, dead for %d ms", worker.name, now - died)
+        return restarted
 
     def begin_stop(self) -> None:
         """Abort every round at its next check (forced ones too) and end the loops; returns at once."""
@@ -93,6 +130,8 @@ class LogCleaner:
         ``.cleaned`` files removed. Returns the partitions whose rounds the stop aborted."""
         self.begin_stop()
         deadline = time.monotonic() + timeout_s
+        if self._supervisor.is_alive():
+            self._supervisor.join(max(deadline - time.monotonic(), 0))
         for worker in self.workers:
             if worker.thread.is_alive():
                 worker.thread.join(max(deadline - time.monotonic(), 0))
@@ -148,7 +187,23 @@ class LogCleaner:
 
     @property
     def dead_thread_count(self) -> int:
+        """Threads dead now (a restarted one no longer counts)."""
         return sum(w.is_dead for w in self.workers)
+
+    @property
+    def thread_restarts(self) -> int:
+        with self._lock:
+            return self._thread_restarts
+
+    # -- uncleanable partitions ------------------------------------------------------------------
+
+    def retry_uncleanable(self, tp: TopicPartition) -> dict[str, object]:
+        """Try uncleanable ``tp`` again at the next selection; its entry. ``NotFoundError`` if it is not
+        uncleanable."""
+        try:
+            return self.manager.retry_uncleanable(tp).to_json()
+        except LookupError as exc:
+            raise NotFoundError(f"{tp} is not uncleanable") from exc
 
     def figures(self) -> CleanerFigures:
         """Kafka's LogCleaner gauges: maxima over each thread's last run; recopy over those runs."""
@@ -172,6 +227,8 @@ class LogCleaner:
                 log_dir: (len(parts), sum(parts.values()))
                 for log_dir, parts in self.manager.uncleanable().items()
             },
+            uncleanable_past_retry=self.manager.uncleanable_past_retry(),
+            thread_restarts=self.thread_restarts,
             bytes_read_total=read_total,
             bytes_written_total=written_total,
             rounds_by_engine=rounds,
@@ -190,14 +247,12 @@ class LogCleaner:
                 {"name": w.name, "alive": w.thread.is_alive(), "dead": w.is_dead} for w in self.workers
             ],
             "dead_thread_count": figures.dead_thread_count,
+            "thread_restarts": figures.thread_restarts,
             "in_progress": [
                 {"topic": tp.topic, "partition": tp.partition} for tp in self.manager.in_progress
             ],
-            "uncleanable": [
-                {"log_dir": str(log_dir), "topic": tp.topic, "partition": tp.partition, "bytes": size}
-                for log_dir, parts in sorted(self.manager.uncleanable().items())
-                for tp, size in sorted(parts.items())
-            ],
+            "uncleanable_retry_backoff_ms": self.manager.uncleanable_partitions.retry_backoff_ms,
+            "uncleanable": [entry.to_json() for entry in self.manager.uncleanable_entries()],
             "max_dirty_percent": figures.max_dirty_percent,
             "time_since_last_run_ms": figures.time_since_last_run_ms,
             "max_buffer_utilization_percent": figures.max_buffer_utilization_percent,

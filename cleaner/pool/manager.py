@@ -13,12 +13,18 @@ States and legal transitions (anything else raises ``IllegalCleanerStateError``)
     Paused(n>1)   → Paused(n−1)   resume
 
 ``_cond`` (a condition on one lock) guards ``_states``; ``_checkpoint_lock`` guards every read-modify-write
-of a checkpoint file; ``_uncleanable_lock`` guards ``_uncleanable`` alone, so that a ``/metrics`` scrape
-reading it never waits for a selection (order: ``_cond`` before ``_checkpoint_lock`` before
-``_uncleanable_lock``). A finished round's checkpoint is written outside ``_cond``, its log still in
-progress (no worker picks it, an abort waits for it): the other workers' abort checks and selections do not
-wait for its fsyncs. ``is_aborted``, polled by every running round, reads ``_states`` without the lock (one
-dict read: it sees the state before or after a transition, as a check a moment earlier or later would).
+of a checkpoint file; ``_unreadable_lock`` guards ``_unreadable`` alone; ``uncleanable_partitions`` has a
+lock of its own, taken alone, so that a ``/metrics`` scrape reading it never waits for a selection (order:
+``_cond`` before ``_checkpoint_lock`` before the registry's). A finished round's checkpoint is written
+outside ``_cond``, its log still in progress (no worker picks it, an abort waits for it): the other workers'
+abort checks and selections do not wait for its fsyncs. ``is_aborted``, polled by every running round,
+reads ``_states`` without the lock (one dict read: it sees the state before or after a transition, as a
+check a moment earlier or later would).
+
+Failures stay with their log or file (Kafka ``allCleanerCheckpoints``, ``grabFilthiestCompactedLog``): an
+unreadable ``cleaner-offset-checkpoint`` is one ERROR naming the file and the bad line, its dir's logs are
+chosen as if it were empty (cleaned from their log start, which is safe) and the next checkpoint of that dir
+writes it whole again; an error choosing one log marks that log uncleanable with the reason.
 """
 
 from __future__ import annotations
@@ -30,14 +36,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cleaner.errors import IllegalCleanerStateError
+from cleaner.pool.uncleanable import UncleanablePartition, UncleanablePartitions
 from service.cleanable import LogToClean, log_to_clean
 from service.clock import Clock
+from service.errors import LogCleanerError
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.log_files import CLEANER_OFFSET_CHECKPOINT
 from service.storage.topic_partition import TopicPartition
 
-__all__ = ["CleanerManager", "Candidate", "State"]
+__all__ = ["DEFAULT_UNCLEANABLE_RETRY_BACKOFF_MS", "CleanerManager", "Candidate", "State", "describe_failure"]
+
+DEFAULT_UNCLEANABLE_RETRY_BACKOFF_MS = 600_000
 
 logger = logging.getLogger(__name__)
 
@@ -72,18 +82,22 @@ class CleanerManager:
         logs: Callable[[], dict[TopicPartition, PartitionLog]],
         clock: Clock,
         unmanaged: Callable[[Path], Collection[TopicPartition]] = lambda _log_dir: (),
+        *,
+        uncleanable_retry_backoff_ms: int = DEFAULT_UNCLEANABLE_RETRY_BACKOFF_MS,
     ) -> None:
         """``logs`` returns the live logs (the LogManager's view), read afresh at each selection;
         ``unmanaged`` a log dir's logs not managed here (``LogManager.unmanaged_in``), whose checkpoint
-        entries are carried over."""
+        entries are carried over; ``uncleanable_retry_backoff_ms``:
+        ``log.cleaner.uncleanable.retry.backoff.ms``."""
         self._logs = logs
         self._unmanaged = unmanaged
         self.clock = clock
         self._cond = threading.Condition()
         self._checkpoint_lock = threading.Lock()
         self._states: dict[TopicPartition, State] = {}
-        self._uncleanable: dict[Path, dict[TopicPartition, int]] = {}  # log dir → partition → its bytes
-        self._uncleanable_lock = threading.Lock()
+        self.uncleanable_partitions = UncleanablePartitions(clock, uncleanable_retry_backoff_ms)
+        self._unreadable: dict[Path, str] = {}  # checkpoint file → its error, reported once
+        self._unreadable_lock = threading.Lock()
         self.max_dirty_percent = 0
         self.last_selection_ms: int | None = None
 
@@ -108,10 +122,17 @@ class CleanerManager:
             for tp, log in self._logs().items():
                 if not log.config.is_compacted or tp in self._states or self.is_uncleanable(tp, log):
                     continue
-                checkpoint = checkpoints.get(tp)
-                to_clean = log_to_clean(log, checkpoint, now)
-                if checkpoint is not None and to_clean.first_dirty_offset != checkpoint:
-                    self._write_checkpoint(log, to_clean.first_dirty_offset)  # an invalid one is reset now
+                try:
+                    to_clean = self._log_to_clean(log, checkpoints.get(tp), now)
+                except Exception as exc:  # this log's fault alone (Kafka ``LogCleaningException``)
+                    logger.error(
+                        "Error choosing whether to clean %s (log dir %s); marking it uncleanable",
+                        tp,
+                        log.directory.parent,
+                        exc_info=exc,
+                    )
+                    self.mark_uncleanable(log, _inactive_bytes(log), describe_failure(exc))
+                    continue
                 if to_clean.total_bytes > 0:
                     candidates.append(Candidate(log, to_clean))
             best_ratio = max((c.to_clean.cleanable_ratio for c in candidates), default=0.0)
@@ -128,6 +149,12 @@ class CleanerManager:
             for candidate in chosen:
                 self._states[candidate.topic_partition] = IN_PROGRESS
             return chosen
+
+    def _log_to_clean(self, log: PartitionLog, checkpoint: int | None, now_ms: int) -> LogToClean:
+        to_clean = log_to_clean(log, checkpoint, now_ms)
+        if checkpoint is not None and to_clean.first_dirty_offset != checkpoint:
+            self._write_checkpoint(log, to_clean.first_dirty_offset)  # an invalid one is reset now
+        return to_clean
 
     def candidate_for(self, tp: TopicPartition) -> Candidate:
         """A forced round for one partition (``logcleaner clean --topic --partition``): any dirty ratio,
@@ -165,7 +192,8 @@ class CleanerManager:
     # -- transitions (Kafka ``LogCleaningState``) -------------------------------------------------
 
     def done_cleaning(self, log: PartitionLog, end_offset: int | None) -> None:
-        """InProgress → none, checkpoint := ``end_offset`` (None: failed, no update); Aborted → Paused(1)."""
+        """InProgress → none, checkpoint := ``end_offset`` (None: failed, no update; else the log is cleanable
+        again if it was not); Aborted → Paused(1)."""
         tp = log.topic_partition
         with self._cond:
             state = self._states.get(tp)
@@ -174,6 +202,7 @@ class CleanerManager:
                 return
         try:
             if end_offset is not None:  # still in progress: written outside _cond (see the module doc)
+                self.uncleanable_partitions.cleaned(tp)
                 self._write_checkpoint(log, end_offset)
         finally:
             with self._cond:
@@ -244,50 +273,127 @@ class CleanerManager:
 
     # -- uncleanable partitions ------------------------------------------------------------------
 
-    def mark_uncleanable(self, log: PartitionLog, cleanable_bytes: int) -> None:
-        with self._uncleanable_lock:
-            self._uncleanable.setdefault(log.directory.parent, {})[log.topic_partition] = cleanable_bytes
+    def mark_uncleanable(
+        self, log: PartitionLog, cleanable_bytes: int, reason: str, *, by: str | None = None
+    ) -> None:
+        """Give up on ``log`` (until its retry; see ``UncleanablePartitions``); ``by`` names the thread
+        (default: the calling thread's name)."""
+        self.uncleanable_partitions.mark(
+            log.directory.parent,
+            log.topic_partition,
+            reason,
+            cleanable_bytes,
+            by=by or threading.current_thread().name,
+        )
 
     def is_uncleanable(self, tp: TopicPartition, log: PartitionLog) -> bool:
-        with self._uncleanable_lock:
-            return tp in self._uncleanable.get(log.directory.parent, {})
+        """Skipped by the selection: uncleanable and its retry not due (a due one is tried again now)."""
+        return self.uncleanable_partitions.is_uncleanable(log.directory.parent, tp)
+
+    def retry_uncleanable(self, tp: TopicPartition) -> UncleanablePartition:
+        """Try ``tp`` again at the next selection; ``LookupError`` if it is not uncleanable."""
+        self._prune_uncleanable()
+        return self.uncleanable_partitions.request_retry(tp)
+
+    def uncleanable_entries(self) -> list[UncleanablePartition]:
+        """The uncleanable partitions still live, by log dir and partition."""
+        self._prune_uncleanable()
+        return self.uncleanable_partitions.entries()
 
     def uncleanable(self) -> dict[Path, dict[TopicPartition, int]]:
         """Per log dir: the uncleanable partitions still live, with their cleanable bytes."""
-        live = self._logs()
-        with self._uncleanable_lock:
-            for partitions in self._uncleanable.values():
-                for tp in [tp for tp in partitions if tp not in live]:
-                    del partitions[tp]
-            return {d: dict(p) for d, p in self._uncleanable.items()}
+        out: dict[Path, dict[TopicPartition, int]] = {}
+        for entry in self.uncleanable_entries():
+            out.setdefault(entry.log_dir, {})[entry.topic_partition] = entry.cleanable_bytes
+        return out
+
+    def uncleanable_past_retry(self) -> dict[Path, int]:
+        """Per log dir: the uncleanable partitions whose retry is due but not yet taken by a selection."""
+        now = self.clock.now_ms()
+        out: dict[Path, int] = {}
+        for entry in self.uncleanable_entries():
+            if entry.is_due(now):
+                out[entry.log_dir] = out.get(entry.log_dir, 0) + 1
+        return out
+
+    def _prune_uncleanable(self) -> None:
+        self.uncleanable_partitions.prune({tp: log.directory.parent for tp, log in self._logs().items()})
 
     # -- checkpoints -----------------------------------------------------------------------------
 
     def all_checkpoints(self) -> dict[TopicPartition, int]:
         """Each live log's entry, from its own dir's file: another dir's line of the same partition (a
-        broker's stray or ``-future`` replica, kept by every rewrite) is not this log's."""
+        broker's stray or ``-future`` replica, kept by every rewrite) is not this log's. An unreadable file
+        counts as empty (``_read_checkpoints``)."""
         logs = self._logs()
         out: dict[TopicPartition, int] = {}
         for log_dir in {log.directory.parent for log in logs.values()}:
-            for tp, offset in _checkpoint_file(log_dir).read().items():
+            for tp, offset in self._read_checkpoints(log_dir).items():
                 log = logs.get(tp)
                 if log is not None and log.directory.parent == log_dir:
                     out[tp] = offset
         return out
+
+    def _read_checkpoints(self, log_dir: Path) -> dict[TopicPartition, int]:
+        """One dir's ``cleaner-offset-checkpoint``; an unreadable one is an ERROR naming the file and the bad
+        line (once, until it reads again) and reads as empty: its logs are cleaned from their log start."""
+        file = _checkpoint_file(log_dir)
+        try:
+            entries = file.read()
+        except (OSError, LogCleanerError) as exc:
+            error = str(exc)
+            with self._unreadable_lock:
+                is_new = self._unreadable.get(file.path) != error
+                self._unreadable[file.path] = error
+            if is_new:
+                logger.error(
+                    "Cannot read the cleaner checkpoint %s (%s); cleaning the logs of %s from their log "
+                    "start until the next checkpoint of that dir writes the file whole again",
+                    file.path,
+                    error,
+                    log_dir,
+                )
+            return {}
+        with self._unreadable_lock:
+            if self._unreadable.pop(file.path, None) is not None:
+                logger.info("The cleaner checkpoint %s reads again", file.path)
+        return entries
 
     def _write_checkpoint(self, log: PartitionLog, offset: int) -> None:
         self.update_checkpoint(log.directory.parent, log.topic_partition, offset)
 
     def update_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int | None) -> None:
         """Set (None: remove) one entry; as Kafka does, entries of partitions no longer live are dropped,
-        but those of the logs not managed here are kept as they are."""
+        but those of the logs not managed here are kept as they are. An unreadable file is written whole
+        again, with this entry alone."""
         with self._checkpoint_lock:
             live = {t for t, log in self._logs().items() if log.directory.parent == log_dir}
             file = _checkpoint_file(log_dir)
-            entries = {t: o for t, o in file.read().items() if t in live and t != tp}
+            try:
+                current = file.read()
+            except (OSError, LogCleanerError) as exc:
+                logger.warning("Rewriting the unreadable cleaner checkpoint %s whole (%s)", file.path, exc)
+                current = {}
+            entries = {t: o for t, o in current.items() if t in live and t != tp}
             if offset is not None:
                 entries[tp] = offset
             file.write(entries, carry_over=self._unmanaged(log_dir))
+        with self._unreadable_lock:
+            self._unreadable.pop(file.path, None)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """An uncleanable partition's reason: the error's type and message."""
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def _inactive_bytes(log: PartitionLog) -> int:
+    """The bytes below the active segment (the most a round could read), for a log whose selection failed."""
+    try:
+        return sum(segment.size_bytes for segment in log.segments[:-1])
+    except Exception:  # the log's own files are what failed: no figure
+        return 0
 
 
 def _checkpoint_file(log_dir: Path) -> OffsetCheckpointFile:

@@ -7,8 +7,9 @@
         retention for every compacted log not in progress and not uncleanable
         if nothing was cleaned: sleep log.cleaner.backoff.ms
 
-A failing partition is logged with its traceback, counted and skipped; only shutdown ends the loop. A
-worker that dies anyway is counted (``DeadThreadCount``).
+A failing partition is logged with its traceback, marked uncleanable with the reason and skipped; only
+shutdown ends the loop. A worker that dies anyway is counted (``DeadThreadCount``) while it is dead, and the
+pool restarts it after ``log.cleaner.backoff.ms``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cleaner.errors import CleaningAbortedError
-from cleaner.pool.manager import Candidate, CleanerManager
+from cleaner.pool.manager import Candidate, CleanerManager, describe_failure
 from service.audit import audit_log
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
@@ -86,7 +87,8 @@ class JobSharing:
 
 
 class CleanerWorker:
-    """``last_outcome`` and ``is_dead`` are written by the worker thread, read by metrics (atomic refs)."""
+    """``last_outcome``, ``is_dead`` and ``died_at_ms`` are written by the worker thread (and ``restart``,
+    once it is dead), read by the metrics and the pool's supervisor (atomic refs)."""
 
     def __init__(
         self,
@@ -112,8 +114,12 @@ class CleanerWorker:
         self.sharing = sharing
         self.last_outcome: RoundOutcome | None = None
         self.is_dead = False
+        self.died_at_ms: int | None = None  # the manager's clock when it died (None: alive or never started)
         self.stopped_rounds: list[TopicPartition] = []  # rounds the stop aborted (appended by this worker)
-        self.thread = threading.Thread(target=self.run, name=self.name, daemon=True)
+        self.thread = self._new_thread()
+
+    def _new_thread(self) -> threading.Thread:
+        return threading.Thread(target=self.run, name=self.name, daemon=True)
 
     def run(self) -> None:
         try:
@@ -123,9 +129,19 @@ class CleanerWorker:
                 if not cleaned:
                     self.stop.wait(self.backoff_ms / 1000)
         except BaseException:
+            self.died_at_ms = self.manager.clock.monotonic_ms()
             self.is_dead = True
-            logger.exception("%s died", self.name)
+            logger.exception("%s died; it is restarted after log.cleaner.backoff.ms", self.name)
             raise
+
+    def restart(self) -> None:
+        """Run the loop again on a new thread (this one died); the pool's supervisor calls it."""
+        if self.thread.is_alive():
+            raise RuntimeError(f"{self.name} is still running")
+        self.thread = self._new_thread()
+        self.is_dead = False
+        self.died_at_ms = None
+        self.thread.start()
 
     def try_clean_filthiest_log(self) -> bool:
         return bool(self.clean_filthiest_logs())
@@ -191,6 +207,9 @@ class CleanerWorker:
             )
         except Exception as exc:
             ended = exc
+        except BaseException:  # the thread's end, not the log's fault: it leaves in progress, unmarked
+            self.manager.done_cleaning(candidate.log, None)
+            raise
         return self._settle(candidate, ended, started, reraise=reraise)
 
     def _settle(
@@ -215,13 +234,20 @@ class CleanerWorker:
                 log.directory.parent,
                 exc_info=ended,
             )
-            self.manager.mark_uncleanable(log, candidate.to_clean.cleanable_bytes)
+            self.manager.mark_uncleanable(
+                log, candidate.to_clean.cleanable_bytes, describe_failure(ended), by=self.name
+            )
             self.manager.done_cleaning(log, None)
             if reraise:
                 raise ended
             return None
         outcome = ended
-        self.manager.done_cleaning(log, outcome.end_offset)
+        try:
+            self.manager.done_cleaning(log, outcome.end_offset)
+        except Exception as exc:  # the checkpoint's dir, not the thread: the next round cleans from the last
+            logger.error("%s: cannot checkpoint the cleaning of %s: %s", self.name, tp, exc, exc_info=exc)
+            if reraise:
+                raise
         self.last_outcome = outcome
         if self.on_outcome is not None:
             self.on_outcome(outcome)

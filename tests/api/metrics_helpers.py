@@ -52,6 +52,7 @@ CONTRACT_NAMES = (
     "logcleaner_cleaner_bytes_read_total",
     "logcleaner_cleaner_bytes_written_total",
     "logcleaner_spark_job_duration_seconds",
+    "logcleaner_cleaner_thread_restarts_total",
 )
 
 # promtool's lint findings that Kafka's names (kept exact, so Kafka dashboards work) cannot avoid.

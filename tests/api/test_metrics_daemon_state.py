@@ -159,6 +159,9 @@ class FixedCleaner:
     def clean_partition(self, tp: TopicPartition) -> dict[str, object]:
         return {}
 
+    def retry_uncleanable(self, tp: TopicPartition) -> dict[str, object]:
+        return {}
+
 
 @dataclass
 class Source:
@@ -171,7 +174,13 @@ def test_uncleanable_partitions_are_reported_per_log_dir(tmp_path: Path) -> None
     with running_daemon([a, b]) as daemon:
         cleaner = daemon.cleaner_view
         assert cleaner is not None
-        figures = replace(cleaner.figures(), uncleanable={a.resolve(): (2, 4096)})
+        figures = replace(
+            cleaner.figures(),
+            uncleanable={a.resolve(): (2, 4096)},
+            uncleanable_past_retry={a.resolve(): 1},
+            dead_thread_count=1,
+            thread_restarts=3,
+        )
         metrics = ServiceMetrics(Source(daemon.log_manager, FixedCleaner(figures)))
         scrape = Scrape.of(metrics.registry)
 
@@ -185,6 +194,11 @@ def test_uncleanable_partitions_are_reported_per_log_dir(tmp_path: Path) -> None
     }
     assert scrape.value(size, logDirectory=str(a.resolve())) == 4096
     assert scrape.value(size, logDirectory=str(b.resolve())) == 0
+    assert scrape.value("logcleaner_cleaner_uncleanable_partitions_past_retry") == 1
+    assert scrape.value("kafka_log_logcleaner_deadthreadcount") == 1
+    assert scrape.value("logcleaner_cleaner_thread_restarts_total") == 3
+    assert scrape.types["logcleaner_cleaner_thread_restarts"] == "counter"
+    assert scrape.value("logcleaner_cleaner_threads") == 0, "QUIET: log.cleaner.threads=0"
 
 
 def test_an_offline_log_dir_is_counted_and_its_partitions_stay_visible(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ CONTRACT_ROUTES = {
     ("get", "/v1/retention/explain"),
     ("get", "/v1/cleaner"),
     ("post", "/v1/cleaner/run"),
+    ("post", "/v1/cleaner/uncleanable/{topic}/{partition}/retry"),
     ("get", "/v1/scheduler/jobs"),
     ("get", "/v1/logs/failed"),
     ("get", "/v1/logs/stray"),

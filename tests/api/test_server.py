@@ -97,6 +97,9 @@ class BlockingCleaner:
             "stats": {},
         }
 
+    def retry_uncleanable(self, tp: TopicPartition) -> dict[str, object]:
+        raise NotImplementedError
+
 
 class WithCleaner:
     """The served node's surface (its ``NodeView``), with another cleaner."""

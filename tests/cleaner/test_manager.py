@@ -64,7 +64,7 @@ def test_grabs_the_log_with_the_highest_dirty_ratio(logs: Logs) -> None:
     assert manager.in_progress == [p1.topic_partition, p2.topic_partition]
     assert manager.grab_filthiest_compacted_log() is None, "p0 has nothing to clean"
     manager.done_cleaning(p1, 8)
-    manager.mark_uncleanable(p1, 100)
+    manager.mark_uncleanable(p1, 100, "CorruptDataError: a test's")
     assert manager.grab_filthiest_compacted_log() is None
     assert (
         manager.uncleanable() == {logs.directory.resolve(): {p1.topic_partition: 100}}
@@ -198,3 +198,26 @@ def test_a_finished_rounds_checkpoint_write_blocks_no_other_worker(
     aborter.join(10)
     assert logs.checkpoint().read() == {a.topic_partition: 4}
     assert manager.state_of(a.topic_partition).paused == 1  # type: ignore[union-attr]
+
+
+def test_an_error_choosing_one_log_marks_it_uncleanable_and_the_others_are_still_chosen(
+    logs: Logs, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's ``grabFilthiestCompactedLog`` wraps a log's error as ``LogCleaningException``: that log alone
+    is marked uncleanable, with the reason, and the selection goes on."""
+    broken, fine = logs.add(0, 4), logs.add(1, 4)
+    # loaded again from disk with max.compaction.lag.ms set: the selection reads its first segment's header
+    config = LogConfig(segment_bytes=160, cleanup_policy=COMPACT, max_compaction_lag_ms=1)
+    reloaded = load_partition_log(broken.directory, config, clock=clock).log
+    logs.logs[broken.topic_partition] = reloaded
+    first = reloaded.segments[0].log_path
+    first.unlink()
+    manager = manager_for(logs)
+    chosen = manager.grab_filthiest_compacted_log()
+    assert chosen is not None and chosen.log is fine
+    (entry,) = manager.uncleanable_entries()
+    assert entry.topic_partition == broken.topic_partition and entry.attempts == 1
+    assert entry.reason.startswith("FileNotFoundError: ") and str(first) in entry.reason
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "Error choosing whether to clean t-0" in errors[0].getMessage()
+    assert manager.grab_filthiest_compacted_log() is None, "skipped until its retry"

@@ -15,6 +15,8 @@ PROMETHEUS = DEPLOY / "prometheus"
 ALERTS_WE_PROMISE = {
     "LogCleanerDown",
     "LogCleanerThreadDead",
+    "LogCleanerThreadRestarted",
+    "LogCleanerUncleanablePastRetry",
     "LogCleanerUncleanablePartitions",
     "LogCleanerCompactionLate",
     "RetentionHeldBackByFutureTimestamps",

@@ -1,0 +1,111 @@
+"""Uncleanable partitions over real HTTP against a daemon with a real cleaner thread: ``GET /v1/cleaner``
+lists one with its reason, since when, its attempts and next try; ``POST .../retry`` answers 202 and the
+thread tries it at its next round (404 for a partition that is not uncleanable); ``/metrics`` counts it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.api.conftest import Served, assert_problem, serve_daemon, string_record
+from tests.api.metrics_helpers import Scrape
+
+THREAD = {"log.cleaner.threads": "1", "log.cleaner.backoff.ms": "20"}
+
+
+@pytest.fixture
+def cleaning(tmp_path: Path) -> Iterator[Served]:
+    with serve_daemon(tmp_path / "logs", THREAD) as served:
+        yield served
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def flip_byte(path: Path, position: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)
+        f.seek(position)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def uncleanable(served: Served) -> list[dict[str, object]]:
+    status = served.client.get("/v1/cleaner")
+    assert status.status_code == 200, status.text
+    entries = status.json()["uncleanable"]
+    assert isinstance(entries, list)
+    return entries
+
+
+def compacted_topic(served: Served, name: str) -> Path:
+    """A compacted topic of several segments that the cleaner leaves alone until its ratio is lowered."""
+    configs = {"cleanup.policy": "compact", "segment.bytes": 1024, "min.cleanable.dirty.ratio": 1.0}
+    created = served.client.post("/v1/topics", json={"name": name, "configs": configs})
+    assert created.status_code == 201, created.text
+    for r in range(8):  # two batches a segment: four segments
+        records = [string_record(f"k{k}", f"v{r}-{k}") for k in range(30)]
+        produced = served.client.post(f"/v1/topics/{name}/partitions/0/records", json={"records": records})
+        assert produced.status_code == 200, produced.text
+    return served.log_dir / f"{name}-0"
+
+
+def set_ratio(served: Served, topic: str, ratio: float) -> None:
+    patched = served.client.patch(
+        f"/v1/topics/{topic}/configs", json={"set": {"min.cleanable.dirty.ratio": ratio}}
+    )
+    assert patched.status_code == 200, patched.text
+
+
+def test_an_uncleanable_partition_is_listed_and_retried_on_request(cleaning: Served) -> None:
+    partition_dir = compacted_topic(cleaning, "faulty")
+    segments = sorted(partition_dir.glob("*.log"))
+    assert len(segments) >= 3
+    second_segment = segments[1]
+    flip_byte(second_segment, 100)
+    set_ratio(cleaning, "faulty", 0.1)
+    wait_for(lambda: bool(uncleanable(cleaning)))
+    (entry,) = uncleanable(cleaning)
+    assert entry["topic"] == "faulty" and entry["partition"] == 0 and entry["attempts"] == 1
+    assert str(entry["reason"]).startswith("CorruptDataError: ") and str(second_segment) in str(
+        entry["reason"]
+    )
+    assert isinstance(entry["since"], str) and isinstance(entry["next_retry"], str)
+    assert entry["since"].endswith("Z") and entry["next_retry"] > entry["since"]
+    assert entry["next_retry_ms"] == entry["since_ms"] + 600_000  # type: ignore[operator]
+    scrape = Scrape.parse(cleaning.client.get("/metrics").text)
+    directory = str(cleaning.log_dir.resolve())
+    assert (
+        scrape.value("kafka_log_logcleanermanager_uncleanable_partitions_count", logDirectory=directory) == 1
+    )
+    assert scrape.value("logcleaner_cleaner_uncleanable_partitions_past_retry") == 0
+    assert scrape.value("kafka_log_logcleaner_deadthreadcount") == 0
+
+    flip_byte(second_segment, 100)  # repaired
+    retried = cleaning.client.post("/v1/cleaner/uncleanable/faulty/0/retry")
+    assert retried.status_code == 202, retried.text
+    assert retried.json()["topic"] == "faulty" and retried.json()["next_retry_ms"] <= int(time.time() * 1000)
+
+    def cleaned() -> bool:
+        runs = cleaning.client.get("/v1/cleaner").json()["last_runs"]
+        return any(run["topic"] == "faulty" for run in runs)
+
+    wait_for(cleaned)  # by the thread at its next round: no restart
+    assert uncleanable(cleaning) == []
+    assert_problem(cleaning.client.post("/v1/cleaner/uncleanable/faulty/0/retry"), 404)
+
+
+def test_a_retry_of_a_partition_that_is_not_uncleanable_is_404(cleaning: Served) -> None:
+    compacted_topic(cleaning, "fine")
+    body = assert_problem(cleaning.client.post("/v1/cleaner/uncleanable/fine/0/retry"), 404)
+    assert "fine-0 is not uncleanable" in str(body["detail"])
+    assert_problem(cleaning.client.post("/v1/cleaner/uncleanable/never-created/0/retry"), 404)
+    assert_problem(cleaning.client.post("/v1/cleaner/uncleanable/fine/-1/retry"), 422, field="partition")
+    assert_problem(cleaning.client.post("/v1/cleaner/uncleanable/a..b!/0/retry"), 422, field="topic")
