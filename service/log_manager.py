@@ -221,7 +221,7 @@ class LogManager:
         if self.cleaning is None:
             return
         for tp in sorted(self._future_replicas & self.logs.keys(), key=lambda t: (t.topic, t.partition)):
-            self.cleaning.abort_and_pause(tp)
+            self.cleaning.abort_and_pause(tp, reason="future-replica")
             logger.info(
                 "Cleaning of %s paused: its future replica (a move between log dirs) is in another dir; "
                 "the broker promotes it, and a restart after that resumes cleaning",

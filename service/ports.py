@@ -35,8 +35,9 @@ class CleaningControl(Protocol):
         """Stop a running cleaning of ``tp`` (partition deletion, a policy change away from compact)."""
         ...
 
-    def abort_and_pause(self, tp: TopicPartition) -> None:
-        """Stop a running cleaning of ``tp`` and keep it from starting again until ``resume``."""
+    def abort_and_pause(self, tp: TopicPartition, timeout_s: float = 60.0, *, reason: str = "") -> None:
+        """Stop a running cleaning of ``tp`` and keep it from starting again until ``resume``; ``reason``
+        says why to whoever lists the paused partitions."""
         ...
 
     def update_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int | None) -> None:

@@ -251,6 +251,10 @@ class LogCleaner:
             "in_progress": [
                 {"topic": tp.topic, "partition": tp.partition} for tp in self.manager.in_progress
             ],
+            "paused": [
+                {"topic": tp.topic, "partition": tp.partition, "reason": reason}
+                for tp, reason in self.manager.paused().items()
+            ],
             "uncleanable_retry_backoff_ms": self.manager.uncleanable_partitions.retry_backoff_ms,
             "uncleanable": [entry.to_json() for entry in self.manager.uncleanable_entries()],
             "max_dirty_percent": figures.max_dirty_percent,

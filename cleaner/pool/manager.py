@@ -95,6 +95,7 @@ class CleanerManager:
         self._cond = threading.Condition()
         self._checkpoint_lock = threading.Lock()
         self._states: dict[TopicPartition, State] = {}
+        self._pause_reasons: dict[TopicPartition, str] = {}  # why a partition was paused, where said
         self.uncleanable_partitions = UncleanablePartitions(clock, uncleanable_retry_backoff_ms)
         self._unreadable: dict[Path, str] = {}  # checkpoint file → its error, reported once
         self._unreadable_lock = threading.Lock()
@@ -224,9 +225,12 @@ class CleanerManager:
             for log in logs:
                 self._leave_cleaning(log.topic_partition, "done deleting")
 
-    def abort_and_pause(self, tp: TopicPartition, timeout_s: float = 60.0) -> None:
-        """Stop any cleaning of ``tp`` and keep it paused; waits until a running round has noticed."""
+    def abort_and_pause(self, tp: TopicPartition, timeout_s: float = 60.0, *, reason: str = "") -> None:
+        """Stop any cleaning of ``tp`` and keep it paused; waits until a running round has noticed.
+        ``reason``: why, as ``GET /v1/cleaner`` lists the paused partitions (``future-replica``)."""
         with self._cond:
+            if reason:
+                self._pause_reasons[tp] = reason
             state = self._states.get(tp)
             if state is None:
                 self._states[tp] = State("paused", 1)
@@ -246,6 +250,7 @@ class CleanerManager:
                 raise IllegalCleanerStateError(f"resume {tp} in state {state}")
             if state.paused == 1:
                 del self._states[tp]
+                self._pause_reasons.pop(tp, None)
             else:
                 self._states[tp] = State("paused", state.paused - 1)
 
@@ -260,6 +265,15 @@ class CleanerManager:
     def state_of(self, tp: TopicPartition) -> State | None:
         with self._cond:
             return self._states.get(tp)
+
+    def paused(self) -> dict[TopicPartition, str]:
+        """The partitions paused now, each with the reason it was paused for (``paused`` if none given)."""
+        with self._cond:
+            return {
+                tp: self._pause_reasons.get(tp, "paused")
+                for tp, s in sorted(self._states.items())
+                if s.name == "paused"
+            }
 
     @property
     def in_progress(self) -> list[TopicPartition]:

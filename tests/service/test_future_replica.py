@@ -18,6 +18,7 @@ from service.clock import SystemClock
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record
+from tests.api.conftest import serve_daemon
 from tests.service.test_read_only_commands import snapshot
 
 DAY_MS = 86_400_000
@@ -79,3 +80,14 @@ def test_once_the_future_replica_is_gone_the_partition_is_cleaned(
     code, out, err = run(capsys, a, b, "clean", "--json")
     assert code == 0, err
     assert [(c["topic"], c["partition"]) for c in json.loads(out)["cleaned"]] == [("t", 0)]
+
+
+def test_the_daemons_cleaner_lists_it_paused_for_its_future_replica(tmp_path: Path) -> None:
+    a, b = make_moving_partition(tmp_path)
+    overrides = {"log.dirs": f"{a},{b}", "log.cleanup.policy": "compact", "log.cleaner.engine": "in-process"}
+    with serve_daemon(a, overrides) as served:
+        status = served.client.get("/v1/cleaner").json()
+        assert status["paused"] == [{"topic": "t", "partition": 0, "reason": "future-replica"}]
+        detail = served.client.get("/v1/retention/explain", params={"topic": "t", "partition": 0}).json()
+        [partition] = detail["partitions"]
+        assert partition["cleaner"]["reason"] == "future-replica"
