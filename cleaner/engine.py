@@ -8,18 +8,26 @@ imports pyspark and starts a JVM) only when a round first needs it.
 
 ``clean_many`` runs several logs' rounds at once: the Spark engine cleans them in one Spark job (each log
 still swapped and reported on its own); the in-process engine simply runs them one after the other.
+
+Spark failing to start (no Java, a master that does not answer) is the engine's fault, not a partition's:
+it is logged once, with its cause, the round runs in-process instead, and Spark is tried again only after
+``SPARK_RETRY_AFTER_S``; no partition is marked uncleanable for it.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
 import threading
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol
 
 from cleaner.compaction.cleaner import Cleaner, CleaningResult, ScheduleDelete, round_down_to_segment
-from cleaner.errors import CleaningAbortedError
+from cleaner.errors import CleaningAbortedError, EngineUnavailableError
 from service.clock import Clock
 from service.engine_choice import ENGINE_SPARK, EngineChoice
 from service.storage.log import PartitionLog
@@ -32,7 +40,12 @@ __all__ = [
     "ScheduleDelete",
     "clean_each",
     "round_bytes",
+    "spark_start_failure",
 ]
+
+logger = logging.getLogger(__name__)
+
+SPARK_RETRY_AFTER_S = 600.0  # after a failed start, rounds run in-process this long before Spark is tried
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +204,7 @@ class PerRoundEngine:
         self._spark: CompactionEngine | None = None
         self._starting: threading.Thread | None = None
         self._start_error: BaseException | None = None
+        self._failed_at: float | None = None  # time.monotonic() of the last failed start
         self._closed = False
         self._lock = threading.Lock()
 
@@ -199,8 +213,13 @@ class PerRoundEngine:
         return self._spark is not None
 
     def goes_to_spark(self, log: PartitionLog, upper_bound_offset: int) -> bool:
-        """Whether a round of ``log`` up to ``upper_bound_offset`` would run on Spark (starts nothing)."""
+        """Whether a round of ``log`` up to ``upper_bound_offset`` would run on Spark (starts nothing): not
+        while Spark's last start failed less than ``SPARK_RETRY_AFTER_S`` ago."""
         engine, _reason = self.choice.choose(round_bytes(log, upper_bound_offset))
+        with self._lock:
+            failed_at = self._failed_at
+        if failed_at is not None and time.monotonic() - failed_at < SPARK_RETRY_AFTER_S:
+            return False
         return engine == ENGINE_SPARK
 
     def engine_for(
@@ -225,9 +244,22 @@ class PerRoundEngine:
             starting.join(poll_interval_s)
             check_aborted()
         with self._lock:
-            if self._spark is None:
-                raise RuntimeError(f"Spark did not start: {self._start_error!r}") from self._start_error
-            return self._spark
+            if self._spark is not None:
+                return self._spark
+            error, self._start_error = self._start_error, None
+        if error is not None:  # else another round's wait saw the failure first and said so
+            self._spark_failed(spark_start_failure(error))
+        return self.in_process
+
+    def _spark_failed(self, cause: str) -> None:
+        """Spark could not run a round: said once, with its cause; rounds run in-process for a while."""
+        with self._lock:
+            self._failed_at = time.monotonic()
+        logger.error(
+            "Spark did not start, so this round and those in the next %d s run in-process: %s",
+            SPARK_RETRY_AFTER_S,
+            cause,
+        )
 
     def _start(self) -> None:
         try:
@@ -235,7 +267,10 @@ class PerRoundEngine:
         except BaseException as exc:  # handed to the rounds waiting for it
             with self._lock:
                 self._start_error, self._starting = exc, None
+                self._failed_at = time.monotonic()
             return
+        with self._lock:
+            self._failed_at = None
         with self._lock:
             closed = self._closed
             if not closed:
@@ -256,15 +291,22 @@ class PerRoundEngine:
         thread_id: int = 0,
     ) -> CleaningResult:
         engine = self.engine_for(log, upper_bound_offset, check_aborted)
-        return engine.clean(
-            log,
-            first_dirty_offset,
-            upper_bound_offset,
+        run = partial(
+            _clean_on,
+            log=log,
+            first_dirty_offset=first_dirty_offset,
+            upper_bound_offset=upper_bound_offset,
             check_aborted=check_aborted,
             throttle=throttle,
             schedule_delete=schedule_delete,
             thread_id=thread_id,
         )
+        if engine is not self.in_process:
+            try:
+                return run(engine)
+            except EngineUnavailableError as exc:
+                self._spark_failed(str(exc))
+        return run(self.in_process)
 
     def clean_many(
         self,
@@ -286,11 +328,34 @@ class PerRoundEngine:
             spark = self.engine_for(
                 on_spark[0].log, on_spark[0].upper_bound_offset, partial(_check_all_aborted, on_spark)
             )
-        except Exception as exc:  # Spark did not start, or every round was aborted
+        except CleaningAbortedError as exc:
             for one in on_spark:
                 one.on_done(exc)
             return
-        spark.clean_many(on_spark, throttle=throttle, schedule_delete=schedule_delete, thread_id=thread_id)
+        done: set[int] = set()  # ids of the rounds Spark answered
+
+        def tracked(one: LogRound) -> LogRound:
+            def on_done(outcome: CleaningResult | BaseException) -> None:
+                done.add(id(one))
+                one.on_done(outcome)
+
+            return replace(one, on_done=on_done)
+
+        if spark is not self.in_process:
+            try:
+                spark.clean_many(
+                    [tracked(r) for r in on_spark],
+                    throttle=throttle,
+                    schedule_delete=schedule_delete,
+                    thread_id=thread_id,
+                )
+                return
+            except EngineUnavailableError as exc:
+                self._spark_failed(str(exc))
+        left = [r for r in on_spark if id(r) not in done]  # Spark did not start: they run here, one by one
+        clean_each(
+            self.in_process, left, throttle=throttle, schedule_delete=schedule_delete, thread_id=thread_id
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -299,6 +364,39 @@ class PerRoundEngine:
         self.in_process.close()
         if spark is not None:
             spark.close()
+
+
+def _clean_on(
+    engine: CompactionEngine,
+    *,
+    log: PartitionLog,
+    first_dirty_offset: int,
+    upper_bound_offset: int,
+    check_aborted: Callable[[], None],
+    throttle: Callable[[int], None],
+    schedule_delete: ScheduleDelete,
+    thread_id: int,
+) -> CleaningResult:
+    return engine.clean(
+        log,
+        first_dirty_offset,
+        upper_bound_offset,
+        check_aborted=check_aborted,
+        throttle=throttle,
+        schedule_delete=schedule_delete,
+        thread_id=thread_id,
+    )
+
+
+def spark_start_failure(error: BaseException) -> str:
+    """One line naming why Spark did not start: a missing Java is named as such."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if "JAVA_GATEWAY_EXITED" in str(error) or isinstance(error, FileNotFoundError):
+        java_home = os.environ.get("JAVA_HOME")
+        if shutil.which("java") is None and not java_home:
+            return "no Java: java is not on PATH and JAVA_HOME is unset (Spark needs Java 17 or later)"
+        return f"its JVM exited at once (Java at {java_home or shutil.which('java')}): {text}"
+    return f"{type(error).__name__}: {text}"
 
 
 def _check_all_aborted(rounds: Sequence[LogRound]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from service.errors import ConflictError, LogCleanerError
 
-__all__ = ["CleaningAbortedError", "IllegalCleanerStateError"]
+__all__ = ["CleaningAbortedError", "EngineUnavailableError", "IllegalCleanerStateError"]
 
 
 class CleaningAbortedError(LogCleanerError):
@@ -14,3 +14,8 @@ class CleaningAbortedError(LogCleanerError):
 
 class IllegalCleanerStateError(ConflictError):
     """A cleaning-state transition that Kafka's LogCleanerManager does not allow (cleaner/pool/manager.py)."""
+
+
+class EngineUnavailableError(LogCleanerError):
+    """The engine could not run the round at all (Spark did not start: no Java, no master): the engine's
+    fault, not the partition's. The round runs on the other engine; nothing is marked uncleanable."""

@@ -55,8 +55,8 @@ from pyspark.sql import SparkSession
 from cleaner.compaction.cleaner import CleaningResult, ScheduleDelete, delete_segments
 from cleaner.compaction.offset_map import kafka_utilization_percent
 from cleaner.compaction.stats import CleanerStats
-from cleaner.engine import LogRound
-from cleaner.errors import CleaningAbortedError
+from cleaner.engine import LogRound, spark_start_failure
+from cleaner.errors import CleaningAbortedError, EngineUnavailableError
 from cleaner.spark.actions import run_action
 from cleaner.spark.jobs import (
     DEFAULT_MIN_RANGE_BYTES,
@@ -187,6 +187,8 @@ class SparkEngine:
                     r for r in pending if id(r) not in settled and all(r is not a for a, _ in exc.aborted)
                 ]
                 continue
+            except EngineUnavailableError:
+                raise  # no round ran: the caller runs them on the other engine
             except Exception:
                 pending = [r for r in pending if id(r) not in settled]
                 logger.warning(
@@ -203,6 +205,8 @@ class SparkEngine:
             one = owner[id(round_)]
             try:
                 results, map_size = self._rewrite(round_, thread_id)
+            except EngineUnavailableError:
+                raise  # this round and the rest did not run: the caller runs them on the other engine
             except Exception as exc:
                 one.on_done(exc)
                 continue
@@ -395,8 +399,10 @@ class SparkEngine:
         while starter.is_alive():
             starter.join(self.poll_interval_s)
             check_aborted()
-        if isinstance(outcome[0], BaseException):
+        if isinstance(outcome[0], CleaningAbortedError):
             raise outcome[0]
+        if isinstance(outcome[0], BaseException):
+            raise EngineUnavailableError(spark_start_failure(outcome[0])) from outcome[0]
         return outcome[0]
 
     def _swap_in(

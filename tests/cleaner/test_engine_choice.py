@@ -235,3 +235,40 @@ def test_serve_cleans_small_logs_in_process_without_a_jvm(tmp_path: Path) -> Non
         assert not [c for c in children if "java" in c.name()], children
     finally:
         assert serve.stop() == 0, serve.log
+
+
+def test_spark_that_cannot_start_costs_no_partition_the_rounds_run_in_process(tmp_path: Path) -> None:
+    """A JVM that cannot start is the engine's fault: one ERROR naming it, every partition cleaned in-process,
+    none marked uncleanable, no traceback."""
+    import os
+
+    _gen_compacted(tmp_path / "logs")
+    args = [sys.executable, "-m", "service", "clean", "--json", "--override", f"log.dirs={tmp_path / 'logs'}"]
+    args += ["--override", "log.cleaner.engine=spark"]
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "no-java-here")}
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=False, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    cleaned = json.loads(done.stdout)["cleaned"]
+    assert [entry["engine"] for entry in cleaned] == ["in-process", "in-process"]
+    assert "Traceback" not in done.stderr and "uncleanable" not in done.stderr, done.stderr
+    [line] = [line for line in done.stderr.splitlines() if "Spark did not start" in line]
+    assert str(tmp_path / "no-java-here") in line, line
+
+
+def test_a_failed_spark_start_is_tried_again_only_after_the_backoff(tmp_path: Path) -> None:
+    clock = ManualClock(1_700_000_000_000)
+    log = new_log(tmp_path / "topic-0", clock, segment_bytes=2048)
+    for i in range(200):
+        log.append_records([keyed(i % 5, i)])
+    starts: list[int] = []
+
+    def no_java() -> CompactionEngine:
+        starts.append(1)
+        raise FileNotFoundError("java")
+
+    engine = PerRoundEngine(EngineChoice("spark", 0), InProcessEngine(clock), no_java)
+    assert engine.engine_for(log, log.log_end_offset) is engine.in_process
+    assert not engine.goes_to_spark(log, log.log_end_offset), "not again before SPARK_RETRY_AFTER_S"
+    assert engine.engine_for(log, log.log_end_offset) is engine.in_process
+    assert len(starts) == 1
+    engine.close()
