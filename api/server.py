@@ -9,6 +9,7 @@ forces the exit; it returns within about twice that. uvicorn logs at WARNING, wi
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import threading
@@ -16,6 +17,8 @@ import time
 
 import uvicorn
 from starlette.types import ASGIApp
+
+from api.port_owner import port_owner
 
 __all__ = ["ApiServer"]
 
@@ -97,6 +100,9 @@ class ApiServer:
         except OSError as exc:
             sock.close()
             reason = exc.strerror or str(exc)
+            owner = port_owner(self.requested_port) if exc.errno == errno.EADDRINUSE else None
+            if owner is not None:
+                reason += f", by {owner}: set api.port to a free port"
             raise OSError(
                 f"cannot listen on {self.host}:{self.requested_port} (api.host, api.port): {reason}"
             ) from exc

@@ -6,7 +6,9 @@
 #   deploy/spark/standalone.sh start     # master spark://$SPARK_MASTER_HOST:7077, one worker
 #   deploy/spark/standalone.sh stop
 #
-# Then: logcleaner serve --config ... --override spark.master=spark://127.0.0.1:7077
+# Their web UIs listen on 8180 (master) and 8181 (worker), not Spark's 8080 and 8081: logcleaner's REST API
+# takes 8080 (SPARK_MASTER_WEBUI_PORT, SPARK_WORKER_WEBUI_PORT change them).
+# Then: logcleaner serve --config deploy/spark/server.properties
 # Executors open the segment files themselves: every worker must see the log dirs at the same path as
 # the service (shared storage), and run the same Python with logcleaner installed.
 set -eu
@@ -32,10 +34,12 @@ daemon="$SPARK_HOME/sbin/spark-daemon.sh"
 
 if [ "$1" = start ]; then
     mkdir -p "$SPARK_LOG_DIR" "$SPARK_PID_DIR" "$SPARK_WORKER_DIR"
-    "$daemon" start org.apache.spark.deploy.master.Master 1 --host "$host" --port "$port"
+    "$daemon" start org.apache.spark.deploy.master.Master 1 --host "$host" --port "$port" \
+        --webui-port "${SPARK_MASTER_WEBUI_PORT:-8180}"
     "$daemon" start org.apache.spark.deploy.worker.Worker 1 --host "$host" \
+        --webui-port "${SPARK_WORKER_WEBUI_PORT:-8181}" \
         --cores "${SPARK_WORKER_CORES:-2}" --memory "${SPARK_WORKER_MEMORY:-2g}" "spark://$host:$port"
-    echo "spark.master=spark://$host:$port (logs in $SPARK_LOG_DIR)"
+    echo "spark.master=spark://$host:$port, its web UI http://$host:${SPARK_MASTER_WEBUI_PORT:-8180} (logs in $SPARK_LOG_DIR)"
 else
     "$daemon" stop org.apache.spark.deploy.worker.Worker 1
     "$daemon" stop org.apache.spark.deploy.master.Master 1

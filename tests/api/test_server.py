@@ -4,7 +4,9 @@ time; readiness before the logs are loaded."""
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -69,8 +71,9 @@ def test_a_port_in_use_fails_start_naming_the_key(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         app = create_app(daemon.view, daemon.metrics_registry, settings=settings_of(daemon.broker))
         server = ApiServer(app, host="127.0.0.1", port=port)
-        with pytest.raises(OSError, match=rf"127\.0\.0\.1:{port} \(api\.host, api\.port\)"):
+        with pytest.raises(OSError, match=rf"127\.0\.0\.1:{port} \(api\.host, api\.port\)") as raised:
             server.start()
+        assert f"by {Path(sys.executable).name} (pid {os.getpid()}" in str(raised.value), "who holds it"
 
 
 class BlockingCleaner:
