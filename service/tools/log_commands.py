@@ -42,7 +42,7 @@ from service.tasks import DeferredTasks
 from service.tools.explain_text import explanation_lines
 from service.tools.interruption import Interruption, interruptible
 from service.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
-from service.tools.read_only import ScratchCopies, require_log_dirs, scratch_copies
+from service.tools.read_only import ScratchCopies, check_log_dir_paths, require_log_dirs, scratch_copies
 from service.tools.shares import partition_dir_names, process_count, run_in_shares
 from service.wording import counted
 
@@ -84,6 +84,7 @@ def load_config(config_file: Path | None, overrides: tuple[str, ...]) -> BrokerC
     broker, warnings = load_broker_config(config_file, overrides)
     for warning in warnings:
         logger.warning("%s", warning)
+    check_log_dir_paths(broker.log_dir_paths)
     return broker
 
 

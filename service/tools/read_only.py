@@ -21,11 +21,11 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from service.errors import NotFoundError
+from service.errors import InvalidInputError, NotFoundError
 from service.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 
 __all__ = ["ScratchCopies", "require_log_dirs", "scratch_copies"]
@@ -33,6 +33,18 @@ __all__ = ["ScratchCopies", "require_log_dirs", "scratch_copies"]
 logger = logging.getLogger(__name__)
 
 _ENTRY_BYTES = {INDEX_SUFFIX: 8, TIME_INDEX_SUFFIX: 12}  # Kafka's offset and time index entry sizes
+
+
+def check_log_dir_paths(log_dirs: Iterable[Path]) -> None:
+    """Every command's first check of ``log.dirs``: a path that exists must be a dir this process can list
+    and enter (bad input, exit 2, naming it), not a file, before anything reads or creates it."""
+    for path in log_dirs:
+        if path.exists() and not path.is_dir():
+            raise InvalidInputError(f"log dir {path} is a file, not a directory (log.dirs)")
+        if path.is_dir() and not os.access(path, os.R_OK | os.X_OK):
+            raise InvalidInputError(
+                f"log dir {path} cannot be read by this user: permission denied (log.dirs)"
+            )
 
 
 def require_log_dirs(log_dirs: list[Path]) -> None:

@@ -1,0 +1,23 @@
+"""``log.dirs`` naming a file: every command, ``serve`` included, exits 2 with one line naming it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("command", [["explain"], ["retention", "--dry-run"], ["clean"], ["serve"]])
+def test_a_log_dir_that_is_a_file_is_bad_input_named_in_one_line(tmp_path: Path, command: list[str]) -> None:
+    file = tmp_path / "logs"
+    file.write_text("not a dir")
+    args = [sys.executable, "-m", "service", *command, "--override", f"log.dirs={file}"]
+    args += ["--override", "api.port=0"] if command == ["serve"] else []
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"logcleaner: error: log dir {file} is a file, not a directory (log.dirs)\n"
+    assert file.read_text() == "not a dir"
