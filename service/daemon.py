@@ -206,7 +206,11 @@ class Daemon:
             self._config_version = version
             for topic in self.log_manager.topics():
                 self.log_manager.apply_topic_config(topic)
-            logger.info("Topic configs changed (overrides version %d): applied to the live logs", version[0])
+            logger.info(
+                "Topic configs changed (overrides version %d): applied to the live logs (each change is on "
+                "the logcleaner.audit trail)",
+                version[0],
+            )
 
     def _refresh_metadata(self) -> None:
         """Re-read the metadata log if its files changed; an unreadable one keeps the last image read (a

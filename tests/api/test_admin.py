@@ -215,3 +215,18 @@ def test_partition_numbers_in_bodies_are_strict(served: Served, topic: str, bad:
     grow = served.client.post(f"/v1/topics/{topic}/partitions", json={"count": bad})
     assert_problem(grow, 422, field="count")
     assert disk_snapshot(served.log_dir) == before
+
+
+def test_a_config_change_over_rest_is_one_audit_line_per_key(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = unique_topic_name("audited")
+    served.client.post("/v1/topics", json={"name": topic})
+    with caplog.at_level("INFO", logger="logcleaner.audit"):
+        changes = {"set": {"retention.ms": 86_400_000, "cleanup.policy": "compact,delete"}}
+        assert served.client.patch(f"/v1/topics/{topic}/configs", json=changes).status_code == 200
+    lines = [r.getMessage() for r in caplog.records if r.name == "logcleaner.audit" and topic in r.getMessage()]
+    assert sorted(lines) == [
+        f"Topic config changed: {topic} cleanup.policy delete [default] -> compact,delete [override]",
+        f"Topic config changed: {topic} retention.ms 604800000 [default] -> 86400000 [override]",
+    ]
