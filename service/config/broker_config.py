@@ -34,6 +34,7 @@ from service.config.definitions import (
     InvalidConfigError,
     parse_value,
 )
+from service.config.kafka_broker_keys import KAFKA_BROKER_KEYS
 from service.config.properties import parse_overrides, read_properties_checked
 
 __all__ = ["EMBEDDED_LOG_DIRS", "BrokerConfig", "load_broker_config"]
@@ -116,6 +117,8 @@ class BrokerConfig:
     """Every ``spark.*`` key to hand to Spark, ``spark.master`` included (with its default)."""
     explicit_keys: frozenset[str]
     """The keys set in the file or by ``--override`` (the ``broker`` source); the rest are defaults."""
+    ignored_broker_keys: tuple[str, ...] = ()
+    """Kafka broker keys set in the file that logcleaner does not use (``listeners``, ...), read quietly."""
 
     @classmethod
     def defaults(cls) -> BrokerConfig:
@@ -127,7 +130,7 @@ class BrokerConfig:
         """Parse ``props``: the config and one warning per unknown key. An invalid value raises
         :class:`~service.config.definitions.InvalidConfigError` (an ``InvalidInputError``) naming the key, the
         value and what is allowed. The body is the table of fields, each read as its type and synonyms say."""
-        explicit, spark, warnings = _split_properties(props)
+        explicit, spark, warnings, ignored = _split_properties(props)
         values = _Values(explicit)
         log_dirs = _resolve_log_dirs(explicit)
         return cls(
@@ -206,6 +209,7 @@ class BrokerConfig:
             spark_master=values.text("spark.master"),
             spark_conf=MappingProxyType({"spark.master": values.text("spark.master"), **spark}),
             explicit_keys=frozenset(explicit) | frozenset(spark),
+            ignored_broker_keys=ignored,
         ), warnings
 
     def source_of(self, key: str) -> ConfigSource:
@@ -239,25 +243,37 @@ def load_broker_config(config_file: Path | None, overrides: Sequence[str]) -> tu
     return broker, file_warnings + warnings
 
 
+_PER_LISTENER_PREFIX = "listener.name."
+_KNOWN_KEYS = sorted(set(DEFS_BY_NAME) | KAFKA_BROKER_KEYS)  # a typo of either is suggested
 _SUGGESTION_CUTOFF = 0.85  # a typo of a known key ("hourz"), not another broker setting ("listeners")
 
 
-def _split_properties(props: Mapping[str, str]) -> tuple[dict[str, ConfigValue], dict[str, str], list[str]]:
+def _split_properties(
+    props: Mapping[str, str],
+) -> tuple[dict[str, ConfigValue], dict[str, str], list[str], tuple[str, ...]]:
     """Sort ``props`` into the known keys (parsed: the first invalid value stops the parse), the ``spark.*``
-    keys handed to Spark as they are, and one warning per other key (not an error: a broker's own file
-    holds keys that are not ours)."""
+    keys handed to Spark as they are, one warning per key neither logcleaner nor Kafka knows (not an error),
+    and the Kafka broker keys logcleaner does not use (a broker's own file holds many: read quietly)."""
     explicit: dict[str, ConfigValue] = {}
     spark: dict[str, str] = {}
     warnings: list[str] = []
+    ignored: list[str] = []
     for key, raw in props.items():
         defn = DEFS_BY_NAME.get(key)
         if defn is not None:
             explicit[key] = parse_value(defn, raw)
         elif key.startswith(SPARK_PREFIX):
             spark[key] = raw.strip()
+        elif _is_kafka_broker_key(key):
+            ignored.append(key)
         else:
             warnings.append(_unknown_key_warning(key))
-    return explicit, spark, warnings
+    return explicit, spark, warnings, tuple(sorted(ignored))
+
+
+def _is_kafka_broker_key(key: str) -> bool:
+    """A broker config of the Kafka releases tested, or a per-listener one (``listener.name.<l>.<key>``)."""
+    return key in KAFKA_BROKER_KEYS or key.startswith(_PER_LISTENER_PREFIX)
 
 
 def _unknown_key_warning(key: str) -> str:
@@ -267,7 +283,7 @@ def _unknown_key_warning(key: str) -> str:
         return (
             f"unknown config key {key!r} ignored: it is a topic config; the broker key is {topic_defn.name!r}"
         )
-    close = difflib.get_close_matches(key, DEFS_BY_NAME, n=1, cutoff=_SUGGESTION_CUTOFF)
+    close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1, cutoff=_SUGGESTION_CUTOFF)
     return f"unknown config key {key!r} ignored" + (f": did you mean {close[0]}?" if close else "")
 
 

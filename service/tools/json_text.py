@@ -11,7 +11,7 @@ key that is not a string, an object of another type) is handed to ``json.dumps``
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 
@@ -49,11 +49,16 @@ def dumps_indented_items(items: list[object], depth: int) -> str:
     return indent + text[2:-2].replace("\n", "\n" + indent) if depth else text[2:-2]
 
 
-def indented_array_document(key: str, parts: list[str]) -> str:
-    """``dumps_indented({key: items})`` from the parts ``dumps_indented_items(…, depth=1)`` wrote of them."""
+def indented_array_document(key: str, parts: list[str], *, before: Mapping[str, object] | None = None) -> str:
+    """``dumps_indented({**before, key: items})`` from the parts ``dumps_indented_items(…, depth=1)`` wrote of
+    them; ``before``'s members (small: each on one line) come first."""
     items = ",\n".join(part for part in parts if part)
     array = "[\n" + items + "\n" + _INDENT + "]" if items else "[]"
-    return "{\n" + _INDENT + encode_basestring_ascii(key) + ": " + array + "\n}"
+    head = "".join(
+        _INDENT + encode_basestring_ascii(name) + ": " + json.dumps(value) + ",\n"
+        for name, value in (before or {}).items()
+    )
+    return "{\n" + head + _INDENT + encode_basestring_ascii(key) + ": " + array + "\n}"
 
 
 def _not_plain(value: object) -> object:

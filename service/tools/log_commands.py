@@ -84,6 +84,10 @@ def load_config(config_file: Path | None, overrides: tuple[str, ...]) -> BrokerC
     broker, warnings = load_broker_config(config_file, overrides)
     for warning in warnings:
         logger.warning("%s", warning)
+    if broker.ignored_broker_keys:
+        logger.debug(
+            "Kafka broker keys logcleaner does not use, ignored: %s", ", ".join(broker.ignored_broker_keys)
+        )
     check_log_dir_paths(broker.log_dir_paths)
     return broker
 
@@ -274,7 +278,8 @@ def explain_command(
     if as_json:
         parts = _inspect(broker, explain_share_as_json, selected)
         _require_some(sum(count for count, _ in parts), topic, partition)
-        click.echo(indented_array_document("partitions", [text for _, text in parts]))
+        ignored = {"ignored_broker_keys": list(broker.ignored_broker_keys)}
+        click.echo(indented_array_document("partitions", [text for _, text in parts], before=ignored))
         return
     now_ms = SystemClock().now_ms()  # as the inspection's: ages in words need no more precision
     docs = _inspect(broker, explain_share, selected)

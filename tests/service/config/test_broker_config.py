@@ -210,13 +210,14 @@ def test_an_invalid_override_fails_too(tmp_path: Path) -> None:
 
 
 def test_unknown_keys_warn_and_name_the_key() -> None:
+    """``broker.id`` is Kafka's: listed, not warned about; a topic config's name is."""
     config, warnings = BrokerConfig.from_properties(
-        {"broker.id": "0", "retention.ms": "1", "num.partitions": "2"}
+        {"broker.id": "0", "retention.ms": "1", "num.partitions": "2", "bogus.key": "x"}
     )
-    assert config.num_partitions == 2
+    assert config.num_partitions == 2 and config.ignored_broker_keys == ("broker.id",)
     assert len(warnings) == 2
-    assert "'broker.id'" in warnings[0]
-    assert "'retention.ms'" in warnings[1] and "'log.retention.ms'" in warnings[1]
+    assert "'retention.ms'" in warnings[0] and "'log.retention.ms'" in warnings[0]
+    assert "'bogus.key'" in warnings[1]
 
 
 def test_spark_keys_pass_through_without_warning() -> None:

@@ -137,7 +137,12 @@ def test_every_topic_config_is_a_log_config_field() -> None:
 def test_every_row_is_a_broker_config_field() -> None:
     fields = set(BrokerConfig.__dataclass_fields__)
     assert {d.attribute for d in CONFIG_DEFS} <= fields
-    assert fields - {d.attribute for d in CONFIG_DEFS} == {"spark_conf", "explicit_keys", "log_dir_paths"}
+    assert fields - {d.attribute for d in CONFIG_DEFS} == {
+        "spark_conf",
+        "explicit_keys",
+        "ignored_broker_keys",
+        "log_dir_paths",
+    }
 
 
 @pytest.mark.parametrize("defn", [d for d in CONFIG_DEFS if d.default is not None], ids=lambda d: d.name)
