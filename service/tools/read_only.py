@@ -98,9 +98,38 @@ class ScratchCopies:
 
 @contextmanager
 def scratch_copies(share: frozenset[str] | None = None) -> Iterator[ScratchCopies]:
-    """A :class:`ScratchCopies` whose folder is removed on exit."""
+    """A :class:`ScratchCopies` whose folder is removed on exit. Meanwhile every log line that names a copy
+    (a torn tail truncated in it, say) names the operator's own file instead, and says nothing changed."""
     with tempfile.TemporaryDirectory(prefix="logcleaner-read-only-") as scratch:
-        yield ScratchCopies(Path(scratch), share)
+        copies = ScratchCopies(Path(scratch), share)
+        renaming = _CopiesRenamed(scratch, copies)
+        handlers = logging.getLogger().handlers
+        for handler in handlers:
+            handler.addFilter(renaming)
+        try:
+            yield copies
+        finally:
+            for handler in handlers:
+                handler.removeFilter(renaming)
+
+
+class _CopiesRenamed(logging.Filter):
+    """Rewrites a record that names a scratch copy: the original's path, and that nothing was changed."""
+
+    def __init__(self, scratch: str, copies: ScratchCopies) -> None:
+        super().__init__()
+        self._scratch = scratch
+        self._copies = copies
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if self._scratch in message:
+            record.msg = self._copies.originals_named(message) + f" ({_NOTHING_CHANGED})"
+            record.args = None
+        return True
+
+
+_NOTHING_CHANGED = "in a read-only copy: nothing in the log dir was changed"
 
 
 def _copy_partition_dir(original: Path, target: Path, *, every_log: bool) -> None:

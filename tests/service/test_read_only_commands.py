@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,8 @@ from service.storage.partition_metadata import PARTITION_METADATA_FILE, write_pa
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
 from service.tools.log_commands import load_config, read_only_log_manager
+
+REPO = Path(__file__).resolve().parents[2]
 
 DAY_MS = 86_400_000
 READ_ONLY_COMMANDS = [["explain", "--json"], ["retention", "--dry-run", "--json"]]
@@ -223,3 +227,21 @@ def test_a_missing_log_dir_is_exit_2_and_is_not_created(
     assert code == 2
     assert str(missing) in err and "does not exist" in err
     assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.parametrize("command", [["explain"], ["retention", "--dry-run"]])
+def test_a_warning_of_a_read_only_load_names_the_operators_file_and_says_nothing_changed(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """The torn tail is cut in a scratch copy: its warning names the original file, not the copy."""
+    log_dir = tmp_path / "logs"
+    make_old_logs(log_dir)
+    make_unclean(log_dir)
+    args = [sys.executable, "-m", "service", *command, "--override", f"log.dirs={log_dir}"]
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "WARNING" in line]
+    assert warnings and all("logcleaner-read-only-" not in line for line in warnings), warnings
+    torn = [line for line in warnings if "truncating" in line]
+    assert torn and str(log_dir.resolve() / "t-0") in torn[0], torn
+    assert torn[0].endswith("(in a read-only copy: nothing in the log dir was changed)"), torn
