@@ -97,6 +97,7 @@ class Daemon:
         self.metrics = self.node.metrics
         self.metrics_registry = self.metrics.registry
         self._stop = threading.Event()
+        self._refresh_lock = threading.Lock()  # one topic-config refresh at a time
         self._config_version: tuple[int, object] = (0, None)
         self._warned_strays: set[TopicPartition] = set()  # live logs the metadata no longer gives us
         self._metadata_error: str | None = None  # the last metadata read's error, logged once
@@ -198,7 +199,12 @@ class Daemon:
 
     def refresh_topic_configs(self) -> None:
         """Pick up topic overrides changed by another process (``logcleaner topic-config``) or the API, and
-        configs changed in the broker's metadata log (a new snapshot or batches)."""
+        configs changed in the broker's metadata log (a new snapshot or batches). One refresh at a time (the
+        scheduled one and an API call's): each change is applied, and audited, once."""
+        with self._refresh_lock:
+            self._refresh_topic_configs()
+
+    def _refresh_topic_configs(self) -> None:
         self.topic_store.load_if_changed()
         self._refresh_metadata()
         version = (self.topic_store.version, self.metadata.dynamic_configs)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from service.storage.log_config import LogConfig
 from service.storage.segment import LogSegment
+from service.wording import human_duration, utc_date
 
 if TYPE_CHECKING:
     from service.storage.log import PartitionLog
@@ -72,7 +73,8 @@ class LogHold:
 
 # Kafka runs no retention on a compacted log while its cleaner is disabled.
 CLEANER_DISABLED_HOLD = LogHold(
-    RetentionReason.CLEANER_DISABLED, "compacted log and log.cleaner.enable=false: no retention"
+    RetentionReason.CLEANER_DISABLED,
+    "compacted log and log.cleaner.enable=false: no retention. Remedy: log.cleaner.enable=true",
 )
 # Kafka pauses a partition whose future replica exists (abortAndPauseCleaning); cleanupLogs passes it over.
 FUTURE_REPLICA_HOLD = LogHold(
@@ -319,8 +321,10 @@ def _why_kept(
         future = largest - now_ms
         return keep(
             RetentionReason.FUTURE_TIMESTAMP,
-            f"largest timestamp {largest} is {future} ms in the future; it expires only at "
-            f"{largest + config.retention_ms + 1}",
+            f"largest timestamp {human_duration(future)} in the future; it expires only at "
+            f"{utc_date(largest + config.retention_ms + 1)}. Remedy: delete-records up to offset "
+            f"{state.upper(index)} (the segment's end) removes it; message.timestamp.type=LogAppendTime (or "
+            "message.timestamp.after.max.ms) keeps new records from doing the same",
             future_by_ms=future,
         )
     if config.retention_ms >= 0 and now_ms - largest > config.retention_ms:
@@ -337,11 +341,16 @@ def _deleted_detail(
     if reason is RetentionReason.LOG_START_OFFSET:
         return f"offsets below {state.upper(index)}, before the log start offset {state.log_start_offset}"
     if reason is RetentionReason.TIME:
-        return f"age {now_ms - largest} ms > retention.ms={config.retention_ms}"
+        return (
+            f"age {human_duration(now_ms - largest)} > retention.ms ({human_duration(config.retention_ms)})"
+        )
     return f"the log is over retention.bytes={config.retention_bytes} without it"
 
 
 def _within(config: LogConfig, now_ms: int, largest: int) -> str:
     if config.retention_ms < 0:
         return "retention.ms=-1 (unlimited)"
-    return f"age {now_ms - largest} ms ≤ retention.ms={config.retention_ms}"
+    return (
+        f"age {human_duration(now_ms - largest)} ≤ retention.ms ({human_duration(config.retention_ms)}); "
+        f"expires at {utc_date(largest + config.retention_ms + 1)}"
+    )

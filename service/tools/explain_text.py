@@ -33,11 +33,8 @@ def explanation_lines(doc: Doc, now_ms: int) -> list[str]:
         f"retention.bytes={doc['retention_bytes']}{_from(source_of, 'retention.bytes')}"
     ]
     segments = _docs(doc["segments"])
-    for index, seg in enumerate(segments):
-        end_offset = _int(
-            segments[index + 1]["base_offset"] if index + 1 < len(segments) else doc["log_end_offset"]
-        )
-        why = _segment_why(doc, seg, end_offset, retention_ms, now_ms)
+    for seg in segments:
+        why = str(seg["detail"])  # the document's own sentence, as the REST API gives it
         lines.append(
             f"  segment {seg['base_offset']:>20}  {seg['size_bytes']:>12} B  "
             f"largest ts {utc_date(_int(seg['largest_timestamp']))} ({seg['largest_timestamp_source']})  "
@@ -45,28 +42,6 @@ def explanation_lines(doc: Doc, now_ms: int) -> list[str]:
         )
     lines.append(_cleaner_line(doc))
     return lines
-
-
-def _segment_why(doc: Doc, seg: Doc, end_offset: int, retention_ms: int, now_ms: int) -> str:
-    """The verdict's sentence: the document's own, with its ms figures as dates and durations."""
-    reason, largest = seg["reason"], _int(seg["largest_timestamp"])
-    if reason == "future-timestamp":
-        return (
-            f"largest timestamp {human_duration(_int(seg['future_by_ms']))} in the future; it expires only "
-            f"at {utc_date(largest + retention_ms + 1)}. Remedy: delete-records up to offset {end_offset} "
-            f"(the segment's end) removes it; message.timestamp.type=LogAppendTime (or "
-            f"message.timestamp.after.max.ms) keeps new records from doing the same"
-        )
-    if reason == "time":
-        return f"age {human_duration(now_ms - largest)} > retention.ms ({human_duration(retention_ms)})"
-    if reason in ("within-retention", "active-segment") and str(seg["detail"]).startswith("age "):
-        return (
-            f"age {human_duration(now_ms - largest)} ≤ retention.ms ({human_duration(retention_ms)}); "
-            f"expires at {utc_date(largest + retention_ms + 1)}"
-        )
-    if reason == "cleaner-disabled":
-        return f"{seg['detail']}. Remedy: log.cleaner.enable=true"
-    return str(seg["detail"])
 
 
 def _cleaner_line(doc: Doc) -> str:

@@ -22,6 +22,7 @@ from service.retention import RetentionReason, explain_retention
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
+from service.wording import utc_date
 from tests.service.retention_helpers import (
     START_MS,
     append_keyed,
@@ -179,9 +180,10 @@ def test_reasons_in_a_delete_log(new_log: NewLog) -> None:
         (3, "keep", "active-segment"),
     ]
     young = doc["segments"][1]
-    assert young["detail"] == f"age {HOUR_MS} ms ≤ retention.ms={HOUR_MS}", "age == retention.ms is kept"
+    expires = utc_date(START_MS - HOUR_MS + HOUR_MS + 1)
+    assert young["detail"] == f"age 1h 0m ≤ retention.ms (1h 0m); expires at {expires}", "age == limit: kept"
     assert "segment 1 (within-retention)" in doc["segments"][2]["detail"]
-    assert doc["segments"][0]["detail"] == f"age {2 * HOUR_MS} ms > retention.ms={HOUR_MS}"
+    assert doc["segments"][0]["detail"] == "age 2h 0m > retention.ms (1h 0m)"
 
 
 def test_future_timestamp_holds_back_later_expired_segments(new_log: NewLog) -> None:
@@ -202,7 +204,7 @@ def test_future_timestamp_holds_back_later_expired_segments(new_log: NewLog) -> 
     future = segments[1]
     assert future["future_by_ms"] == HOUR_MS
     assert future["largest_timestamp"] == START_MS + HOUR_MS
-    assert str(START_MS + HOUR_MS + 1000 + 1) in future["detail"], "when it will expire"
+    assert f"expires only at {utc_date(START_MS + HOUR_MS + 1000 + 1)}" in future["detail"], "when it expires"
     assert all("future_by_ms" not in s for i, s in enumerate(segments) if i != 1)
     assert "segment 1 (future-timestamp)" in segments[2]["detail"]
 
