@@ -211,7 +211,9 @@ class TopicDetail(BaseModel):
         description="The topic id of partition.metadata (Kafka's base64 form); null when the dirs have none"
     )
     partitions: list[PartitionSummary]
-    configs: dict[str, str] = Field(description="The topic's overrides (Kafka's string form)")
+    configs: dict[str, int | float | bool | str] = Field(
+        description="The topic's overrides (logcleaner's), each value typed as in effective_configs"
+    )
     effective_configs: list[EffectiveConfig] = Field(
         description="Every topic config's effective value and where it came from: logcleaner's override, "
         "the broker's metadata log, Kafka's creation default of an internal topic, its dynamic broker "
@@ -228,7 +230,9 @@ class TopicDeleted(BaseModel):
 class ConfigEntryOut(BaseModel):
     name: str
     value: int | float | bool | str
-    source: Literal["default", "broker", "topic", "unknown"]
+    source: Literal[
+        "override", "metadata", "internal-topic-default", "broker-dynamic", "broker", "default", "unknown"
+    ]
 
 
 class TopicConfigs(BaseModel):

@@ -21,11 +21,12 @@ from api.models import (
     TopicList,
 )
 from api.problems import ApiProblem, FieldError, problem_responses
-from service.config.definitions import ConfigSource, InvalidConfigError
+from service.config.definitions import InvalidConfigError
 from service.config.topic_config import (
     ConfigEntry,
     describe_topic_config,
     topic_config_def,
+    typed_overrides,
     validate_topic_overrides,
 )
 from service.errors import ConflictError, NotFoundError
@@ -37,15 +38,6 @@ __all__ = ["router"]
 logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"], route_class=BoundedJsonRoute)
-_CONTRACT_V1_SOURCES: dict[ConfigSource, str] = {
-    "override": "topic",
-    "metadata": "topic",
-    "broker-dynamic": "broker",
-    "broker": "broker",
-    "internal-topic-default": "default",
-    "default": "default",
-    "unknown": "unknown",
-}
 
 
 @router.get("", response_model=TopicList)
@@ -181,7 +173,7 @@ def topic_detail(service: LogService, topic: str) -> TopicDetail:
             "name": topic,
             "topic_id": topic_id,
             "partitions": summaries,
-            "configs": service.topic_store.get(topic),
+            "configs": typed_overrides(service.topic_store.get(topic)),
             "effective_configs": topic_config_document(topic, _entries(service, topic))["configs"],
         }
     )
@@ -208,13 +200,13 @@ def _entries(service: LogService, topic: str) -> dict[str, ConfigEntry]:
 
 
 def _configs(service: LogService, topic: str) -> TopicConfigs:
-    """The ``/configs`` document in the contract's three sources: a topic-level value (logcleaner's
-    override or the metadata log's) is ``topic``, a broker-level one (dynamic or the file's) ``broker``."""
+    """The ``/configs`` document: each effective value, typed, with its source named as everywhere else
+    (``override``, ``metadata``, ``internal-topic-default``, ``broker-dynamic``, ``broker``, ``default``,
+    ``unknown``)."""
     doc = {
         "topic": topic,
         "configs": [
-            {"name": e.name, "value": e.value, "source": _CONTRACT_V1_SOURCES[e.source]}
-            for e in _entries(service, topic).values()
+            {"name": e.name, "value": e.value, "source": e.source} for e in _entries(service, topic).values()
         ],
     }
     return TopicConfigs.model_validate(doc)

@@ -37,6 +37,7 @@ __all__ = [
     "describe_topic_config",
     "effective_log_config",
     "topic_config_def",
+    "typed_overrides",
     "validate_topic_overrides",
 ]
 
@@ -131,6 +132,16 @@ def describe_topic_config(
         shown = format_value(value) if isinstance(value, tuple) else value
         entries[name] = ConfigEntry(name, shown, v.source(name))
     return entries
+
+
+def typed_overrides(overrides: Mapping[str, str]) -> dict[str, int | float | bool | str]:
+    """Topic overrides (Kafka's strings) as the JSON documents give values: numbers and booleans as such,
+    lists in Kafka's string form (``"compact,delete"``)."""
+    typed: dict[str, int | float | bool | str] = {}
+    for name, raw in overrides.items():
+        value = parse_value(topic_config_def(name), raw, topic=True)
+        typed[name] = format_value(value) if isinstance(value, tuple) else value
+    return typed
 
 
 def topic_config_def(name: str) -> ConfigDef:

@@ -48,8 +48,8 @@ def test_topic_detail_and_configs_show_the_metadata_logs_values(tmp_path: Path) 
         assert detail["configs"] == {}, "the overrides logcleaner keeps: none"
 
         configs = {c["name"]: c for c in served.client.get("/v1/topics/t/configs").json()["configs"]}
-        assert configs["cleanup.policy"]["source"] == "topic"
-        assert configs["retention.bytes"]["source"] == "broker"
+        assert configs["cleanup.policy"]["source"] == "metadata"
+        assert configs["retention.bytes"]["source"] == "broker-dynamic"
         served.client.patch("/v1/topics/t/configs", json={"set": {"cleanup.policy": "delete"}})
         detail = served.client.get("/v1/topics/t").json()
         effective = {c["name"]: c for c in detail["effective_configs"]}

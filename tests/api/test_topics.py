@@ -21,7 +21,7 @@ def test_create_list_describe_and_delete_a_topic(served: Served) -> None:
     detail = created.json()
     assert [p["partition"] for p in detail["partitions"]] == [0, 1, 2]
     assert isinstance(detail["topic_id"], str) and len(detail["topic_id"]) == 22  # Kafka's base64 id
-    assert detail["configs"] == {"retention.ms": "60000"}
+    assert detail["configs"] == {"retention.ms": 60000}
     assert (served.log_dir / f"{name}-2").is_dir()
     log = served.daemon.log_manager.get_log(TopicPartition(name, 0))
     assert log.config.retention_ms == 60000, "the logs are created with the overrides"
@@ -130,7 +130,7 @@ def test_configs_show_their_source_and_change_live(served: Served, topic: str) -
     )
     assert patched.status_code == 200, patched.text
     after = {c["name"]: c for c in patched.json()["configs"]}
-    assert after["retention.ms"] == {"name": "retention.ms", "value": 1000, "source": "topic"}
+    assert after["retention.ms"] == {"name": "retention.ms", "value": 1000, "source": "override"}
     assert after["segment.bytes"]["value"] == 2048
     log = served.daemon.log_manager.get_log(TopicPartition(topic, 0))
     assert log.config.retention_ms == 1000 and log.config.segment_bytes == 2048 and log.config.is_compacted
