@@ -234,8 +234,6 @@ def gen_command(
     coordinator does: per transactional id, its InitProducerId, then per transaction (--transactions of
     them) Ongoing, PrepareCommit and CompleteCommit (or the Abort ones, for --aborted-transactions of
     them), and for --expired-ids of the ids a tombstone; timestamps and --segment-bytes as above.
-
-    (Its length is its parameters, one per option; the body only checks them and hands them on.)
     """
     if workload != "records":
         _check_coordinator_options(workload, topic_count, topic_names, idempotent, transaction_batches)

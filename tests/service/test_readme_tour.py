@@ -204,3 +204,17 @@ def heading_anchors(page: Path) -> set[str]:
             title = line.lstrip("#").strip().lower()
             anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
     return anchors
+
+
+def test_the_readmes_claim_of_help_and_json_holds_for_every_command() -> None:
+    """ "Every command has --help, and every one but serve has --json": checked against the CLI itself."""
+    from click.testing import CliRunner
+
+    from service.cli import cli
+
+    runner = CliRunner()
+    assert "every one but `serve`" in (REPO / "README.md").read_text()
+    for name in cli.commands:  # a click Group
+        shown = runner.invoke(cli, [name, "--help"]).output
+        assert ("--json" in shown) is (name != "serve"), name
+        assert "(Its length" not in shown and "the body only" not in shown, f"{name}: a note for developers"
