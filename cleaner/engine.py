@@ -303,10 +303,17 @@ class PerRoundEngine:
         )
         if engine is not self.in_process:
             try:
-                return run(engine)
+                return self._observed(run(engine))
             except EngineUnavailableError as exc:
                 self._spark_failed(str(exc))
-        return run(self.in_process)
+        return self._observed(run(self.in_process))
+
+    def _observed(self, result: CleaningResult) -> CleaningResult:
+        """``result``, its speed taught to ``auto``'s estimates (``EngineRates``)."""
+        stats = result.stats
+        cores = max(self.choice.cluster_cores, 1)
+        self.choice.rates.observe(result.engine, stats.bytes_read, stats.elapsed_ms / 1000, cores=cores)
+        return result
 
     def clean_many(
         self,
@@ -337,7 +344,7 @@ class PerRoundEngine:
         def tracked(one: LogRound) -> LogRound:
             def on_done(outcome: CleaningResult | BaseException) -> None:
                 done.add(id(one))
-                one.on_done(outcome)
+                one.on_done(self._observed(outcome) if isinstance(outcome, CleaningResult) else outcome)
 
             return replace(one, on_done=on_done)
 

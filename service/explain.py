@@ -130,6 +130,7 @@ def _cleaner_view(
         "reason": str(reason),
         "engine": engine,
         "engine_reason": str(engine_reason),
+        "engine_estimates": choice.estimates(candidate.total_bytes),
     }
 
 

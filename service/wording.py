@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-__all__ = ["counted", "human_duration", "utc_date"]
+__all__ = ["counted", "human_bytes", "human_duration", "utc_date"]
 
 _UNITS_MS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
 
@@ -34,3 +34,11 @@ def utc_date(timestamp_ms: int) -> str:
         return datetime.fromtimestamp(timestamp_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (OverflowError, OSError, ValueError):
         return f"{timestamp_ms} ms since the epoch"
+
+
+def human_bytes(size: int) -> str:
+    """``1.2 GiB``, ``340.0 MiB``, ``12.5 KiB``, ``900 B``: binary units, one decimal."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"

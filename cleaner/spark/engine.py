@@ -55,7 +55,7 @@ from pyspark.sql import SparkSession
 from cleaner.compaction.cleaner import CleaningResult, ScheduleDelete, delete_segments
 from cleaner.compaction.offset_map import kafka_utilization_percent
 from cleaner.compaction.stats import CleanerStats
-from cleaner.engine import LogRound, spark_start_failure
+from cleaner.engine import LogRound, round_bytes, spark_start_failure
 from cleaner.errors import CleaningAbortedError, EngineUnavailableError
 from cleaner.spark.actions import run_action
 from cleaner.spark.jobs import (
@@ -74,8 +74,9 @@ from service.clock import Clock
 from service.storage.log import PartitionLog
 from service.storage.log_files import CLEANED_SUFFIX
 from service.storage.segment import LogSegment
+from service.wording import human_bytes
 
-__all__ = ["SparkEngine"]
+__all__ = ["SparkEngine", "time_from_own_tasks"]
 
 T = TypeVar("T")
 
@@ -175,7 +176,9 @@ class SparkEngine:
             if isinstance(outcome, BaseException):
                 owner[id(round_)].on_done(outcome)
             else:
-                self._finish(owner[id(round_)], round_, *outcome, throttle, schedule_delete, thread_id)
+                self._finish(
+                    owner[id(round_)], round_, *outcome, throttle, schedule_delete, thread_id, shared=True
+                )
 
         while len(pending) > 1:
             try:
@@ -221,10 +224,14 @@ class SparkEngine:
         throttle: Callable[[int], None],
         schedule_delete: ScheduleDelete,
         thread_id: int,
+        *,
+        shared: bool = False,
     ) -> None:
         """Swap one log of a shared job in and report it (its failure is its own)."""
         try:
-            result = self._complete(round_, results, map_size, throttle, schedule_delete, thread_id)
+            result = self._complete(
+                round_, results, map_size, throttle, schedule_delete, thread_id, shared=shared
+            )
         except Exception as exc:
             one.on_done(exc)
             return
@@ -238,11 +245,17 @@ class SparkEngine:
         throttle: Callable[[int], None],
         schedule_delete: ScheduleDelete,
         thread_id: int,
+        *,
+        shared: bool = False,
     ) -> CleaningResult:
-        """After the job: stats, throttle, the swap of every rewritten group, the round's log line."""
+        """After the job: stats, throttle, the swap of every rewritten group, the round's log line. A round
+        that ``shared`` its job with other logs is timed from its own first task (its lookup included), not
+        from the job's start, so that its stats are its own."""
         log, plan, stats = round_.log, round_.plan_or_fail(), round_.stats
         stats.map_size = map_size
         _record_phases(stats, self.clock, round_.start_wall_ms, results)
+        if shared:
+            time_from_own_tasks(stats, round_.start_wall_ms, results)
         for result in results:
             stats.merge(result.stats)
         if total_bytes := stats.map_bytes_read + stats.bytes_read + stats.bytes_written:
@@ -274,7 +287,10 @@ class SparkEngine:
             [round_],
             thread_id=thread_id,
             check_aborted=round_.check_aborted,
-            name=f"{tp} [{plan.first_dirty_offset}, {plan.end_offset})",
+            name=(
+                f"{tp} [{plan.first_dirty_offset}, {plan.end_offset}), "
+                f"{human_bytes(round_bytes(round_.log, plan.upper_bound))}"
+            ),
         )
         if outcome is None:  # only a job given ``settle_early`` settles a log during the job
             raise RuntimeError(f"{tp}: its round was settled during its job")
@@ -490,6 +506,14 @@ class _Round:
         self.stats.map_done(clock)
         self.stats.all_done(clock)
         return CleaningResult(self.first_dirty_offset, self.stats, engine)
+
+
+def time_from_own_tasks(stats: CleanerStats, start_wall_ms: int, results: Sequence[GroupResult]) -> None:
+    """A round that shared its job: its time starts at its own first task's start (its lookup included),
+    not at the job's, which waited for the other logs' tasks too."""
+    if results:
+        own_start_ms = min(r.started_ms - r.lookup_ms for r in results)
+        stats.start_monotonic_ms += max(own_start_ms - start_wall_ms, 0)
 
 
 def _record_phases(stats: CleanerStats, clock: Clock, start_wall_ms: int, results: list[GroupResult]) -> None:

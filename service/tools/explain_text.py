@@ -54,7 +54,7 @@ def _cleaner_line(doc: Doc) -> str:
         f"dirty from {cleaner['first_dirty_offset']} to {cleaner['first_uncleanable_offset']} "
         f"({cleaner['first_uncleanable_reason']}): "
         f"{'would clean' if cleaner['would_clean'] else 'would not clean'} ({reason})"
-        f", on {cleaner['engine']} ({cleaner['engine_reason']})"
+        f", on {cleaner['engine']} ({cleaner['engine_reason']}{_estimates(cleaner.get('engine_estimates'))})"
     )
     if reason == "dirty-ratio-at-or-below-min-cleanable-ratio":
         line += (
@@ -64,6 +64,13 @@ def _cleaner_line(doc: Doc) -> str:
     elif reason == "cleaner-disabled":
         line += ". Remedy: log.cleaner.enable=true"
     return line
+
+
+def _estimates(estimates: object) -> str:
+    """``: 12.3 s on the cluster, 40.1 s in-process`` where ``auto`` compared them."""
+    if not isinstance(estimates, Mapping):
+        return ""
+    return f": {estimates['spark_s']:.1f} s on the cluster, {estimates['in_process_s']:.1f} s in-process"
 
 
 def _from(source_of: Mapping[object, object], name: str) -> str:

@@ -14,14 +14,15 @@ from typing import cast
 import pytest
 
 from cleaner.compaction.cleaner import CleaningResult
+from cleaner.compaction.stats import CleanerStats
 from cleaner.engine import InProcessEngine, LogRound, PerRoundEngine
 from cleaner.errors import CleaningAbortedError
 from cleaner.pool.log_cleaner import LogCleaner
 from cleaner.spark import engine as spark_engine
 from cleaner.spark import jobs as spark_jobs
-from cleaner.spark.engine import SparkEngine
+from cleaner.spark.engine import SparkEngine, time_from_own_tasks
 from cleaner.spark.jobs import DEFAULT_MIN_RANGE_BYTES, JobLogs, LogOutcome, plan_tasks
-from cleaner.spark.rewrite import rewrite_partition
+from cleaner.spark.rewrite import GroupResult, rewrite_partition
 from cleaner.spark.round_plan import plan_round
 from cleaner.spark.session import SparkSessionHolder
 from cleaner.spark.task_files import JobTicket, take, ticket_path, write_report
@@ -424,3 +425,17 @@ def test_the_shared_log_is_the_smallest_of_a_job_of_more_logs_than_cores(
     sizes: list[int], groups: list[int], cores: int, shared: int | None
 ) -> None:
     assert spark_jobs.shared_log(sizes, groups, cores) == shared
+
+
+def test_a_round_that_shared_its_job_is_timed_from_its_own_first_task() -> None:
+    """Logs cleaned in one job each report their own time, not the whole job's."""
+    stats = CleanerStats(started_ms=START_MS, start_monotonic_ms=1_000)
+    stats.end_monotonic_ms = 9_000  # the job and the swap: 8 s from the round's start
+
+    def result(started_ms: int, lookup_ms: int) -> GroupResult:
+        return GroupResult(0, 0, True, 1, CleanerStats(), 0, started_ms, started_ms + 100, lookup_ms)
+
+    time_from_own_tasks(stats, START_MS, [result(START_MS + 6_000, 500), result(START_MS + 7_000, 0)])
+    assert stats.elapsed_ms == 2_500, "from its first task's lookup (at 5.5 s) to the end"
+    time_from_own_tasks(stats, START_MS, [])
+    assert stats.elapsed_ms == 2_500, "no task: nothing to move"
