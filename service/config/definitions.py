@@ -237,6 +237,8 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "round reads from which it runs on Spark (ours)", _AT_LEAST_0),
     ConfigDef("log.cleaner.spark.max.logs.per.job", _I, SPARK_MAX_LOGS_PER_JOB_DEFAULT, "How many logs whose "
               "rounds go to Spark one Spark job may clean together (ours)", _AT_LEAST_1),
+    ConfigDef("log.cleaner.spill.dir", _S, None, "Where a round's key map spills beyond its thread's share "
+              "of log.cleaner.dedupe.buffer.size (unset: the partition's own dir; ours)"),
     ConfigDef("offsets.topic.segment.bytes", _I, 104_857_600, "segment.bytes of __consumer_offsets when "
               "nothing else sets it (Kafka creates the topic with it)", _AT_LEAST_1),
     ConfigDef("transaction.state.log.segment.bytes", _I, 104_857_600, "segment.bytes of __transaction_state "
