@@ -161,22 +161,24 @@ static int
 spill_start(KeyMap *m, int64_t offset)
 {
     Spill *sp = m->spill;
-    sp->classes = spill_classes(m, offset);
-    sp->fds = malloc(sp->classes * sizeof(int));
-    sp->buffers = calloc(sp->classes, sizeof(unsigned char *));
-    sp->used = calloc(sp->classes, sizeof(size_t));
+    uint32_t classes = spill_classes(m, offset);
+    sp->spilling = 1; /* from now on, whatever happens here: a failure leaves sp->error, or no memory */
+    sp->fds = malloc(classes * sizeof(int));
+    sp->buffers = calloc(classes, sizeof(unsigned char *));
+    sp->used = calloc(classes, sizeof(size_t));
     if (sp->fds == NULL || sp->buffers == NULL || sp->used == NULL) {
         return -1;
     }
-    for (uint32_t k = 0; k < sp->classes; k++) {
+    for (uint32_t k = 0; k < classes; k++) {
         sp->fds[k] = -1;
     }
-    for (uint32_t k = 0; k < sp->classes; k++) {
+    sp->classes = classes; /* spill_free's: every fd is -1 or open */
+    for (uint32_t k = 0; k < classes; k++) {
         if ((sp->buffers[k] = malloc(SPILL_BUFFER_BYTES)) == NULL) {
             return -1;
         }
         if ((sp->fds[k] = spill_open(sp->directory, k)) < 0) {
-            sp->error = errno;
+            sp->error = errno ? errno : EIO; /* the puts are dropped; finish_spill raises it */
             return 0;
         }
     }
@@ -189,7 +191,6 @@ spill_start(KeyMap *m, int64_t offset)
     }
     m->size = 0;
     m->arena_used = 0;
-    sp->spilling = 1;
     return 0;
 }
 
