@@ -212,7 +212,7 @@ spill_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t ha
 {
     Spill *sp = m->spill;
     if (!sp->spilling) {
-        if (!table_would_pass(m, n, sp->budget_bytes)) {
+        if (sp->budget_bytes > 0 && !table_would_pass(m, n, sp->budget_bytes)) { /* 0: no table, every put spills */
             return keymap_put_scanned_table(m, key, n, hash, offset);
         }
         if (spill_start(m, offset) < 0) {
@@ -408,7 +408,8 @@ spill_map_arg(PyObject *arg, const char *function)
 }
 
 /* spill_key_map(key_map, budget_bytes, directory, upper_bound) -> None: the empty map's table and key arena
- * stay within budget_bytes; beyond it the scan's puts go to class files in `directory` (see above). */
+ * stay within budget_bytes; beyond it the scan's puts go to class files in `directory` (see above). A budget
+ * of 0 spills from the first put (the spill's tests on small logs). */
 static PyObject *
 spill_key_map(PyObject *self, PyObject *args)
 {
