@@ -18,6 +18,8 @@ from cleaner.compaction.key_map_budget import KeyMapBudget, remove_spill_leftove
 from cleaner.engine import InProcessEngine
 from cleaner.native import has_native
 from service.clock import ManualClock
+from service.config.broker_config import BrokerConfig
+from service.node import build_engine
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
@@ -197,3 +199,20 @@ def test_named_spill_leftovers_are_removed_at_start(plain: Path, tmp_path: Path)
     InProcessEngine(ManualClock(NOW_MS), key_map_budget=KeyMapBudget(TINY_SHARE, spill_dir))
     assert [p.name for p in spill_dir.iterdir()] == ["unrelated.txt"]
     assert remove_spill_leftovers(tmp_path / "absent") == 0
+
+
+def test_the_daemons_engine_takes_each_threads_share_and_the_spill_dir(tmp_path: Path) -> None:
+    props = {
+        "log.dirs": str(tmp_path / "logs"),
+        "log.cleaner.threads": "4",
+        "log.cleaner.dedupe.buffer.size": str(256 << 20),
+        "log.cleaner.spill.dir": str(tmp_path / "spill"),
+    }
+    broker, _warnings = BrokerConfig.from_properties(props)
+    engine = build_engine(broker, ManualClock(NOW_MS))
+    assert isinstance(engine.in_process, InProcessEngine)
+    assert engine.in_process.key_map_budget == KeyMapBudget(64 << 20, tmp_path / "spill")
+    unset, _warnings = BrokerConfig.from_properties({"log.dirs": str(tmp_path / "logs")})
+    in_process = build_engine(unset, ManualClock(NOW_MS)).in_process
+    assert isinstance(in_process, InProcessEngine)
+    assert in_process.key_map_budget == KeyMapBudget(128 << 20, None)  # Kafka's default, one thread
