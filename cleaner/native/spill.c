@@ -46,20 +46,29 @@ spill_class_of(uint64_t hash, uint32_t classes)
     return (uint32_t)((((hash >> 16) & 0xffffffffu) * (uint64_t)classes) >> 32);
 }
 
+/* Write all n bytes at the file's end: 0, or an errno. */
+static int
+write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t done = write(fd, p, n);
+        if (done < 0 && errno == EINTR) {
+            continue;
+        }
+        if (done <= 0) {
+            return done < 0 ? errno : EIO;
+        }
+        p += done;
+        n -= (size_t)done;
+    }
+    return 0;
+}
+
 static void
 spill_write(Spill *sp, uint32_t k)
 {
-    const unsigned char *p = sp->buffers[k];
-    size_t left = sp->used[k];
-    while (left > 0 && sp->error == 0) {
-        ssize_t n = write(sp->fds[k], p, left);
-        if (n < 0 && errno != EINTR) {
-            sp->error = errno;
-        }
-        else if (n > 0) {
-            p += n;
-            left -= (size_t)n;
-        }
+    if (sp->error == 0) {
+        sp->error = write_all(sp->fds[k], sp->buffers[k], sp->used[k]);
     }
     sp->used[k] = 0;
 }
@@ -68,6 +77,9 @@ spill_write(Spill *sp, uint32_t k)
 static void
 spill_append(Spill *sp, uint64_t hash, int64_t offset, const unsigned char *key, uint32_t n, uint32_t flag)
 {
+    if (sp->error != 0) {
+        return; /* the spill failed (finish_spill raises it): its buffers may not all be there */
+    }
     uint32_t k = spill_class_of(hash, sp->classes);
     size_t size = entry_size(n);
     if (sp->used[k] + size > SPILL_BUFFER_BYTES) {
@@ -79,12 +91,10 @@ spill_append(Spill *sp, uint64_t hash, int64_t offset, const unsigned char *key,
     memcpy(header + 8, &offset, 8);
     memcpy(header + 16, &length, 4);
     if (size > SPILL_BUFFER_BYTES) { /* a key larger than the buffer: written on its own */
-        unsigned char pad[8] = {0};
-        size_t tail = size - ENTRY_HEADER - n;
-        if (sp->error == 0 && (write(sp->fds[k], header, ENTRY_HEADER) != ENTRY_HEADER ||
-                               write(sp->fds[k], key, n) != (ssize_t)n || write(sp->fds[k], pad, tail) != (ssize_t)tail)) {
-            sp->error = errno ? errno : EIO;
-        }
+        static const unsigned char pad[8] = {0};
+        int rc = write_all(sp->fds[k], header, ENTRY_HEADER);
+        rc = rc ? rc : write_all(sp->fds[k], key, n);
+        sp->error = rc ? rc : write_all(sp->fds[k], pad, size - ENTRY_HEADER - n);
         return;
     }
     unsigned char *e = sp->buffers[k] + sp->used[k];

@@ -9,6 +9,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
 from service.tools.gen import GenOptions, generate
 from tests.cleaner.bounded_round_process import NOW_MS, run_bounded_round
+from tests.cleaner.helpers import compact_config, keyed, new_log
 
 pytestmark = pytest.mark.skipif(not has_native(), reason="the bound is the C key map's")
 
@@ -216,3 +218,39 @@ def test_the_daemons_engine_takes_each_threads_share_and_the_spill_dir(tmp_path:
     in_process = build_engine(unset, ManualClock(NOW_MS)).in_process
     assert isinstance(in_process, InProcessEngine)
     assert in_process.key_map_budget == KeyMapBudget(128 << 20, None)  # Kafka's default, one thread
+
+
+@dataclass(frozen=True, slots=True)
+class NoTable(KeyMapBudget):
+    """No room for a table: every put spills (``native/spill.c``: a budget of 0)."""
+
+    def table_bytes(self, first_offset: int, end: int) -> int:
+        return 0
+
+
+def test_keys_larger_than_a_class_buffer_spill_and_clean_the_same(tmp_path: Path) -> None:
+    """A 40 KiB key is written to its class file on its own, past the 32 KiB buffer."""
+    directory = tmp_path / "memory" / "topic-0"
+    log = new_log(directory, ManualClock(NOW_MS), segment_bytes=1 << 20, segment_index_bytes=1 << 20)
+    for i in range(60):
+        key = (b"%02d" % (i % 7)) * 20_000 if i % 3 else b"short-%d" % (i % 5)
+        log.append_records([keyed(key, b"v%d" % i)])
+        if i % 20 == 19:
+            log.roll()
+    log.roll()
+    log.close()
+    shutil.copytree(directory.parent, tmp_path / "spilled")
+    assert _clean_at(directory, 10, None) == _clean_at(tmp_path / "spilled" / "topic-0", 10, NoTable(0))
+    assert _files(tmp_path / "spilled" / "topic-0") == _files(directory)
+
+
+def _clean_at(directory: Path, first_dirty: int, budget: KeyMapBudget | None) -> int:
+    clock = ManualClock(NOW_MS)
+    log = load_partition_log(
+        directory, compact_config(segment_bytes=1 << 20, segment_index_bytes=1 << 20), clock=clock
+    ).log
+    try:
+        cleaner = Cleaner(clock=clock, schedule_delete=lambda _delay, delete: delete(), key_map_budget=budget)
+        return cleaner.clean(log, first_dirty, log.active_segment.base_offset).end_offset
+    finally:
+        log.close()
