@@ -5,6 +5,7 @@ restart misreads."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import cleaner.compaction.offset_map as offset_map_module
 from cleaner.compaction.cleaner import Cleaner
 from cleaner.compaction.key_map_budget import KeyMapBudget, remove_spill_leftovers
 from cleaner.engine import InProcessEngine
@@ -254,3 +256,21 @@ def _clean_at(directory: Path, first_dirty: int, budget: KeyMapBudget | None) ->
         return cleaner.clean(log, first_dirty, log.active_segment.base_offset).end_offset
     finally:
         log.close()
+
+
+def test_a_spill_that_fails_rebuilds_the_map_in_memory_and_cleans_the_same(
+    plain: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spill file that fails (here: a full disk at the replay) costs the bound, never the round."""
+
+    def full_disk(_key_map: object, _first_offset: int) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    reference = _copy(plain, tmp_path / "reference")
+    expected_end = _clean(reference, 0, None)
+    monkeypatch.setattr(offset_map_module, "finish_spill", full_disk)
+    failed = _copy(plain, tmp_path / "failed")
+    with caplog.at_level(logging.WARNING, logger="cleaner.compaction.offset_map"):
+        assert _clean(failed, 0, KeyMapBudget(TINY_SHARE)) == expected_end
+    assert "building it again in memory, unbounded" in caplog.text
+    assert _files(failed) == _files(reference)
