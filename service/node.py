@@ -305,15 +305,12 @@ def build_engine(
     from cleaner.compaction.key_map_budget import KeyMapBudget
     from cleaner.engine import InProcessEngine, PerRoundEngine
 
-    spill_dir = broker.log_cleaner_spill_dir
     in_process = InProcessEngine(
         clock,
         dedupe_buffer_bytes=broker.log_cleaner_dedupe_buffer_size,
         load_factor=broker.log_cleaner_io_buffer_load_factor,
         key_map_budget=KeyMapBudget.of(
-            broker.log_cleaner_dedupe_buffer_size,
-            broker.log_cleaner_threads,
-            Path(spill_dir) if spill_dir else None,
+            broker.log_cleaner_dedupe_buffer_size, broker.log_cleaner_threads, broker.log_cleaner_spill_dir
         ),
     )
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cleaner.native import NativeKeyMap, spill_key_map
+from service.errors import InvalidInputError
 from service.storage.log_files import DELETED_SUFFIX
 
 __all__ = ["SPILL_FILE_MARK", "KeyMapBudget", "remove_spill_leftovers"]
@@ -50,9 +51,18 @@ class KeyMapBudget:
     spill_dir: Path | None = None
 
     @classmethod
-    def of(cls, dedupe_buffer_bytes: int, threads: int, spill_dir: Path | None = None) -> KeyMapBudget:
-        """Kafka's share: the buffer divided by the threads."""
-        return cls(dedupe_buffer_bytes // max(threads, 1), spill_dir)
+    def of(cls, dedupe_buffer_bytes: int, threads: int, spill_dir: str | None = None) -> KeyMapBudget:
+        """Kafka's share: the buffer divided by the threads; ``spill_dir`` (``log.cleaner.spill.dir``) must
+        be a directory (``InvalidInputError``, at start-up, rather than a warning every round)."""
+        directory = None
+        if spill_dir:
+            directory = Path(spill_dir).resolve()
+            if not directory.is_dir():
+                raise InvalidInputError(
+                    f"log.cleaner.spill.dir={spill_dir!r} is not a directory: create it, or unset the key "
+                    "to spill in each partition's own dir"
+                )
+        return cls(dedupe_buffer_bytes // max(threads, 1), directory)
 
     def table_bytes(self, first_offset: int, end: int) -> int:
         """What the table may take: the share less the bitmap over [first_offset, end) and the spill's own."""

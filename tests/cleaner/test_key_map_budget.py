@@ -22,6 +22,7 @@ from cleaner.engine import InProcessEngine
 from cleaner.native import has_native
 from service.clock import ManualClock
 from service.config.broker_config import BrokerConfig
+from service.errors import InvalidInputError
 from service.node import build_engine
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
@@ -213,6 +214,9 @@ def test_the_daemons_engine_takes_each_threads_share_and_the_spill_dir(tmp_path:
         "log.cleaner.spill.dir": str(tmp_path / "spill"),
     }
     broker, _warnings = BrokerConfig.from_properties(props)
+    with pytest.raises(InvalidInputError, match=r"log.cleaner.spill.dir=.* is not a directory: create it"):
+        build_engine(broker, ManualClock(NOW_MS))
+    (tmp_path / "spill").mkdir()
     engine = build_engine(broker, ManualClock(NOW_MS))
     assert isinstance(engine.in_process, InProcessEngine)
     assert engine.in_process.key_map_budget == KeyMapBudget(64 << 20, tmp_path / "spill")
