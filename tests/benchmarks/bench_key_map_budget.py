@@ -85,8 +85,7 @@ def same_bytes(left: Path, right: Path) -> bool:
 
 
 def source_partition(root: Path, records: int, keys: int) -> Path:
-    sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
-    import bench_spark_cleaner
+    from tests.benchmarks import bench_spark_cleaner
 
     shape = root / f"r{records}-k{keys}"
     directory = shape / "gen-0-0"
