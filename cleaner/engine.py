@@ -27,6 +27,7 @@ from functools import partial
 from typing import Protocol
 
 from cleaner.compaction.cleaner import Cleaner, CleaningResult, ScheduleDelete, round_down_to_segment
+from cleaner.compaction.key_map_budget import KeyMapBudget, remove_spill_leftovers
 from cleaner.errors import CleaningAbortedError, EngineUnavailableError
 from service.clock import Clock
 from service.engine_choice import ENGINE_SPARK, EngineChoice
@@ -133,10 +134,20 @@ class InProcessEngine:
 
     name = "in-process"
 
-    def __init__(self, clock: Clock, *, dedupe_buffer_bytes: int = 134_217_728, load_factor: float = 0.9):
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        dedupe_buffer_bytes: int = 134_217_728,
+        load_factor: float = 0.9,
+        key_map_budget: KeyMapBudget | None = None,
+    ):
         self.clock = clock
         self.dedupe_buffer_bytes = dedupe_buffer_bytes
         self.load_factor = load_factor
+        self.key_map_budget = key_map_budget
+        if key_map_budget is not None and key_map_budget.spill_dir is not None:
+            remove_spill_leftovers(key_map_budget.spill_dir)  # a killed round's, before this one's rounds
 
     def clean(
         self,
@@ -157,6 +168,7 @@ class InProcessEngine:
             dedupe_buffer_bytes=self.dedupe_buffer_bytes,
             load_factor=self.load_factor,
             thread_id=thread_id,
+            key_map_budget=self.key_map_budget,
         )
         return cleaner.clean(log, first_dirty_offset, upper_bound_offset)
 

@@ -54,7 +54,9 @@ __all__ = [
     "encode_rebuilt_batch",
     "filter_batches",
     "filter_records",
+    "finish_spill",
     "has_native",
+    "is_spilling",
     "key_class",
     "load_key_map",
     "native_key_map",
@@ -67,6 +69,8 @@ __all__ = [
     "scan_producer_headers",
     "set_key_class",
     "skip_batch_checks",
+    "spill_key_map",
+    "spill_probe_records",
 ]
 
 _TRANSACTIONAL_BIT = 0x10
@@ -92,6 +96,8 @@ class NativeKeyMap(Protocol):
     def get(self, key: bytes) -> int: ...
 
     def put(self, key: bytes, offset: int) -> None: ...
+
+    def superseded(self, key: bytes, offset: int) -> bool: ...
 
     def clear(self) -> None: ...
 
@@ -166,6 +172,36 @@ def puts_on_own_thread(key_map: NativeKeyMap | None, *, spare_core: bool | None 
         yield
     finally:
         key_map.finish_pipeline()
+
+
+def spill_key_map(key_map: NativeKeyMap, budget_bytes: int, directory: Path, upper_bound: int) -> None:
+    """Hold the empty ``key_map``'s table and key arena within ``budget_bytes``: beyond it, its scan's puts
+    go to class files in ``directory`` (nameless, or unlinked at once: ``native/spill.c``)."""
+    if _native is None:
+        raise RuntimeError("spill_key_map needs cleaner._native")
+    _native.spill_key_map(key_map, budget_bytes, os.fspath(directory), upper_bound)
+
+
+def is_spilling(key_map: NativeKeyMap) -> bool:
+    """Whether ``key_map`` passed its budget and spilled its scan's puts."""
+    return _native is not None and bool(_native.is_spilling(key_map))
+
+
+def spill_probe_records(key_map: NativeKeyMap, raw: bytes, count: int, base_offset: int, below: int) -> None:
+    """Probe the keyed records below ``below`` of one records area of the clean section (``finish_spill``
+    gives each its bit); ``FALLBACK`` for an area the C parser does not read."""
+    if _native is None:
+        raise RuntimeError("spill_probe_records needs cleaner._native")
+    _native.spill_probe_records(key_map, raw, count, base_offset, below)
+
+
+def finish_spill(key_map: NativeKeyMap, first_offset: int) -> int:
+    """Replay a spilled map's classes one at a time into its bitmap, which then answers for every offset from
+    ``first_offset`` on (the map holds no table after); the number of classes, 0 if it never spilled.
+    ``FALLBACK`` or ``OSError``: the map cannot answer so and must be built again without a budget."""
+    if _native is None:
+        return 0
+    return int(_native.finish_spill(key_map, first_offset))
 
 
 def native_key_map(lookup: Callable[[bytes], int]) -> NativeKeyMap | None:

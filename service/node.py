@@ -307,12 +307,16 @@ def build_engine(
 ) -> PerRoundEngine:
     """``log.cleaner.engine`` per round: in-process, or Spark (built, and pyspark imported, at the first
     round that goes to Spark: with ``auto`` only rounds of ``log.cleaner.spark.min.bytes`` or more)."""
+    from cleaner.compaction.key_map_budget import KeyMapBudget
     from cleaner.engine import InProcessEngine, PerRoundEngine
 
     in_process = InProcessEngine(
         clock,
         dedupe_buffer_bytes=broker.log_cleaner_dedupe_buffer_size,
         load_factor=broker.log_cleaner_io_buffer_load_factor,
+        key_map_budget=KeyMapBudget.of(
+            broker.log_cleaner_dedupe_buffer_size, broker.log_cleaner_threads, broker.log_cleaner_spill_dir
+        ),
     )
 
     def build_spark() -> CompactionEngine:

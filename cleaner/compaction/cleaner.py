@@ -30,6 +30,7 @@ from pathlib import Path
 from cleaner.compaction.cleaned_writer import META_FIELDS, CleanedWriter
 from cleaner.compaction.group_swap import GroupSwap, SwapThread
 from cleaner.compaction.grouping import group_segments_by_size
+from cleaner.compaction.key_map_budget import KeyMapBudget
 from cleaner.compaction.offset_map import OffsetMap, ReadPacer, build_offset_map, segments_overlapping
 from cleaner.compaction.rules import (
     BatchOutcome,
@@ -88,7 +89,8 @@ class Cleaner:
     """Cleans logs one round at a time; holds no state between rounds (build one per thread or per round).
 
     ``max_map_entries`` caps the key map as Kafka's buffer does (``None``: the whole dirty section, the
-    default); ``dedupe_buffer_bytes`` and ``load_factor`` only feed ``stats.buffer_utilization``.
+    default); ``dedupe_buffer_bytes`` and ``load_factor`` only feed ``stats.buffer_utilization``;
+    ``key_map_budget`` bounds the key map's memory (None: unbounded), the round still whole.
     """
 
     def __init__(
@@ -102,6 +104,7 @@ class Cleaner:
         dedupe_buffer_bytes: int = 134_217_728,
         load_factor: float = 0.9,
         thread_id: int = 0,
+        key_map_budget: KeyMapBudget | None = None,
     ) -> None:
         self.clock = clock
         self.schedule_delete = schedule_delete
@@ -111,6 +114,7 @@ class Cleaner:
         self.dedupe_buffer_bytes = dedupe_buffer_bytes
         self.load_factor = load_factor
         self.thread_id = thread_id
+        self.key_map_budget = key_map_budget
 
     def clean(self, log: PartitionLog, first_dirty_offset: int, upper_bound_offset: int) -> CleaningResult:
         """One round over [first_dirty_offset, upper_bound_offset) (Kafka ``Cleaner.doClean``).
@@ -142,9 +146,16 @@ class Cleaner:
             stats,
             max_entries=self.max_map_entries,
             pacer=pacer,
+            budget=self.key_map_budget,
         )
         end_offset = offset_map.latest_offset + 1
         stats.map_size = offset_map.size
+        if offset_map.spill_classes:
+            logger.info(
+                "%s: its key map passed the thread's share and spilled to %d classes",
+                log.topic_partition,
+                offset_map.spill_classes,
+            )
         stats.map_done(self.clock)
         below_end = [s for s in segments_overlapping(segments, 0, end_offset) if s is not segments[-1]]
         groups = group_segments_by_size(

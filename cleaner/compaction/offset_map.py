@@ -14,17 +14,29 @@ about half as long, and the puts keep their order, so the map is the same.
 ``kafka_utilization_percent`` still reports what Kafka's buffer would have held, for the
 ``max-buffer-utilization-percent`` gauge.
 ``build_offset_map`` takes an optional ``max_entries`` to reproduce Kafka's partial rounds (a full map
-stops the round early; the next round starts where it stopped), which Kafka's own tests rely on.
+stops the round early; the next round starts where it stopped), which Kafka's own tests rely on, and an
+optional ``budget`` (``key_map_budget.py``): the thread's share of the dedupe buffer bounds the C map, which
+beyond it spills to disk and still maps the whole dirty section, exactly.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 
+from cleaner.compaction.key_map_budget import KeyMapBudget
 from cleaner.compaction.segment_chunks import RUN_BYTES, SegmentChunks
 from cleaner.compaction.stats import CleanerStats
 from cleaner.compaction.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
-from cleaner.native import FALLBACK, NativeKeyMap, new_native_key_map, puts_on_own_thread
+from cleaner.native import (
+    FALLBACK,
+    NativeKeyMap,
+    finish_spill,
+    is_spilling,
+    new_native_key_map,
+    puts_on_own_thread,
+    spill_probe_records,
+)
 from service.errors import corrupt_data_in
 from service.storage.records import RecordBatch
 from service.storage.segment import LogSegment
@@ -39,6 +51,8 @@ __all__ = [
     "map_data_batch",
     "segments_overlapping",
 ]
+
+logger = logging.getLogger(__name__)
 
 KAFKA_BYTES_PER_ENTRY = 24  # SkimpyOffsetMap: 16-byte MD5 digest + 8-byte offset
 CHUNK_BYTES = 256 * 1024  # Kafka's default read buffer per cleaner thread (io.buffer.size / 2)
@@ -86,12 +100,13 @@ class OffsetMap:
     keeps the keys in a dict (the pure-Python path, also under ``LOGCLEANER_PURE_PYTHON=1``).
     """
 
-    __slots__ = ("_entries", "_latest_offset", "_native")
+    __slots__ = ("_entries", "_latest_offset", "_native", "spill_classes")
 
     def __init__(self, *, native: bool = True) -> None:
         self._entries: dict[bytes, int] = {}
         self._native = new_native_key_map() if native else None
         self._latest_offset = -1
+        self.spill_classes = 0  # the classes a bounded map spilled to (0: it stayed in memory)
 
     def put(self, key: bytes, offset: int) -> None:
         if self._native is not None:
@@ -129,6 +144,7 @@ class OffsetMap:
         if self._native is not None:
             self._native.clear()
         self._latest_offset = -1
+        self.spill_classes = 0
 
     @property
     def latest_offset(self) -> int:
@@ -179,6 +195,7 @@ def build_offset_map(
     max_entries: int | None = None,
     pacer: ReadPacer | None = None,
     spare_core: bool | None = None,
+    budget: KeyMapBudget | None = None,
 ) -> bool:
     """Map every key of the dirty section [start, end) to its latest offset; True if it filled up (Kafka
     ``Cleaner.buildOffsetMap``).
@@ -188,7 +205,7 @@ def build_offset_map(
     After a segment read to its end, ``latest_offset`` jumps to the next segment's base − 1 (or end − 1),
     skipping offset gaps. With no dirty segment (a rewrite-only round, start == end) ``latest_offset`` is
     end − 1: every record below ``end`` was "looked at" and nothing supersedes it. ``spare_core``: see
-    ``native.puts_on_own_thread``.
+    ``native.puts_on_own_thread``. ``budget``: the C map's bound (``key_map_budget.py``).
     """
     pacer = pacer or ReadPacer(lambda: None, lambda _bytes: None)
     offset_map.clear()
@@ -196,6 +213,45 @@ def build_offset_map(
     if not dirty:
         offset_map.update_latest_offset(end - 1)
         return False
+    native = offset_map.native
+    if budget is None or native is None or max_entries is not None:
+        return _build(segments, dirty, start, end, offset_map, stats, max_entries, pacer, spare_core)
+    directory = segments[0].log_path.parent
+    bounded = budget.apply(native, directory, segments[0].base_offset, start, end)
+    try:
+        _build(segments, dirty, start, end, offset_map, stats, None, pacer, spare_core)
+        if bounded:
+            if is_spilling(native):
+                _probe_clean_section(segments, start, native, pacer)
+            offset_map.spill_classes = finish_spill(native, segments[0].base_offset)
+    except (FALLBACK, OSError) as exc:
+        logger.warning(
+            "%s: the key map of the round over [%d, %d) cannot stay within %d bytes (%s); building it again "
+            "in memory, unbounded",
+            directory,
+            start,
+            end,
+            budget.share_bytes,
+            exc,
+        )
+        stats.map_records_read = stats.map_bytes_read = 0
+        offset_map.clear()
+        return _build(segments, dirty, start, end, offset_map, stats, None, pacer, spare_core)
+    return False
+
+
+def _build(
+    segments: Sequence[LogSegment],
+    dirty: Sequence[LogSegment],
+    start: int,
+    end: int,
+    offset_map: OffsetMap,
+    stats: CleanerStats,
+    max_entries: int | None,
+    pacer: ReadPacer,
+    spare_core: bool | None,
+) -> bool:
+    """``build_offset_map``'s scan of the dirty segments (the map cleared, ``dirty`` not empty)."""
     txns = CleanedTransactionMetadata()
     txns.add_aborted_transactions(collect_aborted_txns(segments, start, end))
     with puts_on_own_thread(offset_map.native if max_entries is None else None, spare_core=spare_core):
@@ -207,6 +263,26 @@ def build_offset_map(
             offset_map.update_latest_offset(next_start - 1)
     pacer.flush()
     return False
+
+
+def _probe_clean_section(
+    segments: Sequence[LogSegment], start: int, native: NativeKeyMap, pacer: ReadPacer
+) -> None:
+    """Every keyed record below ``start`` probed into the spilled map (``spill_probe_records``): the filter
+    asks about them too, and a spilled map answers only from its bitmap. Control batches hold no keys the
+    filter looks up."""
+    for segment in segments_overlapping(segments, segments[0].base_offset, start):
+        pacer.check()
+        with corrupt_data_in(segment.log_path):
+            for batch in segment.batches(0, verify_crc=True):
+                if batch.base_offset >= start:
+                    break
+                pacer.read(batch.size_bytes)
+                if not batch.is_control and batch.records_count:
+                    spill_probe_records(
+                        native, batch.records_bytes(), batch.records_count, batch.base_offset, start
+                    )
+    pacer.flush()
 
 
 def _map_segment(

@@ -157,7 +157,7 @@ def filter_batch(batch: RecordBatch, *, can_discard: bool, ctx: CleaningContext)
             if record.key is None:
                 invalid += 1
                 continue
-            if record.offset < ctx.lookup(record.key) or (record.value is None and not retains_deletes):
+            if _is_superseded(record, key_map, ctx) or (record.value is None and not retains_deletes):
                 continue
         kept.append(record)
         has_tombstone = has_tombstone or record.value is None
@@ -174,6 +174,17 @@ def filter_batch(batch: RecordBatch, *, can_discard: bool, ctx: CleaningContext)
     data = rebuild_batch(batch, kept, delete_horizon_ms=horizon)
     max_timestamp = _rebuilt_max_timestamp(batch, kept)
     return _outcome(batch, data, retention, len(records), len(kept), invalid, max_timestamp)
+
+
+def _is_superseded(record: Record, key_map: NativeKeyMap | None, ctx: CleaningContext) -> bool:
+    """Whether a later offset of the dirty section holds the record's key (the C map answers itself: a
+    spilled map answers from its bitmap alone)."""
+    key = record.key
+    if key is None:
+        return False
+    if key_map is not None:
+        return key_map.superseded(key, record.offset)
+    return record.offset < ctx.lookup(key)
 
 
 def _filter_batch_native(

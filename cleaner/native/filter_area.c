@@ -94,8 +94,11 @@ filter_area(FilterScratch *sc, const unsigned char *buf, Py_ssize_t end, Py_ssiz
         r->superseded = -1;
         if (!c->discard_all && !c->is_control && r->key >= 0 && key_map != NULL) {
             int64_t offset;
-            if (c->use_bitmap && !__builtin_add_overflow(c->base_offset, r->offset_delta, &offset)) {
+            if ((c->use_bitmap || key_map->spilled) && !__builtin_add_overflow(c->base_offset, r->offset_delta, &offset)) {
                 r->superseded = keymap_superseded(key_map, offset);
+            }
+            if (r->superseded < 0 && key_map->spilled) {
+                return 1; /* a spilled map has no table to look up: the Python rules raise */
             }
             if (r->superseded < 0) {
                 /* a first lookup the bitmap cannot answer: the deferred blobs put first (a call only then) */

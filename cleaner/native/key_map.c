@@ -282,6 +282,7 @@ keymap_dealloc(KeyMap *m)
      * nothing else can reach the map any more. */
     Py_BEGIN_ALLOW_THREADS
     (void)pipe_finish(m);
+    spill_free(m);
     free_slots(m);
     free(m->arena);
     free(m->bits);
@@ -308,6 +309,10 @@ keymap_get_py(KeyMap *m, PyObject *arg)
     if (keymap_settle(m, 1) < 0) {
         return NULL;
     }
+    if (m->spilled) {
+        PyErr_SetString(PyExc_RuntimeError, "a spilled key map answers only superseded(key, offset)");
+        return NULL;
+    }
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
@@ -316,12 +321,38 @@ keymap_get_py(KeyMap *m, PyObject *arg)
     return PyLong_FromLongLong(offset);
 }
 
+/* superseded(key, offset) -> bool: whether a later offset of the dirty section holds the key (a spilled
+ * map: from its bitmap, RuntimeError for an offset it does not cover). */
+static PyObject *
+keymap_superseded_py(KeyMap *m, PyObject *args)
+{
+    Py_buffer view;
+    long long offset;
+    if (!PyArg_ParseTuple(args, "y*L", &view, &offset)) {
+        return NULL;
+    }
+    int superseded = -1;
+    if (keymap_settle(m, 1) == 0) {
+        superseded = m->spilled ? keymap_superseded(m, offset) : offset < keymap_get(m, view.buf, view.len);
+        if (superseded < 0) {
+            PyErr_Format(PyExc_RuntimeError, "the spilled key map does not cover offset %lld", offset);
+        }
+    }
+    PyBuffer_Release(&view);
+    return superseded < 0 ? NULL : PyBool_FromLong(superseded);
+}
+
 static PyObject *
 keymap_put_py(KeyMap *m, PyObject *args)
 {
     Py_buffer view;
     long long offset;
     if (!PyArg_ParseTuple(args, "y*L", &view, &offset)) {
+        return NULL;
+    }
+    if (m->spill != NULL || m->spilled) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(fallback_error, "a key map with a budget takes only its scans' puts");
         return NULL;
     }
     int rc = keymap_settle(m, 1) < 0 ? -1 : keymap_put(m, view.buf, view.len, offset);
@@ -348,6 +379,9 @@ keymap_clear(KeyMap *m, PyObject *unused)
     m->bits_words = 0;
     m->bits_state = BITS_EMPTY;
     m->bits_foreign = 0;
+    spill_free(m);
+    m->spilled = 0;
+    m->spilled_keys = 0;
     keymap_release_deferred(m);
     Py_RETURN_NONE;
 }
@@ -358,7 +392,7 @@ keymap_len(KeyMap *m)
     if (keymap_settle(m, 1) < 0) {
         return -1;
     }
-    return m->size;
+    return m->spilled ? (Py_ssize_t)m->spilled_keys : m->size;
 }
 
 static PyMethodDef keymap_methods[] = {
@@ -368,6 +402,8 @@ static PyMethodDef keymap_methods[] = {
      "Map the data batches of a buffer from a position; stop at the first other one."},
     {"get", (PyCFunction)keymap_get_py, METH_O, "The key's latest offset, -1 if absent."},
     {"put", (PyCFunction)keymap_put_py, METH_VARARGS, "Map key to offset."},
+    {"superseded", (PyCFunction)keymap_superseded_py, METH_VARARGS,
+     "Whether a later offset of the dirty section holds the key."},
     {"clear", (PyCFunction)keymap_clear, METH_NOARGS, "Forget every key."},
     {"start_pipeline", (PyCFunction)keymap_start_pipeline, METH_NOARGS,
      "Hand the scans' puts to a thread of the map's own, until finish_pipeline."},

@@ -87,7 +87,13 @@ typedef struct {
     Py_buffer *deferred; /* blobs put only when the map is first read (defer_key_map) */
     Py_ssize_t deferred_count, deferred_done, deferred_capacity;
     struct PutPipe *pipe; /* while the scan's puts run on their own thread (start_pipeline), else NULL */
+    int64_t scan_base;   /* the scan's first put (bits_base until finish_spill widens the bitmap) */
+    struct Spill *spill; /* a budget for the table (spill_key_map), until finish_spill; else NULL */
+    int spilled;         /* finish_spill replayed it: only the bitmap answers (keymap_superseded) */
+    int64_t spilled_keys; /* then: its keys, every class's */
 } KeyMap;
+
+typedef struct Spill Spill;
 
 /* key_map.c: the slow paths of the inline functions below */
 int keymap_grow(KeyMap *m);
@@ -95,6 +101,8 @@ __attribute__((noinline)) int keymap_insert(KeyMap *m, Slot **s, const unsigned 
 void bits_reserve(KeyMap *m, int64_t offset);
 int keymap_complete(KeyMap *m); /* blob_io.c: the deferred blobs put */
 int pipe_finish(KeyMap *m); /* put_pipeline.c */
+int spill_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset); /* spill.c */
+void spill_free(KeyMap *m);
 
 static inline void
 bits_off(KeyMap *m)
@@ -170,7 +178,7 @@ static inline int
 keymap_scan_checked(const KeyMap *m, int64_t first, int64_t last)
 {
     return m->bits_state == BITS_VALID && !m->bits_foreign && !m->checks_none && m->classes <= 1 &&
-           first >= m->bits_base && last <= m->bits_last;
+           first >= m->scan_base && last <= m->bits_last;
 }
 
 /* The slot holding the key, or the empty slot where it would go. Inlined: a scan's put is mostly this. */
@@ -233,7 +241,7 @@ keymap_put_superseding(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64
 
 /* keymap_put_hashed for a put of the log scan, in offset order: keeps the superseded bitmap. */
 static inline int
-keymap_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset)
+keymap_put_scanned_table(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset)
 {
     if (m->bits_state == BITS_VALID && offset > m->bits_last && offset - m->bits_base < m->bits_words * 64) {
         /* the usual case: the next offset of the scan, its bit already allocated */
@@ -241,7 +249,7 @@ keymap_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t h
     }
     if (m->bits_state == BITS_EMPTY) {
         m->bits_state = BITS_VALID;
-        m->bits_base = offset;
+        m->bits_base = m->scan_base = offset;
         m->bits_last = offset - 1;
     }
     if (m->bits_state == BITS_VALID) {
@@ -258,10 +266,24 @@ keymap_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t h
     return keymap_put_superseding(m, key, n, hash, offset);
 }
 
-/* 1: the record at `offset` is superseded, 0: it is its key's latest, -1: the bitmap cannot tell. */
+/* A put of the log scan: into the table, or (a map over its budget: spill.c) to its class's file. */
+static inline int
+keymap_put_scanned(KeyMap *m, const unsigned char *key, Py_ssize_t n, uint64_t hash, int64_t offset)
+{
+    if (__builtin_expect(m->spill != NULL, 0)) {
+        return spill_put_scanned(m, key, n, hash, offset);
+    }
+    return keymap_put_scanned_table(m, key, n, hash, offset);
+}
+
+/* 1: the record at `offset` is superseded, 0: it is its key's latest, -1: the bitmap cannot tell. A
+ * spilled map's bitmap covers the round from its first offset: past its last put, nothing supersedes. */
 static inline int
 keymap_superseded(const KeyMap *m, int64_t offset)
 {
+    if (m->spilled && m->bits_state == BITS_VALID && offset > m->bits_last) {
+        return 0;
+    }
     if (m->bits_state != BITS_VALID || offset < m->bits_base || offset > m->bits_last) {
         return -1;
     }

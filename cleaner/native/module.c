@@ -53,7 +53,8 @@ PyInit__native(void)
     }
     fallback_error = PyErr_NewException("cleaner._native.Fallback", PyExc_ValueError, NULL);
     if (fallback_error == NULL || PyModule_AddObjectRef(m, "Fallback", fallback_error) < 0 ||
-        PyModule_AddObjectRef(m, "KeyMap", (PyObject *)&KeyMapType) < 0 || add_key_map_blob_functions(m) < 0) {
+        PyModule_AddObjectRef(m, "KeyMap", (PyObject *)&KeyMapType) < 0 || add_key_map_blob_functions(m) < 0 ||
+        add_spill_functions(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

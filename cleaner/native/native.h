@@ -157,6 +157,9 @@ PyObject *key_class(PyObject *self, PyObject *args);
 PyObject *or_superseded_bits(PyObject *self, PyObject *args);
 int add_key_map_blob_functions(PyObject *m);
 
+/* spill.c */
+int add_spill_functions(PyObject *module);
+
 #pragma GCC visibility pop
 
 #endif

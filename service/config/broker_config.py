@@ -77,6 +77,7 @@ class BrokerConfig:
     log_cleaner_spark_min_bytes: int
     log_cleaner_spark_max_logs_per_job: int
     log_cleaner_uncleanable_retry_backoff_ms: int
+    log_cleaner_spill_dir: str | None
     log_message_timestamp_type: str
     log_message_timestamp_before_max_ms: int
     log_message_timestamp_after_max_ms: int
@@ -165,6 +166,7 @@ class BrokerConfig:
             log_cleaner_uncleanable_retry_backoff_ms=values.integer(
                 "log.cleaner.uncleanable.retry.backoff.ms"
             ),
+            log_cleaner_spill_dir=values.optional_text("log.cleaner.spill.dir"),
             log_message_timestamp_type=values.text("log.message.timestamp.type"),
             log_message_timestamp_before_max_ms=values.integer("log.message.timestamp.before.max.ms"),
             log_message_timestamp_after_max_ms=values.integer("log.message.timestamp.after.max.ms"),

@@ -240,6 +240,8 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("log.cleaner.uncleanable.retry.backoff.ms", _L, 600_000, "Wait before an uncleanable partition "
               "is tried again, doubling per failed attempt up to an hour; -1: never, until restart as in "
               "Kafka (ours)", Range(-1)),
+    ConfigDef("log.cleaner.spill.dir", _S, None, "Where a round's key map spills beyond its thread's share "
+              "of log.cleaner.dedupe.buffer.size (unset: the partition's own dir; ours)"),
     ConfigDef("offsets.topic.segment.bytes", _I, 104_857_600, "segment.bytes of __consumer_offsets when "
               "nothing else sets it (Kafka creates the topic with it)", _AT_LEAST_1),
     ConfigDef("transaction.state.log.segment.bytes", _I, 104_857_600, "segment.bytes of __transaction_state "

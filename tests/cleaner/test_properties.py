@@ -13,13 +13,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cleaner.compaction.cleaner import clean_group, delete_segments
+from cleaner.compaction.cleaner import Cleaner, clean_group, delete_segments
 from cleaner.compaction.grouping import group_segments_by_size
+from cleaner.compaction.key_map_budget import KeyMapBudget
 from cleaner.compaction.offset_map import OffsetMap, build_offset_map, segments_overlapping
 from cleaner.compaction.oracle import clean_in_process, log_contents
 from cleaner.compaction.rules import ProducerScan
 from cleaner.compaction.stats import CleanerStats
 from cleaner.compaction.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
+from cleaner.native import has_native
 from service.clock import ManualClock
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
@@ -179,6 +181,41 @@ def test_random_logs_clean_to_their_latest_values(
     clean_in_process(reloaded, upper, upper, START + DAY_MS)
     check_cleaned(reloaded, original, model, tombstones_gone=True)
     assert not [p for p in directory.iterdir() if p.name.endswith(CLEANED_SUFFIX)]
+
+
+@dataclass(frozen=True, slots=True)
+class NoTable(KeyMapBudget):
+    """A budget with no room for a table: every put of the round's scan spills (``native/spill.c``)."""
+
+    def table_bytes(self, first_offset: int, end: int) -> int:
+        return 0
+
+
+@pytest.mark.skipif(not has_native(), reason="the spill is the C key map's")
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=operations, codec=codecs, dirty_share=st.floats(0.0, 1.0))
+def test_random_logs_clean_to_the_same_bytes_when_every_key_spills(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[Op], codec: CompressionType, dirty_share: float
+) -> None:
+    """A round whose map spills every put (the records below the first dirty offset probed) writes the
+    bytes of the same round in memory."""
+    root = tmp_path_factory.mktemp("spill")
+    log, _model = build(root / "memory" / "topic-0", ops, codec)
+    upper = log.active_segment.base_offset
+    log.close()
+    shutil.copytree(root / "memory", root / "spilled")
+    first_dirty = int(upper * dirty_share)
+    ends = []
+    for name, budget in (("memory", None), ("spilled", NoTable(0))):
+        config = compact_config(segment_bytes=400)
+        copy = load_partition_log(root / name / "topic-0", config, clock=ManualClock(START)).log
+        cleaner = Cleaner(
+            clock=ManualClock(START), schedule_delete=lambda _delay, delete: delete(), key_map_budget=budget
+        )
+        ends.append(cleaner.clean(copy, first_dirty, upper).end_offset)
+        copy.close()
+    assert ends[0] == ends[1]
+    assert files(root / "spilled" / "topic-0") == files(root / "memory" / "topic-0")
 
 
 def clean_groups_from_precomputed_state(log: PartitionLog, upper: int) -> None:

@@ -86,6 +86,7 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "log.cleaner.spark.min.bytes": 16 << 30,
     "log.cleaner.spark.max.logs.per.job": 8,
     "log.cleaner.uncleanable.retry.backoff.ms": 600_000,
+    "log.cleaner.spill.dir": None,
     "spark.master": "local[*]",
     "offsets.topic.segment.bytes": 104_857_600,
     "transaction.state.log.segment.bytes": 104_857_600,
