@@ -303,16 +303,18 @@ class PerRoundEngine:
         thread_id: int = 0,
     ) -> CleaningResult:
         engine = self.engine_for(log, upper_bound_offset, check_aborted)
-        run = partial(
-            _clean_on,
-            log=log,
-            first_dirty_offset=first_dirty_offset,
-            upper_bound_offset=upper_bound_offset,
-            check_aborted=check_aborted,
-            throttle=throttle,
-            schedule_delete=schedule_delete,
-            thread_id=thread_id,
-        )
+
+        def run(on: CompactionEngine) -> CleaningResult:
+            return on.clean(
+                log,
+                first_dirty_offset,
+                upper_bound_offset,
+                check_aborted=check_aborted,
+                throttle=throttle,
+                schedule_delete=schedule_delete,
+                thread_id=thread_id,
+            )
+
         if engine is not self.in_process:
             try:
                 return self._observed(run(engine))
@@ -383,28 +385,6 @@ class PerRoundEngine:
         self.in_process.close()
         if spark is not None:
             spark.close()
-
-
-def _clean_on(
-    engine: CompactionEngine,
-    *,
-    log: PartitionLog,
-    first_dirty_offset: int,
-    upper_bound_offset: int,
-    check_aborted: Callable[[], None],
-    throttle: Callable[[int], None],
-    schedule_delete: ScheduleDelete,
-    thread_id: int,
-) -> CleaningResult:
-    return engine.clean(
-        log,
-        first_dirty_offset,
-        upper_bound_offset,
-        check_aborted=check_aborted,
-        throttle=throttle,
-        schedule_delete=schedule_delete,
-        thread_id=thread_id,
-    )
 
 
 def spark_start_failure(error: BaseException) -> str:

@@ -5,13 +5,14 @@ thread tries it at its next round (404 for a partition that is not uncleanable);
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.api.conftest import Served, assert_problem, serve_daemon, string_record
 from tests.api.metrics_helpers import Scrape
+from tests.cleaner.helpers import flip_byte, wait_for
 
 THREAD = {"log.cleaner.threads": "1", "log.cleaner.backoff.ms": "20"}
 
@@ -20,21 +21,6 @@ THREAD = {"log.cleaner.threads": "1", "log.cleaner.backoff.ms": "20"}
 def cleaning(tmp_path: Path) -> Iterator[Served]:
     with serve_daemon(tmp_path / "logs", THREAD) as served:
         yield served
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-def flip_byte(path: Path, position: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(position)
-        byte = f.read(1)
-        f.seek(position)
-        f.write(bytes([byte[0] ^ 0xFF]))
 
 
 def uncleanable(served: Served) -> list[dict[str, object]]:

@@ -8,6 +8,7 @@ with a value, as ints), ``batch_last_offsets``/``batch_base_offsets`` (every bat
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,3 +260,20 @@ def last_seq(log: PartitionLog, producer_id: int) -> int:
 
 def aborted_txns(log: PartitionLog) -> list[AbortedTxn]:
     return [t for s in log.segments for t in s.txn_index.all_aborted()]
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    """Until ``condition()`` holds; an AssertionError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def flip_byte(path: Path, position: int) -> None:
+    """Corrupt one byte of ``path`` in place (its bits inverted)."""
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)
+        f.seek(position)
+        f.write(bytes([byte[0] ^ 0xFF]))

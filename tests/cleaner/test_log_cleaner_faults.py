@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from service.storage.log import PartitionLog
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
 from service.tasks import DeferredTasks
+from tests.cleaner.helpers import flip_byte, wait_for
 
 BACKOFF_MS = 20
 
@@ -87,21 +87,6 @@ def write_keys(log: PartitionLog, *, keys: int = 30, rounds: int = 4) -> None:
     for r in range(rounds):
         for start in range(0, keys, 10):
             log.append_records([Record(0, -1, b"k%d" % k, b"v%d" % r) for k in range(start, start + 10)])
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
-def flip_byte(path: Path, position: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(position)
-        byte = f.read(1)
-        f.seek(position)
-        f.write(bytes([byte[0] ^ 0xFF]))
 
 
 def listed(cleaner: LogCleaner, part: str = "uncleanable") -> list[dict[str, object]]:
