@@ -66,6 +66,7 @@ class CleanerFigures:
     uncleanable_past_retry: dict[Path, int] = field(default_factory=dict)
     """Per log dir: uncleanable partitions whose retry is due but not yet taken."""
     thread_restarts: int = 0
+    rounds_spilled_total: int = 0  # rounds whose key map spilled beyond its thread's share
 
 
 class CleanerView(Protocol):

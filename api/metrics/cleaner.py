@@ -105,7 +105,7 @@ def _families(
         "taken by a cleaner thread",
         value=None if figures is None else sum(figures.uncleanable_past_retry.values()),
     )
-    read_total = written_total = restarts = None
+    read_total = written_total = restarts = spilled = None
     rounds = CounterMetricFamily(
         "logcleaner_cleaner_rounds",
         "Cleaning rounds since start-up, by the engine that ran them",
@@ -119,6 +119,7 @@ def _families(
     if figures is not None:
         read_total, written_total = figures.bytes_read_total, figures.bytes_written_total
         restarts = figures.thread_restarts
+        spilled = figures.rounds_spilled_total
         for engine in ("in-process", "spark"):
             rounds.add_metric([engine], figures.rounds_by_engine.get(engine, 0))
             engine_bytes.add_metric([engine], figures.bytes_read_by_engine.get(engine, 0))
@@ -130,6 +131,12 @@ def _families(
             "logcleaner_cleaner_thread_restarts_total",
             "Cleaner threads restarted after they died, since start-up",
             value=restarts,
+        ),
+        CounterMetricFamily(
+            "logcleaner_cleaner_rounds_spilled_total",
+            "Cleaning rounds whose key map passed its thread's share of log.cleaner.dedupe.buffer.size and "
+            "spilled to disk (exact and whole all the same), since start-up",
+            value=spilled,
         ),
         CounterMetricFamily(
             "logcleaner_cleaner_bytes_read_total", "Bytes the cleaner read since start-up", value=read_total

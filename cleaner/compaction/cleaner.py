@@ -150,6 +150,7 @@ class Cleaner:
         )
         end_offset = offset_map.latest_offset + 1
         stats.map_size = offset_map.size
+        stats.spill_classes = offset_map.spill_classes
         if offset_map.spill_classes:
             logger.info(
                 "%s: its key map passed the thread's share and spilled to %d classes",

@@ -37,6 +37,7 @@ class CleanerStats:
     map_records_read: int = 0
     map_size: int = 0
     buffer_utilization: float = 0.0
+    spill_classes: int = 0  # the classes the key map spilled to (0: it fit its thread's share)
     groups_rewritten: int = 0
     groups_skipped: int = 0
     segments_read: int = 0
@@ -114,6 +115,7 @@ class CleanerStats:
             mb_per_s=round(self.mb_per_s, 3),
             buffer_utilization=self.buffer_utilization,
             map_size=self.map_size,
+            spill_classes=self.spill_classes,
         )
         return doc
 

@@ -55,6 +55,7 @@ class LogCleaner:
         self._backoff_ms = backoff_ms
         self._lock = threading.Lock()
         self._thread_restarts = 0
+        self._rounds_spilled = 0
         self._supervisor = threading.Thread(target=self._supervise, name=_SUPERVISOR_NAME, daemon=True)
         self._bytes_read_total = 0
         self._bytes_written_total = 0
@@ -143,6 +144,7 @@ class LogCleaner:
             self._bytes_written_total += outcome.bytes_written
             self._rounds_by_engine[outcome.engine] += 1
             self._bytes_read_by_engine[outcome.engine] += outcome.bytes_read
+            self._rounds_spilled += outcome.spilled
             self._recent.append(outcome)
         if self._on_round is not None:
             self._on_round(outcome.engine, outcome.duration_s)
@@ -214,6 +216,7 @@ class LogCleaner:
         with self._lock:
             read_total, written_total = self._bytes_read_total, self._bytes_written_total
             rounds, read_by_engine = dict(self._rounds_by_engine), dict(self._bytes_read_by_engine)
+            spilled = self._rounds_spilled
         return CleanerFigures(
             threads=len(self.workers),
             dead_thread_count=self.dead_thread_count,
@@ -233,6 +236,7 @@ class LogCleaner:
             bytes_written_total=written_total,
             rounds_by_engine=rounds,
             bytes_read_by_engine=read_by_engine,
+            rounds_spilled_total=spilled,
         )
 
     def status(self) -> dict[str, object]:

@@ -95,4 +95,5 @@ def round_outcome(candidate: Candidate, result: CleaningResult) -> RoundOutcome:
         bytes_read=stats.bytes_read,
         bytes_written=stats.bytes_written,
         engine=result.engine,
+        spilled=stats.spill_classes > 0,
     )

@@ -46,6 +46,7 @@ class RoundOutcome:
     bytes_read: int
     bytes_written: int
     engine: str = "in-process"
+    spilled: bool = False  # its key map passed its thread's share of log.cleaner.dedupe.buffer.size
 
     def to_json(self) -> dict[str, object]:
         """One entry of the ``clean`` document."""

@@ -180,6 +180,7 @@ def test_uncleanable_partitions_are_reported_per_log_dir(tmp_path: Path) -> None
             uncleanable_past_retry={a.resolve(): 1},
             dead_thread_count=1,
             thread_restarts=3,
+            rounds_spilled_total=2,
         )
         metrics = ServiceMetrics(Source(daemon.log_manager, FixedCleaner(figures)))
         scrape = Scrape.of(metrics.registry)
@@ -197,6 +198,7 @@ def test_uncleanable_partitions_are_reported_per_log_dir(tmp_path: Path) -> None
     assert scrape.value("logcleaner_cleaner_uncleanable_partitions_past_retry") == 1
     assert scrape.value("kafka_log_logcleaner_deadthreadcount") == 1
     assert scrape.value("logcleaner_cleaner_thread_restarts_total") == 3
+    assert scrape.value("logcleaner_cleaner_rounds_spilled_total") == 2
     assert scrape.types["logcleaner_cleaner_thread_restarts"] == "counter"
     assert scrape.value("logcleaner_cleaner_threads") == 0, "QUIET: log.cleaner.threads=0"
 

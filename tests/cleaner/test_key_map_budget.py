@@ -79,7 +79,8 @@ def _copy(source: Path, root: Path) -> Path:
     return target
 
 
-def _clean(directory: Path, first_dirty: int, budget: KeyMapBudget | None) -> int:
+def _clean(directory: Path, first_dirty: int, budget: KeyMapBudget | None) -> tuple[int, int]:
+    """The round's end offset and the classes its key map spilled to."""
     clock = ManualClock(NOW_MS)
     log = load_partition_log(directory, _config(), clock=clock).log
 
@@ -88,7 +89,8 @@ def _clean(directory: Path, first_dirty: int, budget: KeyMapBudget | None) -> in
 
     try:
         cleaner = Cleaner(clock=clock, schedule_delete=delete_now, key_map_budget=budget)
-        return cleaner.clean(log, first_dirty, log.active_segment.base_offset).end_offset
+        result = cleaner.clean(log, first_dirty, log.active_segment.base_offset)
+        return result.end_offset, result.stats.spill_classes
     finally:
         log.close()
 
@@ -102,10 +104,12 @@ def _assert_same_round(
 ) -> None:
     unbounded = _copy(source, tmp_path / "unbounded")
     bounded = _copy(source, tmp_path / "bounded")
-    expected_end = _clean(unbounded, first_dirty, None)
+    expected_end, unbounded_classes = _clean(unbounded, first_dirty, None)
+    assert unbounded_classes == 0
     with caplog.at_level(logging.INFO, logger="cleaner.compaction.cleaner"):
-        assert _clean(bounded, first_dirty, budget) == expected_end
-    assert "spilled to" in caplog.text  # the round did pass the share
+        end, classes = _clean(bounded, first_dirty, budget)
+    assert end == expected_end
+    assert classes > 0 and "spilled to" in caplog.text  # the round did pass the share, and says so
     assert _files(bounded) == _files(unbounded)
 
 
@@ -138,8 +142,8 @@ def test_a_share_the_round_fits_in_does_not_spill(
 ) -> None:
     bounded = _copy(plain, tmp_path)
     with caplog.at_level(logging.INFO, logger="cleaner.compaction.cleaner"):
-        _clean(bounded, 0, KeyMapBudget(256 << 20))
-    assert "spilled" not in caplog.text
+        _, classes = _clean(bounded, 0, KeyMapBudget(256 << 20))
+    assert classes == 0 and "spilled" not in caplog.text
 
 
 def test_kafkas_share_is_the_buffer_over_the_threads() -> None:
@@ -271,10 +275,10 @@ def test_a_spill_that_fails_rebuilds_the_map_in_memory_and_cleans_the_same(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     reference = _copy(plain, tmp_path / "reference")
-    expected_end = _clean(reference, 0, None)
+    expected_end, _ = _clean(reference, 0, None)
     monkeypatch.setattr(offset_map_module, "finish_spill", full_disk)
     failed = _copy(plain, tmp_path / "failed")
     with caplog.at_level(logging.WARNING, logger="cleaner.compaction.offset_map"):
-        assert _clean(failed, 0, KeyMapBudget(TINY_SHARE)) == expected_end
+        assert _clean(failed, 0, KeyMapBudget(TINY_SHARE))[0] == expected_end
     assert "building it again in memory, unbounded" in caplog.text
     assert _files(failed) == _files(reference)
