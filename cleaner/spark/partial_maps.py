@@ -64,6 +64,7 @@ from cleaner.native import (
 )
 from cleaner.spark.segment_splits import SegmentSplit
 from cleaner.spark.task_files import TaskTicket, TicketRef
+from service.storage.log_files import file_name
 
 __all__ = [
     "MapSplit",
@@ -214,7 +215,7 @@ def superseded_counts(bits: bytes) -> list[tuple[int, int]]:
 
 def blob_path(directory: str, end_offset: int, index: int) -> str:
     """Where range ``index``'s blob goes: a ``.cleaned`` name in the log's dir (see the module docstring)."""
-    return os.path.join(directory, f"{end_offset:020d}.keymap-{index}.cleaned")
+    return os.path.join(directory, file_name(end_offset, f".keymap-{index}.cleaned"))
 
 
 def range_lookup(own: MapSplit | None, blob_paths: Sequence[str]) -> tuple[Callable[[bytes], int], int]:

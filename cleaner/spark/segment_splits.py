@@ -23,7 +23,7 @@ from pathlib import Path
 from service.errors import InvalidInputError, NotFoundError
 from service.storage.index_file import read_whole_file
 from service.storage.log_config import LONG_MAX
-from service.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, parse_partition_dir_name
+from service.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, parse_partition_dir_name, segment_path
 from service.storage.offset_index import ENTRY_SIZE, OffsetPosition, decode_entries
 
 __all__ = ["DEFAULT_SPLIT_BYTES", "SegmentSplit", "plan_splits"]
@@ -101,14 +101,14 @@ def _partition_splits(
         next_base = bases[i + 1] if i + 1 < len(bases) else LONG_MAX
         if next_base <= from_offset or base >= until_offset:
             continue
-        log_path = directory / f"{base:020d}{LOG_SUFFIX}"
+        log_path = segment_path(directory, base, LOG_SUFFIX)
         try:
             size = os.stat(log_path).st_size
         except FileNotFoundError:
             continue  # removed by retention or a swap since the listing
         entries: list[OffsetPosition] = []
         if from_offset > base or size > max_split_bytes:  # else neither a start nor a cut can come of it
-            entries = _index_entries(directory / f"{base:020d}{INDEX_SUFFIX}", base, size)
+            entries = _index_entries(segment_path(directory, base, INDEX_SUFFIX), base, size)
         start = 0
         if from_offset > base:
             start = max((e.position for e in entries if e.offset <= from_offset), default=0)

@@ -80,6 +80,7 @@ from pathlib import Path
 from types import TracebackType
 
 from service.errors import LogCleanerError
+from service.storage.log_files import file_name
 
 __all__ = [
     "JobCancelledError",
@@ -109,7 +110,7 @@ class JobCancelledError(LogCleanerError):
 
 
 def ticket_path(directory: str, end_offset: int) -> str:
-    return os.path.join(directory, f"{end_offset:020d}.job.cleaned")
+    return os.path.join(directory, file_name(end_offset, ".job.cleaned"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +206,7 @@ _POLL_S = 0.005  # how often a waiting driver looks for new report files: a stat
 
 
 def report_path(directory: str, end_offset: int, range_index: int) -> str:
-    return os.path.join(directory, f"{end_offset:020d}.rows.{range_index}.cleaned")
+    return os.path.join(directory, file_name(end_offset, f".rows.{range_index}.cleaned"))
 
 
 def private_name(path: str) -> str:
@@ -219,7 +220,7 @@ def private_name(path: str) -> str:
 def private_leftovers(directory: Path, end_offset: int) -> list[Path]:
     """The ``private_name`` files a task of the round ending at ``end_offset`` left half written when it was
     killed (its report, its item claim): for the driver to remove once no task holds the round's ticket."""
-    return list(directory.glob(f"{end_offset:020d}.*-[0-9]*-[0-9]*.cleaned"))
+    return list(directory.glob(file_name(end_offset, ".*-[0-9]*-[0-9]*.cleaned")))
 
 
 def write_report(path: str, rows: Sequence[Mapping[str, object]]) -> None:
@@ -277,7 +278,7 @@ _ENTRY = struct.Struct("<i")
 
 
 def claims_path(directory: str, end_offset: int) -> str:
-    return os.path.join(directory, f"{end_offset:020d}.claims.cleaned")
+    return os.path.join(directory, file_name(end_offset, ".claims.cleaned"))
 
 
 def claimed_groups(
@@ -321,7 +322,7 @@ def _claim(fd: int, index: int, owner: int, path: str) -> None:
 
 
 def taken_path(directory: str, end_offset: int) -> str:
-    return os.path.join(directory, f"{end_offset:020d}.taken.cleaned")
+    return os.path.join(directory, file_name(end_offset, ".taken.cleaned"))
 
 
 def take(path: str, report: str, partition: int) -> bool:

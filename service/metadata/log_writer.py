@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from service.metadata.records import encode_metadata_record
 from service.metadata.schemas import CONTROL_SCHEMAS
 from service.storage.control import ControlRecordType, encode_control_key
+from service.storage.log_files import file_name
 from service.storage.message_schema import encode_message
 from service.storage.records import Record, encode_batch
 
@@ -85,4 +86,4 @@ def encode_snapshot(
 
 def snapshot_file_name(end_offset: int, epoch: int) -> str:
     """Kafka's ``Snapshots.filenameFromSnapshotId`` plus suffix: ``<20 digits>-<10 digits>.checkpoint``."""
-    return f"{end_offset:020d}-{epoch:010d}.checkpoint"
+    return file_name(end_offset, f"-{epoch:010d}.checkpoint")

@@ -27,7 +27,7 @@ from service.metadata.meta_properties import META_PROPERTIES_FILE, read_node_id
 from service.metadata.records import CONFIG_RECORD_KEY, PARTITION_RECORD_KEY, TOPIC_RECORD_KEY
 from service.storage.atomic import write_atomically
 from service.storage.file_records import iter_file_batches
-from service.storage.log_files import partition_dir_name
+from service.storage.log_files import LOG_SUFFIX, file_name, partition_dir_name
 from service.storage.partition_files import load_topic_id
 from service.storage.topic_partition import TopicPartition
 
@@ -67,7 +67,7 @@ def _segment_to_append(directory: Path, files: MetadataLogFiles | None, end_offs
     truncated after a snapshot)."""
     if files is not None and files.segments and _next_offset(files.segments[-1]) == end_offset:
         return files.segments[-1]
-    return directory / f"{end_offset:020d}.log"
+    return directory / file_name(end_offset, LOG_SUFFIX)
 
 
 def _next_offset(segment: Path) -> int:
