@@ -26,10 +26,13 @@ from pathlib import Path
 from types import MappingProxyType
 
 from service.config.definitions import (
+    CONFIG_DEFS,
     DEFS_BY_NAME,
     DEFS_BY_TOPIC_NAME,
     SPARK_PREFIX,
+    ConfigDef,
     ConfigSource,
+    ConfigType,
     ConfigValue,
     InvalidConfigError,
     parse_value,
@@ -130,88 +133,19 @@ class BrokerConfig:
     def from_properties(cls, props: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         """Parse ``props``: the config and one warning per unknown key. An invalid value raises
         :class:`~service.config.definitions.InvalidConfigError` (an ``InvalidInputError``) naming the key, the
-        value and what is allowed. The body is the table of fields, each read as its type and synonyms say."""
+        value and what is allowed. Every row of the table (``CONFIG_DEFS``) gives the field of its attribute
+        name, read as its type and synonyms say."""
         explicit, spark, warnings, ignored = _split_properties(props)
         values = _Values(explicit)
         log_dirs = _resolve_log_dirs(explicit)
+        table = {d.attribute: values.typed(d) for d in CONFIG_DEFS if d.name != "log.dirs"}
         return cls(
             log_dirs=log_dirs,
             log_dir_paths=_log_dir_paths(log_dirs, "log.dirs" if "log.dirs" in explicit else "log.dir"),
-            log_dir=values.text("log.dir"),
-            log_segment_bytes=values.integer("log.segment.bytes"),
-            log_roll_ms=values.ms("log.roll.ms"),
-            log_roll_hours=values.integer("log.roll.hours"),
-            log_roll_jitter_ms=values.ms("log.roll.jitter.ms"),
-            log_roll_jitter_hours=values.integer("log.roll.jitter.hours"),
-            log_retention_ms=max(values.ms("log.retention.ms"), -1),
-            log_retention_minutes=values.optional_int("log.retention.minutes"),
-            log_retention_hours=values.integer("log.retention.hours"),
-            log_retention_bytes=values.integer("log.retention.bytes"),
-            log_retention_check_interval_ms=values.integer("log.retention.check.interval.ms"),
-            log_cleanup_policy=values.items("log.cleanup.policy"),
-            log_cleaner_enable=values.flag("log.cleaner.enable"),
-            log_cleaner_threads=values.integer("log.cleaner.threads"),
-            log_cleaner_min_cleanable_ratio=values.real("log.cleaner.min.cleanable.ratio"),
-            log_cleaner_backoff_ms=values.integer("log.cleaner.backoff.ms"),
-            log_cleaner_dedupe_buffer_size=values.integer("log.cleaner.dedupe.buffer.size"),
-            log_cleaner_io_buffer_size=values.integer("log.cleaner.io.buffer.size"),
-            log_cleaner_io_buffer_load_factor=values.real("log.cleaner.io.buffer.load.factor"),
-            log_cleaner_io_max_bytes_per_second=values.real("log.cleaner.io.max.bytes.per.second"),
-            log_cleaner_delete_retention_ms=values.integer("log.cleaner.delete.retention.ms"),
-            log_cleaner_min_compaction_lag_ms=values.integer("log.cleaner.min.compaction.lag.ms"),
-            log_cleaner_max_compaction_lag_ms=values.integer("log.cleaner.max.compaction.lag.ms"),
-            log_cleaner_engine=values.text("log.cleaner.engine"),
-            log_cleaner_spark_min_bytes=values.integer("log.cleaner.spark.min.bytes"),
-            log_cleaner_spark_max_logs_per_job=values.integer("log.cleaner.spark.max.logs.per.job"),
-            log_cleaner_uncleanable_retry_backoff_ms=values.integer(
-                "log.cleaner.uncleanable.retry.backoff.ms"
-            ),
-            log_cleaner_spill_dir=values.optional_text("log.cleaner.spill.dir"),
-            log_message_timestamp_type=values.text("log.message.timestamp.type"),
-            log_message_timestamp_before_max_ms=values.integer("log.message.timestamp.before.max.ms"),
-            log_message_timestamp_after_max_ms=values.integer("log.message.timestamp.after.max.ms"),
-            log_flush_interval_messages=values.integer("log.flush.interval.messages"),
-            log_flush_interval_ms=values.ms("log.flush.interval.ms"),
-            log_flush_scheduler_interval_ms=values.integer("log.flush.scheduler.interval.ms"),
-            log_flush_offset_checkpoint_interval_ms=values.integer("log.flush.offset.checkpoint.interval.ms"),
-            log_flush_start_offset_checkpoint_interval_ms=values.integer(
-                "log.flush.start.offset.checkpoint.interval.ms"
-            ),
-            replica_high_watermark_checkpoint_interval_ms=values.integer(
-                "replica.high.watermark.checkpoint.interval.ms"
-            ),
-            log_index_interval_bytes=values.integer("log.index.interval.bytes"),
-            log_index_size_max_bytes=values.integer("log.index.size.max.bytes"),
-            log_segment_delete_delay_ms=values.integer("log.segment.delete.delay.ms"),
-            log_preallocate=values.flag("log.preallocate"),
-            producer_id_expiration_ms=values.integer("producer.id.expiration.ms"),
-            producer_id_expiration_check_interval_ms=values.integer(
-                "producer.id.expiration.check.interval.ms"
-            ),
-            num_recovery_threads_per_data_dir=values.integer("num.recovery.threads.per.data.dir"),
-            num_partitions=values.integer("num.partitions"),
-            message_max_bytes=values.integer("message.max.bytes"),
-            offsets_topic_segment_bytes=values.integer("offsets.topic.segment.bytes"),
-            transaction_state_log_segment_bytes=values.integer("transaction.state.log.segment.bytes"),
-            metadata_log_dir=values.optional_text("metadata.log.dir"),
-            metadata_log_ignore=values.flag("metadata.log.ignore"),
-            unknown_topic_configs=values.text("unknown.topic.configs"),
-            api_host=values.text("api.host"),
-            api_port=values.integer("api.port"),
-            api_auth_token_file=values.optional_text("api.auth.token.file"),
-            api_auth_allow_anonymous=values.flag("api.auth.allow.anonymous"),
-            api_allowed_hosts=values.items("api.allowed.hosts"),
-            api_allowed_origins=values.items("api.allowed.origins"),
-            api_max_request_bytes=values.integer("api.max.request.bytes"),
-            api_max_records_per_request=values.integer("api.max.records.per.request"),
-            api_max_fetch_records=values.integer("api.max.fetch.records"),
-            api_max_fetch_bytes=values.integer("api.max.fetch.bytes"),
-            scheduler_initial_delay_ms=values.integer("scheduler.initial.delay.ms"),
-            shutdown_timeout_ms=values.integer("shutdown.timeout.ms"),
-            spark_master=values.text("spark.master"),
             spark_conf=MappingProxyType({"spark.master": values.text("spark.master"), **spark}),
             explicit_keys=frozenset(explicit) | frozenset(spark),
             ignored_broker_keys=ignored,
+            **table,  # type: ignore[arg-type]  # each value checked against its row's type by _Values.typed
         ), warnings
 
     def source_of(self, key: str) -> ConfigSource:
@@ -332,6 +266,16 @@ def _log_dir_paths(log_dirs: tuple[str, ...], key: str) -> tuple[Path, ...]:
     return tuple(paths)
 
 
+_PYTHON_TYPES: Mapping[ConfigType, type] = {
+    ConfigType.INT: int,
+    ConfigType.LONG: int,
+    ConfigType.DOUBLE: float,
+    ConfigType.BOOLEAN: bool,
+    ConfigType.STRING: str,
+    ConfigType.LIST: tuple,
+}
+
+
 class _Values:
     """Typed access to explicit values with table defaults; the type checks guard against table typos."""
 
@@ -341,17 +285,25 @@ class _Values:
     def get(self, key: str) -> ConfigValue | None:
         return self._explicit[key] if key in self._explicit else DEFS_BY_NAME[key].default
 
+    def typed(self, defn: ConfigDef) -> ConfigValue | None:
+        """The value of one row, of the Python type its ``ConfigType`` gives (None only where the row has no
+        default); a time key with unit synonyms (``log.retention.ms`` → ``.minutes`` → ``.hours``) is
+        resolved through them, in milliseconds."""
+        if defn.synonyms and defn.name.endswith(".ms"):
+            ms = self.ms(defn.name)
+            return max(ms, -1) if defn.name == "log.retention.ms" else ms  # Kafka: any negative is -1
+        value = self.get(defn.name)
+        expected = _PYTHON_TYPES[defn.type]
+        is_bool_for_int = expected is int and isinstance(value, bool)
+        if value is not None and (not isinstance(value, expected) or is_bool_for_int):
+            raise TypeError(f"{defn.name} is not {defn.type.value}: {value!r}")
+        return value
+
     def optional_int(self, key: str) -> int | None:
         value = self.get(key)
         if value is None or (isinstance(value, int) and not isinstance(value, bool)):
             return value
         raise TypeError(f"{key} is not an integer: {value!r}")
-
-    def integer(self, key: str) -> int:
-        value = self.optional_int(key)
-        if value is None:
-            raise TypeError(f"{key} has no value")
-        return value
 
     def ms(self, key: str) -> int:
         """The first of ``key`` and its synonyms that has a value, in milliseconds."""
@@ -360,18 +312,6 @@ class _Values:
             if value is not None:
                 return value * _MS_PER_UNIT[name.rsplit(".", 1)[1]]
         raise TypeError(f"{key} has no value and no synonym with a default")
-
-    def real(self, key: str) -> float:
-        value = self.get(key)
-        if isinstance(value, float):
-            return value
-        raise TypeError(f"{key} is not a float: {value!r}")
-
-    def flag(self, key: str) -> bool:
-        value = self.get(key)
-        if isinstance(value, bool):
-            return value
-        raise TypeError(f"{key} is not a boolean: {value!r}")
 
     def optional_text(self, key: str) -> str | None:
         value = self.get(key)
@@ -384,9 +324,3 @@ class _Values:
         if value is None:
             raise TypeError(f"{key} has no value")
         return value
-
-    def items(self, key: str) -> tuple[str, ...]:
-        value = self.get(key)
-        if isinstance(value, tuple):
-            return value
-        raise TypeError(f"{key} is not a list: {value!r}")
