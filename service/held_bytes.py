@@ -72,8 +72,10 @@ _PAST_UNCLEANABLE = {
 class PartitionBytes:
     """One partition dir's bytes by reason, and what retention would delete of them now.
 
-    ``cleanable``: the candidate a cleaning round would take now (None: the cleaner would not pick the log);
-    ``error``: why a dir counted ``unreadable`` could not be read.
+    ``cleanable``: the candidate a round would take if the log were cleaned now (None: not compacted, held,
+    uncleanable, or nothing dirty below its active segment); ``compaction_freed_bytes``: what that round
+    would free, measured (``compaction_exact``) or estimated, None if neither was possible; ``error``: why
+    a dir counted ``unreadable`` could not be read.
     """
 
     topic: str | None  # None: a log dir that could not be listed
@@ -81,6 +83,8 @@ class PartitionBytes:
     by_reason: dict[str, int] = field(default_factory=dict)
     retention_now_bytes: int = 0
     cleanable: LogToClean | None = None
+    compaction_freed_bytes: int | None = None
+    compaction_exact: bool = False
     error: str | None = None
     path: str | None = None  # a dir that is not a loaded log (stray, -future, -delete, unreadable)
 
@@ -127,6 +131,7 @@ def partition_bytes(
             out.cleanable = candidate
         elif why is CleanerReason.DIRTY_RATIO_AT_OR_BELOW_THRESHOLD:
             cleaner_reason = BELOW_MIN_DIRTY_RATIO
+            out.cleanable = candidate  # `clean --topic --partition` cleans it whatever its ratio
     for index, verdict in enumerate(verdicts):
         upper = verdicts[index + 1].base_offset if index + 1 < len(verdicts) else None
         reason = _reason(verdict, upper, candidate, cleaner_reason)

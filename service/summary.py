@@ -27,13 +27,10 @@ from service.log_manager import LogManager
 from service.storage.log_files import LOG_SUFFIX, parse_partition_dir_name
 from service.storage.topic_partition import TopicPartition
 
-__all__ = ["CompactionFigure", "summary_document", "summary_parts", "unloaded_dir_parts"]
+__all__ = ["summary_document", "summary_parts", "unloaded_dir_parts"]
 
 JsonDoc = dict[str, object]
 TOP_PARTITIONS = 5  # per reason, the largest partitions named
-
-# What cleaning the logs the cleaner would pick now frees: (bytes, whether estimated).
-CompactionFigure = Callable[[Sequence[PartitionBytes]], tuple[int, bool]]
 
 
 def summary_parts(
@@ -116,9 +113,7 @@ def unloaded_dir_parts(log_dirs: Iterable[Path], *, skip: Collection[Path] = ())
     return parts
 
 
-def summary_document(
-    parts: Sequence[PartitionBytes], *, compaction: tuple[int, bool], generated_at_ms: int
-) -> JsonDoc:
+def summary_document(parts: Sequence[PartitionBytes], *, generated_at_ms: int) -> JsonDoc:
     """``{"total_bytes", "partitions", "held": [{"reason", "bytes", "partitions", "top", "errors"?}],
     "reclaimable": {...}, "generated_at"}``; ``held`` largest first, its bytes adding up to
     ``total_bytes``."""
@@ -128,15 +123,20 @@ def summary_document(
             held.setdefault(reason, []).append((size, part))
     entries = [_held_entry(reason, members) for reason, members in held.items()]
     entries.sort(key=lambda entry: (-_int(entry["bytes"]), str(entry["reason"])))
-    freed, estimated = compaction
+    candidates = [part for part in parts if part.cleanable is not None]
     return {
         "total_bytes": sum(part.total_bytes for part in parts),
         "partitions": sum(1 for part in parts if part.topic is not None),
         "held": entries,
         "reclaimable": {
             "retention_now": sum(part.retention_now_bytes for part in parts),
-            "compaction": freed,
-            "compaction_estimated": estimated,
+            "compaction": sum(part.compaction_freed_bytes or 0 for part in candidates),
+            "compaction_estimated": not all(part.compaction_exact for part in candidates),
+            "compaction_unestimated_bytes": sum(
+                part.cleanable.cleanable_bytes + part.cleanable.clean_bytes
+                for part in candidates
+                if part.cleanable is not None and part.compaction_freed_bytes is None
+            ),
         },
         "generated_at": _iso(generated_at_ms),
     }
