@@ -1,0 +1,80 @@
+"""``GET /v1/explain/summary`` on a real daemon: the document ``explain --summary`` prints, kept ready by
+the scheduled task (it follows appends and retention at the next refresh), its figures on ``/metrics``, and
+the compaction estimate from the daemon's key sketches within 5% of what ``clean`` then frees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.cli import main
+from tests.api.conftest import serve_daemon, string_record
+from tests.api.metrics_helpers import Scrape
+
+
+def log_bytes(log_dir: Path) -> int:
+    return sum(p.stat().st_size for p in log_dir.rglob("*.log"))
+
+
+def check_sums(doc: dict[str, Any]) -> None:
+    assert sum(h["bytes"] for h in doc["held"]) == doc["total_bytes"]
+    assert set(doc) == {"total_bytes", "partitions", "held", "reclaimable", "generated_at"}
+
+
+def test_the_summary_follows_the_logs_at_each_refresh(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    with serve_daemon(log_dir, {"log.segment.bytes": "200"}) as served:
+        client = served.client
+        assert client.post("/v1/topics", json={"name": "events", "partitions": 2}).status_code == 201
+        first = client.get("/v1/explain/summary")
+        assert first.status_code == 200, first.text
+        check_sums(first.json())
+        assert first.json()["partitions"] == 2
+        for i in range(6):
+            records = {"records": [string_record(f"k{i}", "v" * 50)]}
+            assert client.post("/v1/topics/events/partitions/0/records", json=records).status_code == 200
+        assert client.get("/v1/explain/summary").json() == first.json(), "ready-made: not per request"
+
+        served.daemon.view.summary.refresh()  # the scheduled task's run
+        doc = client.get("/v1/explain/summary").json()
+        check_sums(doc)
+        assert doc["total_bytes"] == log_bytes(log_dir) > first.json()["total_bytes"]
+        reasons = {h["reason"] for h in doc["held"]}
+        assert reasons <= {"within-retention", "active-segment"}
+
+        scrape = Scrape.of(served.daemon.metrics_registry)
+        held = {
+            dict(labels)["reason"]: value for labels, value in scrape.series("logcleaner_bytes_held").items()
+        }
+        assert sum(held.values()) == doc["total_bytes"]
+        assert scrape.value("logcleaner_bytes_reclaimable", by="retention") == 0
+
+
+@pytest.mark.parametrize("batch_size", ["1", "25"])
+def test_the_daemon_estimate_is_within_5_percent_of_what_clean_frees(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], batch_size: str
+) -> None:
+    log_dir = tmp_path / "logs"
+    gen = ["gen", "--log-dir", str(log_dir), "--cleanup-policy", "compact", "--segment-bytes", "50000"]
+    assert (
+        main([*gen, "--partitions", "3", "--records", "6000", "--keys", "700", "--batch-size", batch_size])
+        == 0
+    )
+    with serve_daemon(log_dir, {"log.cleaner.min.cleanable.ratio": "1"}) as served:  # cleans none
+        summary = served.daemon.view.summary
+        doc = summary.refresh()
+        for _ in range(10):
+            if doc["reclaimable"]["compaction_unestimated_bytes"] == 0:  # type: ignore[index]
+                break
+            doc = summary.refresh()
+    reclaimable = doc["reclaimable"]
+    assert isinstance(reclaimable, dict)
+    assert reclaimable["compaction_unestimated_bytes"] == 0 and reclaimable["compaction_estimated"] is True
+    before = log_bytes(log_dir)
+    assert main(["clean", "--override", f"log.dirs={log_dir}"]) == 0
+    freed = before - log_bytes(log_dir)
+    capsys.readouterr()
+    assert freed > 0
+    assert abs(reclaimable["compaction"] - freed) <= 0.05 * freed, (reclaimable["compaction"], freed)
