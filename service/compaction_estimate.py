@@ -23,7 +23,7 @@ __all__ = ["SegmentSketches", "round_segments"]
 
 logger = logging.getLogger(__name__)
 
-_SketchKey = tuple[str, int]
+_SketchKey = LogSegment  # by identity: a cleaned segment swapped in under the same name is another object
 
 
 def round_segments(log: PartitionLog, part: PartitionBytes) -> list[LogSegment]:
@@ -43,14 +43,11 @@ class SegmentSketches:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sketches: dict[_SketchKey, SegmentSketch] = {}
-
-    @staticmethod
-    def _key(segment: LogSegment) -> _SketchKey:
-        return str(segment.log_path), segment.size_bytes
+        self._estimates: dict[tuple[_SketchKey, ...], int] = {}  # by the run of segments estimated
 
     def get(self, segment: LogSegment) -> SegmentSketch | None:
         with self._lock:
-            return self._sketches.get(self._key(segment))
+            return self._sketches.get(segment)
 
     def __len__(self) -> int:
         with self._lock:
@@ -72,19 +69,30 @@ class SegmentSketches:
                 continue
             read += sketch.size_bytes
             with self._lock:
-                self._sketches[self._key(segment)] = sketch
+                self._sketches[segment] = sketch
         return read
 
     def keep_only(self, segments: Sequence[LogSegment]) -> None:
         """Forget the sketches of segments no longer in any log (deleted, or replaced by cleaning)."""
-        live = {self._key(s) for s in segments}
+        live = set(segments)
         with self._lock:
             for key in [k for k in self._sketches if k not in live]:
                 del self._sketches[key]
+            for run in [r for r in self._estimates if not live.issuperset(r)]:
+                del self._estimates[run]
 
     def estimate(self, segments: Sequence[LogSegment]) -> int | None:
-        """The estimated bytes a round over ``segments`` frees; None until every one has its sketch."""
-        sketches = [self.get(s) for s in segments]
+        """The estimated bytes a round over ``segments`` frees; None until every one has its sketch. The
+        estimate of a run of segments is kept: an unchanged log costs a lookup at the next refresh."""
+        run = tuple(segments)
+        with self._lock:
+            known = self._estimates.get(run)
+            sketches = [self._sketches.get(key) for key in run]
+        if known is not None:
+            return known
         if any(s is None for s in sketches):
             return None
-        return estimate_freed_bytes(s for s in sketches if s is not None)
+        estimate = estimate_freed_bytes(s for s in sketches if s is not None)
+        with self._lock:
+            self._estimates[run] = estimate
+        return estimate

@@ -2,7 +2,8 @@
 
 A :class:`SegmentSketch` holds a sealed segment's record, batch and byte counts and a HyperLogLog sketch
 of its keys (Flajolet et al. 2007, with linear counting for small cardinalities): 2**12 one-byte
-registers, a standard error of 1.04/64 ≈ 1.6%. Sketches of a log's segments merge (register-wise maximum)
+registers, a standard error of 1.04/64 ≈ 1.6%; up to 1024 distinct keys it keeps their hashes instead
+(exact, and cheap to merge). Sketches of a log's segments merge (register-wise maximum)
 into the distinct-key count of any run of them. Keys are hashed with 64-bit BLAKE2b, so sketches made in
 different processes merge.
 
@@ -30,29 +31,67 @@ _VALUE_BITS = 64 - _P
 _ALPHA = 0.7213 / (1 + 1.079 / _M)
 
 
+_SPARSE_MAX = 1024  # distinct keys kept as exact hashes before the sketch turns into registers
+
+
+def _key_hash(key: bytes) -> int:
+    return int.from_bytes(blake2b(key, digest_size=8).digest(), "big")
+
+
 @dataclass(slots=True)
 class KeySketch:
-    """A HyperLogLog sketch of keys. Owned by one thread while it is filled; merged copies are new."""
+    """A HyperLogLog sketch of keys, sparse while small: up to :data:`_SPARSE_MAX` distinct keys it keeps
+    their 64-bit hashes (exact, and cheap to merge for the many small segments of a broker), then the
+    registers. Owned by one thread while it is filled; merged copies are new."""
 
-    registers: bytearray = field(default_factory=lambda: bytearray(_M))
+    hashes: set[int] | None = field(default_factory=set)
+    registers: bytearray | None = None
 
     def add(self, key: bytes) -> None:
-        h = int.from_bytes(blake2b(key, digest_size=8).digest(), "big")
+        self._add_hash(_key_hash(key))
+
+    def _add_hash(self, h: int) -> None:
+        if self.hashes is not None:
+            self.hashes.add(h)
+            if len(self.hashes) > _SPARSE_MAX:
+                self._densify()
+            return
+        registers = self.registers
+        if registers is None:
+            raise ValueError("a key sketch has neither hashes nor registers")
         index = h >> _VALUE_BITS
         rank = _VALUE_BITS - (h & ((1 << _VALUE_BITS) - 1)).bit_length() + 1
-        if rank > self.registers[index]:
-            self.registers[index] = rank
+        if rank > registers[index]:
+            registers[index] = rank
+
+    def _densify(self) -> None:
+        hashes, self.hashes, self.registers = self.hashes or set(), None, bytearray(_M)
+        for h in hashes:
+            self._add_hash(h)
 
     def merged(self, others: Iterable[KeySketch]) -> KeySketch:
-        registers = bytearray(self.registers)
+        out = KeySketch(set(self.hashes) if self.hashes is not None else None, self._copied_registers())
         for other in others:
-            registers = bytearray(map(max, registers, other.registers))
-        return KeySketch(registers)
+            if other.hashes is not None:
+                for h in other.hashes:
+                    out._add_hash(h)
+                continue
+            if out.hashes is not None:
+                out._densify()
+            if out.registers is not None and other.registers is not None:
+                out.registers = bytearray(map(max, out.registers, other.registers))
+        return out
+
+    def _copied_registers(self) -> bytearray | None:
+        return bytearray(self.registers) if self.registers is not None else None
 
     def cardinality(self) -> float:
-        total = math.fsum(2.0**-r for r in self.registers)
+        if self.hashes is not None:
+            return float(len(self.hashes))
+        registers = self.registers or bytearray(_M)
+        total = math.fsum(2.0**-r for r in registers)
         estimate = _ALPHA * _M * _M / total
-        zeros = self.registers.count(0)
+        zeros = registers.count(0)
         if estimate <= 2.5 * _M and zeros:
             return _M * math.log(_M / zeros)  # linear counting: exact-ish where registers are still empty
         return estimate

@@ -9,8 +9,10 @@ and what cleaning would free.
 
 from __future__ import annotations
 
+import heapq
 import os
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,10 +29,20 @@ from service.log_manager import LogManager
 from service.storage.log_files import LOG_SUFFIX, parse_partition_dir_name
 from service.storage.topic_partition import TopicPartition
 
-__all__ = ["summary_document", "summary_parts", "unloaded_dir_parts"]
+__all__ = ["MEMO_MAX_AGE_MS", "PartitionMemo", "summary_document", "summary_parts", "unloaded_dir_parts"]
 
 JsonDoc = dict[str, object]
 TOP_PARTITIONS = 5  # per reason, the largest partitions named
+MEMO_MAX_AGE_MS = 60_000  # a partition unchanged this long is figured again: time alone moves verdicts
+
+
+@dataclass(slots=True)
+class PartitionMemo:
+    """A partition's figures and what they were computed from (``summary_parts``' ``memo``)."""
+
+    inputs: tuple[object, ...]
+    computed_ms: int
+    part: PartitionBytes
 
 
 def summary_parts(
@@ -39,30 +51,45 @@ def summary_parts(
     cleaner_enabled: bool,
     uncleanable: Collection[TopicPartition] = (),
     on_unreadable: Callable[[Path, Exception], None] | None = None,
+    memo: dict[TopicPartition, PartitionMemo] | None = None,
 ) -> list[PartitionBytes]:
     """The loaded logs', stray replicas', failed partitions' and offline log dirs' bytes by reason.
 
     A log whose figures cannot be read (an index gone with a deleted segment, an I/O error) counts under
-    ``unreadable`` with the error, never failing the summary."""
+    ``unreadable`` with the error, never failing the summary. ``memo`` (the daemon's, kept between
+    refreshes): a log whose snapshot, config, checkpoint and holds are those of its figures, computed
+    less than ``MEMO_MAX_AGE_MS`` ago, keeps them (an append, a roll, a retention pass or a cleaning
+    round publishes a new snapshot)."""
     logs = list(manager.logs.values())
     checkpoints = cleaner_checkpoints(logs, on_unreadable=on_unreadable or _ignore)
     now_ms = manager.clock.now_ms()
     parts = []
     for log in logs:
         tp = log.topic_partition
+        moving, marked = manager.has_future_replica(tp), tp in uncleanable
+        inputs = (log.snapshot, log.config, checkpoints.get(tp), moving, marked)
+        known = memo.get(tp) if memo is not None else None
+        if known is not None and known.inputs == inputs and now_ms - known.computed_ms < MEMO_MAX_AGE_MS:
+            parts.append(known.part)
+            continue
         try:
             part = partition_bytes(
                 log,
                 now_ms=now_ms,
                 cleaner_enabled=cleaner_enabled,
                 checkpoint=checkpoints.get(tp),
-                is_moving=manager.has_future_replica(tp),
-                is_uncleanable=tp in uncleanable,
+                is_moving=moving,
+                is_uncleanable=marked,
             )
         except (OSError, ValueError) as exc:  # CorruptDataError is a ValueError
             part = PartitionBytes(tp.topic, tp.partition, error=str(exc), path=str(log.directory))
             part.add(UNREADABLE, _segment_bytes(str(log.directory)))
+        if memo is not None:
+            memo[tp] = PartitionMemo(inputs, now_ms, part)
         parts.append(part)
+    if memo is not None:
+        for gone in memo.keys() - {log.topic_partition for log in logs}:
+            del memo[gone]
     for stray in manager.stray_replicas:
         part = PartitionBytes(
             stray.topic_partition.topic, stray.topic_partition.partition, path=str(stray.path)
@@ -143,12 +170,14 @@ def summary_document(parts: Sequence[PartitionBytes], *, generated_at_ms: int) -
 
 
 def _held_entry(reason: str, members: list[tuple[int, PartitionBytes]]) -> JsonDoc:
-    members.sort(key=lambda member: (-member[0], member[1].topic or "", member[1].partition or 0))
+    largest = heapq.nsmallest(
+        TOP_PARTITIONS, members, key=lambda m: (-m[0], m[1].topic or "", m[1].partition or 0)
+    )
     entry: JsonDoc = {
         "reason": reason,
         "bytes": sum(size for size, _ in members),
         "partitions": sum(1 for _, part in members if part.topic is not None),
-        "top": [_top(size, part) for size, part in members[:TOP_PARTITIONS]],
+        "top": [_top(size, part) for size, part in largest],
     }
     errors = [{"path": part.path, "error": part.error} for _, part in members if part.error is not None]
     if errors:

@@ -3,6 +3,8 @@
 A request never computes it: the scheduled task ``logcleaner-explain-summary`` (every
 :data:`SUMMARY_REFRESH_MS`) rebuilds the document from the live logs, so it follows segment rolls,
 retention passes and cleaning rounds within that period; only a request before the first run builds it.
+A partition that did not change keeps its figures for up to ``summary.MEMO_MAX_AGE_MS``, so what time
+alone changes (a segment coming due for time retention, past its compaction lag) shows within a minute.
 Each run also reads up to :data:`SKETCH_BYTES_PER_REFRESH` of sealed segments of compacted logs into key
 sketches (``service.compaction_estimate``), the candidates' oldest first, from which the compaction
 estimate comes; a log whose segments are not all sketched yet counts in ``compaction_unestimated_bytes``.
@@ -18,7 +20,7 @@ from service.compaction_estimate import SegmentSketches, round_segments
 from service.held_bytes import PartitionBytes
 from service.log_manager import LogManager
 from service.storage.topic_partition import TopicPartition
-from service.summary import summary_document, summary_parts, unloaded_dir_parts
+from service.summary import PartitionMemo, summary_document, summary_parts, unloaded_dir_parts
 
 __all__ = ["SKETCH_BYTES_PER_REFRESH", "SUMMARY_REFRESH_MS", "BrokerSummary"]
 
@@ -51,20 +53,22 @@ class BrokerSummary:
         self._lock = threading.Lock()
         self._refresh_lock = threading.Lock()
         self._document: JsonDoc | None = None
+        self._memo: dict[TopicPartition, PartitionMemo] = {}  # guarded by _refresh_lock
 
     def document(self) -> JsonDoc:
-        """The latest document (built now only if no refresh has run yet)."""
+        """The latest document (built now, reading no record, only if no refresh has run yet)."""
         with self._lock:
             document = self._document
-        return document if document is not None else self.refresh()
+        return document if document is not None else self.refresh(sketch=False)
 
     def latest(self) -> JsonDoc | None:
         """The latest document, or None before the first refresh (a scrape never builds one)."""
         with self._lock:
             return self._document
 
-    def refresh(self) -> JsonDoc:
-        """Rebuild the document from the live logs; the scheduled task's body."""
+    def refresh(self, *, sketch: bool = True) -> JsonDoc:
+        """Rebuild the document from the live logs; the scheduled task's body. ``sketch=False``: read no
+        record (estimate from the sketches made so far)."""
         with self._refresh_lock:
             manager = self._manager
             parts = summary_parts(
@@ -72,15 +76,16 @@ class BrokerSummary:
                 cleaner_enabled=self._cleaner_enabled,
                 uncleanable=frozenset(self._uncleanable()),
                 on_unreadable=_warn_unreadable_checkpoint,
+                memo=self._memo,
             )
             parts += unloaded_dir_parts(manager.log_dirs, skip=set(manager.offline_dirs))
-            self._estimate(parts)
+            self._estimate(parts, self._budget if sketch else 0)
             document = summary_document(parts, generated_at_ms=manager.clock.now_ms())
             with self._lock:
                 self._document = document
             return document
 
-    def _estimate(self, parts: list[PartitionBytes]) -> None:
+    def _estimate(self, parts: list[PartitionBytes], budget: int) -> None:
         """Sketch what the budget allows (the candidates in order), then estimate every fully sketched one."""
         logs = self._manager.logs
         rounds = []
@@ -91,7 +96,6 @@ class BrokerSummary:
             if log is not None:
                 rounds.append((part, round_segments(log, part)))
         self._sketches.keep_only([s for log in logs.values() for s in log.snapshot.segments])
-        budget = self._budget
         for _part, segments in rounds:
             if budget <= 0:
                 break
