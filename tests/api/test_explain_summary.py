@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 
 from service.cli import main
+from service.clock import ManualClock
+from service.storage.records import Record
+from service.summary import MEMO_MAX_AGE_MS
 from tests.api.conftest import serve_daemon, string_record
-from tests.api.metrics_helpers import Scrape
+from tests.api.metrics_helpers import Scrape, running_daemon
 
 
 def log_bytes(log_dir: Path) -> int:
@@ -78,3 +81,26 @@ def test_the_daemon_estimate_is_within_5_percent_of_what_clean_frees(
     capsys.readouterr()
     assert freed > 0
     assert abs(reclaimable["compaction"] - freed) <= 0.05 * freed, (reclaimable["compaction"], freed)
+
+
+def test_time_alone_moves_a_verdict_within_a_minute(tmp_path: Path) -> None:
+    """An unchanged partition keeps its figures between refreshes, but for a minute at most: a segment
+    coming due for time retention shows without any change to the log."""
+    clock = ManualClock()
+    hour_ms = 3_600_000
+    with running_daemon([tmp_path / "logs"], {"log.retention.ms": str(hour_ms)}, clock=clock) as daemon:
+        [log] = daemon.log_manager.create_topic("aging", 1)
+        log.append_records([Record(0, clock.now_ms() - hour_ms + 10_000, b"k", b"v")])  # due in 10 s
+        log.roll()
+        summary = daemon.view.summary
+
+        def reasons() -> set[str]:
+            held = summary.refresh()["held"]
+            assert isinstance(held, list)
+            return {str(h["reason"]) for h in held}
+
+        assert "within-retention" in reasons()
+        clock.advance(20_000)
+        assert "time" not in reasons(), "unchanged for under a minute: the figures are reused"
+        clock.advance(MEMO_MAX_AGE_MS)
+        assert "time" in reasons()
