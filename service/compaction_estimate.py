@@ -72,6 +72,12 @@ class SegmentSketches:
                 self._sketches[segment] = sketch
         return read
 
+    def adopt(self, segment: LogSegment, sketch: SegmentSketch) -> None:
+        """Take a sketch made elsewhere (logcleaner's sketch file) if it is of the segment as it is now."""
+        if sketch.size_bytes == segment.size_bytes:
+            with self._lock:
+                self._sketches[segment] = sketch
+
     def keep_only(self, segments: Sequence[LogSegment]) -> None:
         """Forget the sketches of segments no longer in any log (deleted, or replaced by cleaning)."""
         live = set(segments)

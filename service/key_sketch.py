@@ -15,6 +15,7 @@ record per batch; the estimate ignores tombstones past their delete horizon and 
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,7 +23,15 @@ from hashlib import blake2b
 
 from service.storage.segment import LogSegment
 
-__all__ = ["BATCH_OVERHEAD_BYTES", "KeySketch", "SegmentSketch", "estimate_freed_bytes", "sketch_segment"]
+__all__ = [
+    "BATCH_OVERHEAD_BYTES",
+    "KeySketch",
+    "SegmentSketch",
+    "decode_sketch",
+    "encode_sketch",
+    "estimate_freed_bytes",
+    "sketch_segment",
+]
 
 BATCH_OVERHEAD_BYTES = 61  # a v2 batch's header (Kafka RECORD_BATCH_OVERHEAD)
 _P = 12
@@ -137,3 +146,32 @@ def estimate_freed_bytes(sketches: Iterable[SegmentSketch]) -> int:
     surviving_batches = batches * (1.0 - math.pow(1.0 - survive, per_batch))
     remaining = distinct * record_bytes + surviving_batches * BATCH_OVERHEAD_BYTES
     return max(round(size - remaining), 0)
+
+
+def encode_sketch(sketch: SegmentSketch) -> dict[str, object]:
+    """A sketch as JSON-ready values: the counts, and the hashes or the registers (base64)."""
+    doc: dict[str, object] = {"size": sketch.size_bytes, "batches": sketch.batches, "records": sketch.records}
+    keys = sketch.keys
+    if keys.hashes is not None:
+        doc["hashes"] = sorted(keys.hashes)
+    else:
+        doc["registers"] = base64.b64encode(bytes(keys.registers or b"")).decode()
+    return doc
+
+
+def decode_sketch(doc: object) -> SegmentSketch:
+    """:func:`encode_sketch`'s inverse; anything else raises ``ValueError`` naming what is wrong."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"a segment sketch is an object, not {type(doc).__name__}")
+    counts = [doc.get(name) for name in ("size", "batches", "records")]
+    if not all(isinstance(c, int) and c >= 0 for c in counts):
+        raise ValueError(f"a segment sketch's size, batches and records are counts: {counts}")
+    hashes, registers = doc.get("hashes"), doc.get("registers")
+    if isinstance(hashes, list) and all(isinstance(h, int) and 0 <= h < 1 << 64 for h in hashes):
+        keys = KeySketch(set(hashes))
+    elif isinstance(registers, str) and len(raw := base64.b64decode(registers, validate=True)) == _M:
+        keys = KeySketch(None, bytearray(raw))
+    else:
+        raise ValueError("a segment sketch has neither valid hashes nor 4096 registers")
+    size, batches, records = (int(str(c)) for c in counts)
+    return SegmentSketch(size, batches, records, keys)

@@ -8,6 +8,8 @@ alone changes (a segment coming due for time retention, past its compaction lag)
 Each run also reads up to :data:`SKETCH_BYTES_PER_REFRESH` of sealed segments of compacted logs into key
 sketches (``service.compaction_estimate``), the candidates' oldest first, from which the compaction
 estimate comes; a log whose segments are not all sketched yet counts in ``compaction_unestimated_bytes``.
+A run that sketched new segments writes each log dir's sketches to logcleaner's sketch file
+(``service.sketch_file``), from which offline ``explain --summary`` estimates too.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection
+from pathlib import Path
 
 from service.compaction_estimate import SegmentSketches, round_segments
 from service.held_bytes import PartitionBytes
+from service.key_sketch import SegmentSketch
 from service.log_manager import LogManager
+from service.sketch_file import sketch_entry_name, write_sketch_file
 from service.storage.topic_partition import TopicPartition
 from service.summary import PartitionMemo, summary_document, summary_parts, unloaded_dir_parts
 
@@ -96,12 +101,31 @@ class BrokerSummary:
             if log is not None:
                 rounds.append((part, round_segments(log, part)))
         self._sketches.keep_only([s for log in logs.values() for s in log.snapshot.segments])
+        read = 0
         for _part, segments in rounds:
-            if budget <= 0:
+            if read >= budget:
                 break
-            budget -= self._sketches.fill(segments, budget)
+            read += self._sketches.fill(segments, budget - read)
         for part, segments in rounds:
             part.compaction_freed_bytes = self._sketches.estimate(segments)
+        if read:
+            self._save_sketches()
+
+    def _save_sketches(self) -> None:
+        """Each log dir's sketches into its sketch file, for offline ``explain --summary`` (a failure is
+        logged: the file is an optimisation)."""
+        by_dir: dict[Path, dict[str, SegmentSketch]] = {}
+        for log in self._manager.logs.values():
+            entries = by_dir.setdefault(log.directory.parent, {})
+            for segment in log.snapshot.segments[:-1]:
+                sketch = self._sketches.get(segment)
+                if sketch is not None:
+                    entries[sketch_entry_name(log.directory.name, segment.base_offset)] = sketch
+        for log_dir, entries in by_dir.items():
+            try:
+                write_sketch_file(log_dir, entries)
+            except OSError as exc:
+                logger.warning("Cannot write the key sketches of %s: %s", log_dir, exc)
 
 
 def _warn_unreadable_checkpoint(path: object, exc: Exception) -> None:

@@ -4,8 +4,9 @@ It reads as ``explain`` does (``inspect_logs``: a read-only load, split over pro
 partitions), without reading a record: the reasons come from the segments' sizes, offsets and time indexes.
 A log dir that cannot be read is the summary's ``unreadable``, never a failed command. ``--exact`` reads
 every compacted log's dirty section and what a round would rewrite (``cleaner.compaction.measure``), in one
-process, with a progress bar and the bytes read on stderr; without it, compaction is not estimated offline
-(the daemon's sketches live in its memory): those bytes are ``compaction_unestimated_bytes``.
+process, with a progress bar and the bytes read on stderr; without it, compaction is estimated from the key
+sketches a daemon left in the log dirs' sketch files (``service.sketch_file``), and the bytes of logs they do
+not cover are ``compaction_unestimated_bytes``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ import click
 
 from cleaner.compaction.measure import measure_round
 from service.clock import SystemClock
+from service.compaction_estimate import SegmentSketches, round_segments
 from service.config.broker_config import BrokerConfig
 from service.held_bytes import PartitionBytes
+from service.key_sketch import SegmentSketch
 from service.log_manager import LogManager
+from service.sketch_file import read_sketch_file, sketch_entry_name
 from service.storage.topic_partition import TopicPartition
 from service.summary import summary_document, summary_parts, unloaded_dir_parts
 from service.tools.read_only import ScratchCopies
@@ -44,6 +48,8 @@ def summary_of_log_dirs(broker: BrokerConfig, inspect_logs: Inspect, *, exact: b
         )
         if exact:
             _measure(manager, parts)
+        else:
+            _estimate_from_sketch_files(manager, copies, parts)
         for part in parts:  # name the user's dirs, not the scratch copies
             if part.path is not None:
                 part.path = copies.originals_named(part.path)
@@ -82,6 +88,35 @@ def _measure(manager: LogManager, parts: list[PartitionBytes]) -> None:
             part.compaction_exact = True
             read += measured.bytes_read
     click.echo(f"read {read} bytes of {counted(len(todo), 'compacted log')}", err=True)
+
+
+def _estimate_from_sketch_files(
+    manager: LogManager, copies: ScratchCopies, parts: list[PartitionBytes]
+) -> None:
+    """Each candidate estimated from the sketches the daemon left in the log dirs' sketch files, if they
+    cover every segment its round would read (no record is read)."""
+    files: dict[Path, dict[str, SegmentSketch]] = {}
+    sketches = SegmentSketches()
+    logs = manager.logs
+    for part in parts:
+        if part.cleanable is None or part.topic is None or part.partition is None:
+            continue
+        log = logs.get(TopicPartition(part.topic, part.partition))
+        if log is None:
+            continue
+        log_dir = copies.original_log_dir(log.directory.parent)
+        if log_dir not in files:
+            try:
+                files[log_dir] = read_sketch_file(log_dir)
+            except (OSError, ValueError) as exc:
+                logger.warning("%s: its key sketches are not used", exc)
+                files[log_dir] = {}
+        segments = round_segments(log, part)
+        for segment in segments:
+            sketch = files[log_dir].get(sketch_entry_name(log.directory.name, segment.base_offset))
+            if sketch is not None:
+                sketches.adopt(segment, sketch)
+        part.compaction_freed_bytes = sketches.estimate(segments)
 
 
 def _warn_unreadable_checkpoint(path: Path, exc: Exception) -> None:

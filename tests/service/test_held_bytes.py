@@ -11,6 +11,8 @@ import pytest
 
 from service.clock import ManualClock
 from service.held_bytes import PartitionBytes, partition_bytes
+from service.key_sketch import KeySketch, SegmentSketch
+from service.sketch_file import SKETCH_FILE, read_sketch_file, write_sketch_file
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 from service.summary import summary_document, unloaded_dir_parts
@@ -140,3 +142,19 @@ def test_unloaded_dirs_count_whole(tmp_path: Path) -> None:
         ("u", 1): {"future-replica": 30},
         (None, None): {"unreadable": 0},
     }
+
+
+def test_sketches_round_trip_through_the_sketch_file(tmp_path: Path) -> None:
+    small, large = KeySketch(), KeySketch()
+    for i in range(10):
+        small.add(b"k%d" % i)
+    for i in range(5000):
+        large.add(b"k%d" % i)
+    entries = {"t-0/0": SegmentSketch(100, 2, 10, small), "t-0/10": SegmentSketch(9000, 50, 5000, large)}
+    write_sketch_file(tmp_path, entries)
+    assert read_sketch_file(tmp_path) == entries
+    assert read_sketch_file(tmp_path / "nowhere") == {}
+    assert abs(large.cardinality() - 5000) < 0.05 * 5000
+    (tmp_path / SKETCH_FILE).write_text('{"version": 1, "segments": {"t-0/0": {"size": -1}}}')
+    with pytest.raises(ValueError, match="not a key sketch file"):
+        read_sketch_file(tmp_path)
