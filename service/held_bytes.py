@@ -106,7 +106,8 @@ def partition_bytes(
     is_uncleanable: bool = False,
 ) -> PartitionBytes:
     """The bytes of ``log``'s segments by reason (the module's rule), read under the log's lock as
-    ``explain`` reads it; no record is read (a sealed segment's largest timestamp: its time index)."""
+    ``explain`` reads it; no record is read (a sealed segment's largest timestamp: its time index, and only
+    where time retention runs)."""
     config = log.config
     tp = log.topic_partition
     out = PartitionBytes(tp.topic, tp.partition)
@@ -117,7 +118,7 @@ def partition_bytes(
             held = CLEANER_DISABLED_HOLD
         elif is_moving and cleaner_enabled:
             held = FUTURE_REPLICA_HOLD
-        verdicts = explain_log_retention(log, segments, now_ms=now_ms, held=held)
+        verdicts = explain_log_retention(log, segments, now_ms=now_ms, held=held, read_timestamps=False)
         candidate = None
         if config.is_compacted and cleaner_enabled and not config.configs_unknown:
             candidate = log_to_clean(log, checkpoint, now_ms)

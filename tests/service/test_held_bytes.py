@@ -12,9 +12,11 @@ import pytest
 from service.clock import ManualClock
 from service.held_bytes import PartitionBytes, partition_bytes
 from service.key_sketch import KeySketch, SegmentSketch
+from service.retention import explain_log_retention
 from service.sketch_file import SKETCH_FILE, read_sketch_file, write_sketch_file
 from service.storage.log import PartitionLog
 from service.storage.records import Record
+from service.storage.segment import LogSegment
 from service.summary import summary_document, unloaded_dir_parts
 from tests.service.retention_helpers import START_MS, append_plain, bases, new_partition_log
 
@@ -158,3 +160,29 @@ def test_sketches_round_trip_through_the_sketch_file(tmp_path: Path) -> None:
     (tmp_path / SKETCH_FILE).write_text('{"version": 1, "segments": {"t-0/0": {"size": -1}}}')
     with pytest.raises(ValueError, match="not a key sketch file"):
         read_sketch_file(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("policy", "config"),
+    [
+        ("compact", {}),
+        ("delete", {"retention_ms": -1, "retention_bytes": 700}),
+        ("compact,delete", {"retention_ms": -1}),
+    ],
+)
+def test_no_timestamp_is_read_where_time_retention_does_not_run(
+    new_log: NewLog, monkeypatch: pytest.MonkeyPatch, policy: str, config: dict[str, int]
+) -> None:
+    log = keyed_log(new_log, policy, **config)
+    expected = held(log).by_reason
+    explained = {
+        (v.base_offset, str(v.reason)) for v in explain_log_retention(log, log.segments, now_ms=START_MS)
+    }
+
+    def unread(_segment: LogSegment) -> tuple[int, str]:
+        raise AssertionError("a largest timestamp was read")
+
+    monkeypatch.setattr(LogSegment, "largest_timestamp", unread)
+    assert held(log).by_reason == expected
+    quick = explain_log_retention(log, log.segments, now_ms=START_MS, read_timestamps=False)
+    assert {(v.base_offset, str(v.reason)) for v in quick} == explained
