@@ -145,8 +145,8 @@ def summary_lines(doc: JsonDoc) -> list[str]:
         lines.append(f"cleaning would free: {reclaimable['compaction']} bytes ({how})")
         if reclaimable["compaction_unestimated_bytes"]:
             lines.append(
-                f"  not estimated: {reclaimable['compaction_unestimated_bytes']} bytes of compacted logs "
-                "(--exact reads them)"
+                f"  and an unknown share of {reclaimable['compaction_unestimated_bytes']} bytes of compacted "
+                "logs no daemon has sketched yet (--exact reads them)"
             )
     return lines
 
