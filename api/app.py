@@ -26,7 +26,18 @@ from api.openapi import install_openapi
 from api.problems import install_problem_handlers
 from api.produce import produce_request_model
 from api.readiness import ReadinessGuard
-from api.routes import checkpoints, cleaner, health, logs, partitions, records, retention, scheduler, topics
+from api.routes import (
+    checkpoints,
+    cleaner,
+    explain,
+    health,
+    logs,
+    partitions,
+    records,
+    retention,
+    scheduler,
+    topics,
+)
 from service.version import package_version
 
 __all__ = ["DOCS_ASSETS_PATH", "create_app"]
@@ -63,7 +74,7 @@ def create_app(
     app.state.context = ApiContext(service, settings, produce_model)
     install_problem_handlers(app)
     app.include_router(health.build_router(registry))
-    for module in (topics, partitions, records, checkpoints, retention, cleaner, scheduler, logs):
+    for module in (topics, partitions, records, checkpoints, retention, explain, cleaner, scheduler, logs):
         app.include_router(module.router)
     # The last added runs first: HEAD as GET, Host, Origin, auth, encoded slashes, the body's type and size,
     # readiness.

@@ -23,7 +23,7 @@ from service.config.topic_store import TopicConfigStore
 from service.errors import NotFoundError
 from service.log_manager import LogManager
 from service.metadata.source import MetadataSource
-from service.ports import CleanerView
+from service.ports import CleanerView, SummaryView
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
 
@@ -82,6 +82,8 @@ class LogService(Protocol):
     def scheduler(self) -> JobsView: ...
     @property
     def cleaner_view(self) -> CleanerView | None: ...
+    @property
+    def explain_summary(self) -> SummaryView: ...
 
     def refresh_topic_configs(self) -> None:
         """Apply changed topic overrides to the live logs."""

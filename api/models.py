@@ -28,6 +28,7 @@ from service.storage.log_files import (
 )
 
 __all__ = [
+    "SummaryDocument",
     "INT32_MAX",
     "MAX_PARTITIONS",
     "TOPIC_NAME_RULE",
@@ -372,6 +373,41 @@ class ExplainStrayReplica(BaseModel):
 
 class ExplainDocument(BaseModel):
     partitions: list[Annotated[ExplainPartition | ExplainStrayReplica, Field(discriminator="stray")]]
+
+
+class SummaryTopPartition(BaseModel):
+    model_config = _OPEN
+    topic: str | None
+    partition: int | None
+    bytes: int
+
+
+class SummaryHeld(BaseModel):
+    """The bytes one reason holds, over how many partitions, and the largest of them."""
+
+    model_config = _OPEN
+    reason: str
+    bytes: int
+    partitions: int
+    top: list[SummaryTopPartition]
+
+
+class SummaryReclaimable(BaseModel):
+    model_config = _OPEN
+    retention_now: int
+    compaction: int
+    compaction_estimated: bool
+
+
+class SummaryDocument(BaseModel):
+    """``logcleaner explain --summary --json``: every byte under one reason (``held`` adds up to
+    ``total_bytes``), and what retention and compaction would free."""
+
+    total_bytes: int
+    partitions: int
+    held: list[SummaryHeld]
+    reclaimable: SummaryReclaimable
+    generated_at: str
 
 
 class CleanedPartition(BaseModel):

@@ -35,6 +35,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,7 @@ from service.storage.log import PartitionLog
 from service.storage.log_config import LONG_MAX, LogConfig
 from service.storage.log_dir import PartitionCopier
 from service.storage.topic_partition import TopicPartition
+from service.summary_cache import SUMMARY_REFRESH_MS, BrokerSummary
 from service.tasks import DeferredTasks
 
 if TYPE_CHECKING:
@@ -102,10 +104,15 @@ class NodeView:
     scheduler: JobsView
     cleaner: Callable[[], CleanerView | None]
     refresh: Callable[[], None]
+    summary: BrokerSummary  # the whole-broker summary, refreshed by its scheduled task
 
     @property
     def cleaner_view(self) -> CleanerView | None:
         return self.cleaner()
+
+    @property
+    def explain_summary(self) -> BrokerSummary:
+        return self.summary
 
     def refresh_topic_configs(self) -> None:
         """Apply changed topic overrides to the live logs."""
@@ -164,11 +171,34 @@ def build_node(
         log_manager = build_log_manager(
             broker, topic_store, metadata=metadata, clock=clock, scheduler=scheduler
         )
+    summary = BrokerSummary(
+        log_manager, cleaner_enabled=broker.log_cleaner_enable, uncleanable=partial(_uncleanable, cleaner)
+    )
     view = NodeView(
-        broker, log_manager, topic_store, metadata, scheduler, cleaner=cleaner, refresh=refresh_topic_configs
+        broker,
+        log_manager,
+        topic_store,
+        metadata,
+        scheduler,
+        cleaner=cleaner,
+        refresh=refresh_topic_configs,
+        summary=summary,
     )
     metrics = build_metrics(view)  # reads the parts at each scrape, not now
     return Node(broker, clock, topic_store, metadata, scheduler, log_manager, cleaning, view, metrics)
+
+
+def _uncleanable(cleaner: Callable[[], CleanerView | None]) -> list[TopicPartition]:
+    """The partitions the cleaner marked uncleanable now, as ``GET /v1/cleaner`` lists them."""
+    view = cleaner()
+    entries = view.status().get("uncleanable") if view is not None else None
+    if not isinstance(entries, list):
+        return []
+    return [
+        TopicPartition(str(e["topic"]), int(e["partition"]))
+        for e in entries
+        if isinstance(e, dict) and "topic" in e and "partition" in e
+    ]
 
 
 def build_topic_store(broker: BrokerConfig) -> TopicConfigStore:
@@ -443,6 +473,8 @@ def schedule_log_tasks(node: Node) -> None:
         refresh,
         initial_delay_ms=TOPIC_CONFIG_REFRESH_MS,
     )
+    # The whole-broker summary follows rolls, retention and cleaning rounds within one period.
+    scheduler.add_periodic("logcleaner-explain-summary", SUMMARY_REFRESH_MS, node.view.summary.refresh)
     node.metrics.declare_jobs(job.name for job in scheduler.jobs())
 
 

@@ -13,7 +13,7 @@ from typing import Protocol
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
 
-__all__ = ["CleanerFigures", "CleanerView", "CleaningControl", "TaskScheduler"]
+__all__ = ["CleanerFigures", "CleanerView", "CleaningControl", "SummaryView", "TaskScheduler"]
 
 
 class TaskScheduler(Protocol):
@@ -91,4 +91,16 @@ class CleanerView(Protocol):
 
         Raises ``NotFoundError`` if ``tp`` is not uncleanable.
         """
+        ...
+
+
+class SummaryView(Protocol):
+    """The whole-broker summary the daemon keeps ready (``service.summary_cache.BrokerSummary``)."""
+
+    def document(self) -> dict[str, object]:
+        """The latest summary document (built now only before the first scheduled refresh)."""
+        ...
+
+    def latest(self) -> dict[str, object] | None:
+        """The latest document, or None before the first refresh (what a scrape reads)."""
         ...

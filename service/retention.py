@@ -224,6 +224,7 @@ def explain_log_retention(
     *,
     now_ms: int,
     held: LogHold | None = None,
+    read_timestamps: bool = True,
 ) -> list[SegmentVerdict]:
     """``explain_retention`` of ``log`` as it stands: its config and offsets; ``segments`` = ``log.segments``,
     read by the caller under ``log.lock``."""
@@ -235,6 +236,7 @@ def explain_log_retention(
         log_end_offset=log.log_end_offset,
         high_watermark=log.high_watermark,
         held=held,
+        read_timestamps=read_timestamps,
     )
 
 
@@ -247,12 +249,19 @@ def explain_retention(
     log_end_offset: int,
     high_watermark: int,
     held: LogHold | None = None,
+    read_timestamps: bool = True,
 ) -> list[SegmentVerdict]:
     """A verdict for every segment: the plan's deletions with their step, and why each other one stays.
 
     ``held``: why no retention runs on the log at all (``CLEANER_DISABLED_HOLD``, ``FUTURE_REPLICA_HOLD``):
-    every segment stays with that reason.
+    every segment stays with that reason. ``read_timestamps=False`` (the summary's reasons need no
+    timestamp) leaves a segment's largest timestamp unread (``-1``, source ``unread``) where time
+    retention does not run: a compact-only policy or ``retention.ms=-1``, where no verdict depends on it.
     """
+    if not read_timestamps and (not config.has_delete_policy or config.retention_ms < 0):
+        return _verdicts_without_time(
+            segments, config, now_ms, log_start_offset, log_end_offset, high_watermark, held
+        )
     state = _LogState(segments, log_start_offset, log_end_offset, high_watermark)
     plan = plan_retention(
         segments,
@@ -283,6 +292,37 @@ def explain_retention(
             )
         blocker = blocker or verdict
         verdicts.append(verdict)
+    return verdicts
+
+
+def _verdicts_without_time(
+    segments: Sequence[LogSegment],
+    config: LogConfig,
+    now_ms: int,
+    log_start_offset: int,
+    log_end_offset: int,
+    high_watermark: int,
+    held: LogHold | None,
+) -> list[SegmentVerdict]:
+    """``explain_retention``'s verdicts where time retention does not run (no timestamp read): only the
+    log-start-offset and size steps delete, and no keep reason depends on a timestamp."""
+    state = _LogState(segments, log_start_offset, log_end_offset, high_watermark)
+    plan = plan_retention(
+        segments,
+        config,
+        now_ms=now_ms,
+        log_start_offset=log_start_offset,
+        log_end_offset=log_end_offset,
+        high_watermark=high_watermark,
+    )
+    deleted = plan.reasons() if held is None else []
+    verdicts = []
+    for index, segment in enumerate(segments):
+        base = (segment.base_offset, segment.size_bytes, -1, "unread")
+        if index < len(deleted):
+            verdicts.append(SegmentVerdict(*base, is_delete=True, reason=deleted[index]))
+        else:
+            verdicts.append(_why_kept(state, index, config, now_ms, base, held))
     return verdicts
 
 

@@ -33,6 +33,7 @@ from api.metrics.loading import LoadingCollector
 from api.metrics.log_manager import LogManagerCollector
 from api.metrics.partitions import PartitionCollector
 from api.metrics.source import MetricsSource
+from api.metrics.summary import SummaryCollector
 
 __all__ = ["CLEANER_ENGINES", "JOB_OUTCOMES", "ONE_SHOT_TASKS", "ServiceMetrics"]
 
@@ -100,6 +101,7 @@ class ServiceMetrics:
             LogManagerCollector(source),
             LoadingCollector(source),
             CleanerCollector(source),
+            SummaryCollector(source),
             self._task_runs,
             self._task_duration,
             self._spark_duration,

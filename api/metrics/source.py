@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from service.log_manager import LogManager
-from service.ports import CleanerView
+from service.ports import CleanerView, SummaryView
 
 __all__ = ["MetricsSource"]
 
@@ -20,4 +20,9 @@ class MetricsSource(Protocol):
     @property
     def cleaner_view(self) -> CleanerView | None:
         """The log cleaner, or None when there is none (``log.cleaner.enable=false``)."""
+        ...
+
+    @property
+    def explain_summary(self) -> SummaryView:
+        """The whole-broker summary the daemon keeps ready (``logcleaner_bytes_held``)."""
         ...

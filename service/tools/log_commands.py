@@ -44,6 +44,7 @@ from service.tools.interruption import Interruption, interruptible
 from service.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
 from service.tools.read_only import ScratchCopies, check_log_dir_paths, require_log_dirs, scratch_copies
 from service.tools.shares import partition_dir_names, process_count, run_in_shares
+from service.tools.summary_command import summary_lines, summary_of_log_dirs
 from service.wording import counted
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "config_options",
     "explain_command",
+    "inspect_logs",
     "json_option",
     "load_config",
     "offline_compacted_log_manager",
@@ -118,16 +120,17 @@ def offline_compacted_log_manager(broker: BrokerConfig) -> Iterator[tuple[LogMan
 
 @contextmanager
 def read_only_log_manager(
-    broker: BrokerConfig, share: frozenset[str] | None = None
+    broker: BrokerConfig, share: frozenset[str] | None = None, *, allow_offline: bool = False
 ) -> Iterator[tuple[LogManager, ScratchCopies]]:
     """The LogManager of an inspection: it writes nothing into the log dirs (``read_only.py``). Errors and
     documents name the user's files, not the scratch copies of partitions that a load would write to.
-    ``share``: the partition dir names to load (None: every one)."""
+    ``share``: the partition dir names to load (None: every one); ``allow_offline``: a log dir that went
+    offline while loading is the caller's to report (the summary's ``unreadable``), not an error."""
     require_log_dirs(list(broker.log_dir_paths))
     with scratch_copies(share) as copies:
         try:
             manager, tasks = build_offline_log_manager(broker, read_only=copies)
-            with _loaded(manager, tasks, read_only=True) as loaded:
+            with _loaded(manager, tasks, read_only=True, allow_offline=allow_offline) as loaded:
                 yield loaded, copies
         except (LogCleanerError, OSError) as exc:
             exc.args = (copies.originals_named(str(exc)),)
@@ -135,11 +138,14 @@ def read_only_log_manager(
 
 
 @contextmanager
-def _loaded(manager: LogManager, tasks: DeferredTasks, *, read_only: bool = False) -> Iterator[LogManager]:
+def _loaded(
+    manager: LogManager, tasks: DeferredTasks, *, read_only: bool = False, allow_offline: bool = False
+) -> Iterator[LogManager]:
     manager.startup()
     try:
         for path, reason in manager.offline_dirs.items():
-            raise InvalidInputError(f"log dir {path} is offline: {reason}")
+            if not allow_offline:
+                raise InvalidInputError(f"log dir {path} is offline: {reason}")
         yield manager
         if not read_only:  # a read-only load schedules nothing it may run
             tasks.run_all()
@@ -150,26 +156,30 @@ def _loaded(manager: LogManager, tasks: DeferredTasks, *, read_only: bool = Fals
 T = TypeVar("T")
 
 
-def _inspect(
+def inspect_logs(
     broker: BrokerConfig,
     inspect: Callable[[LogManager, ScratchCopies], list[T]],
     selects: Callable[[TopicPartition], bool] | None = None,
+    *,
+    allow_offline: bool = False,
+    shares: bool = True,
 ) -> list[T]:
     """``inspect`` of the read-only LogManager over the partitions ``selects`` keeps (None: all), split over
     processes at a broker's worth of partitions (``shares.py``); the results in topic-partition order.
 
     Cyclic garbage collection is paused throughout: an inspection only adds objects that live until it
-    ends, and each full collection would walk every loaded log again."""
+    ends, and each full collection would walk every loaded log again. ``allow_offline``: see
+    ``read_only_log_manager``; ``shares=False``: one process whatever the count."""
     log_dirs = list(broker.log_dir_paths)
     require_log_dirs(log_dirs)
 
     def run_share(share: frozenset[str] | None) -> list[T]:
-        with read_only_log_manager(broker, share) as (manager, copies):
+        with read_only_log_manager(broker, share, allow_offline=allow_offline) as (manager, copies):
             return inspect(manager, copies)
 
     with collector_paused():
         names = partition_dir_names(log_dirs, selects)
-        processes = process_count(len(names))
+        processes = process_count(len(names)) if shares else 1
         if processes == 1 and selects is None:
             return run_share(None)  # every partition dir, as the load lists them
         return run_in_shares(names, run_share, processes)
@@ -211,7 +221,9 @@ def retention_command(
     broker = load_config(config_file, overrides)
     stopped: InterruptedCommandError | None = None
     if dry_run:
-        deleted = _inspect(broker, lambda manager, _copies: _retention_pass(manager, broker, dry_run=True)[0])
+        deleted = inspect_logs(
+            broker, lambda manager, _copies: _retention_pass(manager, broker, dry_run=True)[0]
+        )
     else:
         with interruptible() as interruption, offline_log_manager(broker) as manager:
             deleted, stopped_at = _retention_pass(manager, broker, dry_run=False, interruption=interruption)
@@ -244,18 +256,42 @@ def _print_retention(deleted: list[DeletedSegment], *, dry_run: bool) -> None:
 @config_options
 @click.option("--topic", help="Only this topic.")
 @click.option("--partition", type=click.IntRange(min=0), help="Only this partition (needs --topic).")
+@click.option(
+    "--summary",
+    is_flag=True,
+    help="The whole broker instead: bytes held by reason, what retention and compaction would free.",
+)
+@click.option(
+    "--exact",
+    is_flag=True,
+    help="With --summary: read the compacted logs' dirty sections to measure what cleaning frees.",
+)
 @json_option
 def explain_command(
     config_file: Path | None,
     overrides: tuple[str, ...],
     topic: str | None,
     partition: int | None,
+    summary: bool,
+    exact: bool,
     as_json: bool,
 ) -> None:
-    """Per partition and segment: what retention would do and why; the cleaner's view of the log."""
+    """Per partition and segment: what retention would do and why; the cleaner's view of the log.
+
+    --summary: every log dir in one document, each byte of every partition under one reason
+    (docs/bytes-held.md), with what a retention pass would delete now and what cleaning would free.
+    """
     if partition is not None and topic is None:
         raise click.UsageError("--partition needs --topic")
+    if exact and not summary:
+        raise click.UsageError("--exact needs --summary")
+    if summary and topic is not None:
+        raise click.UsageError("--summary takes no --topic: it covers every log dir")
     broker = load_config(config_file, overrides)
+    if summary:
+        doc = summary_of_log_dirs(broker, inspect_logs, exact=exact)
+        click.echo(dumps_indented(doc) if as_json else "\n".join(summary_lines(doc)))
+        return
 
     def explain_share(manager: LogManager, copies: ScratchCopies) -> list[dict[str, object]]:
         docs = explain_partitions(
@@ -276,13 +312,13 @@ def explain_command(
 
     selected = None if topic is None else selects
     if as_json:
-        parts = _inspect(broker, explain_share_as_json, selected)
+        parts = inspect_logs(broker, explain_share_as_json, selected)
         _require_some(sum(count for count, _ in parts), topic, partition)
         ignored = {"ignored_broker_keys": list(broker.ignored_broker_keys)}
         click.echo(indented_array_document("partitions", [text for _, text in parts], before=ignored))
         return
     now_ms = SystemClock().now_ms()  # as the inspection's: ages in words need no more precision
-    docs = _inspect(broker, explain_share, selected)
+    docs = inspect_logs(broker, explain_share, selected)
     _require_some(len(docs), topic, partition)
     click.echo("\n".join(line for doc in docs for line in explanation_lines(doc, now_ms)))
 

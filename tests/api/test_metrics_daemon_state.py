@@ -11,7 +11,7 @@ from pathlib import Path
 from api.metrics.service_metrics import ServiceMetrics
 from service.clock import ManualClock
 from service.log_manager import LogManager
-from service.ports import CleanerFigures
+from service.ports import CleanerFigures, SummaryView
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
 from tests.api.metrics_helpers import Scrape, running_daemon, take_offline
@@ -167,6 +167,7 @@ class FixedCleaner:
 class Source:
     log_manager: LogManager
     cleaner_view: FixedCleaner
+    explain_summary: SummaryView
 
 
 def test_uncleanable_partitions_are_reported_per_log_dir(tmp_path: Path) -> None:
@@ -182,7 +183,7 @@ def test_uncleanable_partitions_are_reported_per_log_dir(tmp_path: Path) -> None
             thread_restarts=3,
             rounds_spilled_total=2,
         )
-        metrics = ServiceMetrics(Source(daemon.log_manager, FixedCleaner(figures)))
+        metrics = ServiceMetrics(Source(daemon.log_manager, FixedCleaner(figures), daemon.view.summary))
         scrape = Scrape.of(metrics.registry)
 
     count, size = (

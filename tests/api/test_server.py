@@ -24,7 +24,7 @@ from service.config.topic_store import TopicConfigStore
 from service.daemon import Daemon
 from service.log_manager import LogManager
 from service.metadata.source import MetadataSource
-from service.ports import CleanerFigures, CleanerView
+from service.ports import CleanerFigures, CleanerView, SummaryView
 from service.storage.topic_partition import TopicPartition
 from tests.api.conftest import QUIET_DAEMON, Served, assert_problem, string_record
 
@@ -115,6 +115,7 @@ class WithCleaner:
         self.topic_store: TopicConfigStore = daemon.view.topic_store
         self.metadata: MetadataSource = daemon.view.metadata
         self.scheduler: JobsView = daemon.view.scheduler
+        self.explain_summary: SummaryView = daemon.view.summary
 
     def refresh_topic_configs(self) -> None:
         self.view.refresh_topic_configs()

@@ -152,7 +152,13 @@ def open_fds(pid: int) -> int:
 class Serve:
     """A ``logcleaner serve`` process over the log dir (its stderr, the INFO log, kept in a file)."""
 
-    def __init__(self, log_dir: Path, stderr_path: Path, tree: Path | None = None) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        stderr_path: Path,
+        tree: Path | None = None,
+        extra: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         overrides = {
@@ -162,6 +168,7 @@ class Serve:
             "scheduler.initial.delay.ms": "3600000",  # no scheduled task during the measurement
             "log.cleaner.engine": "in-process",
             "shutdown.timeout.ms": "600000",
+            **(extra or {}),
         }
         args = ["-v", "serve"]
         for key, value in overrides.items():
@@ -222,13 +229,23 @@ def limit_fds() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
 
 
-def offline(log_dir: Path, *args: str, fd_limit: bool = False, tree: Path | None = None) -> float:
-    """One offline command in a fresh process; ``tree``: run that source tree's code (from its root)."""
+def offline(
+    log_dir: Path, *args: str, fd_limit: bool = False, tree: Path | None = None, extra: tuple[str, ...] = ()
+) -> float:
+    """One offline command in a fresh process; ``tree``: run that source tree's code (from its root);
+    ``extra``: more ``--override`` arguments."""
     env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
 
     def run() -> None:
         completed = subprocess.run(
-            cli(*args, "--override", f"log.dirs={log_dir}", "--override", f"log.retention.ms={2 * DAY_MS}"),
+            cli(
+                *args,
+                "--override",
+                f"log.dirs={log_dir}",
+                "--override",
+                f"log.retention.ms={2 * DAY_MS}",
+                *extra,
+            ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             preexec_fn=limit_fds if fd_limit else None,

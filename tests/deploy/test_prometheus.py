@@ -22,6 +22,7 @@ ALERTS_WE_PROMISE = {
     "RetentionHeldBackByFutureTimestamps",
     "LogDirectoryOffline",
     "ScheduledTaskFailing",
+    "CompactionReclaimableWhileCleanerIdle",
 }
 
 
