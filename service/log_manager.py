@@ -501,12 +501,25 @@ class LogManager:
 
     def apply_topic_config(self, topic: str) -> None:
         """A changed topic config takes effect on the next task run, without a restart."""
-        config = self.config_for(topic)
+        self._apply_configs(lambda tp: tp.topic == topic)
+
+    def apply_topic_configs(self) -> None:
+        """Every topic's config as it resolves now takes effect: one pass over the logs, each topic's config
+        resolved once (a topic at a time would pass over every log once per topic: at 100,000 partitions
+        of 1,000 topics, 10^8 steps after each change the daemon picks up)."""
+        self._apply_configs(lambda tp: True)
+
+    def _apply_configs(self, selects: Callable[[TopicPartition], bool]) -> None:
+        configs: dict[str, LogConfig] = {}
         for tp, log in self.logs.items():
-            if tp.topic == topic:
-                if self.cleaning is not None and log.config.is_compacted and not config.is_compacted:
-                    self.cleaning.abort(tp)  # Kafka aborts cleaning when a topic stops being compacted
-                log.config = config
+            if not selects(tp):
+                continue
+            config = configs.get(tp.topic)
+            if config is None:
+                config = configs[tp.topic] = self.config_for(tp.topic)
+            if self.cleaning is not None and log.config.is_compacted and not config.is_compacted:
+                self.cleaning.abort(tp)  # Kafka aborts cleaning when a topic stops being compacted
+            log.config = config
 
     # -- topics ----------------------------------------------------------------------------------
 
