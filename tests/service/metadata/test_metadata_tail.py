@@ -182,3 +182,14 @@ def test_an_open_transaction_applies_when_its_end_is_read_on(tmp_path: Path) -> 
     assert source.load_if_changed()
     assert source.image == whole_reading(tmp_path)
     assert source.image is not None and source.image.topic_configs["orders"] == {"retention.ms": "11"}
+
+
+def test_known_topics_are_made_once_an_image(tmp_path: Path) -> None:
+    segment = write_segment(tmp_path, FIRST)
+    source = source_of(tmp_path)
+    known = source.known_topics()
+    assert known is not None and known is source.known_topics()
+    append(segment, [topic("audit", AUDIT_ID), partition(AUDIT_ID, 0)], 3)
+    assert source.load_if_changed()
+    after = source.known_topics()
+    assert after is not known and after is not None and set(after.topic_ids) == {"audit", "orders"}
