@@ -42,6 +42,7 @@ from service.clock import Clock, SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.listen_policy import check_listen_policy
 from service.errors import ConflictError, LogCleanerError
+from service.metadata.image import MetadataImage
 from service.node import (
     build_api_server,
     build_cleaner_parts,
@@ -210,8 +211,7 @@ class Daemon:
         version = (self.topic_store.version, self.metadata.dynamic_configs)
         if version != self._config_version:
             self._config_version = version
-            for topic in self.log_manager.topics():
-                self.log_manager.apply_topic_config(topic)
+            self.log_manager.apply_topic_configs()
             logger.info(
                 "Topic configs changed (overrides version %d): applied to the live logs (each change is on "
                 "the logcleaner.audit trail)",
@@ -221,6 +221,7 @@ class Daemon:
     def _refresh_metadata(self) -> None:
         """Re-read the metadata log if its files changed; an unreadable one keeps the last image read (a
         broker writing it may be mid-way through a snapshot), logged once per distinct error."""
+        before = self.metadata.image
         try:
             changed = self.metadata.load_if_changed()
         except (LogCleanerError, OSError) as exc:
@@ -229,7 +230,7 @@ class Daemon:
             self._metadata_error = str(exc)
             return
         self._metadata_error = None
-        if changed:
+        if changed and _topics_changed(before, self.metadata.image):  # a config change alone: no pass
             self._warn_of_new_strays()
 
     def _warn_of_new_strays(self) -> None:
@@ -382,3 +383,14 @@ def _exit_now() -> NoReturn:
     """Exit 1 at once: threads stuck in a task would keep a normal exit waiting for them."""
     logging.shutdown()
     os._exit(1)
+
+
+def _topics_changed(before: MetadataImage | None, after: MetadataImage | None) -> bool:
+    """Whether ``after`` differs from ``before`` in what the stray check reads (topics, their ids and
+    partitions, the deleted topics); an image read on shares the topics no record touched with the one
+    before, so this is one identity test per topic."""
+    if before is None or after is None:
+        return before is not after
+    if before.removed_topics != after.removed_topics or before.topics.keys() != after.topics.keys():
+        return True
+    return any(after.topics[name] is not topic for name, topic in before.topics.items())

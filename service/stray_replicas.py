@@ -20,13 +20,14 @@ import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.errors import CorruptDataError, InvalidInputError
 from service.storage.log_files import METADATA_TOPIC, parse_partition_dir_name
 from service.storage.partition_metadata import PARTITION_METADATA_FILE, decode_partition_metadata
+from service.storage.prescan import read_partition_metadata_files
 from service.storage.topic_partition import TopicPartition
 
 __all__ = [
@@ -81,15 +82,22 @@ class StrayReplica:
         return self.path.parent
 
 
-def survey_replica_dirs(log_dirs: Iterable[Path]) -> list[ReplicaDir]:
+def survey_replica_dirs(
+    log_dirs: Iterable[Path], early: Callable[[Path], Mapping[str, bytes | None] | None] | None = None
+) -> list[ReplicaDir]:
     """Every live, ``-future`` and ``-stray`` partition dir of ``log_dirs`` with its topic id (``-delete``
     dirs and names that are not partition dirs are left out). Reads, never writes; a log dir that cannot
-    be listed raises ``OSError`` (its load takes it offline)."""
+    be listed raises ``OSError`` (its load takes it offline).
+
+    The ``partition.metadata`` files (one a partition dir: the survey's cost) are read in C with the GIL
+    released where it is built; ``early``: a log dir's files already read under its lock (``serve``'s
+    ``EarlyPrescans.partition_metadata``, read beside the imports), or None."""
     found = []
     for log_dir in log_dirs:
         prefix = os.path.join(log_dir, "")  # strings, not a Path per dir: a start-up lists every partition
         with os.scandir(log_dir) as entries:
             names = sorted(e.name for e in entries if e.is_dir())
+        parsed_names = []
         for name in names:
             try:
                 parsed = parse_partition_dir_name(name)
@@ -97,8 +105,17 @@ def survey_replica_dirs(log_dirs: Iterable[Path]) -> list[ReplicaDir]:
                 continue
             if parsed.kind == "delete" or parsed.topic == METADATA_TOPIC:  # the metadata log is the broker's
                 continue
+            parsed_names.append((name, parsed))
+        files = early(log_dir) if early is not None else None
+        if files is None:
+            files = read_partition_metadata_files(log_dir, [name for name, _ in parsed_names])
+        for name, parsed in parsed_names:
             tp = TopicPartition(parsed.topic, parsed.partition)
-            found.append(ReplicaDir(tp, log_dir, name, parsed.kind, _topic_id_of(prefix + name)))
+            if files is not None and name in files:
+                topic_id = _topic_id_in(files[name], prefix + name)
+            else:
+                topic_id = _topic_id_of(prefix + name)
+            found.append(ReplicaDir(tp, log_dir, name, parsed.kind, topic_id))
     return found
 
 
@@ -120,9 +137,17 @@ def _topic_id_of(directory: str) -> str | None:
         return None
     finally:
         os.close(fd)
+    return _topic_id_in(data, directory)
+
+
+def _topic_id_in(data: bytes | None, directory: str) -> str | None:
+    """The topic id of ``directory``'s ``partition.metadata`` bytes (None: no file, or unreadable)."""
+    if data is None:
+        return None
     match = _KAFKA_WRITTEN.fullmatch(data)
     if match is not None:
         return match.group(1).decode("ascii")
+    path = os.path.join(directory, PARTITION_METADATA_FILE)
     try:
         return decode_partition_metadata(data, path=path).topic_id
     except CorruptDataError as exc:

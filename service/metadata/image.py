@@ -90,10 +90,20 @@ class MetadataImage:
 
 
 class MetadataImageBuilder:
-    """Replays entries into an image; one builder per read (not shared between threads)."""
+    """Replays entries into an image (not shared between threads). A builder may go on replaying after
+    ``build``, as a broker applies the records appended since (``MetadataSource``'s re-read): ``build``
+    then makes anew only the topics and configs the entries since the last ``build`` touched (``_dirty``,
+    ``_dirty_configs``), and shares the others with the image it built before, so an image costs what
+    changed, not the whole cluster. A transaction still open is carried on (KIP-868: its records apply at
+    its end), and left out of every image built before it."""
 
     def __init__(self, *, end_offset: int = 0) -> None:
         """``end_offset``: where the log stands before the first entry (a snapshot's end offset)."""
+        self._built: dict[str, TopicImage] = {}  # the topic images of the last build, by name
+        self._built_order: list[str] = []  # their names, sorted
+        self._built_configs: dict[str, dict[str, str]] = {}  # the topic configs of the last build
+        self._dirty: set[str] = set()  # topics touched since the last build
+        self._dirty_configs: set[str] = set()  # topics whose configs were touched since
         self._topics: dict[str, tuple[str, dict[int, tuple[int, ...]]]] = {}  # name → (id, partitions)
         self._names_by_id: dict[str, str] = {}
         self._leadership: dict[str, dict[int, PartitionLeadership]] = {}  # name → partition → leadership
@@ -121,13 +131,31 @@ class MetadataImageBuilder:
             self._apply(entry)
 
     def build(self) -> MetadataImage:
+        names_changed = False
+        for name in self._dirty:
+            entry = self._topics.get(name)
+            names_changed |= (entry is None) == (name in self._built)
+            if entry is None:
+                self._built.pop(name, None)
+            else:
+                topic_id, partitions = entry
+                self._built[name] = TopicImage(
+                    name, topic_id, dict(partitions), dict(self._leadership.get(name, {}))
+                )
+        for topic in self._dirty_configs:
+            configs = self._topic_configs.get(topic)
+            if configs:
+                self._built_configs[topic] = dict(configs)
+            else:
+                self._built_configs.pop(topic, None)
+        self._dirty.clear()
+        self._dirty_configs.clear()
+        if names_changed:
+            self._built_order = sorted(self._built)
         return MetadataImage(
-            {
-                name: TopicImage(name, topic_id, dict(partitions), dict(self._leadership.get(name, {})))
-                for name, (topic_id, partitions) in sorted(self._topics.items())
-            },
+            {name: self._built[name] for name in self._built_order},
             dict(self._removed),
-            {topic: dict(configs) for topic, configs in self._topic_configs.items() if configs},
+            dict(self._built_configs),
             {name: dict(configs) for name, configs in self._broker_configs.items() if configs},
             self._end_offset,
         )
@@ -143,6 +171,7 @@ class MetadataImageBuilder:
                 self._names_by_id.pop(self._topics[name][0], None)
             self._topics[name] = (topic_id, {})
             self._leadership[name] = {}
+            self._dirty.add(name)
             self._names_by_id[topic_id] = name
             self._removed.pop(name, None)
         elif key == PARTITION_RECORD_KEY:
@@ -173,7 +202,9 @@ class MetadataImageBuilder:
 
     def _leadership_of(self, fields: Mapping[str, object]) -> dict[int, PartitionLeadership]:
         """The leadership map of the topic ``fields`` names (``_partitions_of`` checked it exists)."""
-        return self._leadership[self._names_by_id[str(fields["topic_id"])]]
+        name = self._names_by_id[str(fields["topic_id"])]
+        self._dirty.add(name)
+        return self._leadership[name]
 
     def _remove_topic(self, entry: MetadataEntry, topic_id: str) -> None:
         name = self._names_by_id.get(topic_id)
@@ -181,12 +212,15 @@ class MetadataImageBuilder:
             raise _unknown_topic(entry, topic_id)
         del self._names_by_id[topic_id], self._topics[name], self._leadership[name]
         self._topic_configs.pop(name, None)  # a broker's MetadataDelta drops the topic's configs with it
+        self._dirty.add(name)
+        self._dirty_configs.add(name)
         self._removed[name] = topic_id
 
     def _apply_config(self, fields: Mapping[str, object]) -> None:
         resource_type = fields["resource_type"]
         if resource_type == TOPIC_RESOURCE:
             configs = self._topic_configs.setdefault(str(fields["resource_name"]), {})
+            self._dirty_configs.add(str(fields["resource_name"]))
         elif resource_type == BROKER_RESOURCE:
             configs = self._broker_configs.setdefault(str(fields["resource_name"]), {})
         else:
@@ -204,6 +238,7 @@ class MetadataImageBuilder:
         name = self._names_by_id.get(topic_id)
         if name is None:
             raise _unknown_topic(entry, topic_id)
+        self._dirty.add(name)
         return self._topics[name][1]
 
 

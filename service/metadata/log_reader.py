@@ -40,6 +40,7 @@ __all__ = [
     "find_metadata_log",
     "read_metadata_log",
     "read_segment",
+    "read_segment_from",
     "read_snapshot",
 ]
 
@@ -109,7 +110,7 @@ def read_snapshot(path: Path) -> Iterator[MetadataEntry]:
     size = os.path.getsize(path)
     seen_header = False
     footer_at: int | None = None
-    for batch in _batches(path, size):
+    for batch in _batches(path, 0, size):
         if footer_at is not None:
             raise CorruptDataError(
                 "a batch follows the snapshot's footer", path=shown, position=batch.position
@@ -144,19 +145,30 @@ def read_segment(path: Path, *, is_last: bool, from_offset: int = 0) -> Iterator
 
     On the last segment a torn tail ends the reading quietly, as Kafka's recovery truncates it.
     """
+    yield from read_segment_from(path, 0, is_last=is_last, from_offset=from_offset)
+
+
+def read_segment_from(
+    path: Path, start: int, *, is_last: bool, from_offset: int = 0
+) -> Generator[MetadataEntry, None, int]:
+    """``read_segment`` from byte position ``start`` (a batch boundary: where an earlier reading of the
+    same file ended); returns the position after the last whole batch read, where the next reading of
+    this file goes on (before a torn tail, which a broker still writing it completes)."""
     shown = str(path)
     size = os.path.getsize(path)
-    batches = _batches(path, size)
+    end = start
+    batches = _batches(path, start, size)
     try:
         while True:
             try:
                 batch = next(batches)
             except StopIteration:
-                return
+                return end
             except CorruptDataError as exc:  # the batch framing or its CRC; a record's content is never torn
                 if is_last and exc.position is not None and _is_torn_tail(path, exc.position, size):
-                    return
+                    return end
                 raise
+            end = batch.position + batch.size_bytes
             if batch.is_control or batch.last_offset < from_offset:
                 continue
             yield from _entries(batch, shown, from_offset=from_offset)
@@ -164,10 +176,10 @@ def read_segment(path: Path, *, is_last: bool, from_offset: int = 0) -> Iterator
         batches.close()
 
 
-def _batches(path: Path, size: int) -> Generator[RecordBatch, None, None]:
+def _batches(path: Path, start: int, size: int) -> Generator[RecordBatch, None, None]:
     fd = os.open(path, os.O_RDONLY)
     try:
-        yield from iter_file_batches(fd, 0, size, path=str(path))
+        yield from iter_file_batches(fd, start, size, path=str(path))
     finally:
         os.close(fd)
 

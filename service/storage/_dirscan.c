@@ -25,6 +25,10 @@
  *   sizes of its three files (None: no such file; -1: the stat failed), then the names of the two other
  *   kinds present; else None (the loader then sorts the names out itself, as it always can).
  *
+ * read_small_files(log_dir, names, file_name, max_read) -> list, one item per name: the first max_read bytes
+ * of log_dir/name/file_name, or None if it cannot be opened or read (the stray-replica survey's
+ * partition.metadata of every partition dir, read with the GIL released).
+ *
  * Nothing here interprets the data beyond that position: the Python loader checks what it reads exactly
  * as it checks what it reads itself, and reads the files itself whenever an item is None or disagrees.
  */
@@ -36,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -570,7 +575,114 @@ scan_partitions(PyObject *self, PyObject *args)
     return result;
 }
 
+typedef struct {
+    const char *dir_name;
+    char *data;
+    Py_ssize_t len;  /* -1: not read */
+} small_file_t;
+
+static void
+read_small_file(int log_dir_fd, small_file_t *f, const char *file_name, long long max_read)
+{
+    f->len = -1;
+    f->data = NULL;
+    size_t path_len = strlen(f->dir_name) + 1 + strlen(file_name) + 1;
+    char *path = malloc(path_len);
+    if (path == NULL) {
+        return;
+    }
+    snprintf(path, path_len, "%s/%s", f->dir_name, file_name);
+    int fd = openat(log_dir_fd, path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    if (fd < 0) {
+        return;
+    }
+    char *data = malloc(max_read > 0 ? (size_t)max_read : 1);
+    Py_ssize_t len = 0;
+    while (data != NULL && len < max_read) {
+        ssize_t got = read(fd, data + len, (size_t)(max_read - len));
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got < 0) {
+            free(data);
+            data = NULL;
+            break;
+        }
+        if (got == 0) {
+            break;
+        }
+        len += got;
+    }
+    close(fd);
+    if (data != NULL) {
+        f->data = data;
+        f->len = len;
+    }
+}
+
+static PyObject *
+read_small_files(PyObject *self, PyObject *args)
+{
+    PyObject *log_dir_arg, *names;
+    const char *file_name;
+    long long max_read;
+    if (!PyArg_ParseTuple(args, "O&O!sL", PyUnicode_FSConverter, &log_dir_arg, &PyList_Type, &names,
+                          &file_name, &max_read)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(names);
+    PyObject *encoded = PyList_New(n);  /* keeps each name's bytes alive while the GIL is released */
+    small_file_t *files = calloc(n > 0 ? (size_t)n : 1, sizeof(small_file_t));
+    if (encoded == NULL || files == NULL) {
+        Py_DECREF(log_dir_arg);
+        Py_XDECREF(encoded);
+        free(files);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name_bytes = NULL;
+        if (!PyUnicode_FSConverter(PyList_GET_ITEM(names, i), &name_bytes)) {
+            Py_DECREF(log_dir_arg);
+            Py_DECREF(encoded);
+            free(files);
+            return NULL;
+        }
+        PyList_SET_ITEM(encoded, i, name_bytes);
+        files[i].dir_name = PyBytes_AS_STRING(name_bytes);
+        files[i].len = -1;
+    }
+    const char *log_dir = PyBytes_AS_STRING(log_dir_arg);
+    Py_BEGIN_ALLOW_THREADS
+    int log_dir_fd = open(log_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (log_dir_fd >= 0) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            read_small_file(log_dir_fd, &files[i], file_name, max_read);
+        }
+        close(log_dir_fd);
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result = PyList_New(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (result != NULL) {
+            PyObject *item = bytes_or_none(files[i].data, files[i].len);
+            if (item == NULL) {
+                Py_CLEAR(result);
+            } else {
+                PyList_SET_ITEM(result, i, item);
+            }
+        }
+        free(files[i].data);
+    }
+    free(files);
+    Py_DECREF(encoded);
+    Py_DECREF(log_dir_arg);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"read_small_files", read_small_files, METH_VARARGS,
+     "read_small_files(log_dir, names, file_name, max_read): log_dir/name/file_name's first bytes, or None."},
     {"scan_partitions", scan_partitions, METH_VARARGS,
      "scan_partitions(log_dir, names, max_read): each partition dir's sizes and active segment's bytes."},
     {NULL, NULL, 0, NULL},

@@ -59,6 +59,12 @@ _WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")
 # which no checkpoint writer produces).
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _MAX_SHOWN_CHARS = 80
+# The shape Kafka's and our writers give a checkpoint: "0", the count, then "<topic> <partition> <offset>"
+# lines, each ending in "\n", the topics in Kafka's legal characters. A file of that shape is read by one
+# regular expression (a start-up reads a line per partition in each of three files); any other goes through
+# the line-by-line reading, which gives the same map or names the bad line.
+_CANONICAL = re.compile(rb"0\n([0-9]{1,10})\n((?:[A-Za-z0-9._-]+ [0-9]{1,10} -?[0-9]{1,19}\n)*)")
+_CANONICAL_ENTRY = re.compile(rb"([A-Za-z0-9._-]+) ([0-9]+) (-?[0-9]+)\n")
 
 
 def encode_checkpoint(entries: Mapping[TopicPartition, int]) -> bytes:
@@ -79,6 +85,9 @@ def decode_checkpoint(data: bytes, path: str | None = None) -> dict[TopicPartiti
 
     Raises CorruptDataError naming the file, the line number and the byte position of the bad line.
     """
+    canonical = _decode_canonical(data)
+    if canonical is not None:
+        return canonical
     lines = split_lines(data)
     if not lines:
         return {}
@@ -104,6 +113,24 @@ def decode_checkpoint(data: bytes, path: str | None = None) -> dict[TopicPartiti
             path=path,
             position=position,
         )
+    return entries
+
+
+def _decode_canonical(data: bytes) -> dict[TopicPartition, int] | None:
+    """``decode_checkpoint``'s map of a file of the writers' shape (``_CANONICAL``) whose count and
+    numbers are in range; None for any other file."""
+    match = _CANONICAL.fullmatch(data)
+    if match is None:
+        return None
+    rows = _CANONICAL_ENTRY.findall(match.group(2))
+    if int(match.group(1)) != len(rows):
+        return None
+    entries: dict[TopicPartition, int] = {}
+    for topic, partition, offset in rows:
+        tp, value = TopicPartition(topic.decode("ascii"), int(partition)), int(offset)
+        if tp.partition > _INT32_MAX or not _INT64_MIN <= value <= _INT64_MAX:
+            return None
+        entries[tp] = value
     return entries
 
 

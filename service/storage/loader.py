@@ -81,6 +81,7 @@ def load_partition_log(
     scan: PartitionScan | None = None,
     high_watermark: int | None = None,
     high_watermark_source: HighWatermarkSource = HighWatermarkSource.LEADER_LOG_END,
+    topic_id: str | None = None,
 ) -> LoadResult:
     """Load one partition dir (steps in the module docstring); ``read_only``: write nothing, or raise
     ``WouldWriteError``.
@@ -93,6 +94,8 @@ def load_partition_log(
     log dir's lock (``service.storage.prescan``): after a clean shutdown its listing, sizes and the active
     segment's bytes stand in for those calls; on any other path it is not used. ``high_watermark``: the
     broker's checkpointed one (``high_watermark_checkpoint``); None: the log end offset; and its source.
+    ``topic_id``: the dir's ``partition.metadata`` id as the start-up's stray-replica survey read it (None:
+    the log reads the file itself).
     """
     if topic_partition is None:
         parsed = parse_partition_dir_name(directory.name)
@@ -144,6 +147,7 @@ def load_partition_log(
         read_only=read_only,
         high_watermark=high_watermark,
         high_watermark_source=high_watermark_source,
+        topic_id=topic_id,
     )
     return LoadResult(log, tally.recovered, tally.truncated)
 
@@ -294,6 +298,7 @@ def _open_log(
     read_only: bool,
     high_watermark: int | None,
     high_watermark_source: HighWatermarkSource,
+    topic_id: str | None,
 ) -> PartitionLog:
     """The log over the loaded segments, with the broker files beside them (producer state, leader epochs,
     topic id: ``load_partition_files``)."""
@@ -307,6 +312,7 @@ def _open_log(
         clean_shutdown=clean_shutdown,
         read_only=read_only,
         snapshot_offsets=scan.shape.snapshot_offsets if scan is not None and scan.shape is not None else None,
+        topic_id=topic_id,
     )
     return PartitionLog(
         directory,

@@ -124,6 +124,7 @@ def load_log_dir(
     prescan: LogDirPrescan | None = None,
     strays: Collection[Path] = (),
     led_alone: Collection[TopicPartition] = frozenset(),
+    topic_ids: Mapping[str, str | None] | None = None,
 ) -> LoadedLogDir:
     """Load every partition of ``path`` but the ``strays`` (dirs left as they are); the clean-shutdown
     marker is honoured, then removed (kept, and nothing written, when ``read_only`` is given: see the
@@ -136,7 +137,9 @@ def load_log_dir(
     ``progress`` counts the logs found and loaded, for a start-up that reports how far it is. Once ``stop``
     is set, no further partition starts loading: ``LoadInterruptedError``. The caller holds the dir's lock
     (unless ``read_only``); after a clean shutdown the partition dirs are scanned ahead of their loads on a
-    thread (``service.storage.prescan``), by ``prescan`` if the caller started one under that lock."""
+    thread (``service.storage.prescan``), by ``prescan`` if the caller started one under that lock.
+    ``topic_ids``: each partition dir's topic id as the stray-replica survey read it (by dir name), which
+    its log takes instead of reading ``partition.metadata`` again."""
     try:
         return _load_log_dir(
             path,
@@ -149,6 +152,7 @@ def load_log_dir(
             prescan=prescan,
             strays=strays,
             led_alone=led_alone,
+            topic_ids=topic_ids or {},
         )
     finally:
         if prescan is not None:
@@ -167,6 +171,7 @@ def _load_log_dir(
     prescan: LogDirPrescan | None,
     strays: Collection[Path],
     led_alone: Collection[TopicPartition],
+    topic_ids: Mapping[str, str | None],
 ) -> LoadedLogDir:
     """``load_log_dir`` but for closing the prescan: the marker, the checkpoints, the partition dirs listed,
     then loaded (Kafka's ``LogManager.loadLogs``), and the timing logged."""
@@ -201,6 +206,7 @@ def _load_log_dir(
         stop,
         read_only,
         prescan,
+        topic_ids,
     )
     results = _load_all(load, to_load, threads, prescan)
     loaded = _loaded_log_dir(path, results, clean, pending_deletion, marker_epoch, high_watermarks)
@@ -284,6 +290,7 @@ class _PartitionLoader:
     stop: threading.Event | None
     read_only: PartitionCopier | None
     prescan: LogDirPrescan | None
+    topic_ids: Mapping[str, str | None]  # by partition dir name, as the stray-replica survey read them
     configs: dict[str, LogConfig] = field(default_factory=dict)  # one resolution per topic
 
     def __call__(self, item: tuple[Path, TopicPartition]) -> LoadResult | FailedPartition:
@@ -313,6 +320,7 @@ class _PartitionLoader:
                 scan=scan if in_place else None,
                 high_watermark=high_watermark,
                 high_watermark_source=high_watermark_source,
+                topic_id=self.topic_ids.get(directory.name),
             )
 
         try:

@@ -124,12 +124,15 @@ def load_partition_files(
     clean_shutdown: bool = False,
     read_only: bool = False,
     snapshot_offsets: Sequence[int] | None = None,
+    topic_id: str | None = None,
 ) -> LoadedPartitionFiles:
     """What the loader hands the log besides its segments (steps in the module docstring); ``names`` is
     the dir's listing if the caller has one (its snapshot names current), so it is not listed again.
     After a ``clean_shutdown`` the reads the module docstring lists are deferred (``names`` needed); a
     ``read_only`` load's deferred reads write nothing at first use either (``DeferredFiles.read_only``).
-    ``snapshot_offsets``: the snapshots among ``names``, sorted, if the caller found them already."""
+    ``snapshot_offsets``: the snapshots among ``names``, sorted, if the caller found them already.
+    ``topic_id``: the one the start-up's stray-replica survey read from this dir's ``partition.metadata``
+    (None: not read, or none there): the file is then not read again."""
     if not clean_shutdown or names is None:
         return LoadedPartitionFiles(
             load_producer_state(
@@ -148,7 +151,7 @@ def load_partition_files(
                 read_only=read_only,
                 flush_truncation=False,  # the LogManager writes every log's cut in one batch after the load
             ),
-            load_topic_id(directory),
+            topic_id if topic_id is not None else load_topic_id(directory),
         )
     names = names if isinstance(names, (list, set, frozenset)) else list(names)
     offsets = _remove_stray_snapshots(
@@ -170,11 +173,11 @@ def load_partition_files(
             log_end_offset=log_end_offset,
             read_only=read_only,
         )
-    defer_metadata = PARTITION_METADATA_FILE in names
+    defer_metadata = topic_id is None and PARTITION_METADATA_FILE in names
     return LoadedPartitionFiles(
         producer_state,
         leader_epochs,
-        None,
+        topic_id,
         _DEFERRED[defer_snapshot, defer_epochs, defer_metadata, read_only],
     )
 

@@ -30,6 +30,7 @@ from service.errors import ConflictError
 from service.storage.dir_lock import LogDirLock
 from service.storage.log_files import CLEAN_SHUTDOWN_FILE, LOCK_FILE
 from service.storage.native_module import load_native_module
+from service.storage.partition_metadata import PARTITION_METADATA_FILE
 
 __all__ = [
     "EarlyPrescans",
@@ -37,6 +38,7 @@ __all__ = [
     "PartitionScan",
     "PartitionShape",
     "has_dirscan",
+    "read_partition_metadata_files",
     "start_early_prescans",
 ]
 
@@ -49,6 +51,7 @@ FIRST_CHUNK_PARTITIONS = 64
 CHUNK_PARTITIONS = 2048
 AHEAD_PARTITIONS = 16_384  # scanned ahead of the loader at most: ≈ 2.2 KiB held each, 36 MiB at most
 MAX_READ_BYTES = 65_536  # an active segment's file larger than this is left for the loader to read
+PARTITION_METADATA_MAX_BYTES = 4096  # of each partition.metadata, read for the stray-replica survey
 
 
 class PartitionShape(NamedTuple):
@@ -89,6 +92,38 @@ def has_dirscan() -> bool:
     return _dirscan is not None
 
 
+def read_partition_metadata_files(path: Path, names: list[str]) -> dict[str, bytes | None] | None:
+    """Each name's ``<path>/<name>/partition.metadata`` (its first bytes; None if it cannot be opened or
+    read), read in C with the GIL released; None without the C module (the caller reads them itself)."""
+    if _dirscan is None:
+        return None
+    data = _dirscan.read_small_files(
+        os.fspath(path), names, PARTITION_METADATA_FILE, PARTITION_METADATA_MAX_BYTES
+    )
+    return dict(zip(names, data, strict=True))
+
+
+class _EarlyRead:
+    """``read_partition_metadata_files`` on a thread of its own (the GIL released: it runs beside the
+    imports); ``result`` waits for it (None if it failed: the survey then reads the files itself)."""
+
+    def __init__(self, path: Path, names: list[str]) -> None:
+        self._result: dict[str, bytes | None] | None = None
+        self._thread = threading.Thread(target=self._run, args=(path, names), name="partition-metadata-read")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def _run(self, path: Path, names: list[str]) -> None:
+        try:
+            self._result = read_partition_metadata_files(path, names)
+        except Exception:
+            logger.exception("Reading the partition.metadata files of %s ahead of the start-up failed", path)
+
+    def result(self) -> dict[str, bytes | None] | None:
+        self._thread.join()
+        return self._result
+
+
 class LogDirPrescan:
     """Scans ``names`` (partition dirs of ``path``, in the order the loader loads them) on a thread.
 
@@ -109,6 +144,7 @@ class LogDirPrescan:
         chunk_partitions: int = CHUNK_PARTITIONS,
     ) -> None:
         self.path = path
+        self.names = names
         self._names = names
         self._starts = [0]  # each chunk's first index in names; chunks double up to chunk_partitions
         size = first_chunk_partitions
@@ -203,13 +239,23 @@ def _scan_of(item: tuple[Any, ...] | None) -> PartitionScan | None:
 
 
 class EarlyPrescans:
-    """``serve``'s prescans, started before the API is imported: each with its log dir's lock held."""
+    """``serve``'s prescans, started before the API is imported: each with its log dir's lock held, and
+    beside it the read of every partition dir's ``partition.metadata`` that the stray-replica survey makes
+    before the load (``partition_metadata``)."""
 
     def __init__(self) -> None:
         self._by_path: dict[Path, tuple[LogDirLock, LogDirPrescan]] = {}
+        self._metadata: dict[Path, _EarlyRead] = {}
 
     def add(self, path: Path, lock: LogDirLock, prescan: LogDirPrescan) -> None:
         self._by_path[path] = (lock, prescan)
+        self._metadata[path] = _EarlyRead(path, prescan.names)
+
+    def partition_metadata(self, path: Path) -> dict[str, bytes | None] | None:
+        """The ``partition.metadata`` bytes of each entry of ``path`` listed early (read under its lock, so
+        still what is there), or None (no early read of ``path``); waits for the read."""
+        early = self._metadata.get(path)
+        return None if early is None else early.result()
 
     def take(self, path: Path) -> tuple[LogDirLock, LogDirPrescan] | None:
         """The held lock and running prescan of ``path`` (handed over once), or None."""

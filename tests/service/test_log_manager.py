@@ -437,3 +437,17 @@ def test_deleting_a_topic_with_a_long_name_keeps_the_partition_in_the_dir_name(
     clock.advance(60_000)
     restarted.delete_logs()
     assert [p.name for p in (tmp_path / "logs").iterdir() if p.is_dir()] == []
+
+
+def test_every_topic_config_applies_in_one_pass(
+    tmp_path: Path, make_manager: MakeManager, topic_configs: dict[str, LogConfig]
+) -> None:
+    """``apply_topic_configs``: what ``apply_topic_config`` of each topic does, in one pass over the logs."""
+    topic_configs["t"] = topic_configs["other"] = log_config(segment_bytes=360, retention_ms=-1)
+    manager = make_manager(tmp_path / "logs")
+    logs = [*manager.create_topic("t", 2), *manager.create_topic("other", 1)]
+    topic_configs["t"] = log_config(segment_bytes=360, retention_ms=1000)
+    topic_configs["other"] = log_config(segment_bytes=360, retention_ms=2000)
+    manager.apply_topic_configs()
+    assert [log.config.retention_ms for log in logs] == [1000, 1000, 2000]
+    assert logs[0].config is logs[1].config, "each topic's config resolved once"

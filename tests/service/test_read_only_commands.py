@@ -176,10 +176,11 @@ def test_after_a_clean_stop_only_a_partition_whose_load_would_write_is_copied(tm
 def test_a_read_only_load_defers_the_files_the_daemon_defers_and_their_reads_write_nothing(
     tmp_path: Path,
 ) -> None:
-    """As at the daemon's clean start, ``partition.metadata``, the leader-epoch checkpoint and the producer
-    snapshot at the log end offset are read at their first use, not at load (``retention --dry-run`` needs
-    none of them); reading them then writes nothing either: a corrupt snapshot stays (the state is rebuilt
-    from the segments), and epochs past the log end are cut in memory only."""
+    """As at the daemon's clean start, the leader-epoch checkpoint and the producer snapshot at the log end
+    offset are read at their first use, not at load (``retention --dry-run`` needs neither); reading them
+    then writes nothing either: a corrupt snapshot stays (the state is rebuilt from the segments), and
+    epochs past the log end are cut in memory only. ``partition.metadata`` is read once, by the start-up's
+    stray-replica survey, and the log keeps the id that survey judged it by."""
     log_dir = tmp_path / "logs"
     make_old_logs(log_dir, partitions=2)
     t0, t1 = log_dir / "t-0", log_dir / "t-1"
@@ -191,10 +192,9 @@ def test_a_read_only_load_defers_the_files_the_daemon_defers_and_their_reads_wri
     with read_only_log_manager(broker) as (manager, copies):
         assert copies.copied == 0
         logs = [manager.logs[TopicPartition("t", p)] for p in (0, 1)]
-        # Read at first use: what the files hold now, not at load.
-        topic_id = write_partition_metadata(t0, "AAAAAAAAAAAAAAAAAAAAAA").topic_id
+        write_partition_metadata(t0, "AAAAAAAAAAAAAAAAAAAAAA")
         before = snapshot(log_dir)
-        assert logs[0].topic_id == topic_id
+        assert logs[0].topic_id == "BBBBBBBBBBBBBBBBBBBBBB", "the id the survey read at start-up"
         assert logs[1].topic_id is None
         assert not (t1 / PARTITION_METADATA_FILE).exists()
         assert logs[0].leader_epochs.entries == [EpochEntry(0, 0)]

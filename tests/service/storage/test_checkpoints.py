@@ -255,3 +255,23 @@ def test_topic_partition_str_and_order() -> None:
         TopicPartition("a", 10),
         TopicPartition("b", 0),
     ]
+
+
+@given(checkpoint_maps, st.sampled_from([b"", b"x 1 2\n", b"a 2147483648 0\n", b"a 1 9223372036854775808\n"]))
+def test_writers_shape_reads_as_line_by_line(entries: dict[TopicPartition, int], extra: bytes) -> None:
+    """A file of the writers' shape is read by one expression; it gives the map the line-by-line reading
+    gives, and any file it declines (a count off by one, numbers out of range) still fails as before."""
+    data = encode_checkpoint(entries)
+    lines = data.split(b"\n", 2)
+    data_with_extra = (
+        b"\n".join([lines[0], str(len(entries) + (1 if extra else 0)).encode(), lines[2]]) + extra
+    )
+    if extra in (b"", b"x 1 2\n"):
+        expected = dict(entries)
+        if extra:
+            expected.pop(TopicPartition("x", 1), None)
+            expected[TopicPartition("x", 1)] = 2
+        assert decode_checkpoint(data_with_extra) == expected
+    else:
+        with pytest.raises(CorruptDataError, match="line"):
+            decode_checkpoint(data_with_extra)

@@ -20,8 +20,11 @@ from service.storage.clean_shutdown import write_clean_shutdown_marker
 from service.storage.dir_lock import LogDirLock
 from service.storage.loader import LoadResult, _sort_out_names, load_partition_log
 from service.storage.log_config import LogConfig
+from service.storage.partition_metadata import PARTITION_METADATA_FILE, write_partition_metadata
 from service.storage.prescan import LogDirPrescan, PartitionScan, start_early_prescans
 from service.storage.producer_snapshot import list_snapshot_offsets
+from service.storage.topic_partition import TopicPartition
+from service.stray_replicas import survey_replica_dirs
 from service.tasks import DeferredTasks
 from tests.service.storage.conftest import keyed
 
@@ -325,6 +328,27 @@ def test_early_prescans_lock_the_dir_and_the_log_manager_takes_over(
         early.close()
     with LogDirLock(log_dir):  # released with the manager's stop
         pass
+
+
+def test_early_prescans_read_the_topic_ids_the_stray_survey_reads(tmp_path: Path, clock: ManualClock) -> None:
+    """The ``partition.metadata`` files are read beside the imports; the survey judges by the same ids, and
+    each log keeps the id that was read for it."""
+    log_dir = _clean_dir(tmp_path, clock, partitions=3)
+    write_partition_metadata(log_dir / "t-1", "BBBBBBBBBBBBBBBBBBBBBB")
+    early = start_early_prescans([log_dir])
+    try:
+        files = early.partition_metadata(log_dir)
+        assert files is not None and files["t-1"] == (log_dir / "t-1" / PARTITION_METADATA_FILE).read_bytes()
+        assert files[".lock"] is None, "not a partition dir: nothing read"
+        assert [r.topic_id for r in survey_replica_dirs([log_dir], early.partition_metadata)] == [
+            r.topic_id for r in survey_replica_dirs([log_dir])
+        ]
+        manager = LogManager([log_dir], lambda _: CONFIG, clock=clock, scheduler=DeferredTasks())
+        manager.startup(prescans=early)
+        assert manager.logs[TopicPartition("t", 1)].topic_id == "BBBBBBBBBBBBBBBBBBBBBB"
+        manager.shutdown()
+    finally:
+        early.close()
 
 
 def test_early_prescans_leave_an_unclean_dir_and_release_what_was_not_taken(
