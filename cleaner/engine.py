@@ -395,6 +395,11 @@ def spark_start_failure(error: BaseException) -> str:
         if shutil.which("java") is None and not java_home:
             return "no Java: java is not on PATH and JAVA_HOME is unset (Spark needs Java 17 or later)"
         return f"its JVM exited at once (Java at {java_home or shutil.which('java')}): {text}"
+    if type(error).__name__ == "Py4JJavaError":  # the JVM ran, but no SparkContext came of it
+        return (
+            "the SparkSession could not be created: is the master up and reachable from here? (the "
+            "cleaner.spark.jvm lines above say what Spark met)"
+        )
     return f"{type(error).__name__}: {text}"
 
 

@@ -418,7 +418,9 @@ class SparkEngine:
         if isinstance(outcome[0], CleaningAbortedError):
             raise outcome[0]
         if isinstance(outcome[0], BaseException):
-            raise EngineUnavailableError(spark_start_failure(outcome[0])) from outcome[0]
+            master = self.session.conf.get("spark.master", "local[*]")
+            cause = spark_start_failure(outcome[0])
+            raise EngineUnavailableError(f"spark.master={master}: {cause}") from outcome[0]
         return outcome[0]
 
     def _swap_in(

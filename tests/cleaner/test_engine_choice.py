@@ -303,3 +303,24 @@ def test_explain_shows_both_estimates_with_a_cluster_master(tmp_path: Path) -> N
         assert set(cleaner["engine_estimates"]) == {"in_process_s", "spark_s"}
     text = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert "s on the cluster, " in text and "s in-process)" in text
+
+
+@pytest.mark.slow
+def test_a_spark_master_that_does_not_answer_costs_no_partition(tmp_path: Path) -> None:
+    """Spark gives up on the master after about a minute: one line of ours names it, the rounds run
+    in-process, nothing is marked uncleanable."""
+    import socket
+
+    _gen_compacted(tmp_path / "logs")
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    args = [sys.executable, "-m", "service", "clean", "--json", "--override", f"log.dirs={tmp_path / 'logs'}"]
+    args += ["--override", "log.cleaner.engine=spark", "--override", f"spark.master=spark://127.0.0.1:{port}"]
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [entry["engine"] for entry in json.loads(done.stdout)["cleaned"]] == ["in-process", "in-process"]
+    ours = [line for line in done.stderr.splitlines() if " cleaner.spark.jvm: " not in line and line.strip()]
+    assert "Traceback" not in done.stderr and "uncleanable" not in done.stderr, ours
+    [line] = [line for line in ours if "Spark did not start" in line]
+    assert f"spark.master=spark://127.0.0.1:{port}" in line and "could not be created" in line, line
