@@ -283,7 +283,11 @@ class CleanerManager:
     def _require_no_state(self, tp: TopicPartition, action: str) -> None:
         state = self._states.get(tp)
         if state is not None:
-            raise IllegalCleanerStateError(f"cannot {action} {tp}: it is {state.name}")
+            why = self._pause_reasons.get(tp)
+            detail = (
+                " (future-replica: a move between log dirs is under way)" if why == "future-replica" else ""
+            )
+            raise IllegalCleanerStateError(f"cannot {action} {tp}: it is {state.name}{detail}")
 
     # -- uncleanable partitions ------------------------------------------------------------------
 
