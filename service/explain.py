@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from service.cleanable import CleanerReason, log_to_clean
 from service.engine_choice import EngineChoice
 from service.retention import (
-    CLEANER_DISABLED_HOLD,
-    FUTURE_REPLICA_HOLD,
     SegmentVerdict,
     explain_log_retention,
+    log_hold,
 )
 from service.storage.log import PartitionLog
 from service.storage.log_files import LOG_SUFFIX, base_offset_from_name
@@ -44,11 +43,7 @@ def explain_partition(
     config = log.config
     with log.lock:
         segments = log.segments
-        held = None
-        if config.is_compacted and not cleaner_enabled:
-            held = CLEANER_DISABLED_HOLD
-        elif is_moving and cleaner_enabled:
-            held = FUTURE_REPLICA_HOLD
+        held = log_hold(config, cleaner_enabled=cleaner_enabled, is_moving=is_moving)
         verdicts = explain_log_retention(log, segments, now_ms=now_ms, held=held)
         cleaner = _cleaner_view(
             log,

@@ -26,11 +26,10 @@ from dataclasses import dataclass, field
 
 from service.cleanable import CleanerReason, LogToClean, UncleanableBound, log_to_clean
 from service.retention import (
-    CLEANER_DISABLED_HOLD,
-    FUTURE_REPLICA_HOLD,
     RetentionReason,
     SegmentVerdict,
     explain_log_retention,
+    log_hold,
 )
 from service.storage.log import PartitionLog
 
@@ -113,11 +112,7 @@ def partition_bytes(
     out = PartitionBytes(tp.topic, tp.partition)
     with log.lock:
         segments = log.segments
-        held = None
-        if config.is_compacted and not cleaner_enabled:
-            held = CLEANER_DISABLED_HOLD
-        elif is_moving and cleaner_enabled:
-            held = FUTURE_REPLICA_HOLD
+        held = log_hold(config, cleaner_enabled=cleaner_enabled, is_moving=is_moving)
         verdicts = explain_log_retention(log, segments, now_ms=now_ms, held=held, read_timestamps=False)
         candidate = None
         if config.is_compacted and cleaner_enabled and not config.configs_unknown:

@@ -35,6 +35,7 @@ __all__ = [
     "SegmentVerdict",
     "explain_log_retention",
     "explain_retention",
+    "log_hold",
     "plan_retention",
 ]
 
@@ -82,6 +83,16 @@ FUTURE_REPLICA_HOLD = LogHold(
     "a move between log dirs is under way (a -future replica): paused, as Kafka pauses it, until a restart "
     "after the broker promoted it",
 )
+
+
+def log_hold(config: LogConfig, *, cleaner_enabled: bool, is_moving: bool) -> LogHold | None:
+    """Why no retention runs on a log at all, or None: a compacted log with the cleaner off, a partition
+    moving between log dirs (paused by the cleaner, as Kafka pauses it)."""
+    if config.is_compacted and not cleaner_enabled:
+        return CLEANER_DISABLED_HOLD
+    if is_moving and cleaner_enabled:
+        return FUTURE_REPLICA_HOLD
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,15 +274,7 @@ def explain_retention(
             segments, config, now_ms, log_start_offset, log_end_offset, high_watermark, held
         )
     state = _LogState(segments, log_start_offset, log_end_offset, high_watermark)
-    plan = plan_retention(
-        segments,
-        config,
-        now_ms=now_ms,
-        log_start_offset=log_start_offset,
-        log_end_offset=log_end_offset,
-        high_watermark=high_watermark,
-    )
-    deleted = plan.reasons() if held is None else []
+    deleted = _deleting_reasons(state, config, now_ms, held)
     verdicts = []
     blocker: SegmentVerdict | None = None
     for index, segment in enumerate(segments):
@@ -295,6 +298,23 @@ def explain_retention(
     return verdicts
 
 
+def _deleting_reasons(
+    state: _LogState, config: LogConfig, now_ms: int, held: LogHold | None
+) -> list[RetentionReason]:
+    """The plan's reason for each segment it deletes, oldest first (none where the log is held)."""
+    if held is not None:
+        return []
+    plan = plan_retention(
+        state.segments,
+        config,
+        now_ms=now_ms,
+        log_start_offset=state.log_start_offset,
+        log_end_offset=state.log_end_offset,
+        high_watermark=state.high_watermark,
+    )
+    return plan.reasons()
+
+
 def _verdicts_without_time(
     segments: Sequence[LogSegment],
     config: LogConfig,
@@ -307,15 +327,7 @@ def _verdicts_without_time(
     """``explain_retention``'s verdicts where time retention does not run (no timestamp read): only the
     log-start-offset and size steps delete, and no keep reason depends on a timestamp."""
     state = _LogState(segments, log_start_offset, log_end_offset, high_watermark)
-    plan = plan_retention(
-        segments,
-        config,
-        now_ms=now_ms,
-        log_start_offset=log_start_offset,
-        log_end_offset=log_end_offset,
-        high_watermark=high_watermark,
-    )
-    deleted = plan.reasons() if held is None else []
+    deleted = _deleting_reasons(state, config, now_ms, held)
     verdicts = []
     for index, segment in enumerate(segments):
         base = (segment.base_offset, segment.size_bytes, -1, "unread")
