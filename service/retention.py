@@ -269,11 +269,9 @@ def explain_retention(
     timestamp) leaves a segment's largest timestamp unread (``-1``, source ``unread``) where time
     retention does not run: a compact-only policy or ``retention.ms=-1``, where no verdict depends on it.
     """
-    if not read_timestamps and (not config.has_delete_policy or config.retention_ms < 0):
-        return _verdicts_without_time(
-            segments, config, now_ms, log_start_offset, log_end_offset, high_watermark, held
-        )
     state = _LogState(segments, log_start_offset, log_end_offset, high_watermark)
+    if not read_timestamps and (not config.has_delete_policy or config.retention_ms < 0):
+        return _verdicts_without_time(state, config, now_ms, held)
     deleted = _deleting_reasons(state, config, now_ms, held)
     verdicts = []
     blocker: SegmentVerdict | None = None
@@ -316,17 +314,11 @@ def _deleting_reasons(
 
 
 def _verdicts_without_time(
-    segments: Sequence[LogSegment],
-    config: LogConfig,
-    now_ms: int,
-    log_start_offset: int,
-    log_end_offset: int,
-    high_watermark: int,
-    held: LogHold | None,
+    state: _LogState, config: LogConfig, now_ms: int, held: LogHold | None
 ) -> list[SegmentVerdict]:
     """``explain_retention``'s verdicts where time retention does not run (no timestamp read): only the
     log-start-offset and size steps delete, and no keep reason depends on a timestamp."""
-    state = _LogState(segments, log_start_offset, log_end_offset, high_watermark)
+    segments = state.segments
     deleted = _deleting_reasons(state, config, now_ms, held)
     verdicts = []
     for index, segment in enumerate(segments):
