@@ -1,6 +1,6 @@
 """What the API needs of the node (``LogService``), its settings, and the routes' ``Annotated`` aliases.
 
-``service.node.NodeView`` satisfies ``LogService`` structurally: the API never imports the node, the
+``service.shell.node.NodeView`` satisfies ``LogService`` structurally: the API never imports the node, the
 daemon, ``scheduler/`` or ``cleaner/``, and tests can hand in anything shaped the same. ``ApiContext`` is
 built once by ``create_app``; ``admin_lock`` serialises the multi-step topic changes (create with configs,
 delete, config patch) so that two of them cannot interleave. Reads and appends take only the logs' own
@@ -18,12 +18,12 @@ from fastapi import Depends, Path, Request
 
 from api.models import INT32_MAX, StrictDigits, TopicName
 from api.record_models import ProduceRequest
+from service.base.errors import NotFoundError
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
-from service.errors import NotFoundError
-from service.log_manager import LogManager
+from service.core.log_manager import LogManager
+from service.core.ports import CleanerView, SummaryView
 from service.metadata.source import MetadataSource
-from service.ports import CleanerView, SummaryView
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
 
@@ -68,7 +68,7 @@ class JobsView(Protocol):
 
 
 class LogService(Protocol):
-    """The node's surface the API uses (``service.node.NodeView`` has exactly these)."""
+    """The node's surface the API uses (``service.shell.node.NodeView`` has exactly these)."""
 
     @property
     def broker(self) -> BrokerConfig: ...

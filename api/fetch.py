@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from api.problems import ApiProblem
-from service.errors import CorruptDataError, OffsetOutOfRangeError
+from service.base.errors import CorruptDataError, OffsetOutOfRangeError
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 

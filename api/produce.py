@@ -19,7 +19,7 @@ from pydantic_core import ErrorDetails
 from api.fast_records import fast_records
 from api.problems import ApiProblem, FieldError, validation_problem
 from api.record_models import ProduceRequest, ProduceResponse, RecordData, RecordIn
-from service.errors import InvalidInputError
+from service.base.errors import InvalidInputError
 from service.storage.log import PartitionLog
 from service.storage.records import NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, Header, Record, encode_batch
 

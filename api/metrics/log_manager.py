@@ -11,7 +11,7 @@ from prometheus_client.registry import Collector
 
 from api.fetch import FETCH_CORRUPT_BATCH, FETCH_MISSING_RANGE
 from api.metrics.source import MetricsSource
-from service.retention import RetentionReason
+from service.core.retention import RetentionReason
 
 __all__ = ["LogManagerCollector"]
 

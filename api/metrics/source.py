@@ -1,12 +1,12 @@
-"""What the metrics read of the running node. ``service.node.NodeView`` satisfies it; so can a test's own
-object."""
+"""What the metrics read of the running node. ``service.shell.node.NodeView`` satisfies it; so can a test's
+own object."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from service.log_manager import LogManager
-from service.ports import CleanerView, SummaryView
+from service.core.log_manager import LogManager
+from service.core.ports import CleanerView, SummaryView
 
 __all__ = ["MetricsSource"]
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter
 from api.deps import Context
 from api.models import Checkpoints
 from api.problems import problem_responses
-from service.errors import CorruptDataError, NotFoundError
+from service.base.errors import CorruptDataError, NotFoundError
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log_files import (
     CLEANER_OFFSET_CHECKPOINT,

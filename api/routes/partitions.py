@@ -17,8 +17,8 @@ from api.models import (
 )
 from api.problems import invalid, problem_responses
 from api.routes.topics import topic_detail
-from service.cleanable import cleaner_checkpoints, log_to_clean
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
+from service.core.cleanable import cleaner_checkpoints, log_to_clean
 from service.storage.log import PartitionLog
 from service.storage.segment import LogSegment
 

@@ -13,8 +13,8 @@ from fastapi import APIRouter, Query
 from api.deps import Context
 from api.models import INT32_MAX, ExplainDocument, RetentionDocument, StrictDigits, TopicName
 from api.problems import invalid, problem_responses
-from service.engine_choice import EngineChoice
-from service.reports import explain_document, retention_document
+from service.core.engine_choice import EngineChoice
+from service.core.reports import explain_document, retention_document
 
 __all__ = ["router"]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from service.clock import ManualClock
-from service.explain import explain_partition
+from service.base.clock import ManualClock
+from service.core.explain import explain_partition
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition

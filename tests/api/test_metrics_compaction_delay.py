@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.cleanable import log_to_clean
-from service.clock import ManualClock
-from service.daemon import Daemon
+from service.base.clock import ManualClock
+from service.core.cleanable import log_to_clean
+from service.shell.daemon import Daemon
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 from tests.api.metrics_helpers import Scrape, running_daemon

@@ -9,9 +9,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from api.metrics.service_metrics import ServiceMetrics
-from service.clock import ManualClock
-from service.log_manager import LogManager
-from service.ports import CleanerFigures, SummaryView
+from service.base.clock import ManualClock
+from service.core.log_manager import LogManager
+from service.core.ports import CleanerFigures, SummaryView
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
 from tests.api.metrics_helpers import Scrape, running_daemon, take_offline

@@ -14,9 +14,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 
 from api.metrics.exposition import ExpositionRegistry, expose
-from service.clock import ManualClock
+from service.base.clock import ManualClock
+from service.core.version import package_version
 from service.storage.records import Record
-from service.version import package_version
 from tests.api.conftest import Served, string_record
 from tests.api.metrics_helpers import Labels, Scrape, running_daemon, take_offline
 

@@ -21,10 +21,10 @@ from api.deps import ApiSettings, JobsView
 from api.server import ApiServer
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
-from service.daemon import Daemon
-from service.log_manager import LogManager
+from service.core.log_manager import LogManager
+from service.core.ports import CleanerFigures, CleanerView, SummaryView
 from service.metadata.source import MetadataSource
-from service.ports import CleanerFigures, CleanerView, SummaryView
+from service.shell.daemon import Daemon
 from service.storage.topic_partition import TopicPartition
 from tests.api.conftest import QUIET_DAEMON, Served, assert_problem, string_record
 

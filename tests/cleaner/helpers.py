@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from cleaner.compaction.cleaner import Cleaner, CleaningResult
-from service.clock import ManualClock
+from service.base.clock import ManualClock
+from service.core.tasks import ManualTaskScheduler
 from service.storage.control import encode_end_txn_marker_batch
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
@@ -23,7 +24,6 @@ from service.storage.log_config import LONG_MAX, LogConfig
 from service.storage.records import Record, RecordBatch, encode_batch
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn
-from service.tasks import ManualTaskScheduler
 
 __all__ = [
     "DAY_MS",

@@ -26,7 +26,7 @@ from typing import Any
 import cleaner.compaction.cleaner
 import cleaner.compaction.group_swap
 from cleaner.compaction.cleaner import Cleaner
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.segment import LogSegment

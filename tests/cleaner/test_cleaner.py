@@ -13,11 +13,11 @@ from cleaner.compaction.rules import active_producers
 from cleaner.compaction.stats import CleanerStats
 from cleaner.compaction.txn_metadata import CleanedTransactionMetadata
 from cleaner.errors import CleaningAbortedError
-from service.clock import ManualClock
-from service.errors import CorruptDataError
+from service.base.clock import ManualClock
+from service.base.errors import CorruptDataError
+from service.core.tasks import ManualTaskScheduler
 from service.storage.log import PartitionLog
 from service.storage.segment import LogSegment
-from service.tasks import ManualTaskScheduler
 from tests.cleaner.helpers import (
     DAY_MS,
     LONG_MAX,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cleaner.compaction.grouping import group_segments_by_size
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.loader import load_partition_log
 from service.storage.records import Record
 from service.storage.segment import LogSegment

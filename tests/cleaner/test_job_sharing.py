@@ -14,7 +14,7 @@ from cleaner.pool.log_cleaner import LogCleaner
 from cleaner.pool.manager import Candidate
 from cleaner.pool.round import engine_round, engine_rounds
 from cleaner.pool.worker import JobSharing
-from service.cleanable import log_to_clean
+from service.core.cleanable import log_to_clean
 from service.storage.log import PartitionLog
 from tests.cleaner.test_log_cleaner import Env, write_keys
 

@@ -20,14 +20,14 @@ from cleaner.compaction.cleaner import Cleaner
 from cleaner.compaction.key_map_budget import KeyMapBudget, remove_spill_leftovers
 from cleaner.engine import InProcessEngine
 from cleaner.native import has_native
-from service.clock import ManualClock
+from service.base.clock import ManualClock
+from service.base.errors import InvalidInputError
 from service.config.broker_config import BrokerConfig
-from service.errors import InvalidInputError
-from service.node import build_engine
+from service.shell.node import build_engine
+from service.shell.tools.gen import GenOptions, generate
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
-from service.tools.gen import GenOptions, generate
 from tests.cleaner.bounded_round_process import NOW_MS, run_bounded_round
 from tests.cleaner.helpers import compact_config, keyed, new_log
 

@@ -15,16 +15,16 @@ from cleaner.engine import InProcessEngine
 from cleaner.pool.log_cleaner import LogCleaner
 from cleaner.pool.manager import Candidate
 from cleaner.pool.worker import RoundOutcome
-from service.clock import SystemClock
+from service.base.clock import SystemClock
+from service.base.errors import ConflictError, NotFoundError
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
-from service.errors import ConflictError, NotFoundError
-from service.node import build_compacted_log_manager, build_log_cleaner
+from service.core.tasks import DeferredTasks
+from service.shell.node import build_compacted_log_manager, build_log_cleaner
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from service.tasks import DeferredTasks
 
 BROKER_DEFAULTS = {
     "log.cleanup.policy": "compact",

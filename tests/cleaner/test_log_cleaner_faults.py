@@ -17,17 +17,17 @@ from cleaner.pool.log_cleaner import LogCleaner
 from cleaner.pool.manager import Candidate
 from cleaner.pool.round import engine_round
 from cleaner.pool.worker import RoundOutcome
-from service.audit import AUDIT_LOGGER_NAME
-from service.clock import ManualClock
+from service.base.audit import AUDIT_LOGGER_NAME
+from service.base.clock import ManualClock
+from service.base.errors import CorruptDataError
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
-from service.errors import CorruptDataError
-from service.node import build_compacted_log_manager, build_log_cleaner
+from service.core.tasks import DeferredTasks
+from service.shell.node import build_compacted_log_manager, build_log_cleaner
 from service.storage.checkpoints import OffsetCheckpointFile, decode_checkpoint
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from service.tasks import DeferredTasks
 from tests.cleaner.helpers import flip_byte, wait_for
 
 BACKOFF_MS = 20

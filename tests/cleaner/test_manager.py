@@ -9,7 +9,7 @@ import pytest
 
 from cleaner.errors import IllegalCleanerStateError
 from cleaner.pool.manager import CleanerManager
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog

@@ -32,9 +32,10 @@ from cleaner.compaction.offset_map import OffsetMap, build_offset_map
 from cleaner.compaction.oracle import clean_in_process
 from cleaner.compaction.stats import CleanerStats
 from cleaner.compaction.txn_metadata import CleanedTransactionMetadata
-from service.clock import ManualClock
-from service.cpus import usable_cpus
-from service.errors import CorruptDataError
+from service.base.clock import ManualClock
+from service.base.errors import CorruptDataError
+from service.core.cpus import usable_cpus
+from service.shell.tools.gen import encode_records_area
 from service.storage import compression as compression_module
 from service.storage.compression import CompressionType, compress, decompress, system_codecs
 from service.storage.control import encode_end_txn_marker_batch
@@ -52,7 +53,6 @@ from service.storage.records import (
 )
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn, decode_entries
-from service.tools.gen import encode_records_area
 from tests.cleaner.helpers import DAY_MS, Producer, compact_config
 
 pytestmark = pytest.mark.skipif(cleaner.native._native is None, reason="cleaner._native is not built")

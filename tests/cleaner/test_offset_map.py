@@ -9,7 +9,7 @@ import pytest
 
 from cleaner.compaction.offset_map import OffsetMap, build_offset_map
 from cleaner.compaction.stats import CleanerStats
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from tests.cleaner.helpers import (
     Producer,
     clean,

@@ -22,7 +22,7 @@ from cleaner.compaction.rules import ProducerScan
 from cleaner.compaction.stats import CleanerStats
 from cleaner.compaction.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from cleaner.native import has_native
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog

@@ -22,7 +22,7 @@ from cleaner.compaction.rules import (
     empty_batch,
     filter_batch,
 )
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.compression import CompressionType
 from service.storage.control import encode_end_txn_marker_batch
 from service.storage.records import (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cleaner.compaction.stats import CleanerStats
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 
 MB = 1024 * 1024
 

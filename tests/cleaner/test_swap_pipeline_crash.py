@@ -18,7 +18,7 @@ import pytest
 
 from cleaner.compaction.group_swap import SwapThread
 from cleaner.compaction.oracle import BatchView, clean_in_process, log_contents
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.loader import load_partition_log
 from service.storage.segment import LogSegment
 from tests.cleaner.helpers import compact_config

@@ -9,7 +9,7 @@ from cleaner.compaction.txn_metadata import (
     ControlBatchResult,
     collect_aborted_txns,
 )
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.control import ControlRecordType, encode_control_key, encode_end_txn_marker_batch
 from service.storage.records import Record, RecordBatch, decode_batch, encode_batch
 from service.storage.txn_index import AbortedTxn

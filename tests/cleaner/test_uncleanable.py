@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from cleaner.pool.uncleanable import MAX_RETRY_BACKOFF_MS, UncleanablePartitions, retry_delay_ms
-from service.audit import AUDIT_LOGGER_NAME
-from service.clock import ManualClock
+from service.base.audit import AUDIT_LOGGER_NAME
+from service.base.clock import ManualClock
 from service.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 0)

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.metadata.log_writer import encode_metadata_batch
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log_config import LogConfig

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
@@ -124,7 +124,7 @@ def test_serve_logs_every_data_change_at_the_default_level_and_no_chatter(tmp_pa
         cleaned,
     ), cleaned
     info_loggers = set(re.findall(r" INFO (\S+): ", log))
-    assert info_loggers == {"logcleaner.audit", "service.daemon"}, log
+    assert info_loggers == {"logcleaner.audit", "service.shell.daemon"}, log
     assert "Log cleaner thread" not in log and "Recovering unflushed segment" not in log  # -v's chatter
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
+from service.base.errors import InvalidInputError
 from service.config.broker_config import BrokerConfig
-from service.errors import InvalidInputError
+from service.shell.cli import main
 from tests.service.broker_layout import METADATA_DIR, RECORDS_PER_PARTITION, make_broker_dirs, snapshot
 from tests.service.test_serve import READY, REPO, Serve
 

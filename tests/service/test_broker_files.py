@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.cli import main
-from service.clock import SystemClock
+from service.base.clock import SystemClock
+from service.shell.cli import main
 from service.storage.control import encode_end_txn_marker_batch
 from service.storage.leader_epoch_checkpoint import EpochEntry, read_leader_epoch_checkpoint
 from service.storage.log_config import LogConfig

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
+from service.shell.cli import main
 from service.storage.compression import CompressionType
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
-from service.clock import SystemClock
+from service.base.clock import SystemClock
+from service.shell.cli import main
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record
@@ -234,9 +234,10 @@ def test_inspections_import_neither_the_cleaner_nor_gen_nor_dump(tmp_path: Path)
     make_logs(tmp_path, age_ms=DAY_MS)
     script = (
         "import json, sys\n"
-        "from service.cli import main\n"
+        "from service.shell.cli import main\n"
         "code = main(sys.argv[1:])\n"
-        "heavy = ['cleaner.engine', 'service.tools.gen', 'service.tools.dump', 'service.daemon']\n"
+        "heavy = ['cleaner.engine', 'service.shell.tools.gen', 'service.shell.tools.dump',"
+        " 'service.shell.daemon']\n"
         "print(json.dumps({'code': code, 'imported': [m for m in heavy if m in sys.modules]}))\n"
     )
     for command in (["explain", "--json"], ["retention", "--dry-run"]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 
-from service.collector import collector_paused
+from service.core.collector import collector_paused
 
 
 def test_the_collector_is_paused_inside_and_resumes_after() -> None:

@@ -1,6 +1,6 @@
-"""``service.node`` is the one composition root: no other module of the four packages constructs the
+"""``service.shell.node`` is the one composition root: no other module of the four packages constructs the
 process's parts (the LogManager, the cleaner, the scheduler, the engine, the metadata, the metrics, the
-API). The daemon and the offline commands build them through ``service.node``'s functions."""
+API). The daemon and the offline commands build them through ``service.shell.node``'s functions."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent.parent.parent
 _PACKAGES = ("service", "api", "cleaner", "scheduler")
-_COMPOSITION_ROOT = Path("service/node.py")
+_COMPOSITION_ROOT = Path("service/shell/node.py")
 _PARTS = frozenset(
     {
         "LogManager",

@@ -1,5 +1,6 @@
-"""``service.cpus``: the CPUs this process may keep busy, a cgroup CPU quota included (v1 and v2), read from
-cgroup trees written under a temporary folder as the kernel lays them out, and from this machine's own."""
+"""``service.core.cpus``: the CPUs this process may keep busy, a cgroup CPU quota included (v1 and v2), read
+from cgroup trees written under a temporary folder as the kernel lays them out, and from this machine's
+own."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from service.cpus import cgroup_cpu_limit, usable_cpus
+from service.core.cpus import cgroup_cpu_limit, usable_cpus
 
 
 def write(path: Path, text: str) -> None:
@@ -117,7 +118,7 @@ def test_a_process_in_a_cgroup_limited_to_one_cpu_may_use_one() -> None:
         moved_then_counted = (
             "import os, pathlib, sys\n"
             "pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\n"
-            "from service.cpus import usable_cpus\n"
+            "from service.core.cpus import usable_cpus\n"
             "print(usable_cpus())\n"
         )
         done = subprocess.run(

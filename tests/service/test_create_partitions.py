@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from service.clock import ManualClock
-from service.errors import InvalidInputError, NotFoundError
-from service.log_manager import LogManager
+from service.base.clock import ManualClock
+from service.base.errors import InvalidInputError, NotFoundError
+from service.core.log_manager import LogManager
+from service.core.tasks import ManualTaskScheduler
 from service.storage.log_config import LogConfig
-from service.tasks import ManualTaskScheduler
 
 
 def manager(tmp_path: Path, clock: ManualClock) -> LogManager:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from service.config.broker_config import BrokerConfig
-from service.daemon import Daemon
+from service.shell.daemon import Daemon
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.records import Record

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
-from service.daemon import Daemon
-from service.node import TOPIC_CONFIG_REFRESH_MS
+from service.shell.daemon import Daemon
+from service.shell.node import TOPIC_CONFIG_REFRESH_MS
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
 

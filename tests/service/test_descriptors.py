@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
-from service.clock import ManualClock
+from service.base.clock import ManualClock
+from service.shell.cli import main
 from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from service.cleanable import UncleanableBound, cleanable_range, log_to_clean
-from service.clock import ManualClock
-from service.explain import explain_partition
-from service.retention import RetentionReason, explain_retention
+from service.base.clock import ManualClock
+from service.base.wording import utc_date
+from service.core.cleanable import UncleanableBound, cleanable_range, log_to_clean
+from service.core.explain import explain_partition
+from service.core.retention import RetentionReason, explain_retention
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from service.wording import utc_date
 from tests.service.retention_helpers import (
     START_MS,
     append_keyed,

@@ -1,5 +1,5 @@
 """``partition_bytes``: every byte of a log's segments under exactly one reason (the rule of
-``service.held_bytes``), and ``summary_document`` adding the partitions up."""
+``service.core.held_bytes``), and ``summary_document`` adding the partitions up."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from service.clock import ManualClock
-from service.held_bytes import PartitionBytes, partition_bytes
-from service.key_sketch import KeySketch, SegmentSketch
-from service.retention import explain_log_retention
-from service.sketch_file import SKETCH_FILE, read_sketch_file, write_sketch_file
+from service.base.clock import ManualClock
+from service.core.held_bytes import PartitionBytes, partition_bytes
+from service.core.key_sketch import KeySketch, SegmentSketch
+from service.core.retention import explain_log_retention
+from service.core.sketch_file import SKETCH_FILE, read_sketch_file, write_sketch_file
+from service.core.summary import summary_document, unloaded_dir_parts
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 from service.storage.segment import LogSegment
-from service.summary import summary_document, unloaded_dir_parts
 from tests.service.retention_helpers import START_MS, append_plain, bases, new_partition_log
 
 NewLog = Callable[..., PartitionLog]

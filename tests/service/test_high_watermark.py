@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
-from service.clock import SystemClock
+from service.base.clock import SystemClock
+from service.shell.cli import main
 from service.storage.checkpoints import decode_checkpoint
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
@@ -161,7 +161,7 @@ def test_a_brokers_dir_without_the_file_keeps_everything(
 def test_the_cleaner_stops_at_the_segment_holding_the_high_watermark(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: str
 ) -> None:
-    """Both engines clean the range the cleaner manager plans (``service.cleanable``)."""
+    """Both engines clean the range the cleaner manager plans (``service.core.cleanable``)."""
     log_dir = make_broker_dir(tmp_path / "logs", "t")
     cleaner = explain_t0(capsys, log_dir, policy="compact")["cleaner"]
     assert isinstance(cleaner, dict)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.metadata.log_writer import MetadataRecordSpec
 from service.metadata.records import PARTITION_CHANGE_RECORD_KEY
+from service.shell.cli import main
 from service.storage.checkpoints import encode_checkpoint
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir

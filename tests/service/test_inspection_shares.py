@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-import service.tools.log_commands as log_commands
-from service.cli import main
-from service.errors import LogDirOfflineError, NotFoundError
-from service.reports import explain_partitions
-from service.tools.shares import PARTITIONS_PER_PROCESS, process_count
+import service.shell.tools.log_commands as log_commands
+from service.base.errors import LogDirOfflineError, NotFoundError
+from service.core.reports import explain_partitions
+from service.shell.cli import main
+from service.shell.tools.shares import PARTITIONS_PER_PROCESS, process_count
 from tests.service.test_read_only_commands import make_old_logs, snapshot
 
 INSPECTIONS = [

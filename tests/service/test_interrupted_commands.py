@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.config.topic_store import TOPIC_CONFIGS_FILE
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import read_clean_shutdown_marker

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from service.config.broker_config import BrokerConfig
-from service.daemon import Daemon
+from service.shell.daemon import Daemon
 from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.log_config import LogConfig
 from tests.service.stop_helpers import api_url, fetch_all
@@ -156,7 +156,7 @@ def test_readyz_answers_503_as_soon_as_the_stop_signal_arrives(tmp_path: Path) -
 _HUNG_TASK_DAEMON = """
 import signal, sys, threading
 from service.config.broker_config import BrokerConfig
-from service.daemon import Daemon
+from service.shell.daemon import Daemon
 broker, _ = BrokerConfig.from_properties({
     "log.dirs": sys.argv[1], "api.port": "0", "scheduler.initial.delay.ms": "0",
     "log.cleaner.engine": "in-process", "shutdown.timeout.ms": sys.argv[2],

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from service.clock import ManualClock
-from service.errors import ConflictError, InvalidInputError, NotFoundError
-from service.log_manager import LogManager, LogManagerSettings
-from service.retention import RetentionReason
+from service.base.clock import ManualClock
+from service.base.errors import ConflictError, InvalidInputError, NotFoundError
+from service.core.log_manager import LogManager, LogManagerSettings
+from service.core.retention import RetentionReason
+from service.core.tasks import ManualTaskScheduler
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
@@ -25,7 +26,6 @@ from service.storage.log_files import (
 )
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from service.tasks import ManualTaskScheduler
 from tests.service.retention_helpers import START_MS, append_plain, log_config
 
 MakeManager = Callable[..., LogManager]

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from service.clock import ManualClock
-from service.errors import ConflictError, LogClosedError, LogDirOfflineError
-from service.log_manager import LogManager, LogManagerSettings
+from service.base.clock import ManualClock
+from service.base.errors import ConflictError, LogClosedError, LogDirOfflineError
+from service.core.log_manager import LogManager, LogManagerSettings
+from service.core.tasks import ManualTaskScheduler
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from service.tasks import ManualTaskScheduler
 
 MakeManager = Callable[..., LogManager]
 

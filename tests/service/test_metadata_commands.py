@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
 from service.config.broker_config import BrokerConfig
-from service.daemon import Daemon
 from service.metadata.source import MetadataSource
-from service.node import TOPIC_CONFIG_REFRESH_MS
+from service.shell.cli import main
+from service.shell.daemon import Daemon
+from service.shell.node import TOPIC_CONFIG_REFRESH_MS
 from service.storage.partition_metadata import new_topic_id, write_partition_metadata
 from service.storage.topic_partition import TopicPartition
 from tests.service.metadata.metadata_helpers import (
@@ -243,7 +243,7 @@ def test_a_running_daemon_keeps_the_configs_it_read_when_the_metadata_log_turns_
         data = bytearray(segment.read_bytes())
         data[40] ^= 0x01
         segment.write_bytes(bytes(data))
-        with caplog.at_level(logging.ERROR, logger="service.daemon"):
+        with caplog.at_level(logging.ERROR, logger="service.shell.daemon"):
             daemon.refresh_topic_configs()
             daemon.refresh_topic_configs()  # the same error again: logged once
         assert log.config.is_compacted, "the configs read before stay"
@@ -278,7 +278,7 @@ def test_a_running_daemon_warns_of_a_live_topic_the_metadata_deletes(
     daemon.start()
     try:
         write_segment(tmp_path, [[remove_topic(T_ID)]], base_offset=5)
-        with caplog.at_level(logging.WARNING, logger="service.daemon"):
+        with caplog.at_level(logging.WARNING, logger="service.shell.daemon"):
             daemon.refresh_topic_configs()
             daemon.refresh_topic_configs()
         warnings = [

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import remove_clean_shutdown_marker
 from service.storage.log_config import LogConfig

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
-from service.clock import SystemClock
+from service.base.clock import SystemClock
+from service.shell.cli import main
+from service.shell.tools.log_commands import load_config, read_only_log_manager
 from service.storage.dir_lock import LogDirLock
 from service.storage.leader_epoch_checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
@@ -30,7 +31,6 @@ from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.partition_metadata import PARTITION_METADATA_FILE, write_partition_metadata
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from service.tools.log_commands import load_config, read_only_log_manager
 
 REPO = Path(__file__).resolve().parents[2]
 

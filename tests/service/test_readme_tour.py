@@ -210,7 +210,7 @@ def test_the_readmes_claim_of_help_and_json_holds_for_every_command() -> None:
     """ "Every command has --help, and every one but serve has --json": checked against the CLI itself."""
     from click.testing import CliRunner
 
-    from service.cli import cli
+    from service.shell.cli import cli
 
     runner = CliRunner()
     assert "every one but `serve`" in (REPO / "README.md").read_text()

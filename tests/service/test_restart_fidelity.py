@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
-from service.clock import SystemClock
+from service.base.clock import SystemClock
+from service.shell.cli import main
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.partition_metadata import write_partition_metadata

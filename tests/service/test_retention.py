@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from service.clock import ManualClock
-from service.log_manager import LogManager, LogManagerSettings
-from service.retention import RetentionReason, explain_log_retention, plan_retention
+from service.base.clock import ManualClock
+from service.core.log_manager import LogManager, LogManagerSettings
+from service.core.retention import RetentionReason, explain_log_retention, plan_retention
+from service.core.tasks import ManualTaskScheduler
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.records import Record
-from service.tasks import ManualTaskScheduler
 from tests.service.retention_helpers import (
     START_MS,
     append_keyed,

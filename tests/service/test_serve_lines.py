@@ -78,8 +78,8 @@ def test_serve_warns_of_a_value_ending_in_what_looks_like_a_comment(tmp_path: Pa
     assert code == 0, stderr
     [warning] = stderr.splitlines()
     assert (
-        f"WARNING service.tools.log_commands: config file {config}, line 2: the value of 'spark.app.name'"
-        in warning
+        f"WARNING service.shell.tools.log_commands: config file {config}, line 2: "
+        "the value of 'spark.app.name'" in warning
     )
 
 

@@ -12,13 +12,13 @@ import httpx
 import pytest
 
 from scheduler.log_scheduler import LogScheduler
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.config.topic_store import TopicConfigStore
-from service.log_manager import LogManager
+from service.core.log_manager import LogManager
+from service.shell.tools.gen import GenOptions, generate
 from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.log_config import LogConfig
 from service.storage.topic_partition import TopicPartition
-from service.tools.gen import GenOptions, generate
 from tests.service.stop_helpers import (
     api_url,
     copies_of_one_partition,

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from service.config.topic_store import TopicConfigStore
-from service.tools.gen import GenOptions, generate
+from service.shell.tools.gen import GenOptions, generate
 from tests.service.stop_helpers import (
     Served,
     api_url,

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
+from service.core.stray_replicas import KnownTopics, ReplicaDir, find_stray_replicas, survey_replica_dirs
+from service.shell.cli import main
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log_files import RECOVERY_POINT_CHECKPOINT
 from service.storage.partition_metadata import new_topic_id, read_partition_metadata, write_partition_metadata
 from service.storage.topic_partition import TopicPartition
-from service.stray_replicas import KnownTopics, ReplicaDir, find_stray_replicas, survey_replica_dirs
 from tests.api.conftest import assert_problem, serve_daemon
 
 OLD_MS = 1_000_000  # 1970: every segment is past any retention.ms

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from service.cli import main
-from service.compaction_estimate import SegmentSketches, round_segments
-from service.summary import summary_parts
-from service.tools.log_commands import load_config, read_only_log_manager
+from service.core.compaction_estimate import SegmentSketches, round_segments
+from service.core.summary import summary_parts
+from service.shell.cli import main
+from service.shell.tools.log_commands import load_config, read_only_log_manager
 
 ENGINE = ("--override", "log.cleaner.engine=in-process")
 

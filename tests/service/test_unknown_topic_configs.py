@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
+from service.shell.cli import main
 from tests.service.high_watermark_helpers import make_broker_dir
 
 KRAFT_META = "version=1\ncluster.id=Some4ClusterId5Here6789\nnode.id=1\ndirectory.id=3fNQ6pvRSGGDTeXOZeMULw\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
+from service.shell.cli import main
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import (
     read_clean_shutdown_marker,

@@ -8,7 +8,7 @@ from importlib.metadata import version
 
 import pytest
 
-from service.cli import main
+from service.shell.cli import main
 
 
 def test_version_prints_the_release_and_the_kafka_log_format() -> None:

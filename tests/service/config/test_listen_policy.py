@@ -13,7 +13,7 @@ import pytest
 from service.config.broker_config import BrokerConfig
 from service.config.definitions import InvalidConfigError
 from service.config.listen_policy import check_listen_policy, is_loopback_host
-from service.daemon import Daemon
+from service.shell.daemon import Daemon
 
 REPO = Path(__file__).resolve().parents[3]
 

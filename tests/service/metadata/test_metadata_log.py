@@ -12,7 +12,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.metadata.image import MetadataImage, MetadataImageBuilder
 from service.metadata.log_reader import find_metadata_log, read_metadata_log
 from service.metadata.log_writer import MetadataRecordSpec, encode_control_batch

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.records import decode_batch

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import ConflictError
+from service.base.errors import ConflictError
 from service.storage.dir_lock import LogDirLock
 from service.storage.log_files import LOCK_FILE
 
@@ -36,7 +36,7 @@ sys.stdin.read()
 _TRY_LOCK = """
 import sys
 from pathlib import Path
-from service.errors import ConflictError
+from service.base.errors import ConflictError
 from service.storage.dir_lock import LogDirLock
 try:
     with LogDirLock(Path(sys.argv[1])):

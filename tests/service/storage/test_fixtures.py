@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.compression import CompressionType
 from service.storage.records import RecordBatch, TimestampType, iter_batches
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from service.clock import ManualClock
-from service.errors import InvalidInputError
+from service.base.clock import ManualClock
+from service.base.errors import InvalidInputError
 from service.storage.checkpoints import decode_checkpoint, encode_checkpoint
 from service.storage.clean_shutdown import remove_clean_shutdown_marker
 from service.storage.high_watermark_checkpoint import read_high_watermarks, write_high_watermark_checkpoint

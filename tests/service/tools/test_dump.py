@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from service.cli import main
-from service.clock import ManualClock
+from service.base.clock import ManualClock
+from service.shell.cli import main
+from service.shell.tools.dump_readers import file_kind
 from service.storage.checkpoints import encode_checkpoint
 from service.storage.clean_shutdown import write_clean_shutdown_marker
 from service.storage.compression import CompressionType
@@ -28,7 +29,6 @@ from service.storage.time_index import encode_entries as encode_time_entries
 from service.storage.topic_partition import TopicPartition
 from service.storage.txn_index import AbortedTxn
 from service.storage.txn_index import encode_entries as encode_txn_entries
-from service.tools.dump_readers import file_kind
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-written"
 NOW_MS = 1_700_000_000_000

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from service.cli import main
+from service.shell.cli import main
 from service.storage.leader_epoch_checkpoint import EpochEntry, write_leader_epoch_checkpoint
 from service.storage.partition_metadata import write_partition_metadata
 from service.storage.producer_snapshot import ProducerSnapshotEntry, write_snapshot

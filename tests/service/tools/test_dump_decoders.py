@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from service.cli import main
+from service.shell.cli import main
 from service.storage.records import Record, encode_batch
 
 NOW_MS = 1_700_000_000_000

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from service.cli import main
 from service.metadata.log_writer import MetadataRecordSpec
+from service.shell.cli import main
 from service.storage.partition_metadata import new_topic_id
 from service.storage.records import Record, encode_batch
 from tests.service.metadata.metadata_helpers import (

@@ -13,10 +13,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.cli import main
-from service.clock import ManualClock
+from service.base.clock import ManualClock
+from service.base.errors import ConflictError, InvalidInputError
 from service.config.topic_store import TOPIC_CONFIGS_FILE, TopicConfigStore
-from service.errors import ConflictError, InvalidInputError
+from service.shell.cli import main
+from service.shell.tools.gen import (
+    IDEMPOTENT_PRODUCER_ID,
+    TRANSACTIONAL_PRODUCER_ID,
+    GenOptions,
+    encode_records_area,
+    generate,
+)
+from service.shell.tools.gen_command import _SHARED_OPTIONS, _WORKLOAD_OPTIONS, gen_command
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.compression import CompressionType
@@ -28,14 +36,6 @@ from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record, RecordBatch, decode_records, encode_records
 from service.storage.topic_partition import TopicPartition
 from service.storage.txn_index import decode_entries
-from service.tools.gen import (
-    IDEMPOTENT_PRODUCER_ID,
-    TRANSACTIONAL_PRODUCER_ID,
-    GenOptions,
-    encode_records_area,
-    generate,
-)
-from service.tools.gen_command import _SHARED_OPTIONS, _WORKLOAD_OPTIONS, gen_command
 
 NOW_MS = 1_700_000_000_000
 

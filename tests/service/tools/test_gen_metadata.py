@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
 from service.metadata.source import MetadataSource
+from service.shell.cli import main
 from service.storage.partition_metadata import new_topic_id, read_partition_metadata
 from tests.service.metadata.metadata_helpers import metadata_dir, topic, write_segment, write_snapshot
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import InvalidInputError
+from service.base.errors import InvalidInputError
+from service.shell.tools.coordinator_steps import coordinator_partition
+from service.shell.tools.gen_offsets import OffsetsWorkload
 from service.storage.coordinator_records import decode_offsets_record
-from service.tools.coordinator_steps import coordinator_partition
-from service.tools.gen_offsets import OffsetsWorkload
 from tests.service.tools.coordinator_helpers import (
     SPREAD_MS,
     START_MS,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import InvalidInputError
+from service.base.errors import InvalidInputError
+from service.shell.tools.coordinator_steps import coordinator_partition
+from service.shell.tools.gen_txn_state import TransactionStateWorkload, TxnStatus
 from service.storage.coordinator_records import decode_transaction_log_record
-from service.tools.coordinator_steps import coordinator_partition
-from service.tools.gen_txn_state import TransactionStateWorkload, TxnStatus
 from tests.service.tools.coordinator_helpers import generate as generate_workload
 from tests.service.tools.coordinator_helpers import latest_per_key, records_per_partition, run
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
+from service.shell.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
 documents = st.recursive(
