@@ -16,9 +16,8 @@ from cleaner.compaction.txn_metadata import CleanedTransactionMetadata
 from service.base.clock import ManualClock
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
-from service.storage.log_config import LogConfig
 from service.storage.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
-from tests.cleaner.helpers import LONG_MAX, compact_config, keyed, keys
+from tests.cleaner.helpers import LONG_MAX, compact_config, keyed, keys, recover_and_check
 
 
 def fill(log: PartitionLog) -> None:
@@ -58,16 +57,6 @@ def add_suffix(log_dir: Path, base_offset: int, suffix: str) -> None:
         path = log_dir / (stem + ext)
         if path.exists():
             os.replace(path, str(path) + suffix)
-
-
-def recover_and_check(
-    directory: Path, config: LogConfig, clock: ManualClock, expected: list[int]
-) -> PartitionLog:
-    log = load_partition_log(directory, config, clock=clock).log
-    assert keys(log) == expected
-    names = [p.name for p in directory.iterdir()]
-    assert not [n for n in names if n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX))]
-    return log
 
 
 def test_recovery_after_crash(log_dir: Path, clock: ManualClock) -> None:

@@ -30,7 +30,7 @@ from service.base.clock import ManualClock
 from service.core.engine_choice import EngineChoice, EngineRates, EngineReason, cluster_cores
 from service.storage.log import PartitionLog
 from tests.cleaner.helpers import keyed, new_log
-from tests.service.test_serve import READY, Serve
+from tests.service.serve_process import READY, Serve
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ from cleaner.pool.round import engine_round, engine_rounds
 from cleaner.pool.worker import JobSharing
 from service.core.cleanable import log_to_clean
 from service.storage.log import PartitionLog
-from tests.cleaner.test_log_cleaner import Env, write_keys
+from tests.cleaner.helpers import Env, write_keys
 
 
 @pytest.fixture

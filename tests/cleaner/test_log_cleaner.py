@@ -11,59 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from cleaner.engine import InProcessEngine
 from cleaner.pool.log_cleaner import LogCleaner
 from cleaner.pool.manager import Candidate
 from cleaner.pool.worker import RoundOutcome
-from service.base.clock import SystemClock
 from service.base.errors import ConflictError, NotFoundError
-from service.config.broker_config import BrokerConfig
-from service.config.topic_store import TopicConfigStore
-from service.core.tasks import DeferredTasks
-from service.shell.node import build_compacted_log_manager, build_log_cleaner
-from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-
-BROKER_DEFAULTS = {
-    "log.cleanup.policy": "compact",
-    "log.segment.bytes": "1024",
-    "log.cleaner.backoff.ms": "20",
-    "log.cleaner.engine": "in-process",
-}
-
-
-class Env:
-    """A LogManager over one temp log dir (compacted by default) and a cleaner pool built as the daemon
-    builds it; ``deleted`` collects the delayed file deletions."""
-
-    def __init__(self, log_dir: Path, **overrides: str) -> None:
-        self.log_dir = log_dir
-        props = {"log.dirs": str(log_dir), **BROKER_DEFAULTS, **overrides}
-        self.broker, _ = BrokerConfig.from_properties(props)
-        self.tasks = DeferredTasks()
-        self.store = TopicConfigStore([log_dir])
-        self.manager, self.cleaning = build_compacted_log_manager(
-            self.broker, self.store, clock=SystemClock(), scheduler=self.tasks
-        )
-        self.manager.startup()
-        self.engine = InProcessEngine(self.manager.clock)
-
-    def cleaner(self, threads: int = 1) -> LogCleaner:
-        return build_log_cleaner(
-            self.broker, self.manager, self.cleaning, self.engine, scheduler=self.tasks, threads=threads
-        )
-
-    def topic(self, name: str, partitions: int = 1) -> list[PartitionLog]:
-        return self.manager.create_topic(name, partitions)
-
-    def checkpoints(self) -> dict[TopicPartition, int]:
-        return OffsetCheckpointFile(self.log_dir / "cleaner-offset-checkpoint").read()
-
-    def close(self) -> None:
-        self.tasks.run_all()
-        self.manager.shutdown()
+from tests.cleaner.helpers import Env, write_keys
 
 
 @pytest.fixture
@@ -71,17 +26,6 @@ def env(tmp_path: Path) -> Iterator[Env]:
     environment = Env(tmp_path / "logs")
     yield environment
     environment.close()
-
-
-def write_keys(log: PartitionLog, keys: range, *, rounds: int, tag: str = "v") -> None:
-    """``rounds`` overwrites of every key, one batch per 10 keys."""
-    for r in range(rounds):
-        for start in range(keys.start, keys.stop, 10):
-            batch = [
-                Record(0, -1, b"k%d" % k, f"{tag}{r}-{k}".encode())
-                for k in range(start, min(start + 10, keys.stop))
-            ]
-            log.append_records(batch)
 
 
 def latest_by_key(log: PartitionLog) -> dict[bytes, bytes | None]:

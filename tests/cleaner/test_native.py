@@ -8,11 +8,9 @@ import gzip
 import os
 import random
 import shutil
-import struct
 import subprocess
 import sys
 import time
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -53,7 +51,7 @@ from service.storage.records import (
 )
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn, decode_entries
-from tests.cleaner.helpers import DAY_MS, Producer, compact_config
+from tests.cleaner.helpers import DAY_MS, Producer, compact_config, legacy_message
 
 pytestmark = pytest.mark.skipif(cleaner.native._native is None, reason="cleaner._native is not built")
 
@@ -308,13 +306,6 @@ def plain_log(directory: Path, batches: int = 6) -> list[LogSegment]:
         LogSegment(directory, 0, config=config, created_ms=START, size_bytes=path.stat().st_size),
         LogSegment(directory, batches, config=config, created_ms=START, size_bytes=0),
     ]
-
-
-def legacy_message(offset: int) -> bytes:
-    """A magic 0 message (its own message set) with a valid zlib CRC-32: real, but unsupported."""
-    body = struct.pack(">bbii", 0, 0, -1, 1) + b"v"
-    message = struct.pack(">I", zlib.crc32(body)) + body
-    return struct.pack(">qi", offset, len(message)) + message
 
 
 def undecodable_lz4_batch(offset: int) -> bytes:

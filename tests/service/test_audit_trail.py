@@ -18,9 +18,8 @@ from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
+from tests.service.serve_process import Serve, free_port
 from tests.service.stop_helpers import wait_until
-from tests.service.test_serve import Serve
-from tests.service.test_serve_lines import free_port
 
 FAST = (
     "scheduler.initial.delay.ms=100",

@@ -16,7 +16,7 @@ from service.base.errors import InvalidInputError
 from service.config.broker_config import BrokerConfig
 from service.shell.cli import main
 from tests.service.broker_layout import METADATA_DIR, RECORDS_PER_PARTITION, make_broker_dirs, snapshot
-from tests.service.test_serve import READY, REPO, Serve
+from tests.service.serve_process import READY, REPO, Serve
 
 LOADING_COMMANDS = [
     ["retention", "--json"],

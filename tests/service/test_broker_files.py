@@ -21,7 +21,7 @@ from service.storage.partition_metadata import decode_partition_metadata
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
 from service.storage.txn_index import decode_entries
-from tests.service.test_serve import READY, Serve
+from tests.service.serve_process import READY, Serve
 
 SEGMENT_BYTES = 2048
 ABORTING_PRODUCER = 9

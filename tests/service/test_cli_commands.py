@@ -11,26 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from service.base.clock import SystemClock
 from service.shell.cli import main
-from service.storage.log_config import LogConfig
-from service.storage.log_dir import close_log_dir, load_log_dir
-from service.storage.records import Record
-from service.storage.topic_partition import TopicPartition
+from tests.service.cli_logs import DAY_MS, make_logs
 
 REPO = Path(__file__).resolve().parents[2]
-DAY_MS = 86_400_000
-
-
-def make_logs(log_dir: Path, *, age_ms: int, count: int = 20) -> None:
-    """One partition ``t-0`` with ``count`` records of the given age, in 300-byte segments."""
-    (log_dir / "t-0").mkdir(parents=True)
-    loaded = load_log_dir(log_dir, lambda _t: LogConfig(segment_bytes=300), clock=SystemClock())
-    log = loaded.logs[TopicPartition("t", 0)]
-    stamp = SystemClock().now_ms() - age_ms
-    for i in range(count):
-        log.append_records([Record(0, stamp, b"k%d" % i, b"v%d" % i)])
-    close_log_dir(loaded)
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

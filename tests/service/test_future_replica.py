@@ -19,7 +19,7 @@ from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record
 from tests.api.conftest import serve_daemon
-from tests.service.test_read_only_commands import snapshot
+from tests.service.cli_logs import snapshot
 
 DAY_MS = 86_400_000
 

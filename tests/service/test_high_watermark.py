@@ -19,6 +19,7 @@ from service.storage.checkpoints import decode_checkpoint
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.topic_partition import TopicPartition
+from tests.service.cli_logs import snapshot
 from tests.service.high_watermark_helpers import (
     FUTURE,
     FUTURE_HIGH_WATERMARK,
@@ -29,7 +30,6 @@ from tests.service.high_watermark_helpers import (
     make_broker_dir,
     read_high_watermark_file,
 )
-from tests.service.test_read_only_commands import snapshot
 
 T0 = TopicPartition("t", 0)
 EXPIRED_BASES = [0, 150, 300, 450]

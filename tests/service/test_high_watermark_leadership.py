@@ -24,8 +24,7 @@ from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.partition_files import create_partition_metadata
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from tests.service.metadata.metadata_helpers import NODE_ID, partition, topic, write_segment
-from tests.service.metadata.test_metadata_log import read_image
+from tests.service.metadata.metadata_helpers import NODE_ID, partition, read_image, topic, write_segment
 
 RECORDS = 30
 OTHER = 2  # another broker

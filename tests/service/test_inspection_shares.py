@@ -19,7 +19,7 @@ from service.base.errors import LogDirOfflineError, NotFoundError
 from service.core.reports import explain_partitions
 from service.shell.cli import main
 from service.shell.tools.shares import PARTITIONS_PER_PROCESS, process_count
-from tests.service.test_read_only_commands import make_old_logs, snapshot
+from tests.service.cli_logs import make_old_logs, snapshot
 
 INSPECTIONS = [
     ["explain", "--json"],

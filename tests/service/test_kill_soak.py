@@ -35,9 +35,15 @@ import httpx
 import pytest
 
 from service.config.topic_store import TopicConfigStore
-from tests.service.stop_helpers import api_url, fetch_all
-from tests.service.test_serve import READY, Serve
-from tests.service.test_stop_random import COMPACTED_PARTITIONS, Acknowledged, produce_until, workload
+from tests.service.serve_process import READY, Serve
+from tests.service.stop_helpers import (
+    COMPACTED_PARTITIONS,
+    Acknowledged,
+    api_url,
+    fetch_all,
+    produce_until,
+    workload,
+)
 
 logger = logging.getLogger(__name__)
 

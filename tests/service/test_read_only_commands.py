@@ -8,7 +8,6 @@ missing log dir: that is exit 2 naming it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -17,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from service.base.clock import SystemClock
 from service.shell.cli import main
 from service.shell.tools.log_commands import load_config, read_only_log_manager
 from service.storage.dir_lock import LogDirLock
@@ -26,41 +24,14 @@ from service.storage.leader_epoch_checkpoint import (
     EpochEntry,
     write_leader_epoch_checkpoint,
 )
-from service.storage.log_config import LogConfig
-from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.partition_metadata import PARTITION_METADATA_FILE, write_partition_metadata
-from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
+from tests.service.cli_logs import make_old_logs, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 
 DAY_MS = 86_400_000
 READ_ONLY_COMMANDS = [["explain", "--json"], ["retention", "--dry-run", "--json"]]
-
-
-def make_old_logs(log_dir: Path, partitions: int = 2, records: int = 30) -> None:
-    """Partitions ``t-N`` of 10-day-old records in 300-byte segments: time retention deletes most."""
-    for p in range(partitions):
-        (log_dir / f"t-{p}").mkdir(parents=True)
-    loaded = load_log_dir(log_dir, lambda _t: LogConfig(segment_bytes=300), clock=SystemClock())
-    stamp = SystemClock().now_ms() - 10 * DAY_MS
-    for p in range(partitions):
-        log = loaded.logs[TopicPartition("t", p)]
-        for i in range(records):
-            log.append_records([Record(0, stamp, b"k%d" % i, b"v%d" % i)])
-    close_log_dir(loaded)
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every path below ``root`` with its content hash (dirs as "dir")."""
-    result: dict[str, str] = {}
-    for directory, dirs, files in os.walk(root):
-        for name in dirs:
-            result[os.path.relpath(os.path.join(directory, name), root)] = "dir"
-        for name in files:
-            path = Path(directory, name)
-            result[os.path.relpath(path, root)] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return result
 
 
 def make_unclean(log_dir: Path) -> None:

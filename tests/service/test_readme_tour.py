@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.service.test_serve import READY, Serve
+from tests.service.serve_process import READY, Serve
 
 REPO = Path(__file__).resolve().parents[2]
 README_LOG_DIR = "/tmp/logs"

@@ -15,7 +15,7 @@ from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.partition_metadata import write_partition_metadata
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from tests.service.test_serve import READY, Serve
+from tests.service.serve_process import READY, Serve
 
 OVERRIDES = ("log.cleanup.policy=compact", "log.cleaner.enable=false", "log.segment.bytes=500")
 TXN_FIRST_OFFSET = 10

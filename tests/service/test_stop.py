@@ -19,6 +19,7 @@ from service.shell.tools.gen import GenOptions, generate
 from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.log_config import LogConfig
 from service.storage.topic_partition import TopicPartition
+from tests.service.serve_process import READY, Serve, write_log
 from tests.service.stop_helpers import (
     api_url,
     copies_of_one_partition,
@@ -27,7 +28,6 @@ from tests.service.stop_helpers import (
     records_on_disk,
     wait_until,
 )
-from tests.service.test_serve import READY, Serve, write_log
 
 BIG = TopicPartition("big", 0)
 

@@ -23,7 +23,7 @@ from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from tests.cleaner.test_native import legacy_message
+from tests.cleaner.helpers import legacy_message
 
 T0, T1, MOVED = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("moved", 3)
 HW_FILE = "replication-offset-checkpoint"
