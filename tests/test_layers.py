@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import re
 import tomllib
-from pathlib import Path
 
 import grimp
 
-_ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import REPO as _ROOT
+
 _PACKAGES = ("service", "api", "cleaner", "scheduler")
 
 

@@ -27,8 +27,8 @@ from cleaner.native import NativeKeyMap, is_spilling
 from service.base.clock import ManualClock
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 NOW_MS = 1_400_000_000_000
 
 

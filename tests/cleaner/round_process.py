@@ -32,8 +32,7 @@ from service.storage.log import PartitionLog
 from service.storage.segment import LogSegment
 from tests.cleaner.helpers import compact_config
 from tests.cleaner.kill_points import KillPoint, report_renames
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
 
 
 def install(kill: KillPoint) -> None:

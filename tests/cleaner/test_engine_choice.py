@@ -30,9 +30,8 @@ from service.base.clock import ManualClock
 from service.core.engine_choice import EngineChoice, EngineRates, EngineReason, cluster_cores
 from service.storage.log import PartitionLog
 from tests.cleaner.helpers import keyed, new_log
+from tests.paths import REPO
 from tests.service.serve_process import READY, Serve
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_auto_picks_spark_from_the_threshold_on() -> None:

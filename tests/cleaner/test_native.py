@@ -52,6 +52,7 @@ from service.storage.records import (
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn, decode_entries
 from tests.cleaner.helpers import DAY_MS, Producer, compact_config, legacy_message
+from tests.paths import REPO
 
 pytestmark = pytest.mark.skipif(cleaner.native._native is None, reason="cleaner._native is not built")
 
@@ -59,7 +60,6 @@ KEYS = [b"a", b"b", b"c", b"twelve-bytes", b"longer-than-the-twelve-inline-bytes
 PRODUCERS = [1, 2, 3]
 IDEMPOTENT = [7, 8]  # producers outside transactions: their batches carry a producer id and sequences
 START = 1_400_000_000_000
-REPO = Path(__file__).resolve().parents[2]
 
 
 class Op(NamedTuple):

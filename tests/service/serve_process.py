@@ -19,8 +19,7 @@ from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
 
 
 class Serve:

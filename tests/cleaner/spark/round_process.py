@@ -32,8 +32,7 @@ from service.base.clock import ManualClock
 from service.storage.loader import load_partition_log
 from tests.cleaner.helpers import compact_config
 from tests.cleaner.kill_points import KillPoint, report_renames
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
 
 
 def install(kill: KillPoint) -> None:

@@ -14,8 +14,7 @@ from service.config.broker_config import BrokerConfig
 from service.config.definitions import InvalidConfigError
 from service.config.listen_policy import check_listen_policy, is_loopback_host
 from service.shell.daemon import Daemon
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
 
 
 def serve(log_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:

@@ -18,6 +18,7 @@ from service.metadata.log_writer import MetadataRecordSpec, encode_control_batch
 from service.storage.control import ControlRecordType
 from service.storage.partition_metadata import new_topic_id
 from service.storage.records import peek_batch_size
+from tests.paths import FIXTURES
 from tests.service.metadata.metadata_helpers import (
     NOW_MS,
     broker_config,
@@ -32,7 +33,6 @@ from tests.service.metadata.metadata_helpers import (
     write_snapshot,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-written"
 ORDERS_ID, AUDIT_ID = new_topic_id(), new_topic_id()
 
 

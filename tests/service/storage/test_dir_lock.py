@@ -15,8 +15,7 @@ import pytest
 from service.base.errors import ConflictError
 from service.storage.dir_lock import LogDirLock
 from service.storage.log_files import LOCK_FILE
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from tests.paths import REPO as REPO_ROOT
 
 # Holds a lock on argv[1] until stdin closes. argv[2]: "logcleaner" (LogDirLock) or "kafka" (a POSIX
 # record lock only, which is what Java's FileChannel.tryLock takes on Linux).

@@ -26,9 +26,8 @@ from service.storage.leader_epoch_checkpoint import (
 )
 from service.storage.partition_metadata import PARTITION_METADATA_FILE, write_partition_metadata
 from service.storage.topic_partition import TopicPartition
+from tests.paths import REPO
 from tests.service.cli_logs import make_old_logs, snapshot
-
-REPO = Path(__file__).resolve().parents[2]
 
 DAY_MS = 86_400_000
 READ_ONLY_COMMANDS = [["explain", "--json"], ["retention", "--dry-run", "--json"]]

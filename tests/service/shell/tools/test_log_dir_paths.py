@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
 
 
 @pytest.mark.parametrize("command", [["explain"], ["retention", "--dry-run"], ["clean"], ["serve"]])

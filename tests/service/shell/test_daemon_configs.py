@@ -13,8 +13,7 @@ from service.shell.daemon import Daemon
 from service.shell.node import TOPIC_CONFIG_REFRESH_MS
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
 
 
 def test_a_cleanup_policy_change_moves_the_log_between_retention_owners(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from service.shell.daemon import Daemon
 from service.shell.node import TOPIC_CONFIG_REFRESH_MS
 from service.storage.partition_metadata import new_topic_id, write_partition_metadata
 from service.storage.topic_partition import TopicPartition
+from tests.paths import REPO
 from tests.service.cli_logs import DAY_MS, make_logs
 from tests.service.metadata.metadata_helpers import (
     broker_config,
@@ -28,7 +29,6 @@ from tests.service.metadata.metadata_helpers import (
     topic_config,
     write_segment,
 )
-from tests.service.serve_process import REPO
 
 T_ID = new_topic_id()
 

@@ -14,9 +14,8 @@ from service.config.topic_store import TopicConfigStore
 from service.metadata.source import MetadataSource
 from service.shell.cli import main
 from service.storage.partition_metadata import new_topic_id, read_partition_metadata
+from tests.paths import FIXTURES
 from tests.service.metadata.metadata_helpers import metadata_dir, topic, write_segment, write_snapshot
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-written"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

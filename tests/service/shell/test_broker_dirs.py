@@ -15,8 +15,9 @@ import pytest
 from service.base.errors import InvalidInputError
 from service.config.broker_config import BrokerConfig
 from service.shell.cli import main
+from tests.paths import REPO
 from tests.service.broker_layout import METADATA_DIR, RECORDS_PER_PARTITION, make_broker_dirs, snapshot
-from tests.service.serve_process import READY, REPO, Serve
+from tests.service.serve_process import READY, Serve
 
 LOADING_COMMANDS = [
     ["retention", "--json"],

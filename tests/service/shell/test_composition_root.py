@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parent.parent.parent
+from tests.paths import REPO as _ROOT
+
 _PACKAGES = ("service", "api", "cleaner", "scheduler")
 _COMPOSITION_ROOT = Path("service/shell/node.py")
 _PARTS = frozenset(

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from service.shell.cli import main
+from tests.paths import REPO
 from tests.service.cli_logs import DAY_MS, make_logs
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

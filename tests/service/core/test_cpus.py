@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from service.core.cpus import cgroup_cpu_limit, usable_cpus
+from tests.paths import REPO
 
 
 def write(path: Path, text: str) -> None:
@@ -126,7 +127,7 @@ def test_a_process_in_a_cgroup_limited_to_one_cpu_may_use_one() -> None:
             capture_output=True,
             text=True,
             check=True,
-            cwd=Path(__file__).resolve().parents[2],
+            cwd=REPO,
         )
     finally:
         directory.rmdir()

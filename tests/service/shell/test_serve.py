@@ -19,7 +19,8 @@ from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from tests.service.serve_process import READY, REPO, Serve, write_log
+from tests.paths import REPO
+from tests.service.serve_process import READY, Serve, write_log
 
 
 @pytest.mark.slow

@@ -12,8 +12,8 @@ from service.base.errors import InvalidInputError
 from service.shell.tools.coordinator_steps import coordinator_partition
 from service.shell.tools.gen_txn_state import TransactionStateWorkload, TxnStatus
 from service.storage.coordinator_records import decode_transaction_log_record
-from tests.service.tools.coordinator_helpers import generate as generate_workload
-from tests.service.tools.coordinator_helpers import latest_per_key, records_per_partition, run
+from tests.service.shell.tools.coordinator_helpers import generate as generate_workload
+from tests.service.shell.tools.coordinator_helpers import latest_per_key, records_per_partition, run
 
 PARTITIONS = 3
 IDS = 12

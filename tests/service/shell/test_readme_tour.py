@@ -25,9 +25,9 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.paths import REPO
 from tests.service.serve_process import READY, Serve
 
-REPO = Path(__file__).resolve().parents[2]
 README_LOG_DIR = "/tmp/logs"
 TOUR_API = "http://127.0.0.1:8080"  # the server's URL in the README's tour
 

@@ -29,8 +29,8 @@ from service.storage.time_index import encode_entries as encode_time_entries
 from service.storage.topic_partition import TopicPartition
 from service.storage.txn_index import AbortedTxn
 from service.storage.txn_index import encode_entries as encode_txn_entries
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-written"
 NOW_MS = 1_700_000_000_000
 
 CONTRACT_BATCH_FIELDS = {

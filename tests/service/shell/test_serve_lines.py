@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import REPO
 from tests.service.serve_process import free_port
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def serve_until_ready_then_stop(log_dirs: list[Path], *flags: str) -> tuple[int, str]:

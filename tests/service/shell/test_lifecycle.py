@@ -24,7 +24,8 @@ from service.config.broker_config import BrokerConfig
 from service.shell.daemon import Daemon
 from service.storage.clean_shutdown import read_clean_shutdown_marker
 from service.storage.log_config import LogConfig
-from tests.service.serve_process import READY, REPO, Serve, write_log
+from tests.paths import REPO
+from tests.service.serve_process import READY, Serve, write_log
 from tests.service.stop_helpers import api_url, fetch_all
 
 

@@ -11,14 +11,14 @@ from service.base.errors import InvalidInputError
 from service.shell.tools.coordinator_steps import coordinator_partition
 from service.shell.tools.gen_offsets import OffsetsWorkload
 from service.storage.coordinator_records import decode_offsets_record
-from tests.service.tools.coordinator_helpers import (
+from tests.service.shell.tools.coordinator_helpers import (
     SPREAD_MS,
     START_MS,
     latest_per_key,
     records_per_partition,
     run,
 )
-from tests.service.tools.coordinator_helpers import generate as generate_workload
+from tests.service.shell.tools.coordinator_helpers import generate as generate_workload
 
 PARTITIONS = 3
 GROUPS = 8

@@ -21,8 +21,8 @@ from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 TP = TopicPartition("gen-0", 0)
 COMPACT = ("--override", "log.cleanup.policy=compact", "--override", "log.cleaner.engine=in-process")
 SLOW = ("--override", "log.cleaner.io.max.bytes.per.second=100000")  # ~10 s for the whole round

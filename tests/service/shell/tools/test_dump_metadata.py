@@ -14,6 +14,7 @@ from service.metadata.log_writer import MetadataRecordSpec
 from service.shell.cli import main
 from service.storage.partition_metadata import new_topic_id
 from service.storage.records import Record, encode_batch
+from tests.paths import FIXTURES
 from tests.service.metadata.metadata_helpers import (
     partition,
     topic,
@@ -21,8 +22,6 @@ from tests.service.metadata.metadata_helpers import (
     write_segment,
     write_snapshot,
 )
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-written"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
