@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -186,39 +187,7 @@ _FRACTION = click.FloatRange(0.0, 1.0)
     "node and their configs, instead of storing the configs as logcleaner's overrides.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
-def gen_command(
-    log_dir: Path,
-    topic_count: int | None,
-    topic_names: tuple[str, ...],
-    partitions: int,
-    records: int,
-    batch_size: int,
-    keys: int | None,
-    value_size: int,
-    tombstones: float,
-    timestamp_start: int | None,
-    timestamp_spread: int,
-    future_share: float,
-    future_ms: int,
-    compression: str,
-    segment_bytes: int,
-    cleanup_policy: str,
-    seed: int,
-    idempotent: bool,
-    transaction_batches: int,
-    aborted_share: float,
-    workload: str,
-    groups: int,
-    group_topics: int,
-    group_partitions: int,
-    commits: int,
-    expired_groups: float,
-    transactional_ids: int,
-    transactions: int,
-    expired_ids: float,
-    metadata_log: bool,
-    as_json: bool,
-) -> int:
+def gen_command(workload: str, as_json: bool, **options: Any) -> int:
     """Write a synthetic workload into a log dir (through the storage layer), for demos and benchmarks.
 
     Existing partitions are appended to. The timestamps of records spread evenly over
@@ -236,97 +205,89 @@ def gen_command(
     them), and for --expired-ids of the ids a tombstone; timestamps and --segment-bytes as above.
     """
     if workload != "records":
-        _check_coordinator_options(workload, topic_count, topic_names, idempotent, transaction_batches)
+        _check_coordinator_options(workload, options)
     _refuse_other_workloads_options(workload)
-    shared = _SharedOptions(log_dir, partitions, timestamp_start, timestamp_spread, segment_bytes, seed)
-    if workload == "transaction-state":
-        txn_state = _transaction_state_workload(
-            shared, transactional_ids, transactions, aborted_share, expired_ids
-        )
-        _print_results(generate_transaction_state(txn_state), as_json=as_json)
-        return 0
-    if workload == "consumer-offsets":
-        offsets = _offsets_workload(shared, groups, group_topics, group_partitions, commits, expired_groups)
-        _print_results(generate_consumer_offsets(offsets), as_json=as_json)
-        return 0
-    options = GenOptions(
-        log_dir=log_dir,
-        topics=_topic_names(topic_count, topic_names),
-        partitions=partitions,
-        records=records,
-        batch_size=batch_size,
-        keys=keys,
-        value_size=value_size,
-        tombstones=tombstones,
-        timestamp_start_ms=timestamp_start,
-        timestamp_spread_ms=timestamp_spread,
-        future_share=future_share,
-        future_ms=future_ms,
-        compression=compression_from_name(compression),
-        segment_bytes=segment_bytes,
-        cleanup_policy=CLEANUP_POLICIES[cleanup_policy],
-        seed=seed,
-        idempotent=idempotent,
-        transaction_batches=transaction_batches,
-        aborted_share=aborted_share,
-        metadata_log=metadata_log,
-    )
-    _print_results(generate(options), as_json=as_json)
+    _print_results(_WORKLOADS[workload](options), as_json=as_json)
     return 0
 
 
-@dataclass(frozen=True, slots=True)
-class _SharedOptions:
-    """The options every workload reads."""
+def _records(options: dict[str, Any]) -> list[GenResult]:
+    """--workload records: producers' records into topics of the user's."""
+    return generate(
+        GenOptions(
+            log_dir=options["log_dir"],
+            topics=_topic_names(options["topic_count"], options["topic_names"]),
+            partitions=options["partitions"],
+            records=options["records"],
+            batch_size=options["batch_size"],
+            keys=options["keys"],
+            value_size=options["value_size"],
+            tombstones=options["tombstones"],
+            timestamp_start_ms=options["timestamp_start"],
+            timestamp_spread_ms=options["timestamp_spread"],
+            future_share=options["future_share"],
+            future_ms=options["future_ms"],
+            compression=compression_from_name(options["compression"]),
+            segment_bytes=options["segment_bytes"],
+            cleanup_policy=CLEANUP_POLICIES[options["cleanup_policy"]],
+            seed=options["seed"],
+            idempotent=options["idempotent"],
+            transaction_batches=options["transaction_batches"],
+            aborted_share=options["aborted_share"],
+            metadata_log=options["metadata_log"],
+        )
+    )
 
-    log_dir: Path
-    partitions: int
-    timestamp_start: int | None
-    timestamp_spread: int
-    segment_bytes: int
-    seed: int
 
-    def segment_bytes_or(self, topic_default: int) -> int:
-        """--segment-bytes if given, else the coordinator topic's own default (Kafka's
-        ``offsets.topic.segment.bytes`` and ``transaction.state.log.segment.bytes``)."""
-        return topic_default if self.segment_bytes == _DEFAULT_CONFIG.segment_bytes else self.segment_bytes
-
-
-def _transaction_state_workload(
-    shared: _SharedOptions, transactional_ids: int, transactions: int, aborted: float, expired_ids: float
-) -> TransactionStateWorkload:
+def _transaction_state(options: dict[str, Any]) -> list[GenResult]:
     """--workload transaction-state: a transaction coordinator's __transaction_state."""
-    return TransactionStateWorkload(
-        log_dir=shared.log_dir,
-        partitions=shared.partitions,
-        transactional_ids=transactional_ids,
-        transactions=transactions,
-        aborted_transactions=aborted,
-        expired_ids=expired_ids,
-        timestamp_start_ms=shared.timestamp_start,
-        timestamp_spread_ms=shared.timestamp_spread,
-        segment_bytes=shared.segment_bytes_or(TRANSACTION_STATE_SEGMENT_BYTES),
-        seed=shared.seed,
+    return generate_transaction_state(
+        TransactionStateWorkload(
+            log_dir=options["log_dir"],
+            partitions=options["partitions"],
+            transactional_ids=options["transactional_ids"],
+            transactions=options["transactions"],
+            aborted_transactions=options["aborted_share"],
+            expired_ids=options["expired_ids"],
+            timestamp_start_ms=options["timestamp_start"],
+            timestamp_spread_ms=options["timestamp_spread"],
+            segment_bytes=_segment_bytes_or(options, TRANSACTION_STATE_SEGMENT_BYTES),
+            seed=options["seed"],
+        )
     )
 
 
-def _offsets_workload(
-    shared: _SharedOptions, groups: int, topics: int, topic_partitions: int, commits: int, expired: float
-) -> OffsetsWorkload:
+def _consumer_offsets(options: dict[str, Any]) -> list[GenResult]:
     """--workload consumer-offsets: a group coordinator's __consumer_offsets."""
-    return OffsetsWorkload(
-        log_dir=shared.log_dir,
-        partitions=shared.partitions,
-        groups=groups,
-        topics=topics,
-        topic_partitions=topic_partitions,
-        commits=commits,
-        expired_groups=expired,
-        timestamp_start_ms=shared.timestamp_start,
-        timestamp_spread_ms=shared.timestamp_spread,
-        segment_bytes=shared.segment_bytes_or(OFFSETS_SEGMENT_BYTES),
-        seed=shared.seed,
+    return generate_consumer_offsets(
+        OffsetsWorkload(
+            log_dir=options["log_dir"],
+            partitions=options["partitions"],
+            groups=options["groups"],
+            topics=options["group_topics"],
+            topic_partitions=options["group_partitions"],
+            commits=options["commits"],
+            expired_groups=options["expired_groups"],
+            timestamp_start_ms=options["timestamp_start"],
+            timestamp_spread_ms=options["timestamp_spread"],
+            segment_bytes=_segment_bytes_or(options, OFFSETS_SEGMENT_BYTES),
+            seed=options["seed"],
+        )
     )
+
+
+_WORKLOADS: dict[str, Callable[[dict[str, Any]], list[GenResult]]] = {
+    "records": _records,
+    "consumer-offsets": _consumer_offsets,
+    "transaction-state": _transaction_state,
+}
+
+
+def _segment_bytes_or(options: dict[str, Any], topic_default: int) -> int:
+    """--segment-bytes if given, else the coordinator topic's own default (Kafka's
+    ``offsets.topic.segment.bytes`` and ``transaction.state.log.segment.bytes``)."""
+    segment_bytes: int = options["segment_bytes"]
+    return topic_default if segment_bytes == _DEFAULT_CONFIG.segment_bytes else segment_bytes
 
 
 def _topic_names(topic_count: int | None, topic_names: tuple[str, ...]) -> tuple[str, ...]:
@@ -336,21 +297,15 @@ def _topic_names(topic_count: int | None, topic_names: tuple[str, ...]) -> tuple
     return topic_names or tuple(f"gen-{i}" for i in range(topic_count or 1))
 
 
-def _check_coordinator_options(
-    workload: str,
-    topic_count: int | None,
-    topic_names: tuple[str, ...],
-    idempotent: bool,
-    transaction_batches: int,
-) -> None:
+def _check_coordinator_options(workload: str, options: dict[str, Any]) -> None:
     """A coordinator's workload writes its own topic, with no producer id."""
     topic = "__consumer_offsets" if workload == "consumer-offsets" else "__transaction_state"
-    if topic_count is not None or topic_names:
+    if options["topic_count"] is not None or options["topic_names"]:
         raise click.BadParameter(f"--workload {workload} writes {topic} only", param_hint="--topic")
-    if idempotent or transaction_batches:
+    if options["idempotent"] or options["transaction_batches"]:
         raise click.BadParameter(
             f"--workload {workload} writes as a coordinator does, with no producer id",
-            param_hint="--transaction-batches" if transaction_batches else "--idempotent",
+            param_hint="--transaction-batches" if options["transaction_batches"] else "--idempotent",
         )
 
 
