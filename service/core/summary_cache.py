@@ -2,7 +2,8 @@
 
 A request never computes it: the scheduled task ``logcleaner-explain-summary`` (every
 :data:`SUMMARY_REFRESH_MS`) rebuilds the document from the live logs, so it follows segment rolls,
-retention passes and cleaning rounds within that period; only a request before the first run builds it.
+retention passes and cleaning rounds within that period. Its first run starts as soon as the scheduler does,
+not after ``scheduler.initial.delay.ms``; a request before it has ended waits for it.
 A partition that did not change keeps its figures for up to ``summary.MEMO_MAX_AGE_MS``, so what time
 alone changes (a segment coming due for time retention, past its compaction lag) shows within a minute.
 Each run also reads up to :data:`SKETCH_BYTES_PER_REFRESH` of sealed segments of compacted logs into key
@@ -61,8 +62,13 @@ class BrokerSummary:
         self._memo: dict[TopicPartition, PartitionMemo] = {}  # guarded by _refresh_lock
 
     def document(self) -> JsonDoc:
-        """The latest document (built now, reading no record, only if no refresh has run yet)."""
+        """The latest document; before the first refresh has ended, the one it builds (waited for), or
+        one built now, reading no record, if none is running."""
         with self._lock:
+            document = self._document
+        if document is not None:
+            return document
+        with self._refresh_lock, self._lock:  # the first refresh, if in flight, ends before this is taken
             document = self._document
         return document if document is not None else self.refresh(sketch=False)
 

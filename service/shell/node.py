@@ -473,8 +473,11 @@ def schedule_log_tasks(node: Node) -> None:
         refresh,
         initial_delay_ms=TOPIC_CONFIG_REFRESH_MS,
     )
-    # The whole-broker summary follows rolls, retention and cleaning rounds within one period.
-    scheduler.add_periodic("logcleaner-explain-summary", SUMMARY_REFRESH_MS, node.view.summary.refresh)
+    # The whole-broker summary follows rolls, retention and cleaning rounds within one period; its first
+    # document is built at once, so that the first request finds it ready (or nearly).
+    scheduler.add_periodic(
+        "logcleaner-explain-summary", SUMMARY_REFRESH_MS, node.view.summary.refresh, initial_delay_ms=0
+    )
     node.metrics.declare_jobs(job.name for job in scheduler.jobs())
 
 

@@ -5,6 +5,7 @@ the compaction estimate from the daemon's key sketches within 5% of what ``clean
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,14 @@ def test_the_summary_follows_the_logs_at_each_refresh(tmp_path: Path) -> None:
     log_dir = tmp_path / "logs"
     with serve_daemon(log_dir, {"log.segment.bytes": "200"}) as served:
         client = served.client
+        summary = served.daemon.view.summary
+        deadline = time.monotonic() + 30
+        while summary.latest() is None:  # the first refresh runs as the scheduler starts, unasked
+            assert time.monotonic() < deadline, "no summary within 30 s of the start"
+            time.sleep(0.05)
         assert client.post("/v1/topics", json={"name": "events", "partitions": 2}).status_code == 201
+        assert client.get("/v1/explain/summary").json()["partitions"] == 0, "ready-made: not per request"
+        summary.refresh()  # the scheduled task's run
         first = client.get("/v1/explain/summary")
         assert first.status_code == 200, first.text
         check_sums(first.json())

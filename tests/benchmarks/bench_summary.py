@@ -10,9 +10,9 @@ after its own walk (``os.scandir`` + ``stat`` of every file):
 
 - offline ``explain --summary --json`` (no record read), in a fresh process, under ``ulimit -n 4096``, and
   offline ``explain --json`` for reference (it reads the same per segment and writes every verdict);
-- ``serve``'s ``GET /v1/explain/summary``: the first answer (no scheduled refresh has run, since
-  ``scheduler.initial.delay.ms`` is an hour: the request builds the document once, reading no record, which
-  is what a refresh costs without its sketching), then the median of 5 answers (the ready document).
+- ``serve``'s ``GET /v1/explain/summary``: the first answer right after ``/readyz`` (the summary's first
+  refresh starts with the scheduler: the request waits for what is left of it), then the median of 5
+  answers (the ready document).
 
 ``--compacted`` gives every topic ``cleanup.policy=compact,delete`` with ``log.cleaner.min.cleanable.ratio=1``
 (the cleaner picks none while it is measured): each log is then a compaction candidate, and offline
