@@ -1,8 +1,8 @@
 """The broker (service-wide) configuration: ``server.properties`` + ``--override``, parsed once at start-up.
 
-Built in the composition root and passed down as narrow values; never a global. Every field is a key of
-:data:`~service.config.definitions.CONFIG_DEFS` with ``.`` → ``_``. Keys with synonyms hold the
-*resolved* value, as Kafka's ``KafkaConfig`` accessors do:
+Built in the composition root and passed down as narrow values; never a global. Every key is declared
+once, as a field of ``BrokerConfig`` (``.`` → ``_``), its row of :data:`CONFIG_DEFS` beside it. Keys with
+synonyms hold the *resolved* value, as Kafka's ``KafkaConfig`` accessors do:
 
 - ``log_retention_ms``: ``log.retention.ms``, else ``.minutes`` × 60,000, else ``.hours`` × 3,600,000;
   any negative result is ``-1`` (unlimited).
@@ -20,107 +20,215 @@ same dir are refused (Kafka's "Duplicate log directory found").
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from service.config.definitions import (
-    CONFIG_DEFS,
-    DEFS_BY_NAME,
-    DEFS_BY_TOPIC_NAME,
+    SPARK_MAX_LOGS_PER_JOB_DEFAULT,
+    SPARK_MIN_BYTES_DEFAULT,
     SPARK_PREFIX,
     ConfigDef,
     ConfigSource,
     ConfigType,
     ConfigValue,
     InvalidConfigError,
+    Range,
+    Validator,
+    ValidList,
+    ValidPattern,
+    ValidString,
     parse_value,
 )
 from service.config.kafka_broker_keys import KAFKA_BROKER_KEYS
 from service.config.properties import parse_overrides, read_properties_checked
+from service.storage.log_config import LONG_MAX
 
-__all__ = ["EMBEDDED_LOG_DIRS", "BrokerConfig", "load_broker_config"]
+__all__ = [
+    "CONFIG_DEFS",
+    "DEFS_BY_NAME",
+    "DEFS_BY_TOPIC_NAME",
+    "EMBEDDED_LOG_DIRS",
+    "BrokerConfig",
+    "load_broker_config",
+]
 
 EMBEDDED_LOG_DIRS = ("./data/logs",)
 _MS_PER_UNIT = {"ms": 1, "minutes": 60_000, "hours": 3_600_000}
+_ORIGIN_PATTERN = r"https?://(?:\[[0-9a-fA-F:.]+\]|[^\s/:?#@\[\]]+)(?::[0-9]{1,5})?/?"
+
+
+_ROW = "config_def"  # the metadata entry of a key's field that holds its row
+
+
+def _key(
+    type_: ConfigType,
+    default: ConfigValue | None,
+    doc: str,
+    validator: Validator | None = None,
+    topic_name: str | None = None,
+    synonyms: tuple[str, ...] = (),
+    topic_validator: Validator | None = None,
+) -> Any:  # a dataclass field: its type is the annotation beside it
+    """A configuration key's row, as the metadata of the ``BrokerConfig`` field that holds its value."""
+    row = ConfigDef("", type_, default, doc, validator, topic_name, synonyms, topic_validator)
+    return field(metadata={_ROW: row})
+
+
+_I, _L, _D, _B, _S = ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE, ConfigType.BOOLEAN, ConfigType.STRING
+_AT_LEAST_0, _AT_LEAST_1 = Range(0), Range(1)
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
-    """Typed broker settings; build with :meth:`from_properties` or :func:`load_broker_config`."""
+    """Typed broker settings; build with :meth:`from_properties` or :func:`load_broker_config`.
 
-    log_dirs: tuple[str, ...]
+    Every configuration key is declared once, here, as the field of its name (``.`` → ``_``): its Python type,
+    then its row of Kafka's ``ConfigDef`` (``_key``: the key's type, Kafka's default, the doc, the validator,
+    the topic-level name it is the default for and the lower-precedence keys it falls back to). Parsing,
+    unknown-key warnings, topic validation and each value's source derive from :data:`CONFIG_DEFS`, the rows
+    read back from the fields, so a key is added or changed here and nowhere else. Defaults are Kafka 3.x's
+    (``segment.bytes`` down to 14 bytes; ``message.timestamp.after.max.ms`` unlimited); validators are what
+    Kafka enforces in effect (a broker value Kafka would only reject when it builds a topic's ``LogConfig``,
+    ``log.roll.ms=0``, is rejected here, under the broker key). "(ours)" marks logcleaner's own keys.
+    """
+
+    # Three fields are no key (declared first: mypy takes a key's field for one with a default).
     log_dir_paths: tuple[Path, ...]
     """``log_dirs`` resolved (see the module docstring): what the service opens."""
-    log_dir: str
-    log_segment_bytes: int
-    log_roll_ms: int
-    log_roll_hours: int
-    log_roll_jitter_ms: int
-    log_roll_jitter_hours: int
-    log_retention_ms: int
-    log_retention_minutes: int | None
-    log_retention_hours: int
-    log_retention_bytes: int
-    log_retention_check_interval_ms: int
-    log_cleanup_policy: tuple[str, ...]
-    log_cleaner_enable: bool
-    log_cleaner_threads: int
-    log_cleaner_min_cleanable_ratio: float
-    log_cleaner_backoff_ms: int
-    log_cleaner_dedupe_buffer_size: int
-    log_cleaner_io_buffer_size: int
-    log_cleaner_io_buffer_load_factor: float
-    log_cleaner_io_max_bytes_per_second: float
-    log_cleaner_delete_retention_ms: int
-    log_cleaner_min_compaction_lag_ms: int
-    log_cleaner_max_compaction_lag_ms: int
-    log_cleaner_engine: str
-    log_cleaner_spark_min_bytes: int
-    log_cleaner_spark_max_logs_per_job: int
-    log_cleaner_uncleanable_retry_backoff_ms: int
-    log_cleaner_spill_dir: str | None
-    log_message_timestamp_type: str
-    log_message_timestamp_before_max_ms: int
-    log_message_timestamp_after_max_ms: int
-    log_flush_interval_messages: int
-    log_flush_interval_ms: int
-    log_flush_scheduler_interval_ms: int
-    log_flush_offset_checkpoint_interval_ms: int
-    log_flush_start_offset_checkpoint_interval_ms: int
-    replica_high_watermark_checkpoint_interval_ms: int
-    log_index_interval_bytes: int
-    log_index_size_max_bytes: int
-    log_segment_delete_delay_ms: int
-    log_preallocate: bool
-    producer_id_expiration_ms: int
-    producer_id_expiration_check_interval_ms: int
-    num_recovery_threads_per_data_dir: int
-    num_partitions: int
-    message_max_bytes: int
-    offsets_topic_segment_bytes: int
-    transaction_state_log_segment_bytes: int
-    metadata_log_dir: str | None
-    metadata_log_ignore: bool
-    unknown_topic_configs: str
-    api_host: str
-    api_port: int
-    api_auth_token_file: str | None
-    api_auth_allow_anonymous: bool
-    api_allowed_hosts: tuple[str, ...]
-    api_allowed_origins: tuple[str, ...]
-    api_max_request_bytes: int
-    api_max_records_per_request: int
-    api_max_fetch_records: int
-    api_max_fetch_bytes: int
-    scheduler_initial_delay_ms: int
-    shutdown_timeout_ms: int
-    spark_master: str
     spark_conf: Mapping[str, str]
     """Every ``spark.*`` key to hand to Spark, ``spark.master`` included (with its default)."""
     explicit_keys: frozenset[str]
     """The keys set in the file or by ``--override`` (the ``broker`` source); the rest are defaults."""
+
+    # fmt: off
+    log_dirs: tuple[str, ...] = _key(
+        ConfigType.LIST, None, "Comma-separated log directories; wins over log.dir "
+        "(with neither set, logcleaner uses ./data/logs)", synonyms=("log.dir",))
+    log_dir: str = _key(_S, "/tmp/kafka-logs", "The log directory, used when log.dirs is not set")
+    log_segment_bytes: int = _key(_I, 1_073_741_824, "Maximum size of a segment file",
+        Range(14), "segment.bytes")
+    log_roll_ms: int = _key(_L, None, "Maximum age of a segment before a roll (wins over log.roll.hours)",
+        _AT_LEAST_1, "segment.ms", ("log.roll.hours",))
+    log_roll_hours: int = _key(_I, 168, "Maximum age of a segment before a roll, in hours", _AT_LEAST_1)
+    log_roll_jitter_ms: int = _key(_L, None, "Maximum random jitter subtracted from the roll time",
+        _AT_LEAST_0, "segment.jitter.ms", ("log.roll.jitter.hours",))
+    log_roll_jitter_hours: int = _key(_I, 0, "Maximum roll jitter, in hours", _AT_LEAST_0)
+    log_retention_ms: int = _key(_L, None, "Time to keep a segment; negative = unlimited (wins over "
+        "minutes and hours)", None, "retention.ms", ("log.retention.minutes", "log.retention.hours"),
+        Range(-1))
+    log_retention_minutes: int | None = _key(_I, None, "Time to keep a segment, in minutes (wins over hours)")
+    log_retention_hours: int = _key(_I, 168, "Time to keep a segment, in hours")
+    log_retention_bytes: int = _key(_L, -1, "Maximum size of a partition's log; negative = unlimited",
+        None, "retention.bytes")
+    log_retention_check_interval_ms: int = _key(_L, 300_000, "Period of the retention task", _AT_LEAST_1)
+    log_cleanup_policy: tuple[str, ...] = _key(ConfigType.LIST, ("delete",), "delete, compact, or both",
+        ValidList(("compact", "delete")), "cleanup.policy")
+    log_cleaner_enable: bool = _key(_B, True, "Run the log cleaner (false: no compaction and no "
+        "retention for compacted logs)")
+    log_cleaner_threads: int = _key(_I, 1, "Number of cleaner threads", _AT_LEAST_0)
+    log_cleaner_min_cleanable_ratio: float = _key(_D, 0.5, "Minimum dirty ratio for a log to be cleaned",
+        Range(0.0, 1.0), "min.cleanable.dirty.ratio")
+    log_cleaner_backoff_ms: int = _key(_L, 15_000, "Sleep of an idle cleaner thread", _AT_LEAST_0)
+    log_cleaner_dedupe_buffer_size: int = _key(_L, 134_217_728, "Offset map memory, all cleaner threads")
+    log_cleaner_io_buffer_size: int = _key(_I, 524_288, "I/O buffer memory over all cleaner threads",
+        _AT_LEAST_0)
+    log_cleaner_io_buffer_load_factor: float = _key(_D, 0.9, "Fill limit of the offset map")
+    log_cleaner_io_max_bytes_per_second: float = _key(_D, sys.float_info.max, "Cleaner I/O throttle")
+    log_cleaner_delete_retention_ms: int = _key(_L, 86_400_000, "How long tombstones and markers are kept",
+        _AT_LEAST_0, "delete.retention.ms")
+    log_cleaner_min_compaction_lag_ms: int = _key(_L, 0, "Minimum age of a record before compaction",
+        _AT_LEAST_0, "min.compaction.lag.ms")
+    log_cleaner_max_compaction_lag_ms: int = _key(_L, LONG_MAX, "Maximum age of an uncompacted record",
+        _AT_LEAST_1, "max.compaction.lag.ms")
+    log_message_timestamp_type: str = _key(_S, "CreateTime", "Timestamp stored in appended batches",
+        ValidString(("CreateTime", "LogAppendTime")), "message.timestamp.type")
+    log_message_timestamp_before_max_ms: int = _key(_L, LONG_MAX, "How far a timestamp may lie in the past",
+        _AT_LEAST_0, "message.timestamp.before.max.ms")
+    log_message_timestamp_after_max_ms: int = _key(_L, LONG_MAX, "How far a timestamp may lie in the "
+        "future", _AT_LEAST_0, "message.timestamp.after.max.ms")
+    log_flush_interval_messages: int = _key(_L, LONG_MAX, "Messages appended before a flush", _AT_LEAST_1,
+        "flush.messages")
+    log_flush_interval_ms: int = _key(_L, None, "Maximum time between flushes (falls back to "
+        "log.flush.scheduler.interval.ms)", _AT_LEAST_0, "flush.ms",
+        ("log.flush.scheduler.interval.ms",))
+    log_flush_scheduler_interval_ms: int = _key(_L, LONG_MAX, "Period of the flusher task", _AT_LEAST_0)
+    log_flush_offset_checkpoint_interval_ms: int = _key(_I, 60_000, "Period of the recovery-point "
+        "checkpoint task", _AT_LEAST_0)
+    log_flush_start_offset_checkpoint_interval_ms: int = _key(_I, 60_000, "Period of the log-start-offset "
+        "checkpoint task", _AT_LEAST_0)
+    replica_high_watermark_checkpoint_interval_ms: int = _key(_L, 5000, "Period of the high-watermark "
+        "checkpoint task (replication-offset-checkpoint); 0 or less: once, then at shutdown")
+    log_index_interval_bytes: int = _key(_I, 4096, "Bytes appended between offset index entries",
+        _AT_LEAST_0, "index.interval.bytes")
+    log_index_size_max_bytes: int = _key(_I, 10_485_760, "Maximum size of an index file", Range(4),
+        "segment.index.bytes")
+    log_segment_delete_delay_ms: int = _key(_L, 60_000, "Wait before a .deleted file is removed",
+        _AT_LEAST_0, "file.delete.delay.ms")
+    producer_id_expiration_ms: int = _key(_I, 86_400_000, "Idle time after which a producer id without an "
+        "open transaction is forgotten", _AT_LEAST_1)
+    producer_id_expiration_check_interval_ms: int = _key(_I, 600_000, "Period of the producer-expiry "
+        "task", _AT_LEAST_1)
+    log_preallocate: bool = _key(_B, False, "Create segment files at full size", None, "preallocate")
+    num_recovery_threads_per_data_dir: int = _key(_I, 1, "Threads per log dir for loading and recovery",
+        _AT_LEAST_1)
+    num_partitions: int = _key(_I, 1, "Default partition count of a new topic", _AT_LEAST_1)
+    message_max_bytes: int = _key(_I, 1_048_588, "Largest record batch accepted", _AT_LEAST_0,
+        "max.message.bytes")
+    api_host: str = _key(_S, "127.0.0.1", "Address the REST API listens on")
+    api_port: int = _key(_I, 8080, "Port the REST API listens on (0 = any free port)", Range(0, 65535))
+    api_auth_token_file: str | None = _key(_S, None, "File holding the API bearer token (unset = no auth)")
+    api_auth_allow_anonymous: bool = _key(_B, False, "Serve without api.auth.token.file on an address "
+        "beyond loopback (ours)")
+    api_allowed_hosts: tuple[str, ...] = _key(
+        ConfigType.LIST, (), "Host names accepted in the Host header besides "
+        "the bound address and localhost; * accepts any (ours)")
+    api_allowed_origins: tuple[str, ...] = _key(
+        ConfigType.LIST, (), "Cross-site origins (scheme://host[:port]) whose "
+        "browser requests are accepted (ours)",
+        ValidPattern(_ORIGIN_PATTERN, "origins scheme://host[:port] (http or https)"))
+    api_max_request_bytes: int = _key(_I, 10_485_760, "Largest REST request body accepted (413 above)",
+        _AT_LEAST_1)
+    api_max_records_per_request: int = _key(_I, 10_000, "Most records in one REST produce request (422 "
+        "above)", _AT_LEAST_1)
+    api_max_fetch_records: int = _key(_I, 10_000, "Largest max_records of a REST fetch (422 above)",
+        _AT_LEAST_1)
+    api_max_fetch_bytes: int = _key(_I, 52_428_800, "Record bytes after which a REST fetch stops (at least "
+        "one record is returned)", _AT_LEAST_1)
+    shutdown_timeout_ms: int = _key(_L, 30_000, "Longest a stop may take; past it the process exits 1 "
+        "without the clean-shutdown marker", _AT_LEAST_0)
+    scheduler_initial_delay_ms: int = _key(_L, 30_000, "Delay before the first run of each scheduled task",
+        _AT_LEAST_0)
+    log_cleaner_engine: str = _key(_S, "auto", "Where compaction runs: auto (by the round's bytes), on "
+        "Spark, or in-process (ours)", ValidString(("auto", "spark", "in-process")))
+    log_cleaner_spark_min_bytes: int = _key(_L, SPARK_MIN_BYTES_DEFAULT, "With engine auto, the bytes a "
+        "round reads from which it runs on Spark (ours)", _AT_LEAST_0)
+    log_cleaner_spark_max_logs_per_job: int = _key(_I, SPARK_MAX_LOGS_PER_JOB_DEFAULT, "How many logs whose "
+        "rounds go to Spark one Spark job may clean together (ours)", _AT_LEAST_1)
+    log_cleaner_uncleanable_retry_backoff_ms: int = _key(_L, 600_000, "Wait before an uncleanable partition "
+        "is tried again, doubling per failed attempt up to an hour; -1: never, until restart as in "
+        "Kafka (ours)", Range(-1))
+    log_cleaner_spill_dir: str | None = _key(
+        _S, None, "Where a round's key map spills beyond its thread's share "
+        "of log.cleaner.dedupe.buffer.size (unset: the partition's own dir; ours)")
+    offsets_topic_segment_bytes: int = _key(_I, 104_857_600, "segment.bytes of __consumer_offsets when "
+        "nothing else sets it (Kafka creates the topic with it)", _AT_LEAST_1)
+    transaction_state_log_segment_bytes: int = _key(_I, 104_857_600, "segment.bytes of __transaction_state "
+        "when nothing else sets it (Kafka creates the topic with it)", _AT_LEAST_1)
+    metadata_log_dir: str | None = _key(
+        _S, None, "Where the KRaft metadata log __cluster_metadata-0 is (unset: "
+        "the first of log.dirs); read, never written")
+    metadata_log_ignore: bool = _key(_B, False, "Do not read the KRaft metadata log: every topic falls under "
+        "logcleaner's overrides and the broker config (ours)")
+    unknown_topic_configs: str = _key(_S, "hold", "On a broker's dir whose metadata log is not found (a "
+        "ZooKeeper-era copy), topics without an override: hold (retention and the cleaner leave them "
+        "alone until their configs are imported or set) or broker-defaults (ours)",
+        ValidString(("hold", "broker-defaults")))
+    spark_master: str = _key(_S, "local[*]", "Spark master URL; other spark.* keys pass to Spark as is")
+    # fmt: on
     ignored_broker_keys: tuple[str, ...] = ()
     """Kafka broker keys set in the file that logcleaner does not use (``listeners``, ...), read quietly."""
 
@@ -169,6 +277,21 @@ class BrokerConfig:
         if key.startswith(SPARK_PREFIX):
             return self.spark_conf.get(key)
         raise KeyError(key)
+
+
+
+def _rows() -> tuple[ConfigDef, ...]:
+    """Each key's row, named after its field, in declaration order."""
+    return tuple(
+        replace(f.metadata[_ROW], name=f.name.replace("_", "."))
+        for f in fields(BrokerConfig)
+        if _ROW in f.metadata
+    )
+
+
+CONFIG_DEFS: tuple[ConfigDef, ...] = _rows()
+DEFS_BY_NAME: Mapping[str, ConfigDef] = {d.name: d for d in CONFIG_DEFS}
+DEFS_BY_TOPIC_NAME: Mapping[str, ConfigDef] = {d.topic_name: d for d in CONFIG_DEFS if d.topic_name}
 
 
 def load_broker_config(config_file: Path | None, overrides: Sequence[str]) -> tuple[BrokerConfig, list[str]]:

@@ -25,10 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from service.config.broker_config import BrokerConfig
+from service.config.broker_config import DEFS_BY_NAME, DEFS_BY_TOPIC_NAME, BrokerConfig
 from service.config.definitions import (
-    DEFS_BY_NAME,
-    DEFS_BY_TOPIC_NAME,
     ConfigSource,
     ConfigValue,
     InvalidConfigError,

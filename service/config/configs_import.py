@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.base.errors import InvalidInputError
-from service.config.definitions import DEFS_BY_TOPIC_NAME
+from service.config.broker_config import DEFS_BY_TOPIC_NAME
 from service.config.topic_config import validate_topic_overrides
 from service.storage.log_files import is_valid_topic_name
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from service.config.broker_config import BrokerConfig
+from service.config.broker_config import DEFS_BY_TOPIC_NAME, BrokerConfig
 from service.config.config_layers import (
     NO_DYNAMIC_CONFIGS,
     DynamicConfigs,
@@ -20,7 +20,6 @@ from service.config.config_layers import (
     resolve_broker_value,
 )
 from service.config.definitions import (
-    DEFS_BY_TOPIC_NAME,
     ConfigDef,
     ConfigSource,
     ConfigValue,

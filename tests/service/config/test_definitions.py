@@ -9,11 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.base.errors import InvalidInputError
-from service.config.broker_config import BrokerConfig
+from service.config.broker_config import CONFIG_DEFS, DEFS_BY_NAME, DEFS_BY_TOPIC_NAME, BrokerConfig
 from service.config.definitions import (
-    CONFIG_DEFS,
-    DEFS_BY_NAME,
-    DEFS_BY_TOPIC_NAME,
     ConfigDef,
     ConfigType,
     ConfigValue,
@@ -135,9 +132,28 @@ def test_every_topic_config_is_a_log_config_field() -> None:
     assert {name.replace(".", "_") for name in DEFS_BY_TOPIC_NAME} == fields
 
 
-def test_every_row_is_a_broker_config_field() -> None:
+_PYTHON_TYPES = {
+    ConfigType.INT: "int",
+    ConfigType.LONG: "int",
+    ConfigType.DOUBLE: "float",
+    ConfigType.BOOLEAN: "bool",
+    ConfigType.STRING: "str",
+    ConfigType.LIST: "tuple[str, ...]",
+}
+
+
+@pytest.mark.parametrize("defn", CONFIG_DEFS, ids=lambda d: d.name)
+def test_each_keys_field_has_the_python_type_of_its_config_type(defn: ConfigDef) -> None:
+    """A key's field and its row sit side by side: the annotation says the row's type (``| None`` where
+    the key may stay unset: no default and no synonym to fall back to)."""
+    annotation = BrokerConfig.__annotations__[defn.attribute]
+    expected = _PYTHON_TYPES[defn.type]
+    unset = defn.default is None and not defn.synonyms and defn.name != "log.dirs"
+    assert annotation == (f"{expected} | None" if unset else expected)
+
+
+def test_the_fields_that_are_no_key() -> None:
     fields = set(BrokerConfig.__dataclass_fields__)
-    assert {d.attribute for d in CONFIG_DEFS} <= fields
     assert fields - {d.attribute for d in CONFIG_DEFS} == {
         "spark_conf",
         "explicit_keys",
