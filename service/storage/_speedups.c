@@ -90,6 +90,77 @@ fail:
     return NULL;
 }
 
+/* How one record's decode ended: built, malformed (the Python decoder is the judge), or out of memory. */
+enum record_outcome { RECORD_OK = 0, RECORD_MALFORMED = -1, RECORD_ERROR = -2 };
+
+/* The batch fields every record of it is decoded against. */
+typedef struct {
+    int64_t base_offset;
+    int64_t base_timestamp;
+    int has_log_append_time;
+    int64_t log_append_time;
+} batch_base_t;
+
+/* One record at *pos as a Record tuple in *out; *pos moves past it. */
+static enum record_outcome
+decode_one_record(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, const batch_base_t *base,
+                  PyObject **out)
+{
+    int64_t length, ts_delta, offset_delta, timestamp, offset;
+    if (read_varint_any(buf, end, pos, &length) < 0 || length < 0 || length > end - *pos) {
+        return RECORD_MALFORMED;
+    }
+    Py_ssize_t record_end = *pos + (Py_ssize_t)length;
+    *pos += 1; /* record attributes: unused */
+    if (read_varint_any(buf, end, pos, &ts_delta) < 0 || read_varint_any(buf, end, pos, &offset_delta) < 0) {
+        return RECORD_MALFORMED;
+    }
+    if (__builtin_add_overflow(base->base_offset, offset_delta, &offset)) {
+        return RECORD_MALFORMED;
+    }
+    if (base->has_log_append_time) {
+        timestamp = base->log_append_time;
+    }
+    else if (__builtin_add_overflow(base->base_timestamp, ts_delta, &timestamp)) {
+        return RECORD_MALFORMED;
+    }
+    PyObject *key = read_bytes_field(buf, end, pos);
+    if (key == NULL) {
+        return RECORD_MALFORMED;
+    }
+    PyObject *value = read_bytes_field(buf, end, pos);
+    if (value == NULL) {
+        Py_DECREF(key);
+        return RECORD_MALFORMED;
+    }
+    PyObject *headers = read_headers(buf, end, pos);
+    if (headers == NULL || *pos != record_end) {
+        Py_DECREF(key);
+        Py_DECREF(value);
+        Py_XDECREF(headers);
+        return RECORD_MALFORMED;
+    }
+    PyObject *record = new_tuple_of(record_type, 5);
+    PyObject *py_offset = PyLong_FromLongLong(offset);
+    PyObject *py_timestamp = PyLong_FromLongLong(timestamp);
+    if (record == NULL || py_offset == NULL || py_timestamp == NULL) {
+        Py_XDECREF(record);
+        Py_XDECREF(py_offset);
+        Py_XDECREF(py_timestamp);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        Py_DECREF(headers);
+        return RECORD_ERROR;
+    }
+    PyTuple_SET_ITEM(record, 0, py_offset);
+    PyTuple_SET_ITEM(record, 1, py_timestamp);
+    PyTuple_SET_ITEM(record, 2, key);
+    PyTuple_SET_ITEM(record, 3, value);
+    PyTuple_SET_ITEM(record, 4, headers);
+    *out = record;
+    return RECORD_OK;
+}
+
 static PyObject *
 decode_records(PyObject *self, PyObject *args)
 {
@@ -105,11 +176,10 @@ decode_records(PyObject *self, PyObject *args)
                           &log_append_time_obj)) {
         return NULL;
     }
-    int has_log_append_time = log_append_time_obj != Py_None;
-    long long log_append_time = 0;
-    if (has_log_append_time) {
-        log_append_time = PyLong_AsLongLong(log_append_time_obj);
-        if (log_append_time == -1 && PyErr_Occurred()) {
+    batch_base_t base = {base_offset, base_timestamp, log_append_time_obj != Py_None, 0};
+    if (base.has_log_append_time) {
+        base.log_append_time = PyLong_AsLongLong(log_append_time_obj);
+        if (base.log_append_time == -1 && PyErr_Occurred()) {
             PyBuffer_Release(&view);
             return NULL;
         }
@@ -123,57 +193,14 @@ decode_records(PyObject *self, PyObject *args)
         return NULL;
     }
     for (Py_ssize_t n = 0; n < count; n++) {
-        int64_t length, ts_delta, offset_delta, timestamp, offset;
-        if (read_varint_any(buf, end, &pos, &length) < 0 || length < 0 || length > end - pos) {
+        PyObject *record = NULL;
+        enum record_outcome outcome = decode_one_record(buf, end, &pos, &base, &record);
+        if (outcome == RECORD_MALFORMED) {
             goto fallback;
         }
-        Py_ssize_t record_end = pos + (Py_ssize_t)length;
-        pos += 1; /* record attributes: unused */
-        if (read_varint_any(buf, end, &pos, &ts_delta) < 0 || read_varint_any(buf, end, &pos, &offset_delta) < 0) {
-            goto fallback;
-        }
-        if (__builtin_add_overflow((int64_t)base_offset, offset_delta, &offset)) {
-            goto fallback;
-        }
-        if (has_log_append_time) {
-            timestamp = log_append_time;
-        }
-        else if (__builtin_add_overflow((int64_t)base_timestamp, ts_delta, &timestamp)) {
-            goto fallback;
-        }
-        PyObject *key = read_bytes_field(buf, end, &pos);
-        if (key == NULL) {
-            goto fallback;
-        }
-        PyObject *value = read_bytes_field(buf, end, &pos);
-        if (value == NULL) {
-            Py_DECREF(key);
-            goto fallback;
-        }
-        PyObject *headers = read_headers(buf, end, &pos);
-        if (headers == NULL || pos != record_end) {
-            Py_DECREF(key);
-            Py_DECREF(value);
-            Py_XDECREF(headers);
-            goto fallback;
-        }
-        PyObject *record = new_tuple_of(record_type, 5);
-        PyObject *py_offset = PyLong_FromLongLong(offset);
-        PyObject *py_timestamp = PyLong_FromLongLong(timestamp);
-        if (record == NULL || py_offset == NULL || py_timestamp == NULL) {
-            Py_XDECREF(record);
-            Py_XDECREF(py_offset);
-            Py_XDECREF(py_timestamp);
-            Py_DECREF(key);
-            Py_DECREF(value);
-            Py_DECREF(headers);
+        if (outcome == RECORD_ERROR) {
             goto error;
         }
-        PyTuple_SET_ITEM(record, 0, py_offset);
-        PyTuple_SET_ITEM(record, 1, py_timestamp);
-        PyTuple_SET_ITEM(record, 2, key);
-        PyTuple_SET_ITEM(record, 3, value);
-        PyTuple_SET_ITEM(record, 4, headers);
         int appended = PyList_Append(records, record);
         Py_DECREF(record);
         if (appended < 0) {
