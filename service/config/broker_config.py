@@ -279,7 +279,6 @@ class BrokerConfig:
         raise KeyError(key)
 
 
-
 def _rows() -> tuple[ConfigDef, ...]:
     """Each key's row, named after its field, in declaration order."""
     return tuple(

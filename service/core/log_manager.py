@@ -400,7 +400,10 @@ class LogManager:
                 log = self._logs.pop(tp)
                 log.take_offline(state.offline_reason)
                 self._offline_logs[tp] = log
-        logger.error("Taking log dir %s offline after an I/O error: %s", state.path, exc, exc_info=exc)
+        logger.error(
+            "Taking log dir %s offline after an I/O error: %s", state.path, exc
+        )  # one line: the cause
+        logger.debug("The I/O error that took %s offline", state.path, exc_info=exc)
 
     def _on_log_io_error(self, log: PartitionLog, exc: OSError) -> None:
         self._mark_offline(self._state_of(log.directory.parent), exc)

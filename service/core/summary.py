@@ -101,13 +101,22 @@ def summary_parts(
         part = PartitionBytes(tp.topic, tp.partition, error=failed.reason, path=str(failed.path))
         part.add(UNREADABLE, _segment_bytes(str(failed.path)))
         parts.append(part)
-    offline = manager.offline_logs
     for log_dir, reason in manager.offline_dirs.items():
-        in_dir = [log for log in offline.values() if log.directory.parent == log_dir]
         part = PartitionBytes(None, None, error=reason, path=str(log_dir))
-        part.add(UNREADABLE, sum(log.snapshot.size_bytes for log in in_dir))
+        part.add(UNREADABLE, _offline_dir_bytes(log_dir))
         parts.append(part)
     return parts
+
+
+def _offline_dir_bytes(log_dir: Path) -> int:
+    """The segments' bytes of every partition dir of an offline log dir, by ``stat``: what it holds while
+    nothing may act on it (a partition dir that cannot be listed adds nothing; the dir's error names it)."""
+    try:
+        with os.scandir(log_dir) as entries:
+            dirs = [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return 0
+    return sum(_segment_bytes(path) for path in dirs)
 
 
 def unloaded_dir_parts(log_dirs: Iterable[Path], *, skip: Collection[Path] = ()) -> list[PartitionBytes]:

@@ -81,8 +81,11 @@ def config_options(command: click.decorators.FC) -> click.decorators.FC:
     return config_file_option(override_option(command))
 
 
-def load_config(config_file: Path | None, overrides: tuple[str, ...]) -> BrokerConfig:
-    """The broker configuration; unknown keys are warnings, invalid values stop here (exit code 2)."""
+def load_config(
+    config_file: Path | None, overrides: tuple[str, ...], *, check_dirs: bool = True
+) -> BrokerConfig:
+    """The broker configuration; unknown keys are warnings, invalid values stop here (exit code 2), and so
+    does a log dir that is a file or cannot be read (``check_dirs=False``: the caller reports those)."""
     broker, warnings = load_broker_config(config_file, overrides)
     for warning in warnings:
         logger.warning("%s", warning)
@@ -90,7 +93,8 @@ def load_config(config_file: Path | None, overrides: tuple[str, ...]) -> BrokerC
         logger.debug(
             "Kafka broker keys logcleaner does not use, ignored: %s", ", ".join(broker.ignored_broker_keys)
         )
-    check_log_dir_paths(broker.log_dir_paths)
+    if check_dirs:
+        check_log_dir_paths(broker.log_dir_paths)
     return broker
 
 
@@ -287,7 +291,7 @@ def explain_command(
         raise click.UsageError("--exact needs --summary")
     if summary and topic is not None:
         raise click.UsageError("--summary takes no --topic: it covers every log dir")
-    broker = load_config(config_file, overrides)
+    broker = load_config(config_file, overrides, check_dirs=not summary)  # the summary reports them
     if summary:
         doc = summary_of_log_dirs(broker, inspect_logs, exact=exact)
         click.echo(dumps_indented(doc) if as_json else "\n".join(summary_lines(doc)))

@@ -13,22 +13,24 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from cleaner.compaction.measure import measure_round
 from service.base.clock import SystemClock
+from service.base.errors import InvalidInputError
 from service.base.wording import counted
 from service.config.broker_config import BrokerConfig
 from service.core.compaction_estimate import SegmentSketches, round_segments
-from service.core.held_bytes import PartitionBytes
+from service.core.held_bytes import UNREADABLE, PartitionBytes
 from service.core.key_sketch import SegmentSketch
 from service.core.log_manager import LogManager
 from service.core.sketch_file import read_sketch_file, sketch_entry_name
 from service.core.summary import summary_document, summary_parts, unloaded_dir_parts
-from service.shell.tools.read_only import ScratchCopies
+from service.shell.tools.read_only import ScratchCopies, check_log_dir_paths
 from service.storage.topic_partition import TopicPartition
 
 __all__ = ["summary_lines", "summary_of_log_dirs"]
@@ -55,10 +57,31 @@ def summary_of_log_dirs(broker: BrokerConfig, inspect_logs: Inspect, *, exact: b
                 part.path = copies.originals_named(part.path)
         return parts
 
-    parts = inspect_logs(broker, summarize_share, allow_offline=True, shares=not exact)
+    unreadable = _unreadable_log_dirs(broker.log_dir_paths)
+    readable = tuple(path for path in broker.log_dir_paths if path not in unreadable)
+    parts: list[PartitionBytes] = []
+    if readable:
+        inspected = replace(broker, log_dir_paths=readable, metadata_log_dir=str(broker.metadata_log_path))
+        parts = inspect_logs(inspected, summarize_share, allow_offline=True, shares=not exact)
+    for path, error in unreadable.items():
+        part = PartitionBytes(None, None, error=error, path=str(path))
+        part.add(UNREADABLE, 0)
+        parts.append(part)
     skip = {Path(p.path) for p in parts if p.topic is None and p.path is not None}
-    parts += unloaded_dir_parts(broker.log_dir_paths, skip=skip)
+    parts += unloaded_dir_parts(readable, skip=skip)
     return summary_document(parts, generated_at_ms=SystemClock().now_ms())
+
+
+def _unreadable_log_dirs(log_dirs: Iterable[Path]) -> dict[Path, str]:
+    """The log dirs this process cannot read, with why: the summary's ``unreadable``, not a failed command
+    (the other commands refuse them: ``read_only.check_log_dir_paths``)."""
+    unreadable = {}
+    for path in log_dirs:
+        try:
+            check_log_dir_paths([path])
+        except InvalidInputError as exc:
+            unreadable[path] = str(exc)
+    return unreadable
 
 
 def _measure(manager: LogManager, parts: list[PartitionBytes]) -> None:

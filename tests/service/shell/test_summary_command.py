@@ -5,6 +5,8 @@ deletes now (exactly what a retention pass then deletes), and what cleaning free
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,8 @@ from service.core.compaction_estimate import SegmentSketches, round_segments
 from service.core.summary import summary_parts
 from service.shell.cli import main
 from service.shell.tools.log_commands import load_config, read_only_log_manager
+from tests.paths import REPO
+from tests.service.unprivileged import as_unprivileged, open_folder
 
 ENGINE = ("--override", "log.cleaner.engine=in-process")
 
@@ -151,3 +155,38 @@ def test_an_unreadable_partition_is_its_own_reason(
 def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert run(capsys, "explain", "--exact", "--override", f"log.dirs={tmp_path}")[0] == 2
     assert run(capsys, "explain", "--summary", "--topic", "t", "--override", f"log.dirs={tmp_path}")[0] == 2
+
+
+def test_dirs_this_user_cannot_read_are_the_summarys_unreadable_never_a_failed_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A log dir it cannot list, and a log dir taken offline by one partition dir it cannot list: each is
+    ``unreadable`` with its error, the second with the bytes its other partitions hold (as ``nobody`` when
+    the tests run as root)."""
+    with open_folder() as folder:
+        locked, partly = folder / "locked", folder / "partly"
+        gen(capsys, locked, "--topic", "u", "--records", "100")
+        gen(capsys, partly, "--topic", "t", "--partitions", "2", "--records", "100")
+        readable_bytes = sum(p.stat().st_size for p in (partly / "t-0").glob("*.log"))
+        for path in folder.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        locked.chmod(0)
+        (partly / "t-1").chmod(0)
+        args = [sys.executable, "-m", "service", "explain", "--summary", "--json"]
+        done = subprocess.run(
+            as_unprivileged([*args, "--override", f"log.dirs={partly},{locked}"]),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    (unreadable,) = doc["held"]
+    assert unreadable["reason"] == "unreadable" and unreadable["bytes"] == readable_bytes > 0
+    assert doc["total_bytes"] == readable_bytes
+    errors = {e["path"]: e["error"] for e in unreadable["errors"]}
+    assert "cannot be read by this user" in errors[str(locked)]
+    assert "Permission denied" in errors[str(partly)] and "t-1" in errors[str(partly)]
+    assert len(done.stderr.splitlines()) == 1 and "offline" in done.stderr  # one line, naming the cause
