@@ -193,14 +193,17 @@ class PartitionReads(Protocol):
 class TopicAdmin(Protocol):
     """Kafka's CreateTopics, CreatePartitions and DeleteTopics on the logs (the API serialises them)."""
 
-    def create_topic(self, topic: str, partitions: int) -> None: ...
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """Create ``topic``'s logs, with the overrides stored for it already."""
+        ...
 
     def create_partitions(self, topic: str, total: int) -> None:
         """Grow ``topic`` to ``total`` partitions (never shrink)."""
         ...
 
     def delete_topic(self, topic: str) -> list[TopicPartition]:
-        """Rename each partition dir ``-delete`` now (removed later); returns the partitions deleted."""
+        """Rename each partition dir ``-delete`` now (removed later) and drop the topic's overrides;
+        returns the partitions deleted."""
         ...
 
 
@@ -213,19 +216,12 @@ class TopicConfigs(Protocol):
         """Set ``changes`` and remove ``deletes``, durably; ``refresh_topic_configs`` applies them."""
         ...
 
-    def remove_overrides(self, topic: str) -> None: ...
-
     def config_entries(self, topic: str) -> dict[str, ConfigEntry]:
         """Every topic config's effective value and source (override, metadata log, broker, default)."""
         ...
 
     def refresh_topic_configs(self) -> None:
         """Apply changed topic overrides (and metadata-log configs) to the live logs."""
-        ...
-
-    @property
-    def has_metadata_image(self) -> bool:
-        """Whether the broker's metadata log was read (a topic created here is then not in it)."""
         ...
 
     @property

@@ -10,6 +10,7 @@ and its largest timestamp in memory, so a GET reads no batch twice.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from service.storage.topic_partition import TopicPartition
 from service.stray_replicas import StrayReplica
 
 __all__ = ["LogManagerQueries"]
+
+logger = logging.getLogger(__name__)
 
 
 class LogManagerQueries:
@@ -133,12 +136,20 @@ class LogManagerQueries:
 
     def create_topic(self, topic: str, partitions: int) -> None:
         self._manager.create_topic(topic, partitions)
+        if self._metadata.image is not None:
+            logger.warning(
+                "Topic %s created by logcleaner is not in the broker's metadata log: the next start holds "
+                "its partitions as stray replicas, as the broker would",
+                topic,
+            )
 
     def create_partitions(self, topic: str, total: int) -> None:
         self._manager.create_partitions(topic, total)
 
     def delete_topic(self, topic: str) -> list[TopicPartition]:
-        return self._manager.delete_topic(topic)
+        doomed = self._manager.delete_topic(topic)
+        self._store.remove_topic(topic)
+        return doomed
 
     # -- configs (TopicConfigs) ------------------------------------------------------------------
 
@@ -147,9 +158,6 @@ class LogManagerQueries:
 
     def update_overrides(self, topic: str, changes: Mapping[str, str], deletes: Iterable[str] = ()) -> None:
         self._store.update(topic, dict(changes), list(deletes))
-
-    def remove_overrides(self, topic: str) -> None:
-        self._store.remove_topic(topic)
 
     def config_entries(self, topic: str) -> dict[str, ConfigEntry]:
         return describe_topic_config(
@@ -164,10 +172,6 @@ class LogManagerQueries:
 
     def refresh_topic_configs(self) -> None:
         self._refresh()
-
-    @property
-    def has_metadata_image(self) -> bool:
-        return self._metadata.image is not None
 
     @property
     def set_aside_config_files(self) -> list[SetAsideFile]:

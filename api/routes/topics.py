@@ -6,8 +6,6 @@ Topic overrides go to the durable ``TopicConfigStore`` and reach the live logs a
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import APIRouter, Response, status
 
 from api.deps import Context, LogService, TopicPath
@@ -32,8 +30,6 @@ from service.errors import ConflictError, NotFoundError
 from service.reports import topic_config_document
 
 __all__ = ["router"]
-
-logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"], route_class=BoundedJsonRoute)
 
@@ -82,12 +78,6 @@ def create_topic(context: Context, body: CreateTopicRequest, response: Response)
             raise
     if overrides:
         logs.refresh_topic_configs()
-    if logs.has_metadata_image:
-        logger.warning(
-            "Topic %s created by logcleaner is not in the broker's metadata log: the next start holds its "
-            "partitions as stray replicas, as the broker would",
-            body.name,
-        )
     response.headers["Location"] = f"/v1/topics/{body.name}"
     return topic_detail(service, body.name)
 
@@ -109,7 +99,6 @@ def delete_topic(context: Context, topic: TopicPath) -> TopicDeleted:
     ``log.segment.delete.delay.ms``. The topic's overrides are removed too."""
     with context.admin_lock:
         doomed = context.service.logs.delete_topic(topic)
-        context.service.logs.remove_overrides(topic)
     return TopicDeleted(name=topic, partitions=sorted(tp.partition for tp in doomed))
 
 
