@@ -1,6 +1,6 @@
 """``create_app``: the FastAPI application over the node's ``LogService``.
 
-The composition root (``service.node.build_api_server``) hands in everything: the ``LogService`` (its
+The composition root (``service.shell.node.build_api_server``) hands in everything: the ``LogService`` (its
 ``NodeView``), the metrics' registry and the ``ApiSettings`` it built from the broker config; the API reads
 no configuration of its own.
 
@@ -39,7 +39,7 @@ from api.routes import (
     scheduler,
     topics,
 )
-from service.version import package_version
+from service.core.version import package_version
 
 __all__ = ["DOCS_ASSETS_PATH", "create_app"]
 
@@ -63,10 +63,11 @@ def create_app(
     not_ready: Callable[[], str | None] | None = None,
     on_fetch_fault: FetchFaultRecorder | None = None,
 ) -> FastAPI:
-    """The API of ``service`` with ``settings`` (``service.node.build_api_settings``: the broker's ``api.*``
-    keys and the token); ``/metrics`` serves ``registry``. ``not_ready()`` (the daemon's start-up and stop)
-    makes ``/readyz`` and ``/v1`` answer 503 with its reason while it returns one. ``on_fetch_fault`` is
-    told each fault a fetch meets (the metrics' ``FetchFaults.record``; the log names them either way)."""
+    """The API of ``service`` with ``settings`` (``service.shell.node.build_api_settings``: the broker's
+    ``api.*`` keys and the token); ``/metrics`` serves ``registry``. ``not_ready()`` (the daemon's start-up
+    and stop) makes ``/readyz`` and ``/v1`` answer 503 with its reason while it returns one.
+    ``on_fetch_fault`` is told each fault a fetch meets (the metrics' ``FetchFaults.record``; the log names
+    them either way)."""
     produce_model = produce_request_model(settings.max_records_per_request)
     app = FastAPIOffline(  # /docs with Swagger UI's files served from here: no CDN, works offline
         title="logcleaner",

@@ -1,11 +1,11 @@
 """What the API needs of the node (``LogService``), its settings, and the routes' ``Annotated`` aliases.
 
-``service.node.NodeView`` satisfies ``LogService`` structurally: the API never imports the node, the
+``service.shell.node.NodeView`` satisfies ``LogService`` structurally: the API never imports the node, the
 daemon, ``scheduler/`` or ``cleaner/``, and tests can hand in anything shaped the same. The logs are
-reached through the core's port (``service.ports.LogQueries``), never a LogManager, a log or a lock.
+reached through the core's port (``service.core.ports.LogQueries``), never a LogManager, a log or a lock.
 ``ApiContext`` is built once by ``create_app``; ``admin_lock`` serialises the multi-step topic changes
-(create with configs, delete, config patch) so that two of them cannot interleave. ``fetch_faults``
-counts the fetches that met corrupt or missing data (``logcleaner_fetch_faults_total``).
+(create with configs, delete, config patch) so that two of them cannot interleave. ``on_fetch_fault`` is
+told each fetch that met corrupt or missing data (``logcleaner_fetch_faults_total``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from fastapi import Depends, Path, Request
 from api.models import INT32_MAX, StrictDigits, TopicName
 from api.record_models import ProduceRequest
 from service.config.broker_config import BrokerConfig
-from service.ports import CleanerView, LogQueries, PartitionRecords, SummaryView
+from service.core.ports import CleanerView, LogQueries, PartitionRecords, SummaryView
 from service.storage.topic_partition import TopicPartition
 
 __all__ = [
@@ -64,7 +64,7 @@ class JobsView(Protocol):
 
 
 class LogService(Protocol):
-    """The node's surface the API uses (``service.node.NodeView`` has exactly these)."""
+    """The node's surface the API uses (``service.shell.node.NodeView`` has exactly these)."""
 
     @property
     def broker(self) -> BrokerConfig: ...

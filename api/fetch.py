@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from api.problems import ApiProblem
-from service.errors import CorruptDataError, OffsetOutOfRangeError
-from service.ports import PartitionRecords
+from service.base.errors import CorruptDataError, OffsetOutOfRangeError
+from service.core.ports import PartitionRecords
 from service.storage.records import Record
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Request and response bodies of the admin routes (topics, configs, partitions, checkpoints, tasks).
 
 Names and units: snake_case, offsets, sizes and timestamps (ms) as integers. The
-``explain``, ``retention`` and ``clean`` documents are the CLI's own (built in ``service.reports`` and by
+``explain``, ``retention`` and ``clean`` documents are the CLI's own (built in ``service.core.reports`` and by
 the cleaner); their models name the contract's fields and allow the extra ones the builders add.
 """
 

@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.errors import (
+from service.base.errors import (
     ConflictError,
     CorruptDataError,
     InvalidInputError,

@@ -19,8 +19,8 @@ from pydantic_core import ErrorDetails
 from api.fast_records import fast_records
 from api.problems import ApiProblem, FieldError, validation_problem
 from api.record_models import ProduceRequest, ProduceResponse, RecordData, RecordIn
-from service.errors import InvalidInputError
-from service.ports import PartitionRecords
+from service.base.errors import InvalidInputError
+from service.core.ports import PartitionRecords
 from service.storage.records import NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, Header, Record, encode_batch
 
 __all__ = [

@@ -29,8 +29,8 @@ from typing import Protocol
 from cleaner.compaction.cleaner import Cleaner, CleaningResult, ScheduleDelete, round_down_to_segment
 from cleaner.compaction.key_map_budget import KeyMapBudget, remove_spill_leftovers
 from cleaner.errors import CleaningAbortedError, EngineUnavailableError
-from service.clock import Clock
-from service.engine_choice import ENGINE_SPARK, EngineChoice
+from service.base.clock import Clock
+from service.core.engine_choice import ENGINE_SPARK, EngineChoice
 from service.storage.log import PartitionLog
 
 __all__ = [

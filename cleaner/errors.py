@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.errors import ConflictError, LogCleanerError
+from service.base.errors import ConflictError, LogCleanerError
 
 __all__ = ["CleaningAbortedError", "EngineUnavailableError", "IllegalCleanerStateError"]
 

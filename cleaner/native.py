@@ -29,7 +29,7 @@ from typing import Protocol
 
 import crc32c
 
-from service.cpus import usable_cpus
+from service.core.cpus import usable_cpus
 from service.storage.compression import CompressionType, compress, decompress, system_codecs
 from service.storage.native_module import load_native_module
 from service.storage.records import (

@@ -30,7 +30,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from service.clock import Clock
+from service.base.clock import Clock
 
 __all__ = ["JobStatus", "LogScheduler"]
 

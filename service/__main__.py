@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from service.cli import exit_process, main
+from service.shell.cli import exit_process, main
 
 exit_process(main())

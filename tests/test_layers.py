@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import re
 import tomllib
-from pathlib import Path
 
 import grimp
 
-_ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import REPO as _ROOT
+
 _PACKAGES = ("service", "api", "cleaner", "scheduler")
 
 
@@ -37,3 +37,16 @@ def test_every_module_is_in_a_layer() -> None:
         and not any(module == name or module.startswith(name + ".") for name in named)
     )
     assert outside == []
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared test code lives in helper modules and fixtures; a test module imported by another would run its
+    tests' imports (and hide which tests share what)."""
+    graph = grimp.build_graph("tests")
+    importing = sorted(
+        f"{importer} imports {imported}"
+        for imported in graph.modules
+        if imported.rsplit(".", 1)[-1].startswith("test_")
+        for importer in graph.find_modules_that_directly_import(imported)
+    )
+    assert importing == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import Gauge
 
-from service.version import package_version
+from service.core.version import package_version
 
 __all__ = ["build_info"]
 

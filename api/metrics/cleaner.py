@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from api.metrics.source import MetricsSource
-from service.ports import CleanerFigures
+from service.core.ports import CleanerFigures
 
 __all__ = ["IDLE_FIGURES", "CleanerCollector"]
 

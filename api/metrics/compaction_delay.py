@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.cleanable import cleaner_checkpoints, log_to_clean
-from service.errors import LogCleanerError
+from service.base.errors import LogCleanerError
+from service.core.cleanable import cleaner_checkpoints, log_to_clean
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import attrgetter
 
-from service.retention import RetentionReason, explain_retention
+from service.core.retention import RetentionReason, explain_retention
 from service.storage.log import PartitionLog
 from service.storage.segment import LogSegment
 

@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 
 from api.fetch import FETCH_CORRUPT_BATCH, FETCH_MISSING_RANGE, FetchFaults
 from api.metrics.source import MetricsSource
-from service.retention import RetentionReason
+from service.core.retention import RetentionReason
 
 __all__ = ["LogManagerCollector"]
 

@@ -32,7 +32,7 @@ from api.metrics.compaction_delay import CompactionDelayTracker, read_cleaner_ch
 from api.metrics.exposition import TextCollector, gauge_header
 from api.metrics.future_timestamps import count_future_timestamp_segments
 from api.metrics.source import MetricsSource
-from service.errors import LogCleanerError
+from service.base.errors import LogCleanerError
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
 

@@ -1,11 +1,11 @@
-"""What the metrics read of the running node. ``service.node.NodeView`` satisfies it; so can a test's own
-object."""
+"""What the metrics read of the running node. ``service.shell.node.NodeView`` satisfies it; so can a test's
+own object."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from service.ports import CleanerView, LogFigures, SummaryView
+from service.core.ports import CleanerView, LogFigures, SummaryView
 
 __all__ = ["MetricsSource"]
 
@@ -15,7 +15,7 @@ class MetricsSource(Protocol):
 
     @property
     def log_manager(self) -> LogFigures:
-        """The LogManager's figures (``service.log_manager.LogManager`` is one)."""
+        """The LogManager's figures (``service.core.log_manager.LogManager`` is one)."""
         ...
 
     @property

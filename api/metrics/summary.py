@@ -1,6 +1,6 @@
 """The whole-broker summary's figures at scrape time: bytes held by reason and bytes reclaimable.
 
-They come from the document the daemon keeps ready (``service.summary_cache``, refreshed by its scheduled
+They come from the document the daemon keeps ready (``service.core.summary_cache``, refreshed by its scheduled
 task), never from a walk of the logs: a scrape costs the same at any partition count. Before the first
 refresh there are no samples. ``logcleaner_bytes_reclaimable{by="compaction"}`` is estimated (from key
 sketches) and counts only the compacted logs already sketched.

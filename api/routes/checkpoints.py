@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from api.deps import Context
 from api.models import Checkpoints
 from api.problems import problem_responses
-from service.errors import NotFoundError
+from service.base.errors import NotFoundError
 from service.storage.log_files import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,

@@ -14,8 +14,8 @@ from api.deps import Context, PartitionId, TopicPath
 from api.json_body import BoundedJsonRoute
 from api.models import CleanDocument, CleanRequest
 from api.problems import problem_responses
-from service.errors import ConflictError
-from service.ports import CleanerView
+from service.base.errors import ConflictError
+from service.core.ports import CleanerView
 from service.storage.topic_partition import TopicPartition
 
 __all__ = ["router"]

@@ -1,7 +1,7 @@
 """``/v1/explain``: the whole-broker summary of ``logcleaner explain --summary``, from the daemon.
 
-The document is the one the daemon keeps ready (``service.summary_cache``, refreshed by its scheduled task):
-a request reads it and never walks the logs, at any partition count.
+The document is the one the daemon keeps ready (``service.core.summary_cache``, refreshed by its scheduled
+task): a request reads it and never walks the logs, at any partition count.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``/v1/logs``: what start-up left out, and why. ``failed``: partitions that could not load, corrupt
 topic-config store copies set aside (the daemon runs without them; an operator repairs the files and
-restarts). ``stray``: stray replicas (``service.stray_replicas``), never retained, cleaned or deleted."""
+restarts). ``stray``: stray replicas (``service.core.stray_replicas``), never retained, cleaned or deleted."""
 
 from __future__ import annotations
 

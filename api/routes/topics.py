@@ -19,6 +19,7 @@ from api.models import (
     TopicList,
 )
 from api.problems import ApiProblem, FieldError, problem_responses
+from service.base.errors import ConflictError, NotFoundError
 from service.config.definitions import InvalidConfigError
 from service.config.topic_config import (
     ConfigEntry,
@@ -26,8 +27,7 @@ from service.config.topic_config import (
     typed_overrides,
     validate_topic_overrides,
 )
-from service.errors import ConflictError, NotFoundError
-from service.reports import topic_config_document
+from service.core.reports import topic_config_document
 
 __all__ = ["router"]
 

@@ -44,8 +44,8 @@ from cleaner.compaction.segment_chunks import RUN_BYTES, SegmentChunks
 from cleaner.compaction.stats import CleanerStats
 from cleaner.compaction.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from cleaner.native import NativeKeyMap, cleaning_round, filter_batches, native_key_map, producer_ends
-from service.clock import Clock
-from service.errors import corrupt_data_in
+from service.base.clock import Clock
+from service.base.errors import corrupt_data_in
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.partition_files import delete_marked_snapshot

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cleaner.native import NativeKeyMap, spill_key_map
-from service.errors import InvalidInputError
+from service.base.errors import InvalidInputError
 from service.storage.log_files import DELETED_SUFFIX
 
 __all__ = ["SPILL_FILE_MARK", "KeyMapBudget", "remove_spill_leftovers"]

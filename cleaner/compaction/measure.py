@@ -18,8 +18,8 @@ from cleaner.compaction.offset_map import OffsetMap, build_offset_map, segments_
 from cleaner.compaction.rules import CleaningContext, ProducerScan, filter_batch
 from cleaner.compaction.stats import CleanerStats
 from cleaner.compaction.txn_metadata import CleanedTransactionMetadata
-from service.clock import Clock
-from service.errors import corrupt_data_in
+from service.base.clock import Clock
+from service.base.errors import corrupt_data_in
 from service.storage.log import PartitionLog
 
 __all__ = ["RoundMeasure", "measure_round"]

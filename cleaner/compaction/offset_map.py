@@ -37,7 +37,7 @@ from cleaner.native import (
     puts_on_own_thread,
     spill_probe_records,
 )
-from service.errors import corrupt_data_in
+from service.base.errors import corrupt_data_in
 from service.storage.records import RecordBatch
 from service.storage.segment import LogSegment
 

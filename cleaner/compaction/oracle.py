@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cleaner.compaction.cleaner import Cleaner, CleaningResult
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 

@@ -14,7 +14,7 @@ import os
 import threading
 from types import TracebackType
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.file_records import CHUNK_BYTES
 from service.storage.records import LOG_OVERHEAD, RecordBatch, decode_batch, peek_batch_size
 from service.storage.segment import LogSegment

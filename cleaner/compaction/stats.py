@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from service.clock import Clock
+from service.base.clock import Clock
 
 __all__ = ["CleanerStats"]
 

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from cleaner.errors import CleaningAbortedError, IllegalCleanerStateError
 from cleaner.pool.manager import CleanerManager
 from cleaner.pool.worker import CleanerWorker, CleanFn, JobSharing, RoundOutcome
-from service.errors import ConflictError, NotFoundError
-from service.ports import CleanerFigures
+from service.base.errors import ConflictError, NotFoundError
+from service.core.ports import CleanerFigures
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
 

@@ -37,9 +37,9 @@ from pathlib import Path
 
 from cleaner.errors import IllegalCleanerStateError
 from cleaner.pool.uncleanable import UncleanablePartition, UncleanablePartitions
-from service.cleanable import LogToClean, log_to_clean
-from service.clock import Clock
-from service.errors import LogCleanerError
+from service.base.clock import Clock
+from service.base.errors import LogCleanerError
+from service.core.cleanable import LogToClean, log_to_clean
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.log_files import CLEANER_OFFSET_CHECKPOINT

@@ -10,7 +10,7 @@ from cleaner.compaction.cleaner import CleaningResult
 from cleaner.engine import CompactionEngine, LogRound
 from cleaner.pool.manager import Candidate
 from cleaner.pool.worker import CleanFn, CleanManyFn, RoundOutcome
-from service.ports import TaskScheduler
+from service.core.ports import TaskScheduler
 
 __all__ = ["engine_round", "engine_rounds", "round_outcome"]
 

@@ -27,10 +27,10 @@ import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from service.audit import audit_log
-from service.clock import Clock
+from service.base.audit import audit_log
+from service.base.clock import Clock
+from service.base.wording import human_duration, utc_date
 from service.storage.topic_partition import TopicPartition
-from service.wording import human_duration, utc_date
 
 __all__ = ["MAX_RETRY_BACKOFF_MS", "UncleanablePartition", "UncleanablePartitions", "retry_delay_ms"]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from cleaner.errors import CleaningAbortedError
 from cleaner.pool.manager import Candidate, CleanerManager, describe_failure
-from service.audit import audit_log
+from service.base.audit import audit_log
 from service.storage.log import PartitionLog
 from service.storage.topic_partition import TopicPartition
 

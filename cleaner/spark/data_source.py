@@ -42,7 +42,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from cleaner.spark.segment_splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_splits
-from service.errors import InvalidInputError
+from service.base.errors import InvalidInputError
 from service.storage.file_records import iter_file_batches
 from service.storage.log_config import LONG_MAX
 from service.storage.records import Record, RecordBatch

@@ -70,11 +70,11 @@ from cleaner.spark.rewrite import GroupResult, rewrite_partition
 from cleaner.spark.round_plan import RoundPlan, plan_round
 from cleaner.spark.session import SparkSessionHolder, pool_name
 from cleaner.spark.task_files import JobTicket
-from service.clock import Clock
+from service.base.clock import Clock
+from service.base.wording import human_bytes
 from service.storage.log import PartitionLog
 from service.storage.log_files import CLEANED_SUFFIX
 from service.storage.segment import LogSegment
-from service.wording import human_bytes
 
 __all__ = ["SparkEngine", "time_from_own_tasks"]
 

@@ -42,7 +42,7 @@ from cleaner.compaction.offset_map import segments_overlapping
 from cleaner.compaction.rules import LastRecord, ProducerScan
 from cleaner.compaction.txn_metadata import CleanedTransactionMetadata, collect_aborted_txns
 from cleaner.native import scan_batch_runs
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.log import PartitionLog
 from service.storage.records import (
     BATCH_HEADER,

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.errors import InvalidInputError, NotFoundError
+from service.base.errors import InvalidInputError, NotFoundError
 from service.storage.index_file import read_whole_file
 from service.storage.log_config import LONG_MAX
 from service.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, parse_partition_dir_name, segment_path

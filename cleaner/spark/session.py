@@ -87,6 +87,10 @@ _POOL_XML = (
 )
 
 
+CLEANER_JOB_TAG = "logcleaner-cleaner"
+"""The Spark job tag every cleaning job carries (beside its round's own): the jobs ``stop`` cancels."""
+
+
 def pool_name(thread_id: int) -> str:
     """The FAIR scheduler pool of cleaner worker ``thread_id``."""
     return f"logcleaner-cleaner-{thread_id}"
@@ -161,6 +165,7 @@ class SparkSessionHolder:
         scratch, self._scratch = self._scratch, None
         if session is not None:
             logger.info("Stopping the SparkSession (master %s)", self.conf["spark.master"])
+            session.sparkContext.cancelJobsWithTag(CLEANER_JOB_TAG)  # serve stops: no round outlives it
             session.stop()
         if scratch is not None:
             if os.environ.get("SPARK_WORKER_DIR", "").startswith(scratch):

@@ -79,7 +79,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from service.errors import LogCleanerError
+from service.base.errors import LogCleanerError
 from service.storage.log_files import file_name
 
 __all__ = [

@@ -20,9 +20,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from service.base.errors import InvalidInputError
 from service.config.definitions import DEFS_BY_TOPIC_NAME
 from service.config.topic_config import validate_topic_overrides
-from service.errors import InvalidInputError
 from service.storage.log_files import is_valid_topic_name
 
 __all__ = ["ImportedConfigs", "parse_topic_configs_description", "read_topic_configs_description"]

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from service.errors import InvalidInputError
+from service.base.errors import InvalidInputError
 from service.storage.log_config import LONG_MAX
 
 __all__ = [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import javaproperties
 
-from service.errors import InvalidInputError
+from service.base.errors import InvalidInputError
 
 __all__ = ["parse_overrides", "read_properties", "read_properties_checked"]
 

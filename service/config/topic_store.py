@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from service.base.errors import CorruptDataError, InvalidInputError
 from service.config.definitions import InvalidConfigError
 from service.config.topic_config import topic_config_def, validate_topic_overrides
-from service.errors import CorruptDataError, InvalidInputError
 from service.storage.atomic import rename_durably, write_atomically
 from service.storage.log_files import is_valid_topic_name
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from service.base.errors import CorruptDataError
 from service.config.config_layers import DynamicConfigs
-from service.errors import CorruptDataError
 from service.metadata.log_reader import MetadataEntry, MetadataLogFiles, read_metadata_log
 from service.metadata.records import (
     ABORT_TRANSACTION_RECORD_KEY,

@@ -27,7 +27,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.metadata.records import IMAGE_RECORD_KEYS, MetadataRecord, decode_metadata_record
 from service.storage.control import ControlRecordType, decode_control_type
 from service.storage.file_records import iter_file_batches

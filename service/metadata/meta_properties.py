@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from service.base.errors import CorruptDataError
 from service.config.properties import read_properties
-from service.errors import CorruptDataError
 from service.storage.log_files import META_PROPERTIES_FILE
 
 __all__ = ["META_PROPERTIES_FILE", "read_node_id"]

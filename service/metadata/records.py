@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.metadata.schemas import (
     CONFIG_RECORD_KEY,
     CONTROL_SCHEMAS,

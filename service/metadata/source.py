@@ -26,12 +26,12 @@ from pathlib import Path
 
 from service.config.broker_config import BrokerConfig
 from service.config.config_layers import INTERNAL_TOPICS, NO_DYNAMIC_CONFIGS, DynamicConfigs
+from service.core.stray_replicas import KnownTopics
 from service.metadata.image import MetadataImage
 from service.metadata.log_reader import METADATA_PARTITION_DIR, MetadataLogFiles, find_metadata_log
 from service.metadata.meta_properties import META_PROPERTIES_FILE, read_node_id
 from service.metadata.tail import MetadataLogTail
 from service.storage.topic_partition import TopicPartition
-from service.stray_replicas import KnownTopics
 
 __all__ = ["MetadataSource"]
 

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from service.errors import CorruptDataError, InvalidInputError
+from service.base.errors import CorruptDataError, InvalidInputError
 from service.storage.atomic import write_atomically
 from service.storage.log_files import is_valid_topic_name
 from service.storage.topic_partition import TopicPartition

@@ -12,7 +12,7 @@ import logging
 import re
 from pathlib import Path
 
-from service.errors import InvalidInputError
+from service.base.errors import InvalidInputError
 from service.storage.atomic import fsync_dir, write_atomically
 from service.storage.log_files import CLEAN_SHUTDOWN_FILE
 

@@ -62,7 +62,7 @@ from typing import assert_never
 
 import cramjam
 
-from service.errors import CorruptDataError, InvalidInputError
+from service.base.errors import CorruptDataError, InvalidInputError
 from service.storage.native_module import load_native_module
 from service.storage.system_libraries import lz4_library, snappy_library, zstd_library
 

@@ -11,7 +11,7 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.records import NO_SEQUENCE, Record, encode_batch
 
 __all__ = [

@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.message_schema import Field, Schema, decode_message, encode_message
 
 __all__ = [

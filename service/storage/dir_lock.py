@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
-from service.errors import ConflictError
+from service.base.errors import ConflictError
 from service.storage.log_files import LOCK_FILE
 
 __all__ = ["LogDirLock"]

@@ -16,7 +16,7 @@ import os
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from service.errors import DuplicatePartitionDirError, InvalidInputError
+from service.base.errors import DuplicatePartitionDirError, InvalidInputError
 from service.storage.log_files import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.records import LOG_OVERHEAD, RecordBatch, decode_batch, peek_batch_size
 
 __all__ = ["CHUNK_BYTES", "iter_file_batches"]

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.errors import CorruptDataError, InvalidInputError
+from service.base.errors import CorruptDataError, InvalidInputError
 from service.storage.checkpoints import OffsetCheckpointFile, decode_checkpoint
 from service.storage.high_watermark_source import HighWatermarkSource
 from service.storage.log import PartitionLog

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from service.errors import CorruptDataError, InvalidInputError
+from service.base.errors import CorruptDataError, InvalidInputError
 from service.storage.atomic import fsync_file
 
 __all__ = [

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.atomic import write_atomically
 from service.storage.checkpoints import split_lines
 

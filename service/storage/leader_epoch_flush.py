@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from service.errors import LogClosedError
+from service.base.errors import LogClosedError
 from service.storage.atomic_batch import AtomicBatch
 from service.storage.log import PartitionLog
 

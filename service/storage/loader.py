@@ -25,9 +25,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.audit import audit_log, log_ident
-from service.clock import Clock
-from service.errors import CorruptDataError, InvalidInputError, UnsupportedFormatError, WouldWriteError
+from service.base.audit import audit_log, log_ident
+from service.base.clock import Clock
+from service.base.errors import CorruptDataError, InvalidInputError, UnsupportedFormatError, WouldWriteError
+from service.base.wording import counted
 from service.storage.atomic import fsync_dir
 from service.storage.high_watermark_source import HighWatermarkSource
 from service.storage.log import PartitionLog
@@ -50,7 +51,6 @@ from service.storage.prescan import PartitionScan
 from service.storage.producer_state import ProducerStateManager
 from service.storage.segment import LogSegment
 from service.storage.topic_partition import TopicPartition
-from service.wording import counted
 
 __all__ = ["LoadResult", "load_partition_log"]
 

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.audit import audit_log, log_ident
-from service.clock import Clock
-from service.errors import (
+from service.base.audit import audit_log, log_ident
+from service.base.clock import Clock
+from service.base.errors import (
     InvalidInputError,
     LogClosedError,
     LogDirOfflineError,

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from service.clock import Clock
-from service.errors import InvalidInputError, LogCleanerError, WouldWriteError
+from service.base.clock import Clock
+from service.base.errors import InvalidInputError, LogCleanerError, WouldWriteError
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import (
     NO_BROKER_EPOCH,
@@ -246,7 +246,7 @@ def _partition_dirs(
             pending_deletion.append(child)
         elif parsed.kind == "":
             if child in strays:
-                continue  # a stray replica: not this topic's log (``service.stray_replicas``)
+                continue  # a stray replica: not this topic's log (``service.core.stray_replicas``)
             if read_only is None or read_only.selects(name):
                 to_load.append((child, TopicPartition(parsed.topic, parsed.partition)))
         else:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.errors import InvalidInputError
+from service.base.errors import InvalidInputError
 
 __all__ = [
     "CLEANED_SUFFIX",

@@ -33,7 +33,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 
 __all__ = [
     "UNKNOWN_TAGS",

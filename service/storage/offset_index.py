@@ -10,7 +10,7 @@ from pathlib import Path
 from sys import byteorder
 from typing import NamedTuple
 
-from service.errors import CorruptDataError, InvalidInputError
+from service.base.errors import CorruptDataError, InvalidInputError
 from service.storage.index_file import DEFAULT_MAX_INDEX_SIZE, AbstractIndex, check_whole_entries
 
 __all__ = [

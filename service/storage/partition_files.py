@@ -44,7 +44,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.atomic import fsync_dir
 from service.storage.leader_epoch_cache import LeaderEpochCache
 from service.storage.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.atomic import write_atomically
 from service.storage.index_file import read_whole_file
 

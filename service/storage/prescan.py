@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from service.errors import ConflictError
+from service.base.errors import ConflictError
 from service.storage.dir_lock import LogDirLock
 from service.storage.log_files import CLEAN_SHUTDOWN_FILE, LOCK_FILE
 from service.storage.native_module import load_native_module

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import crc32c
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.atomic import write_atomically
 from service.storage.index_file import read_whole_file
 from service.storage.log_files import SNAPSHOT_SUFFIX, segment_path

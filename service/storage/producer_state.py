@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.control import decode_end_txn_marker
 from service.storage.producer_snapshot import ProducerSnapshotEntry
 from service.storage.records import NO_SEQUENCE, NO_TIMESTAMP, RecordBatch

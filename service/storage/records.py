@@ -31,7 +31,7 @@ from typing import NamedTuple, NoReturn
 
 import crc32c
 
-from service.errors import CorruptDataError, UnsupportedFormatError
+from service.base.errors import CorruptDataError, UnsupportedFormatError
 from service.storage.compression import CompressionType, compress, decompress
 from service.storage.native_module import load_native_module
 from service.storage.varint import decode_varint, encode_varint

@@ -27,7 +27,7 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from service.errors import CorruptDataError, LogClosedError, UnsupportedFormatError
+from service.base.errors import CorruptDataError, LogClosedError, UnsupportedFormatError
 from service.storage.atomic import fsync_file
 from service.storage.file_records import iter_file_batches
 from service.storage.index_file import (

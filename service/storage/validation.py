@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import crc32c
 
-from service.errors import CorruptDataError, InvalidInputError, RecordTooLargeError
+from service.base.errors import CorruptDataError, InvalidInputError, RecordTooLargeError
 from service.storage.log_config import LogConfig
 from service.storage.records import NO_TIMESTAMP, RecordBatch, TimestampType, decode_batch
 

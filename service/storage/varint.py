@@ -6,7 +6,7 @@ byte but the last. A varint (int32) takes at most 5 bytes, a varlong (int64) at 
 
 from __future__ import annotations
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 
 __all__ = ["decode_varint", "encode_varint", "varint_size"]
 

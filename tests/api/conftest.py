@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from service.config.broker_config import BrokerConfig
-from service.daemon import Daemon
+from service.shell.daemon import Daemon
 
 QUIET_DAEMON = {
     "api.port": "0",

@@ -14,9 +14,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.clock import Clock, ManualClock
+from service.base.clock import Clock, ManualClock
 from service.config.broker_config import BrokerConfig
-from service.daemon import Daemon
+from service.shell.daemon import Daemon
 from service.storage.records import Record
 
 __all__ = [

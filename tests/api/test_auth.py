@@ -10,7 +10,7 @@ import pytest
 
 from service.config.broker_config import BrokerConfig
 from service.config.definitions import InvalidConfigError
-from service.daemon import Daemon
+from service.shell.daemon import Daemon
 from tests.api.conftest import QUIET_DAEMON, Served, assert_problem, disk_snapshot, serve_daemon
 
 TOKEN = "s3cret-token"

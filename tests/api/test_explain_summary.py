@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from service.cli import main
-from service.clock import ManualClock
+from service.base.clock import ManualClock
+from service.core.summary import MEMO_MAX_AGE_MS
+from service.shell.cli import main
 from service.storage.records import Record
-from service.summary import MEMO_MAX_AGE_MS
 from tests.api.conftest import serve_daemon, string_record
 from tests.api.metrics_helpers import Scrape, running_daemon
 

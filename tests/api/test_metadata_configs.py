@@ -10,6 +10,7 @@ import pytest
 
 from service.storage.partition_metadata import new_topic_id, write_partition_metadata
 from tests.api.conftest import serve_daemon
+from tests.service.cli_logs import make_logs
 from tests.service.metadata.metadata_helpers import (
     broker_config,
     partition,
@@ -17,7 +18,6 @@ from tests.service.metadata.metadata_helpers import (
     topic_config,
     write_segment,
 )
-from tests.service.test_cli_commands import make_logs
 
 
 def test_topic_detail_and_configs_show_the_metadata_logs_values(tmp_path: Path) -> None:

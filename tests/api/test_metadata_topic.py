@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import InvalidInputError
+from service.base.errors import InvalidInputError
 from service.storage.log_files import METADATA_TOPIC_CREATION_PROHIBITED
 from tests.api.conftest import assert_problem, serve_daemon
 from tests.service.broker_layout import METADATA_DIR, make_broker_dirs, snapshot

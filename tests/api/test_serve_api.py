@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.test_serve import READY, Serve
+from tests.service.serve_process import READY, Serve
 
 
 @pytest.mark.slow

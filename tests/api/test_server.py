@@ -20,8 +20,8 @@ from api.app import create_app
 from api.deps import ApiSettings, JobsView
 from api.server import ApiServer
 from service.config.broker_config import BrokerConfig
-from service.daemon import Daemon
-from service.ports import CleanerFigures, CleanerView, LogQueries, SummaryView
+from service.core.ports import CleanerFigures, CleanerView, LogQueries, SummaryView
+from service.shell.daemon import Daemon
 from service.storage.topic_partition import TopicPartition
 from tests.api.conftest import QUIET_DAEMON, Served, assert_problem, string_record
 

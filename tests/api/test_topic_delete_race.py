@@ -20,11 +20,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.clock import ManualClock
-from service.log_manager import LogManager
+from service.base.clock import ManualClock
+from service.core.log_manager import LogManager
+from service.core.tasks import ManualTaskScheduler
 from service.storage.log_config import LogConfig
 from service.storage.topic_partition import TopicPartition
-from service.tasks import ManualTaskScheduler
 from tests.api.conftest import serve_daemon, string_record
 
 TOPIC = "rt"

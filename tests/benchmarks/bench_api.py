@@ -36,7 +36,7 @@ from pathlib import Path
 
 import httpx
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig

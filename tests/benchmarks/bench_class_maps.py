@@ -28,10 +28,10 @@ from cleaner.spark import partial_maps
 from cleaner.spark.partial_maps import MapSplit, class_tasks
 from cleaner.spark.round_plan import plan_round
 from cleaner.spark.segment_splits import plan_splits
-from service.clock import SystemClock
+from service.base.clock import SystemClock
+from service.shell.tools.gen import GenOptions, generate
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
-from service.tools.gen import GenOptions, generate
 
 SEGMENT_BYTES = 16 << 20
 COMPACT = frozenset({"compact"})

@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1] + "/tests/benchmarks")
 import bench_spark_cleaner as b
 from cleaner.engine import InProcessEngine
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.storage.loader import load_partition_log
 directory = b.fresh_copy(Path(sys.argv[2]), Path(sys.argv[3]) / "gen-0-0")
 log = load_partition_log(directory, b.config(), clock=SystemClock()).log

@@ -39,7 +39,7 @@ sys.path.insert(0, sys.argv[1] + "/tests/benchmarks")
 import bench_spark_cleaner as b
 from cleaner.compaction.key_map_budget import KeyMapBudget
 from cleaner.engine import InProcessEngine
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.storage.loader import load_partition_log
 
 def status(field):

@@ -39,8 +39,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from service.clock import SystemClock
-from service.log_manager import LogManager, LogManagerSettings
+from service.base.clock import SystemClock
+from service.core.log_manager import LogManager, LogManagerSettings
+from service.core.tasks import DeferredTasks
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.clean_shutdown import write_clean_shutdown_marker
 from service.storage.loader import load_partition_log
@@ -52,7 +53,6 @@ from service.storage.log_files import (
 )
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from service.tasks import DeferredTasks
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS

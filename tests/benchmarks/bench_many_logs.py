@@ -43,18 +43,18 @@ import psutil  # type: ignore[import-untyped]  # no stubs installed; the CPU of 
 
 from cleaner.engine import CompactionEngine, InProcessEngine, PerRoundEngine
 from cleaner.pool.manager import CleanerManager
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
-from service.cpus import usable_cpus
-from service.engine_choice import EngineChoice
-from service.log_manager import LogManager
-from service.node import build_compacted_log_manager, build_log_cleaner
+from service.core.cpus import usable_cpus
+from service.core.engine_choice import EngineChoice
+from service.core.log_manager import LogManager
+from service.core.tasks import DeferredTasks
+from service.shell.node import build_compacted_log_manager, build_log_cleaner
+from service.shell.tools.gen import GenOptions, generate
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
-from service.tasks import DeferredTasks
-from service.tools.gen import GenOptions, generate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root: see copies.py
 from tests.benchmarks.copies import free_pages, fresh_copy, pages_to_free

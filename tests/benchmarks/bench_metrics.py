@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.samples import Sample
 
 from service.config.broker_config import BrokerConfig
-from service.daemon import Daemon
+from service.shell.daemon import Daemon
 from tests.benchmarks.bench_log_manager import build_log_dir
 
 SCRAPES = 7

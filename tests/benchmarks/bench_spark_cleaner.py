@@ -58,10 +58,10 @@ from typing import Any
 import psutil  # type: ignore[import-untyped]  # no stubs installed; used only here, for RSS
 
 from cleaner.engine import InProcessEngine
-from service.clock import SystemClock
+from service.base.clock import SystemClock
+from service.shell.tools.gen import GenOptions, generate
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
-from service.tools.gen import GenOptions, generate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root: see copies.py
 from tests.benchmarks.copies import cp_seconds, free_pages, fresh_copy, pages_to_free

@@ -34,10 +34,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import service
-from service.clock import SystemClock
-from service.log_manager import LogManager, LogManagerSettings
+from service.base.clock import SystemClock
+from service.core.log_manager import LogManager, LogManagerSettings
+from service.core.tasks import DeferredTasks
 from service.storage.log_config import LogConfig
-from service.tasks import DeferredTasks
 
 
 def walk(path: Path) -> int:

@@ -26,7 +26,7 @@ import time
 import warnings
 from pathlib import Path
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.storage.compression import CompressionType, compression_from_name
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog

@@ -24,11 +24,11 @@ import cleaner.compaction.offset_map
 from cleaner.compaction.cleaner import Cleaner
 from cleaner.compaction.key_map_budget import KeyMapBudget
 from cleaner.native import NativeKeyMap, is_spilling
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 NOW_MS = 1_400_000_000_000
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 
 START_MS = 1_400_000_000_000  # LogCleanerTest's start time
 

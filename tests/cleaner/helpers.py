@@ -8,22 +8,36 @@ with a value, as ints), ``batch_last_offsets``/``batch_base_offsets`` (every bat
 
 from __future__ import annotations
 
+import struct
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cleaner.compaction.cleaner import Cleaner, CleaningResult
-from service.clock import ManualClock
+from cleaner.engine import InProcessEngine
+from cleaner.pool.log_cleaner import LogCleaner
+from service.base.clock import ManualClock, SystemClock
+from service.config.broker_config import BrokerConfig
+from service.config.topic_store import TopicConfigStore
+from service.core.tasks import DeferredTasks, ManualTaskScheduler
+from service.shell.node import build_compacted_log_manager, build_log_cleaner
+from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.control import encode_end_txn_marker_batch
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LONG_MAX, LogConfig
-from service.storage.records import Record, RecordBatch, encode_batch
+from service.storage.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
+from service.storage.records import (
+    Record,
+    RecordBatch,
+    encode_batch,
+)
 from service.storage.segment import LogSegment
+from service.storage.topic_partition import TopicPartition
 from service.storage.txn_index import AbortedTxn
-from service.tasks import ManualTaskScheduler
 
 __all__ = [
     "DAY_MS",
@@ -277,3 +291,71 @@ def flip_byte(path: Path, position: int) -> None:
         byte = f.read(1)
         f.seek(position)
         f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def recover_and_check(
+    directory: Path, config: LogConfig, clock: ManualClock, expected: list[int]
+) -> PartitionLog:
+    log = load_partition_log(directory, config, clock=clock).log
+    assert keys(log) == expected
+    names = [p.name for p in directory.iterdir()]
+    assert not [n for n in names if n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX))]
+    return log
+
+
+class Env:
+    """A LogManager over one temp log dir (compacted by default) and a cleaner pool built as the daemon
+    builds it; ``deleted`` collects the delayed file deletions."""
+
+    def __init__(self, log_dir: Path, **overrides: str) -> None:
+        self.log_dir = log_dir
+        props = {"log.dirs": str(log_dir), **BROKER_DEFAULTS, **overrides}
+        self.broker, _ = BrokerConfig.from_properties(props)
+        self.tasks = DeferredTasks()
+        self.store = TopicConfigStore([log_dir])
+        self.manager, self.cleaning = build_compacted_log_manager(
+            self.broker, self.store, clock=SystemClock(), scheduler=self.tasks
+        )
+        self.manager.startup()
+        self.engine = InProcessEngine(self.manager.clock)
+
+    def cleaner(self, threads: int = 1) -> LogCleaner:
+        return build_log_cleaner(
+            self.broker, self.manager, self.cleaning, self.engine, scheduler=self.tasks, threads=threads
+        )
+
+    def topic(self, name: str, partitions: int = 1) -> list[PartitionLog]:
+        return self.manager.create_topic(name, partitions)
+
+    def checkpoints(self) -> dict[TopicPartition, int]:
+        return OffsetCheckpointFile(self.log_dir / "cleaner-offset-checkpoint").read()
+
+    def close(self) -> None:
+        self.tasks.run_all()
+        self.manager.shutdown()
+
+
+def write_keys(log: PartitionLog, keys: range, *, rounds: int, tag: str = "v") -> None:
+    """``rounds`` overwrites of every key, one batch per 10 keys."""
+    for r in range(rounds):
+        for start in range(keys.start, keys.stop, 10):
+            batch = [
+                Record(0, -1, b"k%d" % k, f"{tag}{r}-{k}".encode())
+                for k in range(start, min(start + 10, keys.stop))
+            ]
+            log.append_records(batch)
+
+
+def legacy_message(offset: int) -> bytes:
+    """A magic 0 message (its own message set) with a valid zlib CRC-32: real, but unsupported."""
+    body = struct.pack(">bbii", 0, 0, -1, 1) + b"v"
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", offset, len(message)) + message
+
+
+BROKER_DEFAULTS = {
+    "log.cleanup.policy": "compact",
+    "log.segment.bytes": "1024",
+    "log.cleaner.backoff.ms": "20",
+    "log.cleaner.engine": "in-process",
+}

@@ -26,14 +26,13 @@ from typing import Any
 import cleaner.compaction.cleaner
 import cleaner.compaction.group_swap
 from cleaner.compaction.cleaner import Cleaner
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.segment import LogSegment
 from tests.cleaner.helpers import compact_config
 from tests.cleaner.kill_points import KillPoint, report_renames
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
 
 
 def install(kill: KillPoint) -> None:

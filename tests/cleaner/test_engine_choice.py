@@ -26,13 +26,12 @@ from cleaner.engine import (
     round_bytes,
 )
 from cleaner.errors import CleaningAbortedError
-from service.clock import ManualClock
-from service.engine_choice import EngineChoice, EngineRates, EngineReason, cluster_cores
+from service.base.clock import ManualClock
+from service.core.engine_choice import EngineChoice, EngineRates, EngineReason, cluster_cores
 from service.storage.log import PartitionLog
 from tests.cleaner.helpers import keyed, new_log
-from tests.service.test_serve import READY, Serve
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+from tests.service.serve_process import READY, Serve
 
 
 def test_auto_picks_spark_from_the_threshold_on() -> None:
@@ -175,7 +174,7 @@ def test_offline_clean_of_small_logs_runs_in_process_and_never_imports_pyspark(t
     _gen_compacted(tmp_path / "logs")
     script = (
         "import json, sys\n"
-        "from service.cli import main\n"
+        "from service.shell.cli import main\n"
         "code = main(sys.argv[1:])\n"
         "print(json.dumps({'code': code, 'pyspark': 'pyspark' in sys.modules}))\n"
     )

@@ -8,11 +8,9 @@ import gzip
 import os
 import random
 import shutil
-import struct
 import subprocess
 import sys
 import time
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -32,9 +30,10 @@ from cleaner.compaction.offset_map import OffsetMap, build_offset_map
 from cleaner.compaction.oracle import clean_in_process
 from cleaner.compaction.stats import CleanerStats
 from cleaner.compaction.txn_metadata import CleanedTransactionMetadata
-from service.clock import ManualClock
-from service.cpus import usable_cpus
-from service.errors import CorruptDataError
+from service.base.clock import ManualClock
+from service.base.errors import CorruptDataError
+from service.core.cpus import usable_cpus
+from service.shell.tools.gen import encode_records_area
 from service.storage import compression as compression_module
 from service.storage.compression import CompressionType, compress, decompress, system_codecs
 from service.storage.control import encode_end_txn_marker_batch
@@ -52,8 +51,8 @@ from service.storage.records import (
 )
 from service.storage.segment import LogSegment
 from service.storage.txn_index import AbortedTxn, decode_entries
-from service.tools.gen import encode_records_area
-from tests.cleaner.helpers import DAY_MS, Producer, compact_config
+from tests.cleaner.helpers import DAY_MS, Producer, compact_config, legacy_message
+from tests.paths import REPO
 
 pytestmark = pytest.mark.skipif(cleaner.native._native is None, reason="cleaner._native is not built")
 
@@ -61,7 +60,6 @@ KEYS = [b"a", b"b", b"c", b"twelve-bytes", b"longer-than-the-twelve-inline-bytes
 PRODUCERS = [1, 2, 3]
 IDEMPOTENT = [7, 8]  # producers outside transactions: their batches carry a producer id and sequences
 START = 1_400_000_000_000
-REPO = Path(__file__).resolve().parents[2]
 
 
 class Op(NamedTuple):
@@ -308,13 +306,6 @@ def plain_log(directory: Path, batches: int = 6) -> list[LogSegment]:
         LogSegment(directory, 0, config=config, created_ms=START, size_bytes=path.stat().st_size),
         LogSegment(directory, batches, config=config, created_ms=START, size_bytes=0),
     ]
-
-
-def legacy_message(offset: int) -> bytes:
-    """A magic 0 message (its own message set) with a valid zlib CRC-32: real, but unsupported."""
-    body = struct.pack(">bbii", 0, 0, -1, 1) + b"v"
-    message = struct.pack(">I", zlib.crc32(body)) + body
-    return struct.pack(">qi", offset, len(message)) + message
 
 
 def undecodable_lz4_batch(offset: int) -> bytes:

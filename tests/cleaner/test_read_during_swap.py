@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from tests.cleaner.helpers import clean, keyed, new_log
 
 KEYS = 5

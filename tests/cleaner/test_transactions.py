@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.txn_index import AbortedTxn
 from tests.cleaner.helpers import (
     DAY_MS,

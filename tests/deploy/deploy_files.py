@@ -9,10 +9,10 @@ import yaml  # type: ignore[import-untyped]  # PyYAML ships no hints; types-PyYA
 
 from service.config.broker_config import BrokerConfig
 from service.config.properties import read_properties
+from tests.paths import DEPLOY
 
 __all__ = ["DEPLOY", "PROMETHEUS_SERIES", "broker_config", "load_yaml"]
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 # Series Prometheus makes itself for every target.
 PROMETHEUS_SERIES = frozenset({"up", "scrape_duration_seconds", "scrape_samples_scraped"})

@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
 STANDALONE = REPO / "deploy" / "spark" / "standalone.sh"
 CONFIG = REPO / "deploy" / "spark" / "server.properties"
 

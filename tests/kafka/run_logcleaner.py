@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.paths import REPO
+
 __all__ = ["REPO", "logcleaner", "logcleaner_json", "log_dir_options"]
 
-REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 300.0
 
 

@@ -29,8 +29,8 @@ from tests.kafka.conftest import MakeBroker
 from tests.kafka.round_trip import active_segment_base, differences
 from tests.kafka.run_logcleaner import log_dir_options, logcleaner_json
 from tests.kafka.workloads import SEGMENT_MS, kept_by_compaction, keyed_chunks
+from tests.service.serve_process import Serve
 from tests.service.stop_helpers import api_url, wait_until
-from tests.service.test_serve import Serve
 
 pytestmark = pytest.mark.kafka
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from scheduler.log_scheduler import LogScheduler
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 
 LONG_MAX = (1 << 63) - 1
 

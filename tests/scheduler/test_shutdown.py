@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 
 from scheduler.log_scheduler import LogScheduler
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 
 
 def started_scheduler() -> LogScheduler:

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.metadata.log_writer import encode_metadata_batch
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log_config import LogConfig
@@ -26,9 +26,9 @@ from service.storage.log_files import CLEANER_OFFSET_CHECKPOINT, LOCK_FILE, pars
 from service.storage.partition_metadata import new_topic_id, write_partition_metadata
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
+from tests.paths import FIXTURES
 from tests.service.metadata.metadata_helpers import partition, topic
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kafka-written"
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 RECORDS_PER_PARTITION = 20
 SEGMENT_BYTES = 400

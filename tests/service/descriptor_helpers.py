@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from service.clock import ManualClock
+from service.base.clock import ManualClock
+from service.shell.tools.gen import GenOptions, generate
 from service.storage.clean_shutdown import remove_clean_shutdown_marker
 from service.storage.log_files import RECOVERY_POINT_CHECKPOINT
-from service.tools.gen import GenOptions, generate
 
 __all__ = [
     "HEADROOM_FDS",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.storage.checkpoints import decode_checkpoint, encode_checkpoint
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir

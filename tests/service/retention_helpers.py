@@ -11,13 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from service.clock import ManualClock
-from service.log_manager import LogManager
+from service.base.clock import ManualClock
+from service.core.log_manager import LogManager
+from service.core.tasks import ManualTaskScheduler
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.records import Record
-from service.tasks import ManualTaskScheduler
 
 __all__ = [
     "START_MS",

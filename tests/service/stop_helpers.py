@@ -4,21 +4,26 @@ files a stop must never leave behind."""
 from __future__ import annotations
 
 import base64
+import random
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
+from service.config.topic_store import TopicConfigStore
+from service.shell.tools.gen import GenOptions, generate
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.log_files import CLEANED_SUFFIX, REPLICATION_OFFSET_CHECKPOINT, SWAP_SUFFIX
 from service.storage.topic_partition import TopicPartition
-from tests.service.test_serve import Serve
+from tests.service.serve_process import Serve
 
 __all__ = [
     "copies_of_one_partition",
@@ -121,3 +126,95 @@ def copies_of_one_partition(log_dir: Path, topic: str, partitions: int) -> None:
     if original is not None:
         entries.update((TopicPartition(topic, p), original) for p in range(1, partitions))
         high_watermarks.write(entries)
+
+
+OLD_PARTITIONS = 200
+COMPACTED_PARTITIONS = 4
+
+
+def workload(log_dir: Path, *, old_partitions: int = OLD_PARTITIONS, compacted_records: int = 20_000) -> None:
+    generate(
+        GenOptions(
+            log_dir=log_dir,
+            topics=("old",),
+            records=200,
+            batch_size=10,
+            segment_bytes=4096,
+            timestamp_start_ms=0,  # 1970: every closed segment is past retention.ms
+        )
+    )
+    generate(
+        GenOptions(
+            log_dir=log_dir,
+            topics=("c",),
+            records=compacted_records,
+            keys=500,
+            batch_size=200,
+            segment_bytes=65_536,
+            cleanup_policy=frozenset({"compact"}),
+        )
+    )
+    TopicConfigStore([log_dir]).update("c", {"min.cleanable.dirty.ratio": "0.01"})
+    copies_of_one_partition(log_dir, "old", old_partitions)
+    copies_of_one_partition(log_dir, "c", COMPACTED_PARTITIONS)
+
+
+@dataclass
+class Acknowledged:
+    """What the producers were told was written (``c``), and the log start offsets seen (``old``)."""
+
+    records: dict[int, Served] = field(default_factory=lambda: {p: {} for p in range(COMPACTED_PARTITIONS)})
+    old_start_offsets: dict[int, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def see_start_offsets(self, client: httpx.Client) -> None:
+        response = client.get("/v1/topics/old")
+        if response.status_code != 200:  # stopping already
+            return
+        with self.lock:
+            for part in response.json()["partitions"]:
+                seen = self.old_start_offsets.get(part["partition"], 0)
+                self.old_start_offsets[part["partition"]] = max(seen, part["log_start_offset"])
+
+
+def produce_until(
+    stop: threading.Event,
+    url: str,
+    acked: Acknowledged,
+    rng: random.Random,
+    tag: str,
+    old_partitions: int = OLD_PARTITIONS,
+) -> None:
+    """Produce batches to ``c`` (unique keys: compaction keeps them all) and to ``old`` (1970 records,
+    for retention) until ``stop``; a refused or failed request is simply not acknowledged."""
+    n = 0
+    with httpx.Client(base_url=url, timeout=10) as client:
+        while not stop.is_set():
+            n += 1
+            partition = rng.randrange(COMPACTED_PARTITIONS)
+            keys = [f"{tag}-{n}-{i}" for i in range(20)]
+            body = {
+                "records": [
+                    {"key": {"type": "STRING", "data": k}, "value": {"type": "STRING", "data": "v" * 50 + k}}
+                    for k in keys
+                ]
+            }
+            old = {"records": [{"key": {"type": "STRING", "data": k}, "timestamp": 0} for k in keys[:5]]}
+            try:
+                response = client.post(f"/v1/topics/c/partitions/{partition}/records", json=body)
+            except httpx.HTTPError:
+                continue
+            if response.status_code == 200:
+                served = {
+                    offset: (
+                        base64.b64encode(k.encode()).decode(),
+                        base64.b64encode(("v" * 50 + k).encode()).decode(),
+                    )
+                    for offset, k in zip(response.json()["offsets"], keys, strict=True)
+                }
+                with acked.lock:
+                    acked.records[partition].update(served)
+            try:
+                client.post(f"/v1/topics/old/partitions/{rng.randrange(old_partitions)}/records", json=old)
+            except httpx.HTTPError:
+                continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
 from tests.cleaner.helpers import compact_config

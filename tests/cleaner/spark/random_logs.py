@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from hypothesis import strategies as st
 
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.compression import CompressionType
 from service.storage.control import encode_end_txn_marker_batch
 from service.storage.loader import load_partition_log

@@ -28,12 +28,11 @@ from typing import Any
 
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.session import SparkSessionHolder
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.loader import load_partition_log
 from tests.cleaner.helpers import compact_config
 from tests.cleaner.kill_points import KillPoint, report_renames
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
 
 
 def install(kill: KillPoint) -> None:

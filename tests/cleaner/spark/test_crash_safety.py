@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from cleaner.compaction.oracle import clean_in_process, log_contents
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.loader import load_partition_log
-from tests.cleaner.helpers import compact_config, keys
+from tests.cleaner.helpers import compact_config, keys, recover_and_check
 from tests.cleaner.spark.fixed_logs import SEGMENT_BYTES, write_mixed_log
 from tests.cleaner.spark.random_logs import START_MS
 from tests.cleaner.spark.round_process import run_round_process
-from tests.cleaner.test_crash_recovery import recover_and_check
 
 NOW_MS = START_MS + 60_000
 ONE_GROUP_BYTES = 1 << 20  # every segment below the upper bound fits one group

@@ -13,13 +13,13 @@ from pyspark.sql import SparkSession
 from cleaner.spark.data_source import COLUMNS, register_kafka_log_source
 from cleaner.spark.segment_splits import plan_splits
 from cleaner.spark.session import SparkSessionHolder
-from service.clock import ManualClock
+from service.base.clock import ManualClock
+from service.shell.tools.gen import GenOptions, generate
 from service.storage.compression import CompressionType
 from service.storage.file_records import iter_file_batches
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
 from service.storage.records import Header, Record
-from service.tools.gen import GenOptions, generate
 from tests.cleaner.spark.random_logs import START_MS, Op, Writer
 
 

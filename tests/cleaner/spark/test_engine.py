@@ -21,11 +21,11 @@ from cleaner.spark.rewrite import GroupResult
 from cleaner.spark.round_plan import plan_round
 from cleaner.spark.session import SparkSessionHolder
 from cleaner.spark.task_files import private_name, report_path, taken_path
-from service.clock import ManualClock
-from service.errors import CorruptDataError
+from service.base.clock import ManualClock
+from service.base.errors import CorruptDataError
+from service.core.tasks import ManualTaskScheduler
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
-from service.tasks import ManualTaskScheduler
 from tests.cleaner.helpers import compact_config
 from tests.cleaner.spark.fixed_logs import mixed_ops
 from tests.cleaner.spark.forced_ranges import force_ranges

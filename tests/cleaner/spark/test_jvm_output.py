@@ -19,8 +19,7 @@ from cleaner.spark.session import (
     line_level,
     with_log4j_config,
 )
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
 
 # What a Spark start used to print straight to the terminal, whatever -v said.
 CHATTER = (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cleaner.compaction.oracle import clean_in_process
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.loader import load_partition_log
 from tests.cleaner.helpers import compact_config
 from tests.cleaner.spark.fixed_logs import SEGMENT_BYTES, write_mixed_log

@@ -26,17 +26,17 @@ from cleaner.spark.rewrite import GroupResult, rewrite_partition
 from cleaner.spark.round_plan import plan_round
 from cleaner.spark.session import SparkSessionHolder
 from cleaner.spark.task_files import JobTicket, take, ticket_path, write_report
-from service.cleanable import log_to_clean
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.config.broker_config import BrokerConfig
 from service.config.topic_store import TopicConfigStore
-from service.engine_choice import EngineChoice
-from service.node import build_compacted_log_manager, build_log_cleaner
+from service.core.cleanable import log_to_clean
+from service.core.engine_choice import EngineChoice
+from service.core.tasks import DeferredTasks
+from service.shell.node import build_compacted_log_manager, build_log_cleaner
 from service.storage.checkpoints import OffsetCheckpointFile
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from service.tasks import DeferredTasks
 from tests.cleaner.helpers import compact_config
 from tests.cleaner.spark.fixed_logs import mixed_ops
 from tests.cleaner.spark.random_logs import START_MS, Writer, build_twins, files

@@ -31,13 +31,13 @@ from cleaner.spark.partial_maps import (
 from cleaner.spark.round_plan import MapScan, plan_round
 from cleaner.spark.segment_splits import plan_splits
 from cleaner.spark.task_files import JobTicket, TaskTicket
-from service.clock import ManualClock, SystemClock
+from service.base.clock import ManualClock, SystemClock
+from service.shell.tools.gen import GenOptions, generate
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.records import RecordBatch
-from service.tools.gen import GenOptions, generate
 from tests.cleaner.helpers import compact_config
 from tests.cleaner.spark.random_logs import KEYS, START_MS, TXN_PRODUCERS, Op, Writer, configs, operations
 

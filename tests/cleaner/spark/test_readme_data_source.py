@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
+
 README_LOG_DIR = "/tmp/logs"
 GEN_SHAPE = ("--partitions", "2", "--records", "1500", "--keys", "100", "--segment-bytes", "100000")
 

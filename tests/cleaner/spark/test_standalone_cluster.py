@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
+
 _WORKER = "org.apache.spark.deploy.worker.Worker"
 _MASTER = "org.apache.spark.deploy.master.Master"
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from service.base.errors import InvalidInputError
 from service.config.broker_config import EMBEDDED_LOG_DIRS, BrokerConfig, load_broker_config
 from service.config.definitions import CONFIG_DEFS
-from service.errors import InvalidInputError
 from service.storage.log_config import LONG_MAX
 
 # The values every module downstream relies on, resolved (hours → ms and so on).

@@ -11,10 +11,10 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given
 
-from service.cli import main
+from service.base.errors import InvalidInputError
 from service.config.configs_import import parse_topic_configs_description
 from service.config.topic_store import TopicConfigStore
-from service.errors import InvalidInputError
+from service.shell.cli import main
 
 # What kafka-configs.sh --describe [--all] --entity-type topics printed (lines too long for the code).
 DESCRIBE_ALL = (Path(__file__).parent / "kafka-configs-describe-topics.txt").read_text()

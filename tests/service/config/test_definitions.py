@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.base.errors import InvalidInputError
 from service.config.broker_config import BrokerConfig
 from service.config.definitions import (
     CONFIG_DEFS,
@@ -24,7 +25,6 @@ from service.config.definitions import (
     format_value,
     parse_value,
 )
-from service.errors import InvalidInputError
 from service.storage.log_config import LONG_MAX, LogConfig
 
 # Kafka 3.x's defaults, written out independently of the table.

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
 from service.config.broker_config import BrokerConfig
+from service.shell.cli import main
 
 KRAFT_BROKER = {  # what a Kafka 4.x quick-start server.properties sets, beside log.dirs
     "process.roles": "broker,controller",

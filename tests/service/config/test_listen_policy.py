@@ -13,9 +13,8 @@ import pytest
 from service.config.broker_config import BrokerConfig
 from service.config.definitions import InvalidConfigError
 from service.config.listen_policy import check_listen_policy, is_loopback_host
-from service.daemon import Daemon
-
-REPO = Path(__file__).resolve().parents[3]
+from service.shell.daemon import Daemon
+from tests.paths import REPO
 
 
 def serve(log_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from service.base.errors import InvalidInputError
 from service.config.broker_config import BrokerConfig
 from service.config.definitions import InvalidConfigError
 from service.config.topic_config import (
@@ -13,7 +14,6 @@ from service.config.topic_config import (
     effective_log_config,
     validate_topic_overrides,
 )
-from service.errors import InvalidInputError
 from service.storage.log_config import LONG_MAX, LogConfig
 from service.storage.records import TimestampType
 

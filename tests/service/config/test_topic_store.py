@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from service.base.errors import InvalidInputError
 from service.config.topic_store import TOPIC_CONFIGS_FILE, TopicConfigStore
-from service.errors import InvalidInputError
 
 
 @pytest.fixture

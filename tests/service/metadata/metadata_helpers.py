@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from service.metadata.log_reader import METADATA_PARTITION_DIR
+from service.metadata.image import MetadataImage, MetadataImageBuilder
+from service.metadata.log_reader import METADATA_PARTITION_DIR, find_metadata_log, read_metadata_log
 from service.metadata.log_writer import (
     MetadataRecordSpec,
     encode_metadata_batch,
@@ -132,3 +133,12 @@ def _sample_value(field: Field, version: int, counter: Iterator[int]) -> object:
         "struct": lambda: _sample_struct(field.fields, version, counter),
     }
     return samples.get(field.type, lambda: n)()
+
+
+def read_image(log_dir: Path) -> MetadataImage:
+    files = find_metadata_log(log_dir)
+    assert files is not None
+    builder = MetadataImageBuilder()
+    for entry in read_metadata_log(files):
+        builder.replay(entry)
+    return builder.build()

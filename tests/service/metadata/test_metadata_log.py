@@ -12,19 +12,20 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from service.errors import CorruptDataError
-from service.metadata.image import MetadataImage, MetadataImageBuilder
-from service.metadata.log_reader import find_metadata_log, read_metadata_log
+from service.base.errors import CorruptDataError
+from service.metadata.log_reader import find_metadata_log
 from service.metadata.log_writer import MetadataRecordSpec, encode_control_batch
 from service.storage.control import ControlRecordType
 from service.storage.partition_metadata import new_topic_id
 from service.storage.records import peek_batch_size
+from tests.paths import FIXTURES
 from tests.service.metadata.metadata_helpers import (
     NOW_MS,
     broker_config,
     metadata_dir,
     partition,
     partition_change,
+    read_image,
     remove_topic,
     topic,
     topic_config,
@@ -32,17 +33,7 @@ from tests.service.metadata.metadata_helpers import (
     write_snapshot,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-written"
 ORDERS_ID, AUDIT_ID = new_topic_id(), new_topic_id()
-
-
-def read_image(log_dir: Path) -> MetadataImage:
-    files = find_metadata_log(log_dir)
-    assert files is not None
-    builder = MetadataImageBuilder()
-    for entry in read_metadata_log(files):
-        builder.replay(entry)
-    return builder.build()
 
 
 def test_topics_partitions_and_configs_are_read(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.metadata.records import (
     CONFIG_RECORD_KEY,
     PARTITION_CHANGE_RECORD_KEY,

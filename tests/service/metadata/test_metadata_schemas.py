@@ -10,7 +10,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.metadata.records import (
     FRAME_VERSION,
     METADATA_RECORD_NAMES,

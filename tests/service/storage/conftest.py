@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.storage.loader import LoadResult, load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig

@@ -11,7 +11,7 @@ import random
 import sys
 from pathlib import Path
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig

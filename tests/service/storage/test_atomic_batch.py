@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from service.storage.atomic_batch import AtomicBatch, sync_file_system, write_atomically_many
+from tests.paths import REPO
 from tests.service.storage.batch_writer import content_for
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def make_files(directory: Path, count: int, content: bytes = b"old\n") -> list[Path]:

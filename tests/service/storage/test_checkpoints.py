@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.errors import CorruptDataError, InvalidInputError
+from service.base.errors import CorruptDataError, InvalidInputError
 from service.storage.checkpoints import (
     OffsetCheckpointFile,
     decode_checkpoint,

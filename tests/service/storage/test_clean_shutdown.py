@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import InvalidInputError
+from service.base.errors import InvalidInputError
 from service.storage.clean_shutdown import (
     read_clean_shutdown_marker,
     remove_clean_shutdown_marker,

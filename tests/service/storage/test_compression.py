@@ -19,7 +19,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.errors import CorruptDataError, InvalidInputError
+from service.base.errors import CorruptDataError, InvalidInputError
 from service.storage import compression as compression_module
 from service.storage.compression import (
     CompressionType,

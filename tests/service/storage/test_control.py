@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.compression import CompressionType
 from service.storage.control import (
     ControlRecordType,

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.records import decode_batch
+from tests.paths import REPO
 from tests.service.storage.crash_writer import CONFIG, record_for
 
 RUNS = 50
-REPO = Path(__file__).resolve().parents[3]
 
 
 def run_writer_until_killed(directory: Path, seed: int, delay_s: float) -> int:

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import ConflictError
+from service.base.errors import ConflictError
 from service.storage.dir_lock import LogDirLock
 from service.storage.log_files import LOCK_FILE
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from tests.paths import REPO as REPO_ROOT
 
 # Holds a lock on argv[1] until stdin closes. argv[2]: "logcleaner" (LogDirLock) or "kafka" (a POSIX
 # record lock only, which is what Java's FileChannel.tryLock takes on Linux).
@@ -36,7 +35,7 @@ sys.stdin.read()
 _TRY_LOCK = """
 import sys
 from pathlib import Path
-from service.errors import ConflictError
+from service.base.errors import ConflictError
 from service.storage.dir_lock import LogDirLock
 try:
     with LogDirLock(Path(sys.argv[1])):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import DuplicatePartitionDirError
+from service.base.errors import DuplicatePartitionDirError
 from service.storage.duplicate_dirs import check_no_duplicate_partition_dirs
 
 FUTURE = "t-0.0123456789abcdef0123456789abcdef-future"

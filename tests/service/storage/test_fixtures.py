@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.compression import CompressionType
 from service.storage.records import RecordBatch, TimestampType, iter_batches
+from tests.paths import FIXTURES
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ fixture_files = pytest.mark.parametrize("name", sorted(EXPECTED))
 
 def kafka_written_dir() -> Path:
     """tests/fixtures/kafka-written in this repository; fail (never skip) when it is missing."""
-    directory = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-written"
+    directory = FIXTURES
     if not directory.is_dir():
         pytest.fail(f"Kafka-written fixtures not found at {directory}: restore them, do not skip these tests")
     missing = sorted(name for name in EXPECTED if not (directory / name).is_file())

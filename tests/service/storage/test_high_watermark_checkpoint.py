@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from service.clock import ManualClock
-from service.errors import InvalidInputError
+from service.base.clock import ManualClock
+from service.base.errors import InvalidInputError
 from service.storage.checkpoints import decode_checkpoint, encode_checkpoint
 from service.storage.clean_shutdown import remove_clean_shutdown_marker
 from service.storage.high_watermark_checkpoint import read_high_watermarks, write_high_watermark_checkpoint
@@ -23,7 +23,7 @@ from service.storage.log_config import LogConfig
 from service.storage.log_dir import close_log_dir, load_log_dir
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-from tests.cleaner.test_native import legacy_message
+from tests.cleaner.helpers import legacy_message
 
 T0, T1, MOVED = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("moved", 3)
 HW_FILE = "replication-offset-checkpoint"

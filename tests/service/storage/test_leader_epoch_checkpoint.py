@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.leader_epoch_checkpoint import (
     EpochEntry,
     decode_leader_epoch_checkpoint,

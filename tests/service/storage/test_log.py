@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from service.clock import ManualClock
-from service.errors import CorruptDataError, InvalidInputError, OffsetOutOfRangeError, RecordTooLargeError
+from service.base.clock import ManualClock
+from service.base.errors import (
+    CorruptDataError,
+    InvalidInputError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
 from service.storage.compression import CompressionType
 from service.storage.control import encode_end_txn_marker_batch
 from service.storage.log_config import LogConfig

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from service.clock import ManualClock
-from service.errors import LogClosedError, LogDirOfflineError, NotFoundError
+from service.base.clock import ManualClock
+from service.base.errors import LogClosedError, LogDirOfflineError, NotFoundError
 from service.storage.loader import load_partition_log
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.errors import InvalidInputError
+from service.base.errors import InvalidInputError
 from service.storage.log_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,

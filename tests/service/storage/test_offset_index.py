@@ -18,7 +18,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from service.errors import CorruptDataError, InvalidInputError
+from service.base.errors import CorruptDataError, InvalidInputError
 from service.storage.log_files import INDEX_SUFFIX, segment_path
 from service.storage.offset_index import OffsetIndex, OffsetPosition, decode_entries, encode_entries
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from service.clock import ManualClock
-from service.log_manager import LogManager
+from service.base.clock import ManualClock
+from service.core.log_manager import LogManager
+from service.core.tasks import ManualTaskScheduler
 from service.storage.atomic_batch import AtomicBatch
 from service.storage.control import encode_end_txn_marker_batch
 from service.storage.leader_epoch_checkpoint import EpochEntry, read_leader_epoch_checkpoint
@@ -29,7 +30,6 @@ from service.storage.producer_snapshot import (
     write_snapshot,
 )
 from service.storage.records import Record
-from service.tasks import ManualTaskScheduler
 
 START_MS = 1_700_000_000_000
 

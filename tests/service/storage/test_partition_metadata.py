@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.partition_metadata import (
     PartitionMetadata,
     decode_partition_metadata,

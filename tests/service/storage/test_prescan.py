@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from service.clock import ManualClock
-from service.errors import ConflictError
-from service.log_manager import LogManager
+from service.base.clock import ManualClock
+from service.base.errors import ConflictError
+from service.core.log_manager import LogManager
+from service.core.stray_replicas import survey_replica_dirs
+from service.core.tasks import DeferredTasks
 from service.storage import prescan
 from service.storage.clean_shutdown import write_clean_shutdown_marker
 from service.storage.dir_lock import LogDirLock
@@ -24,8 +26,6 @@ from service.storage.partition_metadata import PARTITION_METADATA_FILE, write_pa
 from service.storage.prescan import LogDirPrescan, PartitionScan, start_early_prescans
 from service.storage.producer_snapshot import list_snapshot_offsets
 from service.storage.topic_partition import TopicPartition
-from service.stray_replicas import survey_replica_dirs
-from service.tasks import DeferredTasks
 from tests.service.storage.conftest import keyed
 
 pytestmark = pytest.mark.skipif(not prescan.has_dirscan(), reason="the C scan is not built")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.producer_snapshot import (
     ENTRY_SIZE,
     HEADER_SIZE,

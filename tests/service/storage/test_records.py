@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from service.errors import CorruptDataError, UnsupportedFormatError
+from service.base.errors import CorruptDataError, UnsupportedFormatError
 from service.storage.compression import CompressionType
 from service.storage.records import (
     BATCH_HEADER,

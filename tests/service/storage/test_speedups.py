@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage import records as records_module
 from service.storage.records import Header, Record, decode_records_py, encode_records
 

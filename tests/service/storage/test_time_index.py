@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from service.errors import CorruptDataError, InvalidInputError
+from service.base.errors import CorruptDataError, InvalidInputError
 from service.storage.log_files import TIME_INDEX_SUFFIX, segment_path
 from service.storage.time_index import TimeIndex, TimestampOffset, decode_entries, encode_entries
 

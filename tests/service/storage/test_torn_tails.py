@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import CorruptDataError, UnsupportedFormatError
+from service.base.errors import CorruptDataError, UnsupportedFormatError
 from service.storage.records import Record, decode_batch, encode_batch
 from tests.service.storage.conftest import MakeLog, OpenLog, keyed
 

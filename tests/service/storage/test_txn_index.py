@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.errors import CorruptDataError, InvalidInputError
+from service.base.errors import CorruptDataError, InvalidInputError
 from service.storage.log_files import TXN_INDEX_SUFFIX, segment_path
 from service.storage.txn_index import (
     AbortedTxn,

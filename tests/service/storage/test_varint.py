@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from service.errors import CorruptDataError
+from service.base.errors import CorruptDataError
 from service.storage.varint import decode_varint, encode_varint, varint_size
 
 INT64_MIN = -(1 << 63)
