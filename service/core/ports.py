@@ -26,6 +26,7 @@ from service.storage.topic_partition import TopicPartition
 
 __all__ = [
     "CleanerFigures",
+    "CleanerSetting",
     "CleanerView",
     "CleaningControl",
     "LogDirsStatus",
