@@ -4,8 +4,9 @@ core keeps.
 
 A route never holds a log's lock: the figures of a partition are read here, under its lock, and its
 segments' files outside it (a segment deleted meanwhile shows what is known of it). The partition
-document costs O(segments): each segment keeps its record count as it grows (``LogSegment.record_count``)
-and its largest timestamp in memory, so a GET reads no batch twice.
+document costs O(segments), plus a read of its dir's ``cleaner-offset-checkpoint``: each segment keeps its
+record count as it grows (``LogSegment.record_count``) and its largest timestamp in memory, so no GET
+reads a batch header another has read.
 """
 
 from __future__ import annotations
