@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from api.auth import BearerAuthMiddleware
 from api.deps import ApiContext, ApiSettings, LogService
+from api.fetch import FetchFaultRecorder
 from api.guards import BodyLimitMiddleware, EncodedSlashGuard, JsonContentTypeGuard
 from api.head_requests import HeadAsGetMiddleware
 from api.network_guards import HostGuard, OriginGuard
@@ -50,16 +51,23 @@ _DESCRIPTION = (
 )
 
 
+def _uncounted(_kind: str) -> None:
+    pass
+
+
 def create_app(
     service: LogService,
     registry: CollectorRegistry,
     *,
     settings: ApiSettings,
     not_ready: Callable[[], str | None] | None = None,
+    on_fetch_fault: FetchFaultRecorder | None = None,
 ) -> FastAPI:
     """The API of ``service`` with ``settings`` (``service.shell.node.build_api_settings``: the broker's
     ``api.*`` keys and the token); ``/metrics`` serves ``registry``. ``not_ready()`` (the daemon's start-up
-    and stop) makes ``/readyz`` and ``/v1`` answer 503 with its reason while it returns one."""
+    and stop) makes ``/readyz`` and ``/v1`` answer 503 with its reason while it returns one.
+    ``on_fetch_fault`` is told each fault a fetch meets (the metrics' ``FetchFaults.record``; the log names
+    them either way)."""
     produce_model = produce_request_model(settings.max_records_per_request)
     app = FastAPIOffline(  # /docs with Swagger UI's files served from here: no CDN, works offline
         title="logcleaner",
@@ -71,7 +79,7 @@ def create_app(
         static_url=DOCS_ASSETS_PATH,
         swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from swagger.io's validator
     )
-    app.state.context = ApiContext(service, settings, produce_model)
+    app.state.context = ApiContext(service, settings, produce_model, on_fetch_fault or _uncounted)
     install_problem_handlers(app)
     app.include_router(health.build_router(registry))
     for module in (topics, partitions, records, checkpoints, retention, explain, cleaner, scheduler, logs):

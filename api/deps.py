@@ -1,16 +1,17 @@
 """What the API needs of the node (``LogService``), its settings, and the routes' ``Annotated`` aliases.
 
 ``service.shell.node.NodeView`` satisfies ``LogService`` structurally: the API never imports the node, the
-daemon, ``scheduler/`` or ``cleaner/``, and tests can hand in anything shaped the same. ``ApiContext`` is
-built once by ``create_app``; ``admin_lock`` serialises the multi-step topic changes (create with configs,
-delete, config patch) so that two of them cannot interleave. Reads and appends take only the logs' own
-locks.
+daemon, ``scheduler/`` or ``cleaner/``, and tests can hand in anything shaped the same. The logs are
+reached through the core's port (``service.core.ports.LogQueries``), never a LogManager, a log or a lock.
+``ApiContext`` is built once by ``create_app``; ``admin_lock`` serialises the multi-step topic changes
+(create with configs, delete, config patch) so that two of them cannot interleave. ``on_fetch_fault`` is
+told each fetch that met corrupt or missing data (``logcleaner_fetch_faults_total``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Protocol
 
@@ -18,13 +19,8 @@ from fastapi import Depends, Path, Request
 
 from api.models import INT32_MAX, StrictDigits, TopicName
 from api.record_models import ProduceRequest
-from service.base.errors import NotFoundError
 from service.config.broker_config import BrokerConfig
-from service.config.topic_store import TopicConfigStore
-from service.core.log_manager import LogManager
-from service.core.ports import CleanerView, SummaryView
-from service.metadata.source import MetadataSource
-from service.storage.log import PartitionLog
+from service.core.ports import CleanerView, LogQueries, PartitionRecords, SummaryView
 from service.storage.topic_partition import TopicPartition
 
 __all__ = [
@@ -73,21 +69,13 @@ class LogService(Protocol):
     @property
     def broker(self) -> BrokerConfig: ...
     @property
-    def log_manager(self) -> LogManager: ...
-    @property
-    def topic_store(self) -> TopicConfigStore: ...
-    @property
-    def metadata(self) -> MetadataSource: ...
+    def logs(self) -> LogQueries: ...
     @property
     def scheduler(self) -> JobsView: ...
     @property
     def cleaner_view(self) -> CleanerView | None: ...
     @property
     def explain_summary(self) -> SummaryView: ...
-
-    def refresh_topic_configs(self) -> None:
-        """Apply changed topic overrides to the live logs."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +110,7 @@ class ApiContext:
     service: LogService
     settings: ApiSettings
     produce_model: type[ProduceRequest]  # records capped at settings.max_records_per_request
+    on_fetch_fault: Callable[[str], None]  # told each fault a fetch met (``api.fetch.FetchFaultRecorder``)
     admin_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -137,18 +126,6 @@ TopicPath = Annotated[TopicName, Path(description="Topic name (Kafka's rule)")]
 PartitionId = Annotated[int, StrictDigits, Path(ge=0, le=INT32_MAX, description="Partition number")]
 
 
-def find_log(context: ApiContext, topic: str, partition: int) -> PartitionLog:
+def find_log(context: ApiContext, topic: str, partition: int) -> PartitionRecords:
     """The live log of ``topic``-``partition``; ``NotFoundError`` says whether the topic or partition."""
-    manager = context.service.log_manager
-    try:
-        return manager.get_log(TopicPartition(topic, partition))
-    except NotFoundError as exc:
-        tp = TopicPartition(topic, partition)
-        if tp in manager.failed_partitions or any(s.topic_partition == tp for s in manager.stray_replicas):
-            raise exc from None  # names the load failure or the stray replica
-        partitions = manager.topics().get(topic)
-        if partitions is None:
-            raise NotFoundError(f"topic {topic!r} does not exist") from None
-        raise NotFoundError(
-            f"topic {topic!r} has no partition {partition} (it has {len(partitions)})"
-        ) from None
+    return context.service.logs.partition(TopicPartition(topic, partition))

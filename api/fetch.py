@@ -18,15 +18,24 @@ from __future__ import annotations
 
 import base64
 import logging
+import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from api.problems import ApiProblem
 from service.base.errors import CorruptDataError, OffsetOutOfRangeError
-from service.storage.log import PartitionLog
+from service.core.ports import PartitionRecords
 from service.storage.records import Record
 
-__all__ = ["FETCH_CORRUPT_BATCH", "FETCH_MISSING_RANGE", "FetchFaultRecorder", "fetch_document", "record_doc"]
+__all__ = [
+    "FETCH_CORRUPT_BATCH",
+    "FETCH_MISSING_RANGE",
+    "FetchFaultRecorder",
+    "FetchFaults",
+    "fetch_document",
+    "record_doc",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +48,25 @@ def _ignore(_kind: str) -> None:
     pass
 
 
+class FetchFaults:
+    """The fetches that met corrupt data or passed missing offsets, by kind, since start-up: recorded by
+    the fetch route (``record``), read by the metrics (``logcleaner_fetch_faults_total``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards _counts
+        self._counts: Counter[str] = Counter()
+
+    def record(self, kind: str) -> None:
+        with self._lock:
+            self._counts[kind] += 1
+
+    def counts(self) -> Counter[str]:
+        with self._lock:
+            return Counter(self._counts)
+
+
 def fetch_document(
-    log: PartitionLog,
+    log: PartitionRecords,
     offset: int,
     *,
     max_records: int,
@@ -70,7 +96,7 @@ def fetch_document(
 
 
 def _read(
-    log: PartitionLog, offset: int, max_records: int, max_bytes: int, on_fault: FetchFaultRecorder
+    log: PartitionRecords, offset: int, max_records: int, max_bytes: int, on_fault: FetchFaultRecorder
 ) -> tuple[list[Record], int]:
     # Consumers read below the high watermark (Kafka's fetch at ``FetchIsolation.HIGH_WATERMARK``): records
     # a broker had not acknowledged are not served, though their offsets are inside the log.
@@ -111,7 +137,7 @@ def _read(
 
 
 def _stop_at_corrupt(
-    log: PartitionLog, out: list[Record], at: int, exc: CorruptDataError, on_fault: FetchFaultRecorder
+    log: PartitionRecords, out: list[Record], at: int, exc: CorruptDataError, on_fault: FetchFaultRecorder
 ) -> tuple[list[Record], int]:
     """The good records read so far; with none, a 500 that names where (the file and position are logged)."""
     tp = log.topic_partition
@@ -127,7 +153,7 @@ def _stop_at_corrupt(
     )
 
 
-def _missing_range(log: PartitionLog, start: int, end: int, on_fault: FetchFaultRecorder) -> None:
+def _missing_range(log: PartitionRecords, start: int, end: int, on_fault: FetchFaultRecorder) -> None:
     on_fault(FETCH_MISSING_RANGE)
     logger.warning(
         "Fetch of %s passed missing offsets [%d, %d): the log is not compacted, so a segment may have "

@@ -223,7 +223,7 @@ def _without_paths(request: Request, text: str) -> str:
     """``text`` with each file below a log dir named relative to it (longest log dir first)."""
     context = getattr(request.app.state, "context", None)
     service = getattr(context, "service", None)
-    log_dirs = getattr(getattr(service, "log_manager", None), "log_dirs", ())
+    log_dirs = getattr(getattr(service, "logs", None), "log_dirs", ())
     for log_dir in sorted((str(d) for d in log_dirs), key=len, reverse=True):
         text = text.replace(log_dir.rstrip("/") + "/", "")
     return text

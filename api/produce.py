@@ -5,7 +5,7 @@ The body is parsed once: the common shape (STRING/BINARY data) by ``json.loads``
 request model whose ``records`` list is capped at ``api.max.records.per.request``, which names what is
 wrong. Either way every record is converted to bytes first, so an invalid record rejects the request
 before the log is touched. The records go into as many v2 batches as ``max.message.bytes`` needs
-(Kafka's producer splits the same way), and ``PartitionLog.append_batches`` validates all of them before
+(Kafka's producer splits the same way), and ``PartitionRecords.append_batches`` validates all of them before
 it writes any.
 """
 
@@ -20,7 +20,7 @@ from api.fast_records import fast_records
 from api.problems import ApiProblem, FieldError, validation_problem
 from api.record_models import ProduceRequest, ProduceResponse, RecordData, RecordIn
 from service.base.errors import InvalidInputError
-from service.storage.log import PartitionLog
+from service.core.ports import PartitionRecords
 from service.storage.records import NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, Header, Record, encode_batch
 
 __all__ = [
@@ -48,7 +48,7 @@ def produce_request_model(max_records: int) -> type[ProduceRequest]:
 
 
 def append_request(
-    log: PartitionLog, body: bytes, model: type[ProduceRequest], *, max_records: int, now_ms: int
+    log: PartitionRecords, body: bytes, model: type[ProduceRequest], *, max_records: int, now_ms: int
 ) -> ProduceResponse:
     """Validate ``body``, convert and append its records; 422 (``ApiProblem``) if any record is bad."""
     records = fast_records(body, max_records=max_records, now_ms=now_ms)

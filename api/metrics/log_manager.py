@@ -1,6 +1,7 @@
 """The LogManager's figures at scrape time: offline log dirs (Kafka ``kafka.log:type=LogManager``), the
 segments retention has deleted since start-up, by reason, the partitions that failed to load, the topics
-held for unknown configs, and the fetches that met corrupt data or passed missing offsets."""
+held for unknown configs, and the fetches that met corrupt data or passed missing offsets (counted by the
+API itself: ``api.fetch.FetchFaults``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from api.fetch import FETCH_CORRUPT_BATCH, FETCH_MISSING_RANGE
+from api.fetch import FETCH_CORRUPT_BATCH, FETCH_MISSING_RANGE, FetchFaults
 from api.metrics.source import MetricsSource
 from service.core.retention import RetentionReason
 
@@ -68,8 +69,9 @@ def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, CounterMetricFami
 
 
 class LogManagerCollector(Collector):
-    def __init__(self, source: MetricsSource) -> None:
+    def __init__(self, source: MetricsSource, fetch_faults: FetchFaults) -> None:
         self._source = source
+        self._fetch_faults = fetch_faults
 
     def describe(self) -> Iterable[Metric]:
         return (*_families(), *_load_and_fetch_families())
@@ -88,7 +90,7 @@ class LogManagerCollector(Collector):
         failed.add_metric([], len(manager.failed_partitions))
         strays.add_metric([], len(manager.stray_replicas))
         unknown_configs.add_metric([], len(manager.topics_with_unknown_configs()))
-        faults = manager.fetch_faults
+        faults = self._fetch_faults.counts()
         for kind in sorted({FETCH_CORRUPT_BATCH, FETCH_MISSING_RANGE} | faults.keys()):
             fetch_faults.add_metric([kind], faults[kind])
         return (*families, *more)

@@ -26,6 +26,7 @@ from prometheus_client import (
 )
 from prometheus_client.registry import Collector
 
+from api.fetch import FetchFaults
 from api.metrics.build_info import build_info
 from api.metrics.cleaner import CleanerCollector
 from api.metrics.exposition import ExpositionRegistry
@@ -62,6 +63,7 @@ class ServiceMetrics:
         self.registry = registry if registry is not None else ExpositionRegistry()
         self._lock = threading.Lock()
         self._tasks_seen: set[str] = set()
+        self.fetch_faults = FetchFaults()  # the API's fetch route records into it (``create_app``)
         self._task_runs = Counter(
             "logcleaner_scheduler_job_runs_total",
             "Runs of each scheduled task, by outcome (success, failure, skipped: missed or still running)",
@@ -98,7 +100,7 @@ class ServiceMetrics:
             PlatformCollector(registry=None),
             build_info(version),
             PartitionCollector(source),
-            LogManagerCollector(source),
+            LogManagerCollector(source, self.fetch_faults),
             LoadingCollector(source),
             CleanerCollector(source),
             SummaryCollector(source),

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from service.core.log_manager import LogManager
-from service.core.ports import CleanerView, SummaryView
+from service.core.ports import CleanerView, LogFigures, SummaryView
 
 __all__ = ["MetricsSource"]
 
@@ -15,7 +14,9 @@ class MetricsSource(Protocol):
     """Read at every scrape, never at construction: the cleaner is built only once the logs loaded."""
 
     @property
-    def log_manager(self) -> LogManager: ...
+    def log_manager(self) -> LogFigures:
+        """The LogManager's figures (``service.core.log_manager.LogManager`` is one)."""
+        ...
 
     @property
     def cleaner_view(self) -> CleanerView | None:

@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from fastapi import APIRouter
 
 from api.deps import Context
 from api.models import Checkpoints
 from api.problems import problem_responses
-from service.base.errors import CorruptDataError, NotFoundError
-from service.storage.checkpoints import OffsetCheckpointFile
+from service.base.errors import NotFoundError
 from service.storage.log_files import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -34,7 +31,7 @@ CHECKPOINT_NAMES = (
 @router.get("", response_model=Checkpoints)
 def all_checkpoints(context: Context) -> Checkpoints:
     """Every checkpoint file of every log dir."""
-    return _read(context.service.log_manager.log_dirs, CHECKPOINT_NAMES)
+    return _checkpoints(context, CHECKPOINT_NAMES)
 
 
 @router.get("/{name}", response_model=Checkpoints, responses=problem_responses(404, 422))
@@ -43,22 +40,8 @@ def one_checkpoint(context: Context, name: str) -> Checkpoints:
     ``cleaner-offset-checkpoint`` or ``replication-offset-checkpoint``) of every log dir."""
     if name not in CHECKPOINT_NAMES:
         raise NotFoundError(f"no checkpoint named {name!r}; there are: {', '.join(CHECKPOINT_NAMES)}")
-    return _read(context.service.log_manager.log_dirs, (name,))
+    return _checkpoints(context, (name,))
 
 
-def _read(log_dirs: list[Path], names: tuple[str, ...]) -> Checkpoints:
-    files = []
-    for log_dir in log_dirs:
-        for name in names:
-            entries: list[dict[str, object]] = []
-            error = None
-            try:
-                checkpoint = OffsetCheckpointFile(log_dir / name).read()
-                entries = [
-                    {"topic": tp.topic, "partition": tp.partition, "offset": offset}
-                    for tp, offset in sorted(checkpoint.items())
-                ]
-            except (OSError, CorruptDataError) as exc:
-                error = str(exc)
-            files.append({"log_dir": str(log_dir), "name": name, "entries": entries, "error": error})
-    return Checkpoints.model_validate({"checkpoints": files})
+def _checkpoints(context: Context, names: tuple[str, ...]) -> Checkpoints:
+    return Checkpoints.model_validate({"checkpoints": context.service.logs.checkpoints(names)})

@@ -25,11 +25,11 @@ def build_router(registry: CollectorRegistry) -> APIRouter:
     async def readyz(context: Context) -> Readiness | Response:
         """Readiness: every log dir is loaded and recovered, and at least one is online; the offline ones
         (taken offline after an I/O error) are listed."""
-        manager = context.service.log_manager
-        if not manager.is_loaded:
+        logs = context.service.logs
+        if not logs.is_loaded:
             return problem_response(503, "the logs are not loaded yet")
-        offline = sorted(str(path) for path in manager.offline_dirs)
-        if len(offline) == len(manager.log_dirs):
+        offline = sorted(str(path) for path in logs.offline_dirs)
+        if len(offline) == len(logs.log_dirs):
             return problem_response(
                 503,
                 f"every log dir is offline: {', '.join(offline)}",

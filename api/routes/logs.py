@@ -19,7 +19,7 @@ def load_failures(context: Context) -> LoadFailures:
     """Partitions that failed to load (an I/O error takes the whole log dir offline instead) and corrupt
     topic-config store copies kept aside."""
     service = context.service
-    failed = sorted(service.log_manager.failed_partitions.values(), key=lambda f: f.topic_partition)
+    failed = service.logs.failed_partitions
     return LoadFailures.model_validate(
         {
             "partitions": [
@@ -37,7 +37,7 @@ def load_failures(context: Context) -> LoadFailures:
                     "kept_as": None if a.kept_as is None else str(a.kept_as),
                     "reason": a.reason,
                 }
-                for a in service.topic_store.set_aside
+                for a in service.logs.set_aside_config_files
             ],
         }
     )
@@ -47,7 +47,7 @@ def load_failures(context: Context) -> LoadFailures:
 def stray_replicas(context: Context) -> StrayReplicas:
     """Partition dirs that are not their topic's replica (Kafka's ``-stray`` dirs, and dirs whose topic id
     is not the topic's): listed here, left as they are on disk."""
-    strays = context.service.log_manager.stray_replicas
+    strays = context.service.logs.stray_replicas
     return StrayReplicas.model_validate(
         {
             "partitions": [

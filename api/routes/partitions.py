@@ -17,10 +17,7 @@ from api.models import (
 )
 from api.problems import invalid, problem_responses
 from api.routes.topics import topic_detail
-from service.base.errors import CorruptDataError
-from service.core.cleanable import cleaner_checkpoints, log_to_clean
-from service.storage.log import PartitionLog
-from service.storage.segment import LogSegment
+from service.storage.topic_partition import TopicPartition
 
 __all__ = ["router"]
 
@@ -36,14 +33,14 @@ class CreatePartitionsRequest(BaseModel):
 def create_partitions(context: Context, topic: TopicPath, body: CreatePartitionsRequest) -> TopicDetail:
     """Kafka's CreatePartitions: grow the topic to ``count`` partitions (never shrink), by at most
     1000 in one request."""
-    manager = context.service.log_manager
+    logs = context.service.logs
     with context.admin_lock:
-        existing = len(manager.topics().get(topic, []))
+        existing = len(logs.topics().get(topic, []))
         if existing and body.count - existing > MAX_PARTITIONS:
             raise invalid(
                 "count", f"adds {body.count - existing} partitions; at most {MAX_PARTITIONS} at once"
             )
-        manager.create_partitions(topic, body.count)
+        logs.create_partitions(topic, body.count)
     return topic_detail(context.service, topic)
 
 
@@ -51,27 +48,8 @@ def create_partitions(context: Context, topic: TopicPath, body: CreatePartitions
 def get_partition(context: Context, topic: TopicPath, partition: PartitionId) -> PartitionDetail:
     """Offsets, size, segments (base offset, size, record count, largest timestamp and its source),
     dirty ratio and cleaner checkpoint."""
-    log = find_log(context, topic, partition)
-    manager = context.service.log_manager
-    checkpoint = _cleaner_checkpoint(log)
-    with log.lock:
-        segments = log.segments
-        doc: dict[str, object] = {
-            "topic": topic,
-            "partition": partition,
-            "log_dir": str(log.directory.parent),
-            "log_start_offset": log.log_start_offset,
-            "log_end_offset": log.log_end_offset,
-            "high_watermark": log.high_watermark,
-            "high_watermark_source": str(log.high_watermark_source),
-            "recovery_point": log.recovery_point,
-            "size_bytes": log.size_bytes,
-            "cleanup_policy": ",".join(sorted(log.config.cleanup_policy)),
-            "dirty_ratio": round(log_to_clean(log, checkpoint, manager.clock.now_ms()).cleanable_ratio, 6),
-            "cleaner_checkpoint": checkpoint,
-        }
-    doc["segments"] = [_segment_info(s) for s in segments]  # reads files: outside the log's lock
-    return PartitionDetail.model_validate(doc)
+    document = context.service.logs.partition_document(TopicPartition(topic, partition))
+    return PartitionDetail.model_validate(document)
 
 
 @router.post(
@@ -94,26 +72,3 @@ def delete_records(
         log_start_offset=log.log_start_offset,
         log_end_offset=log.log_end_offset,
     )
-
-
-def _cleaner_checkpoint(log: PartitionLog) -> int | None:
-    try:
-        return cleaner_checkpoints([log]).get(log.topic_partition)
-    except (OSError, CorruptDataError):
-        return None
-
-
-def _segment_info(segment: LogSegment) -> dict[str, object]:
-    try:
-        largest, source = segment.largest_timestamp()
-        count: int | None = sum(batch.records_count for batch in segment.batches())
-    except (OSError, CorruptDataError):  # deleted or replaced while we read it
-        largest, source = -1, "unknown"
-        count = None
-    return {
-        "base_offset": segment.base_offset,
-        "size_bytes": segment.size_bytes,
-        "record_count": count,
-        "largest_timestamp": largest,
-        "largest_timestamp_source": source,
-    }

@@ -49,7 +49,7 @@ async def produce(
 
 def _produce(context: ApiContext, topic: str, partition: int, body: bytes) -> ProduceResponse:
     log = find_log(context, topic, partition)
-    now_ms = context.service.log_manager.clock.now_ms()
+    now_ms = context.service.logs.now_ms()
     limit = context.settings.max_records_per_request
     return append_request(log, body, context.produce_model, max_records=limit, now_ms=now_ms)
 
@@ -86,6 +86,6 @@ def fetch(
         start,
         max_records=max_records,
         max_bytes=context.settings.max_fetch_bytes,
-        on_fault=context.service.log_manager.record_fetch_fault,
+        on_fault=context.on_fetch_fault,
     )
     return JSONResponse(document)

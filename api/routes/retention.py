@@ -13,8 +13,6 @@ from fastapi import APIRouter, Query
 from api.deps import Context
 from api.models import INT32_MAX, ExplainDocument, RetentionDocument, StrictDigits, TopicName
 from api.problems import invalid, problem_responses
-from service.core.engine_choice import EngineChoice
-from service.core.reports import explain_document, retention_document
 
 __all__ = ["router"]
 
@@ -27,18 +25,7 @@ def run_retention(
     dry_run: Annotated[bool, Query(description="Report what would be deleted; change nothing")] = False,
 ) -> dict[str, object]:
     """One retention pass now: what it deleted (segments renamed ``.deleted``) and why."""
-    service = context.service
-    service.refresh_topic_configs()
-    manager = service.log_manager
-    if dry_run:
-        deleted = [
-            d
-            for log in sorted(manager.retention_logs(compacted=False), key=lambda log: log.topic_partition)
-            for d in manager.delete_old_segments(log, dry_run=True)
-        ]
-    else:
-        deleted = manager.cleanup_logs()
-    return retention_document(deleted, dry_run=dry_run)
+    return context.service.logs.run_retention(dry_run=dry_run)
 
 
 @router.get("/explain", response_model=ExplainDocument, responses=problem_responses(404, 422))
@@ -52,11 +39,4 @@ def explain(
     """Per partition and segment: what retention would do and why; the cleaner's view of each log."""
     if partition is not None and topic is None:
         raise invalid("partition", "needs topic")
-    service = context.service
-    return explain_document(
-        service.log_manager,
-        cleaner_enabled=service.broker.log_cleaner_enable,
-        topic=topic,
-        partition=partition,
-        engine_choice=EngineChoice.of(service.broker),
-    )
+    return context.service.logs.explain(topic=topic, partition=partition)

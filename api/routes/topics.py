@@ -6,8 +6,6 @@ Topic overrides go to the durable ``TopicConfigStore`` and reach the live logs a
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import APIRouter, Response, status
 
 from api.deps import Context, LogService, TopicPath
@@ -25,17 +23,13 @@ from service.base.errors import ConflictError, NotFoundError
 from service.config.definitions import InvalidConfigError
 from service.config.topic_config import (
     ConfigEntry,
-    describe_topic_config,
     topic_config_def,
     typed_overrides,
     validate_topic_overrides,
 )
 from service.core.reports import topic_config_document
-from service.storage.topic_partition import TopicPartition
 
 __all__ = ["router"]
-
-logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"], route_class=BoundedJsonRoute)
 
@@ -43,10 +37,10 @@ router = APIRouter(prefix="/v1/topics", tags=["topics"], route_class=BoundedJson
 @router.get("", response_model=TopicList)
 def list_topics(context: Context) -> TopicList:
     """Every topic, its partition count, and its partitions on an offline log dir."""
-    manager = context.service.log_manager
-    topics = manager.topics()
+    logs = context.service.logs
+    topics = logs.topics()
     offline: dict[str, list[int]] = {}
-    for tp in sorted(manager.offline_logs):
+    for tp in logs.offline_partitions():
         offline.setdefault(tp.topic, []).append(tp.partition)
     return TopicList.model_validate(
         {
@@ -67,28 +61,23 @@ def list_topics(context: Context) -> TopicList:
 def create_topic(context: Context, body: CreateTopicRequest, response: Response) -> TopicDetail:
     """Create a topic with ``partitions`` (default ``num.partitions``) and config overrides."""
     service = context.service
+    logs = service.logs
     overrides = _validated({f"configs.{k}": (k, v) for k, v in body.configs.items()})
     partitions = body.partitions or service.broker.num_partitions
     with context.admin_lock:
-        if body.name in service.log_manager.topics():
+        if body.name in logs.topics():
             raise ConflictError(f"topic {body.name!r} already exists")
-        previous = service.topic_store.get(body.name)
+        previous = logs.overrides(body.name)
         if overrides:  # stored first: the new logs are created with them
-            service.topic_store.update(body.name, overrides)
+            logs.update_overrides(body.name, overrides)
         try:
-            service.log_manager.create_topic(body.name, partitions)
+            logs.create_topic(body.name, partitions)
         except BaseException:
             if overrides:
-                service.topic_store.update(body.name, previous, [k for k in overrides if k not in previous])
+                logs.update_overrides(body.name, previous, [k for k in overrides if k not in previous])
             raise
     if overrides:
-        service.refresh_topic_configs()
-    if service.metadata.image is not None:
-        logger.warning(
-            "Topic %s created by logcleaner is not in the broker's metadata log: the next start holds its "
-            "partitions as stray replicas, as the broker would",
-            body.name,
-        )
+        logs.refresh_topic_configs()
     response.headers["Location"] = f"/v1/topics/{body.name}"
     return topic_detail(service, body.name)
 
@@ -109,8 +98,7 @@ def delete_topic(context: Context, topic: TopicPath) -> TopicDeleted:
     """Kafka's asynchronous delete: each partition dir is renamed ``-delete`` now and removed after
     ``log.segment.delete.delay.ms``. The topic's overrides are removed too."""
     with context.admin_lock:
-        doomed = context.service.log_manager.delete_topic(topic)
-        context.service.topic_store.remove_topic(topic)
+        doomed = context.service.logs.delete_topic(topic)
     return TopicDeleted(name=topic, partitions=sorted(tp.partition for tp in doomed))
 
 
@@ -138,65 +126,33 @@ def patch_configs(context: Context, topic: TopicPath, body: ConfigPatchRequest) 
     _raise_if_any(errors)
     with context.admin_lock:
         _require_topic(service, topic)
-        service.topic_store.update(topic, changes, body.delete)
-    service.refresh_topic_configs()
+        service.logs.update_overrides(topic, changes, body.delete)
+    service.logs.refresh_topic_configs()
     return _configs(service, topic)
 
 
 def topic_detail(service: LogService, topic: str) -> TopicDetail:
-    partitions = _require_topic(service, topic)
-    logs = service.log_manager.logs
-    offline = service.log_manager.offline_logs
-    summaries = []
-    topic_id = None
-    for p in partitions:
-        tp = TopicPartition(topic, p)
-        log = logs.get(tp) or offline.get(tp)
-        if log is None:  # deleted meanwhile
-            continue
-        topic_id = topic_id or log.topic_id
-        with log.lock:  # figures held in memory: an offline log's are its last known
-            summaries.append(
-                {
-                    "partition": p,
-                    "log_dir": str(log.directory.parent),
-                    "log_start_offset": log.log_start_offset,
-                    "log_end_offset": log.log_end_offset,
-                    "high_watermark": log.high_watermark,
-                    "size_bytes": log.size_bytes,
-                    "segments": len(log.segments),
-                    "offline": tp in offline,
-                }
-            )
+    _require_topic(service, topic)
+    logs = service.logs
     return TopicDetail.model_validate(
         {
             "name": topic,
-            "topic_id": topic_id,
-            "partitions": summaries,
-            "configs": typed_overrides(service.topic_store.get(topic)),
+            **logs.topic_logs(topic),
+            "configs": typed_overrides(logs.overrides(topic)),
             "effective_configs": topic_config_document(topic, _entries(service, topic))["configs"],
         }
     )
 
 
 def _require_topic(service: LogService, topic: str) -> list[int]:
-    partitions = service.log_manager.topics().get(topic)
+    partitions = service.logs.topics().get(topic)
     if partitions is None:
         raise NotFoundError(f"topic {topic!r} does not exist")
     return partitions
 
 
 def _entries(service: LogService, topic: str) -> dict[str, ConfigEntry]:
-    overrides = service.topic_store.get(topic)
-    return describe_topic_config(
-        service.broker,
-        overrides,
-        topic=topic,
-        dynamic=service.metadata.dynamic_configs,
-        configs_unknown=service.metadata.topic_configs_unknown(
-            topic, known_to_logcleaner=service.topic_store.has(topic)
-        ),
-    )
+    return service.logs.config_entries(topic)
 
 
 def _configs(service: LogService, topic: str) -> TopicConfigs:

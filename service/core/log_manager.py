@@ -156,7 +156,6 @@ class LogManager:
         self.load_progress = LoadProgress()  # read by /readyz and the metrics while start-up loads
         self.cleaning = cleaning
         self._retention_deletions: Counter[str] = Counter()
-        self._fetch_faults: Counter[str] = Counter()  # by kind; guarded by _deletions_lock too
         self._deletions_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()  # one writer per checkpoint file at a time (shared .tmp)
         self._stopping = threading.Event()  # set when the service stops: retention passes end early
@@ -804,17 +803,6 @@ class LogManager:
         """Segments deleted by retention since start-up, by reason (a copy): read by the metrics."""
         with self._deletions_lock:
             return Counter(self._retention_deletions)
-
-    def record_fetch_fault(self, kind: str) -> None:
-        """Count a fetch that met corrupt data or passed missing offsets (``api.fetch``), for the metrics."""
-        with self._deletions_lock:
-            self._fetch_faults[kind] += 1
-
-    @property
-    def fetch_faults(self) -> Counter[str]:
-        """Fetch faults since start-up, by kind (a copy): read by the metrics."""
-        with self._deletions_lock:
-            return Counter(self._fetch_faults)
 
     def _state_of(self, log_dir: Path) -> _LogDirState:
         return next(s for s in self._dirs if s.path == log_dir)

@@ -46,7 +46,8 @@ from service.config.topic_config import effective_log_config
 from service.config.topic_store import TopicConfigStore
 from service.core.engine_choice import EngineChoice
 from service.core.log_manager import LogManager, LogManagerSettings
-from service.core.ports import CleanerView, CleaningControl, TaskScheduler
+from service.core.ports import CleanerView, CleaningControl, LogQueries, TaskScheduler
+from service.core.queries import LogManagerQueries
 from service.core.summary_cache import SUMMARY_REFRESH_MS, BrokerSummary
 from service.core.tasks import DeferredTasks
 from service.metadata.source import MetadataSource
@@ -94,8 +95,10 @@ TOPIC_CONFIG_REFRESH_MS = 500
 @dataclass(frozen=True, slots=True)
 class NodeView:
     """What the API (``LogService``) and the metrics (``MetricsSource``) reach of a running node: its parts,
-    never the daemon that runs it. The cleaner is read through ``cleaner`` at each call: it is built only
-    once the logs loaded, and not at all with ``log.cleaner.enable=false``."""
+    never the daemon that runs it. The API reads the logs through ``logs`` (the core's port, over the
+    LogManager, the topic store and the metadata); the metrics read the LogManager's figures. The cleaner
+    is read through ``cleaner`` at each call: it is built only once the logs loaded, and not at all with
+    ``log.cleaner.enable=false``."""
 
     broker: BrokerConfig
     log_manager: LogManager
@@ -105,6 +108,7 @@ class NodeView:
     cleaner: Callable[[], CleanerView | None]
     refresh: Callable[[], None]
     summary: BrokerSummary  # the whole-broker summary, refreshed by its scheduled task
+    logs: LogQueries
 
     @property
     def cleaner_view(self) -> CleanerView | None:
@@ -183,6 +187,7 @@ def build_node(
         cleaner=cleaner,
         refresh=refresh_topic_configs,
         summary=summary,
+        logs=LogManagerQueries(broker, log_manager, topic_store, metadata, refresh=refresh_topic_configs),
     )
     metrics = build_metrics(view)  # reads the parts at each scrape, not now
     return Node(broker, clock, topic_store, metadata, scheduler, log_manager, cleaning, view, metrics)
@@ -499,5 +504,11 @@ def build_api_server(node: Node, *, not_ready: Callable[[], str | None]) -> ApiS
     from api.server import ApiServer
 
     settings = build_api_settings(node.broker)
-    app = create_app(node.view, node.metrics.registry, settings=settings, not_ready=not_ready)
+    app = create_app(
+        node.view,
+        node.metrics.registry,
+        settings=settings,
+        not_ready=not_ready,
+        on_fetch_fault=node.metrics.fetch_faults.record,
+    )
     return ApiServer(app, host=node.broker.api_host, port=node.broker.api_port)

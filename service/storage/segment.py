@@ -76,6 +76,7 @@ class LogSegment:
         "_mtime_ms",
         "_offset_index",
         "_offset_of_max_timestamp",
+        "_record_tally",
         "_rolling_based_timestamp",
         "_size",
         "_stem",
@@ -131,6 +132,7 @@ class LogSegment:
         self._max_timestamp = _UNKNOWN
         self._offset_of_max_timestamp = _UNKNOWN
         self._rolling_based_timestamp = _UNKNOWN
+        self._record_tally = (0, 0)  # (position, records before it): see record_count
         self._mtime_ms: int | None = None
         self._bytes_since_last_index_entry = 0
         self._closed = False  # set by close/abandon: no file is opened again by path (it may name another's)
@@ -456,6 +458,22 @@ class LogSegment:
         finally:
             os.close(fd)
 
+    def record_count(self) -> int:
+        """The records in the segment (the API's partition document shows them per segment).
+
+        Each batch header is read once: the count is kept with the position it reached, and a later call
+        reads only the batches appended since (a segment changes only by appends, and a truncation starts
+        the count again). The count and its position are one tuple, so calls racing on other threads, or
+        an append, never leave one without the other.
+        """
+        position, count = self._record_tally
+        if position < self._size:
+            for batch in self.batches(position):
+                count += batch.records_count
+                position = batch.position + batch.size_bytes
+            self._record_tally = (position, count)
+        return count
+
     def read_from(self, offset: int) -> Iterator[RecordBatch]:
         """Batches from the first one whose last offset ≥ ``offset`` (found through the offset index)."""
         _, position = self.offset_index.lookup(offset)
@@ -552,6 +570,7 @@ class LogSegment:
         else:
             os.truncate(self._log_file, position)
         self._size = position
+        self._record_tally = (0, 0)
         self._is_dirty = True
         self._mtime_ms = None
         if position == 0:

@@ -20,10 +20,7 @@ from api.app import create_app
 from api.deps import ApiSettings, JobsView
 from api.server import ApiServer
 from service.config.broker_config import BrokerConfig
-from service.config.topic_store import TopicConfigStore
-from service.core.log_manager import LogManager
-from service.core.ports import CleanerFigures, CleanerView, SummaryView
-from service.metadata.source import MetadataSource
+from service.core.ports import CleanerFigures, CleanerView, LogQueries, SummaryView
 from service.shell.daemon import Daemon
 from service.storage.topic_partition import TopicPartition
 from tests.api.conftest import QUIET_DAEMON, Served, assert_problem, string_record
@@ -111,14 +108,9 @@ class WithCleaner:
         self.view = daemon.view
         self.cleaner_view = cleaner
         self.broker: BrokerConfig = daemon.view.broker
-        self.log_manager: LogManager = daemon.view.log_manager
-        self.topic_store: TopicConfigStore = daemon.view.topic_store
-        self.metadata: MetadataSource = daemon.view.metadata
+        self.logs: LogQueries = daemon.view.logs
         self.scheduler: JobsView = daemon.view.scheduler
         self.explain_summary: SummaryView = daemon.view.summary
-
-    def refresh_topic_configs(self) -> None:
-        self.view.refresh_topic_configs()
 
 
 def test_long_work_does_not_block_other_requests(served: Served, topic: str) -> None:

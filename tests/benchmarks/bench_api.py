@@ -10,6 +10,11 @@ carries 500 records (key ``key-NNNNNNN`` as STRING, a 100-byte value as BINARY/b
 for 500 records and parses the JSON answer. In the same run, the baseline appends the same records
 directly through ``PartitionLog.append_records`` (500 a batch) and reads them back with
 ``PartitionLog.read`` — what the API adds is HTTP, JSON and base64. Target: produce ≥ 50k records/s.
+
+One more line times ``GET /v1/topics/{t}/partitions/{p}`` on a partition of ``--document-batches``
+one-record batches (written before the server starts): its first GET (each segment counts its records
+once), then the median of the next ones (O(segments)), against reading every batch header of the same
+log once, which is what each GET cost before the core kept the counts.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import json
 import os
 import random
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -193,10 +199,56 @@ def bench_direct(directory: Path, requests: list[list[Record]], total: int) -> d
     return {"produce": appended / append_s, "fetch": read_count / read_s}
 
 
+DOCUMENT_TOPIC = "document"
+DOCUMENT_SEGMENT_BYTES = 1_048_576
+DOCUMENT_GETS = 20
+
+
+def write_many_batches(partition_dir: Path, batches: int, now_ms: int) -> float:
+    """``batches`` one-record batches in ``partition_dir``; returns the seconds one read of every batch
+    header takes (a GET's cost before the counts were kept)."""
+    partition_dir.mkdir(parents=True)
+    config = LogConfig(segment_bytes=DOCUMENT_SEGMENT_BYTES)
+    log: PartitionLog = load_partition_log(partition_dir, config, clock=SystemClock()).log
+    for i in range(batches):
+        log.append_records([Record(0, now_ms, b"key-%07d" % i, b"v" * VALUE_BYTES)])
+    log.flush()
+    start = time.perf_counter()
+    counted = sum(b.records_count for segment in log.segments for b in segment.batches())
+    every_header_s = time.perf_counter() - start
+    assert counted == batches, (counted, batches)
+    log.close()
+    return every_header_s
+
+
+def bench_document(url: str, batches: int) -> tuple[float, float, int]:
+    """The first GET of the partition document and the median of the next ones, in seconds, and its
+    segment count."""
+    path = f"/v1/topics/{DOCUMENT_TOPIC}/partitions/0"
+    with httpx.Client(base_url=url, timeout=120) as client:
+        while client.get("/readyz").status_code != 200:  # the API binds before the logs load
+            time.sleep(0.1)
+        start = time.perf_counter()
+        first = client.get(path)
+        first_s = time.perf_counter() - start
+        document = first.json()
+        assert first.status_code == 200, first.text
+        assert sum(s["record_count"] for s in document["segments"]) == batches, document
+        times = []
+        for _ in range(DOCUMENT_GETS):
+            start = time.perf_counter()
+            assert client.get(path).status_code == 200
+            times.append(time.perf_counter() - start)
+    return first_s, statistics.median(times), len(document["segments"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=400, help="produce requests of 500 records each")
     parser.add_argument("--clients", type=int, action="append", help="concurrent HTTP clients (repeatable)")
+    parser.add_argument(
+        "--document-batches", type=int, default=50_000, help="batches of the partition whose document is read"
+    )
     args = parser.parse_args()
     clients_list = args.clients or [1, 4]
     requests = make_requests(SystemClock().now_ms())
@@ -208,8 +260,17 @@ def main() -> None:
         print(
             f"direct PartitionLog: append {direct['produce']:,.0f} records/s, read {direct['fetch']:,.0f}/s"
         )
+        every_header_s = write_many_batches(
+            root / "logs" / f"{DOCUMENT_TOPIC}-0", args.document_batches, SystemClock().now_ms()
+        )
         server = Server(root / "logs")
         try:
+            first_s, next_s, segments = bench_document(server.url, args.document_batches)
+            print(
+                f"GET partition document, {args.document_batches:,} batches in {segments} segments: "
+                f"first {first_s * 1000:.1f} ms, then {next_s * 1000:.2f} ms (median of {DOCUMENT_GETS}); "
+                f"reading every batch header, as each GET did before: {every_header_s * 1000:.1f} ms"
+            )
             for clients in clients_list:
                 http = bench_http(server.url, requests, total, clients)
                 produce_ok = "✔" if http["produce"] >= TARGET_PRODUCE_PER_S else "✘"
