@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from service.core.ports import CleanerView, LogFigures, SummaryView
+from service.core.ports import CleanerView, LogFigures, PartitionScrapes, SummaryView
 
 __all__ = ["MetricsSource"]
 
@@ -16,6 +16,11 @@ class MetricsSource(Protocol):
     @property
     def log_manager(self) -> LogFigures:
         """The LogManager's figures (``service.core.log_manager.LogManager`` is one)."""
+        ...
+
+    @property
+    def partition_figures(self) -> PartitionScrapes:
+        """The per-partition figures, one scrape at a time (``service.core.partition_figures``)."""
         ...
 
     @property

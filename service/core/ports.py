@@ -35,6 +35,9 @@ __all__ = [
     "LogTasks",
     "PartitionReads",
     "PartitionRecords",
+    "PartitionRow",
+    "PartitionScrape",
+    "PartitionScrapes",
     "SummaryView",
     "TaskScheduler",
     "TopicAdmin",
@@ -302,3 +305,25 @@ class LogFigures(Protocol):
     def settings(self) -> CleanerSetting: ...
 
     def topics_with_unknown_configs(self) -> list[str]: ...
+
+
+PartitionRow = tuple[TopicPartition, int, int, int, int, int]
+"""One log at a scrape: its size, segment count, log start and end offsets (Kafka's four ``Log`` gauges),
+and the segments time retention holds back for a future timestamp (0: none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionScrape:
+    """The per-partition figures of one scrape: a row per live log, then one per log of a dir gone offline
+    (its last figures); each compacted partition's compaction delay in ms (empty without a cleaner); the
+    partitions of offline dirs, sorted."""
+
+    rows: list[PartitionRow]
+    delays: dict[TopicPartition, int]
+    offline: list[TopicPartition]
+
+
+class PartitionScrapes(Protocol):
+    """The per-partition figures the metrics expose, taken one scrape at a time (the caller's lock)."""
+
+    def scrape(self) -> PartitionScrape: ...

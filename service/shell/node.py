@@ -46,7 +46,8 @@ from service.config.topic_config import effective_log_config
 from service.config.topic_store import TopicConfigStore
 from service.core.engine_choice import EngineChoice
 from service.core.log_manager import LogManager, LogManagerSettings
-from service.core.ports import CleanerView, CleaningControl, LogQueries, TaskScheduler
+from service.core.partition_figures import PartitionFigures
+from service.core.ports import CleanerView, CleaningControl, LogQueries, PartitionScrapes, TaskScheduler
 from service.core.queries import LogManagerQueries
 from service.core.summary_cache import SUMMARY_REFRESH_MS, BrokerSummary
 from service.core.tasks import DeferredTasks
@@ -109,6 +110,7 @@ class NodeView:
     refresh: Callable[[], None]
     summary: BrokerSummary  # the whole-broker summary, refreshed by its scheduled task
     logs: LogQueries
+    partition_figures: PartitionScrapes  # the metrics' per-partition figures, one scrape at a time
 
     @property
     def cleaner_view(self) -> CleanerView | None:
@@ -188,6 +190,7 @@ def build_node(
         refresh=refresh_topic_configs,
         summary=summary,
         logs=LogManagerQueries(broker, log_manager, topic_store, metadata, refresh=refresh_topic_configs),
+        partition_figures=PartitionFigures(log_manager),
     )
     metrics = build_metrics(view)  # reads the parts at each scrape, not now
     return Node(broker, clock, topic_store, metadata, scheduler, log_manager, cleaning, view, metrics)

@@ -11,7 +11,7 @@ from pathlib import Path
 from api.metrics.service_metrics import ServiceMetrics
 from service.base.clock import ManualClock
 from service.core.log_manager import LogManager
-from service.core.ports import CleanerFigures, SummaryView
+from service.core.ports import CleanerFigures, PartitionScrapes, SummaryView
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
 from tests.api.metrics_helpers import Scrape, running_daemon, take_offline
@@ -168,6 +168,7 @@ class Source:
     log_manager: LogManager
     cleaner_view: FixedCleaner
     explain_summary: SummaryView
+    partition_figures: PartitionScrapes
 
 
 def test_uncleanable_partitions_are_reported_per_log_dir(tmp_path: Path) -> None:
@@ -183,7 +184,11 @@ def test_uncleanable_partitions_are_reported_per_log_dir(tmp_path: Path) -> None
             thread_restarts=3,
             rounds_spilled_total=2,
         )
-        metrics = ServiceMetrics(Source(daemon.log_manager, FixedCleaner(figures), daemon.view.summary))
+        metrics = ServiceMetrics(
+            Source(
+                daemon.log_manager, FixedCleaner(figures), daemon.view.summary, daemon.view.partition_figures
+            )
+        )
         scrape = Scrape.of(metrics.registry)
 
     count, size = (
