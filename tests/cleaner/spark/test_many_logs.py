@@ -433,7 +433,7 @@ def test_a_round_that_shared_its_job_is_timed_from_its_own_first_task() -> None:
     stats.end_monotonic_ms = 9_000  # the job and the swap: 8 s from the round's start
 
     def result(started_ms: int, lookup_ms: int) -> GroupResult:
-        return GroupResult(0, 0, True, 1, CleanerStats(), 0, started_ms, started_ms + 100, lookup_ms)
+        return GroupResult(0, 0, True, 1, CleanerStats(), 0, started_ms, started_ms + 100, lookup_ms, 0)
 
     time_from_own_tasks(stats, START_MS, [result(START_MS + 6_000, 500), result(START_MS + 7_000, 0)])
     assert stats.elapsed_ms == 2_500, "from its first task's lookup (at 5.5 s) to the end"
