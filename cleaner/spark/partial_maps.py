@@ -115,7 +115,7 @@ class MapSplit:
     data batches in them (base offsets); ``log`` and ``index`` say whose task it is and where its blob goes
     in its log's order, ``blob_path`` the file its blob is written to (``write_partial_map``). With
     ``classes`` > 1 its map takes only the keys of hash class ``key_class`` (``class_tasks``). With a
-    ``budget`` (one class), its map is bounded (``bounded_map``): ``first_offset`` is the log's first
+    ``budget`` (one class), its map is bounded (``_bounded_map``): ``first_offset`` is the log's first
     segment's base, ``end_offset`` the round's end, ``clean_splits`` the segments below the first dirty
     offset, which a spilled map probes."""
 
@@ -288,6 +288,7 @@ def _built_map(task: MapSplit, *, spare_core: bool) -> tuple[OffsetMap, int]:
             task.budget.share_bytes,
             exc,
         )
+        offset_map.clear()  # its spill's files closed now
         offset_map = _task_map(task)
         _map_into(task, offset_map, spare_core=spare_core)
         return offset_map, 0
@@ -301,10 +302,10 @@ def _bounded_map(task: MapSplit, budget: KeyMapBudget, offset_map: OffsetMap, *,
     if native is None:
         raise RuntimeError("a bounded key map needs cleaner._native")
     directory = Path(task.splits[0].log_path).parent
-    if not budget.apply(native, directory, task.first_offset, task.start_offset, task.end_offset):
-        _map_into(task, offset_map, spare_core=spare_core)
-        return 0
+    bounded = budget.apply(native, directory, task.first_offset, task.start_offset, task.end_offset)
     _map_into(task, offset_map, spare_core=spare_core)
+    if not bounded:
+        return 0
     if is_spilling(native):
         _probe_clean_section(task.clean_splits, task.start_offset, native)
     return finish_spill(native, task.first_offset)

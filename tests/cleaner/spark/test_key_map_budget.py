@@ -212,3 +212,18 @@ def test_a_rewrite_tasks_lookup_answers_from_the_spilled_bitmap_alone(plain: Pat
                     answers += is_superseded
     assert answers > 20_000  # most of the log is superseded: the bits were there to read
     log.close()
+
+
+def test_a_map_that_cannot_spill_is_built_again_unbounded_and_the_round_still_comes_out_whole(
+    plain: Path, tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    """A spill dir that cannot take the class files (gone since start-up): the task's map is built again
+    in memory, with a warning in its worker's log, and the round is the in-process engine's all the same."""
+    budget = KeyMapBudget(TINY_SHARE, tmp_path / "gone")
+    engine = SparkEngine(
+        clock=ManualClock(NOW_MS), session=spark_holder, min_range_bytes=TWO_TASKS, key_map_budget=budget
+    )
+    result = _clean(engine, plain, tmp_path / "spark" / "gen-0", 25_000)
+    expected = _clean(InProcessEngine(ManualClock(NOW_MS)), plain, tmp_path / "in-process" / "gen-0", 25_000)
+    assert result.stats.spill_classes == 0 and result.end_offset == expected.end_offset
+    assert _files(tmp_path / "spark" / "gen-0") == _files(tmp_path / "in-process" / "gen-0")

@@ -14,6 +14,7 @@ from typing import cast
 import pytest
 
 from cleaner.compaction.cleaner import CleaningResult
+from cleaner.compaction.key_map_budget import KeyMapBudget
 from cleaner.compaction.stats import CleanerStats
 from cleaner.engine import InProcessEngine, LogRound, PerRoundEngine
 from cleaner.errors import CleaningAbortedError
@@ -125,8 +126,8 @@ def test_several_logs_in_one_job_equal_the_in_process_engine(
     jobs: list[float] = []
     planned: list[JobLogs] = []
 
-    def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
-        spark_jobs.plan_tasks(job, cores, min_range_bytes)
+    def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int, budget: KeyMapBudget | None) -> None:
+        spark_jobs.plan_tasks(job, cores, min_range_bytes, budget)
         planned.append(job)
 
     monkeypatch.setattr(spark_engine, "plan_tasks", plan_tasks)
