@@ -24,6 +24,8 @@ from cleaner.spark.round_plan import plan_round
 from cleaner.spark.session import SparkSessionHolder
 from cleaner.spark.task_files import JobTicket
 from service.clock import ManualClock
+from service.config.broker_config import BrokerConfig
+from service.node import build_engine
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
@@ -227,3 +229,23 @@ def test_a_map_that_cannot_spill_is_built_again_unbounded_and_the_round_still_co
     expected = _clean(InProcessEngine(ManualClock(NOW_MS)), plain, tmp_path / "in-process" / "gen-0", 25_000)
     assert result.stats.spill_classes == 0 and result.end_offset == expected.end_offset
     assert _files(tmp_path / "spark" / "gen-0") == _files(tmp_path / "in-process" / "gen-0")
+
+
+def test_the_daemons_spark_engine_takes_each_threads_share_and_the_spill_dir(tmp_path: Path) -> None:
+    """``build_engine`` hands the Spark engine the in-process engine's budget (no session is started)."""
+    (tmp_path / "spill").mkdir()
+    props = {
+        "log.dirs": str(tmp_path / "logs"),
+        "log.cleaner.threads": "2",
+        "log.cleaner.dedupe.buffer.size": str(128 << 20),
+        "log.cleaner.spill.dir": str(tmp_path / "spill"),
+        "log.cleaner.engine": "spark",
+    }
+    broker, _warnings = BrokerConfig.from_properties(props)
+    engine = build_engine(broker, ManualClock(NOW_MS))
+    spark = engine._build_spark()  # what the first round that goes to Spark builds
+    try:
+        assert isinstance(spark, SparkEngine) and not spark.session.is_started
+        assert spark.key_map_budget == KeyMapBudget(64 << 20, tmp_path / "spill")
+    finally:
+        spark.close()
