@@ -15,7 +15,7 @@ from cleaner.compaction.cleaner import CleaningResult
 from cleaner.compaction.key_map_budget import KeyMapBudget
 from cleaner.compaction.offset_map import OffsetMap, build_offset_map
 from cleaner.compaction.stats import CleanerStats
-from cleaner.engine import CompactionEngine, InProcessEngine
+from cleaner.engine import CompactionEngine, InProcessEngine, LogRound
 from cleaner.native import has_native, native_key_map
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.jobs import JobLogs, plan_tasks
@@ -249,3 +249,46 @@ def test_the_daemons_spark_engine_takes_each_threads_share_and_the_spill_dir(tmp
         assert spark.key_map_budget == KeyMapBudget(64 << 20, tmp_path / "spill")
     finally:
         spark.close()
+
+
+def test_logs_sharing_one_job_are_each_bounded_and_each_the_in_process_bytes(
+    plain: Path, tmp_path: Path, spark_holder: SparkSessionHolder
+) -> None:
+    """Three logs, one job on two cores: tasks take two logs whole (each mapped by its own task, bounded)
+    and all clean the third together (one bounded map's bitmap file); each log is its in-process round."""
+    expected = _clean(InProcessEngine(ManualClock(NOW_MS)), plain, tmp_path / "in-process" / "gen-0", 25_000)
+    logs = []
+    for i in range(3):
+        shutil.copytree(plain, tmp_path / "spark" / f"gen-{i}")
+        logs.append(
+            load_partition_log(tmp_path / "spark" / f"gen-{i}", _config(), clock=ManualClock(NOW_MS)).log
+        )
+    ended: dict[int, CleaningResult | BaseException] = {}
+
+    def on_done(i: int) -> Callable[[CleaningResult | BaseException], None]:
+        def record(outcome: CleaningResult | BaseException) -> None:
+            assert i not in ended, "on_done is called once per log"
+            ended[i] = outcome
+
+        return record
+
+    def delete_now(_delay_ms: int, delete: Callable[[], None]) -> None:
+        delete()
+
+    engine = SparkEngine(
+        clock=ManualClock(NOW_MS), session=spark_holder, key_map_budget=KeyMapBudget(TINY_SHARE)
+    )
+    try:
+        rounds = [
+            LogRound(log, 25_000, log.active_segment.base_offset, lambda: None, on_done(i))
+            for i, log in enumerate(logs)
+        ]
+        engine.clean_many(rounds, throttle=lambda _bytes: None, schedule_delete=delete_now)
+    finally:
+        for log in logs:
+            log.close()
+    for i in range(3):
+        result = ended[i]
+        assert isinstance(result, CleaningResult), result
+        assert result.stats.spill_classes > 0 and result.end_offset == expected.end_offset
+        assert _files(tmp_path / "spark" / f"gen-{i}") == _files(tmp_path / "in-process" / "gen-0")
