@@ -71,6 +71,7 @@ __all__ = [
     "skip_batch_checks",
     "spill_key_map",
     "spill_probe_records",
+    "take_spilled_bits",
 ]
 
 _TRANSACTIONAL_BIT = 0x10
@@ -202,6 +203,14 @@ def finish_spill(key_map: NativeKeyMap, first_offset: int) -> int:
     if _native is None:
         return 0
     return int(_native.finish_spill(key_map, first_offset))
+
+
+def take_spilled_bits(key_map: NativeKeyMap, bits: bytes | memoryview, keys: int) -> None:
+    """Make the empty ``key_map`` answer only from a spilled map's bitmap (``dump_superseded_bits`` after
+    ``finish_spill``), as that map does: a Spark task's lookup from the file another task's map left."""
+    if _native is None:
+        raise RuntimeError("take_spilled_bits needs cleaner._native")
+    _native.take_spilled_bits(key_map, bits, keys)
 
 
 def native_key_map(lookup: Callable[[bytes], int]) -> NativeKeyMap | None:

@@ -69,14 +69,17 @@ class KeyMapBudget:
         bitmap_bytes = max(end - first_offset, 0) // 8 + 8
         return max(self.share_bytes - bitmap_bytes - SPILL_OVERHEAD_BYTES, MIN_TABLE_BYTES)
 
+    def may_pass(self, first_offset: int, start: int, end: int) -> bool:
+        """Whether a round over [start, end) of a log from ``first_offset`` (its first segment's base) could
+        pass the table's share: its dirty section's offsets, one key each (the Spark driver asks it too)."""
+        return (end - start) * SLOT_BYTES * 8 // 3 > self.table_bytes(first_offset, end)  # fullest: 3/8 used
+
     def apply(self, key_map: NativeKeyMap, directory: Path, first_offset: int, start: int, end: int) -> bool:
-        """Bound ``key_map`` for a round over [start, end) of a log from ``first_offset`` (its first
-        segment's base): only when the dirty section's offsets, one key each, could pass the table's share
-        (a smaller round keeps the unbounded map's speed). True if bounded."""
-        table_bytes = self.table_bytes(first_offset, end)
-        if (end - start) * SLOT_BYTES * 8 // 3 <= table_bytes:  # a table at its fullest is 3/8 used
+        """Bound ``key_map`` for a round over [start, end) of a log from ``first_offset``: only when it
+        ``may_pass`` the share (a smaller round keeps the unbounded map's speed). True if bounded."""
+        if not self.may_pass(first_offset, start, end):
             return False
-        spill_key_map(key_map, table_bytes, self.spill_dir or directory, end)
+        spill_key_map(key_map, self.table_bytes(first_offset, end), self.spill_dir or directory, end)
         return True
 
 

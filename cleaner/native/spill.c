@@ -551,11 +551,67 @@ finish_spill(PyObject *self, PyObject *args)
     return PyLong_FromUnsignedLong(classes);
 }
 
+/* take_spilled_bits(key_map, bits, keys) -> None: the empty map takes a finished spilled map's bitmap
+ * (dump_superseded_bits after finish_spill, e.g. in a file another task wrote) and from then on answers
+ * only from it, as that map does: `keys` is what len() reports. ValueError: not a bitmap, or a map not empty. */
+static PyObject *
+take_spilled_bits(PyObject *self, PyObject *args)
+{
+    PyObject *target;
+    Py_buffer view;
+    long long keys;
+    if (!PyArg_ParseTuple(args, "Oy*L", &target, &view, &keys)) {
+        return NULL;
+    }
+    KeyMap *m = spill_map_arg(target, "take_spilled_bits");
+    if (m == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const unsigned char *p = view.buf;
+    int64_t base = 0, last = -1, words = -1;
+    if (view.len >= 16) {
+        memcpy(&base, p, 8);
+        memcpy(&last, p + 8, 8);
+        words = last >= base && last - base < MAX_BITMAP_BITS ? (last - base) / 64 + 1 : -1;
+    }
+    if (words < 0 || view.len != 16 + words * 8 || keys < 0 || m->size != 0 || m->spill != NULL || m->spilled ||
+        m->bits_state != BITS_EMPTY || m->deferred_count != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "take_spilled_bits needs an empty KeyMap and a superseded bitmap");
+        return NULL;
+    }
+    uint64_t *bits = malloc((size_t)words * sizeof(uint64_t));
+    if (bits == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    for (int64_t i = 0; i < words; i++) {
+        uint64_t word = 0;
+        for (int b = 7; b >= 0; b--) { /* little-endian, as dump_superseded_bits writes it */
+            word = (word << 8) | p[16 + 8 * i + b];
+        }
+        bits[i] = word;
+    }
+    PyBuffer_Release(&view);
+    free(m->bits);
+    m->bits = bits;
+    m->bits_words = words;
+    m->bits_base = m->scan_base = base;
+    m->bits_last = last;
+    m->bits_state = BITS_VALID;
+    m->bits_foreign = 1;
+    m->spilled = 1;
+    m->spilled_keys = keys;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef spill_methods[] = {
     {"spill_key_map", spill_key_map, METH_VARARGS, "Bound a key map's table; beyond it, spill to disk."},
     {"is_spilling", is_spilling, METH_O, "Whether the key map spilled."},
     {"spill_probe_records", spill_probe_records, METH_VARARGS, "Probe a clean records area's keys."},
     {"finish_spill", finish_spill, METH_VARARGS, "Replay a spilled key map's classes into its bitmap."},
+    {"take_spilled_bits", take_spilled_bits, METH_VARARGS, "Answer from a spilled key map's bitmap."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -53,6 +53,7 @@ from typing import TypeVar
 from pyspark.sql import SparkSession
 
 from cleaner.compaction.cleaner import CleaningResult, ScheduleDelete, delete_segments
+from cleaner.compaction.key_map_budget import KeyMapBudget
 from cleaner.compaction.offset_map import kafka_utilization_percent
 from cleaner.compaction.stats import CleanerStats
 from cleaner.engine import LogRound, round_bytes, spark_start_failure
@@ -89,10 +90,11 @@ class SparkEngine:
     ``spark_conf``: every ``spark.*`` key (``BrokerConfig.spark_conf``), ``spark.master`` included; or pass
     ``session`` to share a ``SparkSessionHolder`` (tests share one per test session). ``dedupe_buffer_bytes``
     and ``load_factor`` only feed ``buffer_utilization`` (Kafka's 24-bytes-per-key figure). ``on_job`` hears
-    each Spark action's duration in seconds. Thread-safe: workers call ``clean`` concurrently, each in the
-    FAIR pool of its ``thread_id``. Executors read and write segment files themselves: ``local[*]`` and
-    ``local-cluster`` share this machine's disk; on a real cluster every executor must see the log dirs at
-    the same path (shared storage), and the package must be installed on every node.
+    each Spark action's duration in seconds. ``key_map_budget`` (a thread's share of the dedupe buffer) bounds
+    each task's key map as it bounds the in-process round's (``partial_maps``). Thread-safe: workers call
+    ``clean`` concurrently, each in the FAIR pool of its ``thread_id``. Executors read and write segment files
+    themselves: ``local[*]`` and ``local-cluster`` share this machine's disk; on a real cluster every executor
+    must see the log dirs at the same path (shared storage), and the package must be installed on every node.
     """
 
     name = "spark"
@@ -108,6 +110,7 @@ class SparkEngine:
         session: SparkSessionHolder | None = None,
         min_range_bytes: int = DEFAULT_MIN_RANGE_BYTES,
         poll_interval_s: float = 0.1,
+        key_map_budget: KeyMapBudget | None = None,
     ) -> None:
         self.clock = clock
         self.session = session or SparkSessionHolder(spark_conf)
@@ -116,6 +119,7 @@ class SparkEngine:
         self.on_job = on_job
         self.min_range_bytes = min_range_bytes
         self.poll_interval_s = poll_interval_s
+        self.key_map_budget = key_map_budget
 
     def close(self) -> None:
         """Stop the SparkSession (the daemon calls this once, at shutdown)."""
@@ -258,6 +262,13 @@ class SparkEngine:
             time_from_own_tasks(stats, round_.start_wall_ms, results)
         for result in results:
             stats.merge(result.stats)
+        stats.spill_classes = max((r.spill_classes for r in results), default=0)
+        if stats.spill_classes:
+            logger.info(
+                "%s: its key map passed the thread's share and spilled to %d classes",
+                log.topic_partition,
+                stats.spill_classes,
+            )
         if total_bytes := stats.map_bytes_read + stats.bytes_read + stats.bytes_written:
             throttle(total_bytes)
         self._swap_in(log, plan, results, round_.check_aborted, schedule_delete)
@@ -361,7 +372,7 @@ class SparkEngine:
         self, spark: SparkSession, job: JobLogs, thread_id: int, check_aborted: Callable[[], None], name: str
     ) -> list[LogOutcome | None]:
         context = spark.sparkContext
-        plan_tasks(job, context.defaultParallelism, self.min_range_bytes)
+        plan_tasks(job, context.defaultParallelism, self.min_range_bytes, self.key_map_budget)
         reports = job.reports()
 
         def run(action: Callable[[], list[T]], what: str) -> list[T]:

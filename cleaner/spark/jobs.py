@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import cast
 
 from cleaner.compaction.cleaned_writer import delete_cleaned_files
+from cleaner.compaction.key_map_budget import KeyMapBudget
 from cleaner.native import puts_pipelined
 from cleaner.spark.partial_maps import MapSplit, blob_path, class_tasks, own_map
 from cleaner.spark.rewrite import GroupResult, GroupTask, RewriteItem, RoundTask, balanced_ranges
@@ -178,9 +179,10 @@ _MAX_RANGE_SHARE = 0.75
 MAX_KEY_CLASSES = 4
 
 
-def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
+def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int, budget: KeyMapBudget | None = None) -> None:
     """The job's rewrite items (``job.items``, ``job.round_tasks``), its task count (``job.partitions``)
-    and scratch files (``job.scratch``)."""
+    and scratch files (``job.scratch``). A log whose map could pass ``budget`` (a thread's share of the
+    dedupe buffer) is mapped by one task in one bounded map (``bounded_maps``)."""
     used = 0
     for log, plan, ticket in zip(job.logs, job.plans, job.tickets, strict=True):
         slots = list(range(used, used + len(plan.groups)))
@@ -192,12 +194,16 @@ def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
     for i, (log, plan, task) in enumerate(zip(job.logs, job.plans, job.round_tasks, strict=True)):
         ranges = min(cores, len(plan.groups)) if i == shared else _range_count(task, counts[i])
         splits = _dirty_splits(log, plan)
+        bounded = _bounded(i, log, plan, splits, budget)
         if ranges == 1:
             own = own_map(i, splits, plan.first_dirty_offset, plan.map_scan.aborted_batches)
-            job.items.append(RewriteItem(i, tuple(task.groups), own))
+            job.items.append(RewriteItem(i, tuple(task.groups), bounded or own))
             continue
         class_maps: tuple[MapSplit, ...] = ()
-        if splits:  # the map by key hash, mapped by the rewrite tasks (partial_maps)
+        if bounded is not None:  # one bounded map of every key, mapped by the first task to its file
+            class_maps = (replace(bounded, blob_path=blob_path(str(log.directory), plan.end_offset, 0)),)
+            job.scratch.append((i, class_maps[0].blob_path))
+        elif splits:  # the map by key hash, mapped by the rewrite tasks (partial_maps)
             class_maps = tuple(
                 replace(one, blob_path=blob_path(str(log.directory), plan.end_offset, one.key_class))
                 for one in class_tasks(
@@ -276,6 +282,36 @@ def key_classes(ranges: int) -> int:
     most ``MAX_KEY_CLASSES``, however many ranges a cluster's cores make."""
     per_class = 2 if puts_pipelined() else 1
     return min(max(1, (ranges + per_class - 1) // per_class), MAX_KEY_CLASSES)
+
+
+def _bounded(
+    index: int,
+    log: PartitionLog,
+    plan: RoundPlan,
+    splits: Sequence[SegmentSplit],
+    budget: KeyMapBudget | None,
+) -> MapSplit | None:
+    """The log's one map of every key, bounded by ``budget``, if its dirty section could pass it
+    (``KeyMapBudget.may_pass``, as the in-process round asks); None: the map fits, and is built unbounded,
+    by key class if the log has several ranges (each class then smaller still)."""
+    first_offset = plan.groups[0].base_offset if plan.groups else plan.first_dirty_offset
+    start, end = plan.first_dirty_offset, plan.end_offset
+    if budget is None or not splits or not budget.may_pass(first_offset, start, end):
+        return None
+    clean: list[SegmentSplit] = []
+    if start > first_offset:  # the clean section, which a spilled map probes
+        clean = plan_splits(log.directory, until_offset=start, max_split_bytes=_WHOLE_SEGMENTS)
+    return MapSplit(
+        index,
+        0,
+        tuple(splits),
+        plan.first_dirty_offset,
+        frozenset(plan.map_scan.aborted_batches),
+        budget=budget,
+        first_offset=first_offset,
+        end_offset=plan.end_offset,
+        clean_splits=tuple(clean),
+    )
 
 
 def _dirty_splits(log: PartitionLog, plan: RoundPlan) -> list[SegmentSplit]:

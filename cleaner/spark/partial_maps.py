@@ -35,6 +35,14 @@ each group keeps, which orders the log's groups as its tasks take them (``task_f
 range needs no file: its one task maps its dirty segments itself, in offset order, so the C map keeps its
 superseded bitmap for the filter, exactly as in the in-process round.
 
+A log whose dirty section could pass its thread's share of ``log.cleaner.dedupe.buffer.size``
+(``KeyMapBudget.may_pass``, asked on the driver) is mapped by one task in one map of every key, bounded
+by that share as the in-process round's is (``key_map_budget``): beyond it the map spills to disk, the
+task probes the clean section (``clean_splits``) and replays the classes one at a time, so its bitmap
+answers for every offset of the log (``_bounded_map``). Its file holds that bitmap and no blob (the
+table is empty once replayed); each rewrite task takes the bitmap alone (``take_spilled_bits``) and
+answers every lookup from it: no task of the round holds more than the share for its key map.
+
 Without the C module (``LOGCLEANER_PURE_PYTHON=1``) the same blobs are written and read by ``struct`` (no
 bitmap: every record is looked up in the classes' entries, merged).
 """
@@ -43,24 +51,34 @@ from __future__ import annotations
 
 import array
 import fcntl
+import logging
 import mmap
 import os
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
 
+from cleaner.compaction.key_map_budget import KeyMapBudget
 from cleaner.compaction.offset_map import OffsetMap, map_data_batch
 from cleaner.compaction.segment_chunks import RUN_BYTES, SegmentChunks
 from cleaner.compaction.stats import CleanerStats
 from cleaner.native import (
+    FALLBACK,
+    NativeKeyMap,
     defer_key_map,
     dump_key_map_to,
     dump_superseded_bits,
+    finish_spill,
+    is_spilling,
     key_class,
     or_superseded_bits,
     puts_on_own_thread,
     set_key_class,
     skip_batch_checks,
+    spill_probe_records,
+    take_spilled_bits,
 )
 from cleaner.spark.segment_splits import SegmentSplit
 from cleaner.spark.task_files import TaskTicket, TicketRef
@@ -68,6 +86,7 @@ from service.storage.log_files import file_name
 
 __all__ = [
     "MapSplit",
+    "RangeLookup",
     "blob_path",
     "class_tasks",
     "ensure_class_files",
@@ -78,9 +97,12 @@ __all__ = [
     "write_partial_map",
 ]
 
+logger = logging.getLogger(__name__)
+
 _ENTRY = struct.Struct("<Iq")  # key length, offset; then the key bytes (cleaner/native/blob_io.c's blob form)
-# A blob file: the blob's length, the bitmap's (0: none), the map's keys; then the blob, the bitmap.
-_FILE_HEADER = struct.Struct("<qqq")
+# A blob file: the blob's length, the bitmap's (0: none), the map's keys, the classes it spilled to (0:
+# none; then no blob, and the bitmap answers alone); then the blob, the bitmap.
+_FILE_HEADER = struct.Struct("<qqqq")
 _WRITING = 1 << 62  # the blob size in a class file's header while its writer is still at it
 _BITS_BASE = struct.Struct("<q")  # a bitmap (``dump_superseded_bits``): its first offset, its last, the words
 _BITS_HEADER = 16
@@ -92,7 +114,10 @@ class MapSplit:
     """One map task: consecutive splits of one log's dirty segments, the first dirty offset, the aborted
     data batches in them (base offsets); ``log`` and ``index`` say whose task it is and where its blob goes
     in its log's order, ``blob_path`` the file its blob is written to (``write_partial_map``). With
-    ``classes`` > 1 its map takes only the keys of hash class ``key_class`` (``class_tasks``)."""
+    ``classes`` > 1 its map takes only the keys of hash class ``key_class`` (``class_tasks``). With a
+    ``budget`` (one class), its map is bounded (``_bounded_map``): ``first_offset`` is the log's first
+    segment's base, ``end_offset`` the round's end, ``clean_splits`` the segments below the first dirty
+    offset, which a spilled map probes."""
 
     log: int
     index: int
@@ -102,6 +127,18 @@ class MapSplit:
     blob_path: str = ""
     key_class: int = 0
     classes: int = 1
+    budget: KeyMapBudget | None = None
+    first_offset: int = 0
+    end_offset: int = 0
+    clean_splits: tuple[SegmentSplit, ...] = ()
+
+
+class RangeLookup(NamedTuple):
+    """A rewrite task's lookup, its map's keys, and the classes that map spilled to (0: none)."""
+
+    lookup: Callable[[bytes], int]
+    keys: int
+    spill_classes: int
 
 
 class _KeyClassMap(OffsetMap):
@@ -153,18 +190,18 @@ def _is_complete(fd: int) -> bool:
     size = os.fstat(fd).st_size
     if size < _FILE_HEADER.size:
         return False
-    blob_bytes, bits_bytes, _keys = _FILE_HEADER.unpack(os.pread(fd, _FILE_HEADER.size, 0))
+    blob_bytes, bits_bytes, _keys, _spilled = _FILE_HEADER.unpack(os.pread(fd, _FILE_HEADER.size, 0))
     return bool(size == _FILE_HEADER.size + blob_bytes + bits_bytes)
 
 
 def _write_class_file(task: MapSplit, fd: int) -> None:
     """Map ``task``'s class and write its file: blob, bitmap, then the header with their sizes (a writer
     that dies half way leaves the header that says it is writing: not complete)."""
-    offset_map = _task_map(task)
-    _map_into(task, offset_map, spare_core=True)  # one class per two ranges: the other task waits for it
+    # one class per two ranges: the other task waits for it
+    offset_map, spill_classes = _built_map(task, spare_core=True)
     native = offset_map.native
     os.ftruncate(fd, 0)
-    _pwrite_all(fd, _FILE_HEADER.pack(_WRITING, 0, 0), 0)  # a header no file's size matches: not complete
+    _pwrite_all(fd, _FILE_HEADER.pack(_WRITING, 0, 0, 0), 0)  # a header no file's size matches: not complete
     if native is None:
         blob = _dump_entries(offset_map)
         _pwrite_all(fd, blob, _FILE_HEADER.size)
@@ -173,7 +210,7 @@ def _write_class_file(task: MapSplit, fd: int) -> None:
         blob_bytes = dump_key_map_to(native, fd, _FILE_HEADER.size)
     bits = (None if native is None else dump_superseded_bits(native)) or b""
     _pwrite_all(fd, bits, _FILE_HEADER.size + blob_bytes)
-    _pwrite_all(fd, _FILE_HEADER.pack(blob_bytes, len(bits), offset_map.size), 0)
+    _pwrite_all(fd, _FILE_HEADER.pack(blob_bytes, len(bits), offset_map.size, spill_classes), 0)
 
 
 def _pwrite_all(fd: int, data: bytes, position: int) -> None:
@@ -194,7 +231,7 @@ def superseded_in(paths: Sequence[str]) -> list[tuple[int, int]]:
     counts: list[tuple[int, int]] = []
     for path in paths:
         with open(path, "rb") as file:
-            blob_bytes, bits_bytes, _keys = _FILE_HEADER.unpack(file.read(_FILE_HEADER.size))
+            blob_bytes, bits_bytes, _keys, _spilled = _FILE_HEADER.unpack(file.read(_FILE_HEADER.size))
             file.seek(blob_bytes, os.SEEK_CUR)
             counts += superseded_counts(file.read(bits_bytes))
     return counts
@@ -218,42 +255,106 @@ def blob_path(directory: str, end_offset: int, index: int) -> str:
     return os.path.join(directory, file_name(end_offset, f".keymap-{index}.cleaned"))
 
 
-def range_lookup(own: MapSplit | None, blob_paths: Sequence[str]) -> tuple[Callable[[bytes], int], int]:
-    """A rewrite task's lookup and its number of keys: ``own``'s splits mapped here in offset order (a log
-    of one range), or the key classes' files of ``blob_paths``: their bitmaps OR'd, their blobs deferred
-    (see the module docstring)."""
+def range_lookup(own: MapSplit | None, blob_paths: Sequence[str]) -> RangeLookup:
+    """A rewrite task's lookup: ``own``'s splits mapped here in offset order (a log of one range), or the
+    key classes' files of ``blob_paths``: their bitmaps OR'd, their blobs deferred, or a spilled map's
+    bitmap alone (see the module docstring)."""
     if own is not None:
-        offset_map = _task_map(own)
-        _map_into(own, offset_map, spare_core=False)  # one task a log: every core has its own task
-        return offset_map.lookup, offset_map.size
-    offset_map, keys = OffsetMap(), 0
+        offset_map, spill_classes = _built_map(own, spare_core=False)  # one task a log: a core each
+        return RangeLookup(offset_map.lookup, offset_map.size, spill_classes)
+    offset_map, keys, spill_classes = OffsetMap(), 0, 0
     for path in blob_paths:
-        keys += _load_class_file(offset_map, path)
-    return offset_map.lookup, keys
+        file_keys, file_classes = _load_class_file(offset_map, path)
+        keys, spill_classes = keys + file_keys, max(spill_classes, file_classes)
+    return RangeLookup(offset_map.lookup, keys, spill_classes)
 
 
-def _load_class_file(offset_map: OffsetMap, path: str) -> int:
+def _built_map(task: MapSplit, *, spare_core: bool) -> tuple[OffsetMap, int]:
+    """``task``'s map, built; with a budget, bounded (``_bounded_map``); and the classes it spilled to."""
+    offset_map = _task_map(task)
+    if task.budget is None or offset_map.native is None or not task.splits:
+        _map_into(task, offset_map, spare_core=spare_core)
+        return offset_map, 0
+    try:
+        return offset_map, _bounded_map(task, task.budget, offset_map, spare_core=spare_core)
+    except (FALLBACK, OSError) as exc:
+        directory = os.path.dirname(task.splits[0].log_path)
+        logger.warning(
+            "%s: the key map of the round over [%d, %d) cannot stay within %d bytes (%s); building it again "
+            "in memory, unbounded",
+            directory,
+            task.start_offset,
+            task.end_offset,
+            task.budget.share_bytes,
+            exc,
+        )
+        offset_map.clear()  # its spill's files closed now
+        offset_map = _task_map(task)
+        _map_into(task, offset_map, spare_core=spare_core)
+        return offset_map, 0
+
+
+def _bounded_map(task: MapSplit, budget: KeyMapBudget, offset_map: OffsetMap, *, spare_core: bool) -> int:
+    """Map ``task``'s dirty section as ``build_offset_map`` does with a budget: within the thread's share,
+    else spilled, the clean section probed and the classes replayed (``key_map_budget``); the classes it
+    spilled to (0: it fit). ``FALLBACK``/``OSError``: it cannot, and must be built again unbounded."""
+    native = offset_map.native
+    if native is None:
+        raise RuntimeError("a bounded key map needs cleaner._native")
+    directory = Path(task.splits[0].log_path).parent
+    bounded = budget.apply(native, directory, task.first_offset, task.start_offset, task.end_offset)
+    _map_into(task, offset_map, spare_core=spare_core)
+    if not bounded:
+        return 0
+    if is_spilling(native):
+        _probe_clean_section(task.clean_splits, task.start_offset, native)
+    return finish_spill(native, task.first_offset)
+
+
+def _probe_clean_section(splits: Sequence[SegmentSplit], start: int, native: NativeKeyMap) -> None:
+    """Every keyed record below ``start`` (the clean section) probed into the spilled map, as
+    ``offset_map._probe_clean_section`` does in process: the filter asks about them too."""
+    for split in splits:
+        with SegmentChunks.of_range(split.log_path, split.start_position, split.end_position) as chunks:
+            while chunks.has_more:
+                chunks.chunk()
+                batch = chunks.batch_here()  # CRC checked
+                if batch.base_offset >= start:
+                    break
+                if not batch.is_control and batch.records_count:
+                    spill_probe_records(
+                        native, batch.records_bytes(), batch.records_count, batch.base_offset, start
+                    )
+                chunks.position += batch.size_bytes
+
+
+def _load_class_file(offset_map: OffsetMap, path: str) -> tuple[int, int]:
     """One class's ``write_partial_map`` file: its bits OR'd into ``offset_map`` and its blob deferred (C),
-    or its entries put (pure Python); its number of keys. The C map keeps the file's pages mapped until it
-    is dropped (its deferred blob is a view of them)."""
+    or its entries put (pure Python); or, from a map that spilled, its bitmap taken alone. Its number of
+    keys and the classes it spilled to. The C map keeps the file's pages mapped until it is dropped (its
+    deferred blob is a view of them)."""
     native = offset_map.native
     with open(path, "rb") as file:
         view = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
     data = memoryview(view)
-    blob_bytes, bits_bytes, keys = _FILE_HEADER.unpack_from(data)
+    blob_bytes, bits_bytes, keys, spill_classes = _FILE_HEADER.unpack_from(data)
     at = _FILE_HEADER.size
     if len(data) != at + blob_bytes + bits_bytes:
         raise ValueError(
             f"{path}: not a map file ({len(data)} bytes, {blob_bytes} + {bits_bytes} in its header)"
         )
     blob, bits = data[at : at + blob_bytes], data[at + blob_bytes :]
-    if native is None:
+    if spill_classes:
+        if native is None or not bits_bytes:
+            raise ValueError(f"{path}: a spilled map's bitmap, and no C map to take it")
+        take_spilled_bits(native, bits, keys)  # copied: the file is unmapped once this returns
+    elif native is None:
         for key, offset in _entries_of(bytes(blob)).items():
             offset_map.put(key, offset)
     elif keys:
         or_superseded_bits(native, bits if bits_bytes else None)
         defer_key_map(native, blob)
-    return int(keys)
+    return int(keys), int(spill_classes)
 
 
 def _map_into(task: MapSplit, offset_map: OffsetMap, *, spare_core: bool) -> None:

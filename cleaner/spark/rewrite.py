@@ -119,6 +119,7 @@ class GroupResult:
     started_ms: int  # when its rewrite started (the task's first group: after the lookup was built)
     ended_ms: int
     lookup_ms: int  # the task's time building its lookup (on its first group's row; 0 on the others)
+    spill_classes: int  # the classes its lookup's map spilled to (0: within the share, or unbounded)
 
     @classmethod
     def from_row(cls, row: Mapping[str, object]) -> GroupResult:
@@ -139,6 +140,7 @@ class GroupResult:
             started_ms=number("started_ms"),
             ended_ms=number("ended_ms"),
             lookup_ms=number("lookup_ms"),
+            spill_classes=number("spill_classes"),
         )
 
 
@@ -318,13 +320,19 @@ def _clean_item(
         paths = [one.blob_path for one in item.class_maps]
         if item.class_maps:
             ensure_class_files(item.class_maps, item.range_index, ticket)
-        lookup, size = range_lookup(item.own, paths)
+        found = range_lookup(item.own, paths)
         lookup_ms = time.time_ns() // 1_000_000 - started_ms
         started_ms += lookup_ms
         for slot in _own_groups(task, item, paths, partition):
             ticket.check()
-            row = rewrite_group(task, slot, lookup, size, syncs)
-            yield {**row, "started_ms": started_ms, "task_partition": partition, "lookup_ms": lookup_ms}
+            row = rewrite_group(task, slot, found.lookup, found.keys, syncs)
+            yield {
+                **row,
+                "started_ms": started_ms,
+                "task_partition": partition,
+                "lookup_ms": lookup_ms,
+                "spill_classes": found.spill_classes,
+            }
             started_ms, lookup_ms = time.time_ns() // 1_000_000, 0
 
 

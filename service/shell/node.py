@@ -348,13 +348,14 @@ def build_engine(
     from cleaner.compaction.key_map_budget import KeyMapBudget
     from cleaner.engine import InProcessEngine, PerRoundEngine
 
+    budget = KeyMapBudget.of(
+        broker.log_cleaner_dedupe_buffer_size, broker.log_cleaner_threads, broker.log_cleaner_spill_dir
+    )
     in_process = InProcessEngine(
         clock,
         dedupe_buffer_bytes=broker.log_cleaner_dedupe_buffer_size,
         load_factor=broker.log_cleaner_io_buffer_load_factor,
-        key_map_budget=KeyMapBudget.of(
-            broker.log_cleaner_dedupe_buffer_size, broker.log_cleaner_threads, broker.log_cleaner_spill_dir
-        ),
+        key_map_budget=budget,
     )
 
     def build_spark() -> CompactionEngine:
@@ -366,6 +367,7 @@ def build_engine(
             dedupe_buffer_bytes=broker.log_cleaner_dedupe_buffer_size,
             load_factor=broker.log_cleaner_io_buffer_load_factor,
             on_job=on_spark_job,
+            key_map_budget=budget,  # each task's key map within its thread's share
         )
 
     return PerRoundEngine(EngineChoice.of(broker), in_process, build_spark)

@@ -9,7 +9,10 @@ from cleaner.spark.rewrite import _COUNTERS
 
 
 def row(slot: int, partition: int) -> dict[str, object]:
-    fields = ("slot", "base_offset", "lookup_keys", "task_partition", "started_ms", "ended_ms", "lookup_ms")
+    fields = (
+        *("slot", "base_offset", "lookup_keys", "task_partition", "started_ms", "ended_ms", "lookup_ms"),
+        "spill_classes",
+    )
     values: dict[str, object] = {name: 0 for name in (*fields, *_COUNTERS)}
     values.update(slot=slot, base_offset=slot * 10, task_partition=partition, is_rewritten=True)
     return values

@@ -14,6 +14,7 @@ from typing import cast
 import pytest
 
 from cleaner.compaction.cleaner import CleaningResult
+from cleaner.compaction.key_map_budget import KeyMapBudget
 from cleaner.compaction.stats import CleanerStats
 from cleaner.engine import InProcessEngine, LogRound, PerRoundEngine
 from cleaner.errors import CleaningAbortedError
@@ -125,8 +126,8 @@ def test_several_logs_in_one_job_equal_the_in_process_engine(
     jobs: list[float] = []
     planned: list[JobLogs] = []
 
-    def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int) -> None:
-        spark_jobs.plan_tasks(job, cores, min_range_bytes)
+    def plan_tasks(job: JobLogs, cores: int, min_range_bytes: int, budget: KeyMapBudget | None) -> None:
+        spark_jobs.plan_tasks(job, cores, min_range_bytes, budget)
         planned.append(job)
 
     monkeypatch.setattr(spark_engine, "plan_tasks", plan_tasks)
@@ -433,7 +434,7 @@ def test_a_round_that_shared_its_job_is_timed_from_its_own_first_task() -> None:
     stats.end_monotonic_ms = 9_000  # the job and the swap: 8 s from the round's start
 
     def result(started_ms: int, lookup_ms: int) -> GroupResult:
-        return GroupResult(0, 0, True, 1, CleanerStats(), 0, started_ms, started_ms + 100, lookup_ms)
+        return GroupResult(0, 0, True, 1, CleanerStats(), 0, started_ms, started_ms + 100, lookup_ms, 0)
 
     time_from_own_tasks(stats, START_MS, [result(START_MS + 6_000, 500), result(START_MS + 7_000, 0)])
     assert stats.elapsed_ms == 2_500, "from its first task's lookup (at 5.5 s) to the end"

@@ -68,7 +68,7 @@ def files_then_loaded(
         path = blob_path(str(log.directory), end, task.key_class)
         write_partial_map(replace(task, blob_path=path), ticket.ref)
         paths.append(path)
-    lookup, size = range_lookup(None, paths)
+    lookup, size, _spilled = range_lookup(None, paths)
     ticket.close()
     for path in paths:
         Path(path).unlink()
@@ -78,7 +78,7 @@ def files_then_loaded(
 def mapped_in_place(writer: Writer, first_dirty: int, split_bytes: int) -> tuple[dict[bytes, int], int]:
     """A log of one range: its task maps the dirty section itself (``range_lookup`` with ``own``)."""
     tasks = class_maps(writer, first_dirty, split_bytes, 1)
-    lookup, size = range_lookup(replace(tasks[0], classes=1) if tasks else None, [])
+    lookup, size, _spilled = range_lookup(replace(tasks[0], classes=1) if tasks else None, [])
     return {key: lookup(key) for key in KEYS}, size
 
 
@@ -247,7 +247,7 @@ def test_many_keys_by_key_hash_give_the_bits_and_the_lookups_of_one_map(
         paths.append(blob_path(str(log.directory), end, task.key_class))
         write_partial_map(replace(task, blob_path=paths[-1]), ticket.ref)
     ticket.close()
-    lookup, size = range_lookup(None, paths)
+    lookup, size, _spilled = range_lookup(None, paths)
     key_map = cleaner.native.native_key_map(lookup)
     assert key_map is not None and size == len(whole)
     assert cleaner.native.dump_superseded_bits(key_map) == bits  # the blobs are still deferred
@@ -323,7 +323,7 @@ def test_a_class_file_is_mapped_once_and_again_only_if_it_is_not_complete(many_k
             ensure_class_files(tasks, 0, held)
         assert [path.stat().st_size for path in paths] == sizes
         assert paths[0].stat().st_mtime_ns == stamps[0] and paths[2].stat().st_mtime_ns == stamps[2]
-        lookup, size = range_lookup(None, [str(path) for path in paths])
+        lookup, size, _spilled = range_lookup(None, [str(path) for path in paths])
         whole = in_process_offset_map(log, 0)
         keys = [b"key-%d" % i for i in range(3_100)]
         assert size == whole.size and [lookup(key) for key in keys] == [whole.get(key) for key in keys]
