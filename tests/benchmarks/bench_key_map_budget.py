@@ -78,7 +78,7 @@ import bench_spark_cleaner as b
 from cleaner.compaction.key_map_budget import KeyMapBudget
 from cleaner.spark.engine import SparkEngine
 from cleaner.spark.session import SparkSessionHolder
-from service.clock import SystemClock
+from service.base.clock import SystemClock
 from service.storage.loader import load_partition_log
 
 def status(pid, field):

@@ -23,13 +23,13 @@ from cleaner.spark.partial_maps import range_lookup, write_partial_map
 from cleaner.spark.round_plan import plan_round
 from cleaner.spark.session import SparkSessionHolder
 from cleaner.spark.task_files import JobTicket
-from service.clock import ManualClock
+from service.base.clock import ManualClock
 from service.config.broker_config import BrokerConfig
-from service.node import build_engine
+from service.shell.node import build_engine
+from service.shell.tools.gen import GenOptions, generate
 from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
 from service.storage.log_config import LogConfig
-from service.tools.gen import GenOptions, generate
 
 pytestmark = pytest.mark.skipif(not has_native(), reason="the bound is the C key map's")
 
