@@ -11,9 +11,7 @@ import pytest
 
 from service.base.clock import ManualClock
 from service.core.held_bytes import PartitionBytes, partition_bytes
-from service.core.key_sketch import KeySketch, SegmentSketch
 from service.core.retention import explain_log_retention
-from service.core.sketch_file import SKETCH_FILE, read_sketch_file, write_sketch_file
 from service.core.summary import summary_document, unloaded_dir_parts
 from service.storage.log import PartitionLog
 from service.storage.records import Record
@@ -144,22 +142,6 @@ def test_unloaded_dirs_count_whole(tmp_path: Path) -> None:
         ("u", 1): {"future-replica": 30},
         (None, None): {"unreadable": 0},
     }
-
-
-def test_sketches_round_trip_through_the_sketch_file(tmp_path: Path) -> None:
-    small, large = KeySketch(), KeySketch()
-    for i in range(10):
-        small.add(b"k%d" % i)
-    for i in range(5000):
-        large.add(b"k%d" % i)
-    entries = {"t-0/0": SegmentSketch(100, 2, 10, small), "t-0/10": SegmentSketch(9000, 50, 5000, large)}
-    write_sketch_file(tmp_path, entries)
-    assert read_sketch_file(tmp_path) == entries
-    assert read_sketch_file(tmp_path / "nowhere") == {}
-    assert abs(large.cardinality() - 5000) < 0.05 * 5000
-    (tmp_path / SKETCH_FILE).write_text('{"version": 1, "segments": {"t-0/0": {"size": -1}}}')
-    with pytest.raises(ValueError, match="not a key sketch file"):
-        read_sketch_file(tmp_path)
 
 
 @pytest.mark.parametrize(
