@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from service.base.errors import CorruptDataError, InvalidInputError, RecordTooLargeError
+from service.storage.compression import CompressionType
 from service.storage.control import encode_end_txn_marker_batch
 from service.storage.log_config import LogConfig
 from service.storage.records import (
@@ -193,3 +194,18 @@ def test_a_producer_may_not_claim_log_append_time() -> None:
     config = LogConfig(message_timestamp_type=TimestampType.LOG_APPEND_TIME)
     with pytest.raises(InvalidInputError, match="must not claim LogAppendTime"):
         validate_and_assign_offsets(raw, next_offset=0, config=config, now_ms=NOW_MS)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD])
+def test_a_compressed_batch_is_assigned_in_place(codec: CompressionType) -> None:
+    """v2 inner offsets are deltas: a compressed batch gets its offsets (and LogAppendTime) without being
+    decompressed and compressed again (Kafka's in-place assignment), its records area byte for byte."""
+    records = [Record(i, NOW_MS - 10 + i, b"k%d" % i, b"v" * 30) for i in range(5)]
+    raw = encode_batch(records, compression=codec)
+    config = LogConfig(message_timestamp_type=TimestampType.LOG_APPEND_TIME)
+    (one,) = validate_and_assign_offsets(raw, next_offset=1000, config=config, now_ms=NOW_MS)
+    assert one.data[61:] == raw[61:], "the compressed records area is untouched"
+    stored = decode_batch(one.data)
+    assert stored.is_crc_valid() and stored.compression is codec
+    assert one.record_offsets == tuple(range(1000, 1005))
+    assert [(r.offset, r.timestamp) for r in stored.records()] == [(1000 + i, NOW_MS) for i in range(5)]
