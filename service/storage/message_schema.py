@@ -306,6 +306,7 @@ def _write_field(out: bytearray, field: Field, version: int, flexible: bool, val
         _write_value(out, field, version, flexible, value)
         return
     if value is None:
+        _require_nullable(field, version)
         _write_length(out, -1, flexible, wide=True)
         return
     if not isinstance(value, list):
@@ -335,6 +336,7 @@ def _write_value(out: bytearray, field: Field, version: int, flexible: bool, val
             raise ValueError(f"{field.name} is a struct, got {value!r}")
         _write_struct(out, field.fields, version, flexible, value)
     elif value is None:
+        _require_nullable(field, version)
         _write_length(out, -1, flexible, wide=field.type == "bytes")
     else:
         raw = value.encode("utf-8") if isinstance(value, str) else value
@@ -342,6 +344,12 @@ def _write_value(out: bytearray, field: Field, version: int, flexible: bool, val
             raise ValueError(f"{field.name} is a {field.type}, got {value!r}")
         _write_length(out, len(raw), flexible, wide=field.type == "bytes")
         out += raw
+
+
+def _require_nullable(field: Field, version: int) -> None:
+    """A null where the version does not let the field be null would be refused by every reader."""
+    if not field.is_nullable(version):
+        raise ValueError(f"{field.name} cannot be null in version {version}")
 
 
 def _write_length(out: bytearray, length: int, flexible: bool, *, wide: bool) -> None:

@@ -86,6 +86,16 @@ def _validate_batch(
         raise InvalidInputError(
             f"batch at position {batch.position} has no records; producers cannot send empty batches"
         )
+    if batch.last_offset_delta != batch.records_count - 1:  # Kafka LogValidator.validateBatch
+        raise InvalidInputError(
+            f"batch at position {batch.position} has an inconsistent offset range: last offset delta "
+            f"{batch.last_offset_delta} for {batch.records_count} records"
+        )
+    if batch.producer_id >= 0 and batch.base_sequence < 0 and not batch.is_control:  # a producer's batch
+        raise InvalidInputError(
+            f"invalid sequence number {batch.base_sequence} in the batch at position {batch.position} "
+            f"with producer id {batch.producer_id}"
+        )
     records = batch.records()
     if len(records) != batch.records_count:
         raise InvalidInputError(f"batch declares {batch.records_count} records but holds {len(records)}")

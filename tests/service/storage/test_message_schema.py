@@ -248,3 +248,15 @@ def test_any_flexible_message_round_trips(message: dict[str, object]) -> None:
 def test_arbitrary_bytes_fail_only_as_corrupt_data(data: bytes, version: int) -> None:
     with contextlib.suppress(CorruptDataError):
         decode_message(SCHEMA, version, data)
+
+
+def test_null_is_written_only_where_the_version_allows_it() -> None:
+    """What no reader would take is refused at the writer: ``note`` is nullable from v2 only, ``name``
+    never."""
+    with pytest.raises(ValueError, match="note cannot be null in version 1"):
+        encode_message(SCHEMA, 1, value(note=None))
+    with pytest.raises(ValueError, match="name cannot be null in version 2"):
+        encode_message(SCHEMA, 2, value(name=None, note=None))
+    written = encode_message(SCHEMA, 2, value(note=None))
+    decoded, _ = decode_message(SCHEMA, 2, written)
+    assert decoded["note"] is None

@@ -88,9 +88,33 @@ def test_one_bad_batch_refuses_the_whole_append() -> None:
 
 
 def test_records_must_have_contiguous_offsets() -> None:
-    raw = encode_batch([Record(0, NOW_MS, b"a", b"v"), Record(2, NOW_MS, b"b", b"v")])
+    records = [Record(0, NOW_MS, b"a", b"v"), Record(2, NOW_MS, b"b", b"v")]
+    raw = encode_batch(records, last_offset_delta=1)  # the header's range is right, a record's delta is not
     with pytest.raises(InvalidInputError, match="record 1 has offset delta 2, expected 1"):
         validate_and_assign_offsets(raw, next_offset=0, config=LogConfig(), now_ms=NOW_MS)
+
+
+def test_a_last_offset_delta_that_is_not_the_record_count_is_refused() -> None:
+    """Kafka's "Inconsistent batch offset range": taken as it is, the next batch would skip offsets."""
+    raw = batch_of(b"k", last_offset_delta=5) + batch_of(b"j")
+    with pytest.raises(
+        InvalidInputError, match="inconsistent offset range: last offset delta 5 for 1 records"
+    ):
+        validate_and_assign_offsets(raw, next_offset=0, config=LogConfig(), now_ms=NOW_MS)
+
+
+def test_a_producer_id_without_a_sequence_is_refused() -> None:
+    """Kafka's "Invalid sequence number": an idempotent producer numbers every batch."""
+    raw = batch_of(b"k", producer_id=7, producer_epoch=0)
+    with pytest.raises(InvalidInputError, match=r"invalid sequence number -1 .* producer id 7"):
+        validate_and_assign_offsets(raw, next_offset=0, config=LogConfig(), now_ms=NOW_MS)
+    accepted = validate_and_assign_offsets(
+        batch_of(b"k", producer_id=7, producer_epoch=0, base_sequence=0),
+        next_offset=0,
+        config=LogConfig(),
+        now_ms=NOW_MS,
+    )
+    assert [v.record_offsets for v in accepted] == [(0,)]
 
 
 def test_a_batch_claiming_more_records_than_it_holds_is_refused() -> None:
