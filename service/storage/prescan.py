@@ -10,11 +10,14 @@ partitions before, or, in ``serve``, importing and building the REST API (``star
 What a scan returned is the dir as it was when scanned. It may stand in for the loader's own calls only
 while no other process can change the dir: every prescan runs under the log dir's lock, taken before the
 first scan and held through the load (``load_log_dir`` starts one after ``LogManager.startup`` locked the
-dir; ``start_early_prescans`` takes the lock itself and hands it to the LogManager). Loading a partition
-writes only into its own dir, after its scan was taken, and only on the paths that do not use the scan
-(recovery, temporary files: ``loader``). The loader checks everything it uses from a scan as it checks
-what it reads itself, and reads the files itself whenever the scan lacks an item or disagrees with the
-listing. ``LOGCLEANER_PURE_PYTHON=1`` (or a build without a compiler) turns prescans off.
+dir; ``start_early_prescans`` takes the lock itself and hands it to the LogManager). A read-only load (an
+inspection: ``explain``, ``retention --dry-run``) takes no lock, but scans only a dir whose clean-shutdown
+marker says that no broker or daemon has it open (one that starts meanwhile removes the marker first, as
+it would under the inspection's own listing): the inspection reports the dir as it was scanned. Loading
+a partition writes only into its own dir, after its scan was taken, and only on the paths that do not use
+the scan (recovery, temporary files: ``loader``). The loader checks everything it uses from a scan as it
+checks what it reads itself, and reads the files itself whenever the scan lacks an item or disagrees with
+the listing. ``LOGCLEANER_PURE_PYTHON=1`` (or a build without a compiler) turns prescans off.
 """
 
 from __future__ import annotations
