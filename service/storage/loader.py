@@ -531,6 +531,7 @@ def _segments_from(
     rebuilt: dict[int, int] = {}
     last = log_bases[-1] if log_bases else None
     listed = _listed_sizes(scan, log_bases)
+    edges = scan.shape.time_index_edges if scan is not None and scan.shape is not None else None
     prefix = os.path.join(directory, "")
     for n, base in enumerate(log_bases):
         log_size = listed[n][0] if listed is not None else None
@@ -551,6 +552,9 @@ def _segments_from(
                 else:
                     lengths = listed[n][1:]
                     segment.check_index_files(has_txn_index=base in txn_bases, listed_lengths=lengths)
+                    time_index_length, edge_bytes = lengths[1], None if edges is None else edges[n]
+                    if edge_bytes is not None and time_index_length is not None:
+                        segment.prime_time_index_edges(time_index_length, edge_bytes)
             elif scan is None or scan.active_stem != file_name(base, ""):  # read whole: its end offset next
                 segment.sanity_check(has_txn_index=base in txn_bases, load_offset_index=True)
             else:

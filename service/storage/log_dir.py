@@ -270,7 +270,8 @@ def _prescan_for(
         prescan.close()
         return None
     if prescan is None and clean and has_dirscan():
-        return LogDirPrescan(path, [directory.name for directory, _ in to_load]).start()
+        names = [directory.name for directory, _ in to_load]
+        return LogDirPrescan(path, names, time_edges=read_only is not None).start()
     return prescan
 
 

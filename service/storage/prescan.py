@@ -62,7 +62,9 @@ class PartitionShape(NamedTuple):
     ``partition.metadata``, every index file with its ``.log``: what the loader's sorting out of the names
     finds (sorted base offsets of the ``.log`` and ``.txnindex`` files, the snapshots' offsets), each log
     base's listed sizes of its ``.log``, ``.index`` and ``.timeindex`` (None: no such file; -1: the stat
-    failed), and the other names (the epoch checkpoint, ``partition.metadata``) present."""
+    failed), and the other names (the epoch checkpoint, ``partition.metadata``) present. For a scan that
+    asked for them (``time_edges``: an inspection), each sealed segment's time-index first and last entries
+    as read (12 or 24 bytes; b"" for an empty file; None: not read), else None."""
 
     log_bases: tuple[int, ...]
     txn_index_bases: tuple[int, ...]
@@ -71,6 +73,7 @@ class PartitionShape(NamedTuple):
     index_sizes: tuple[int | None, ...]
     time_index_sizes: tuple[int | None, ...]
     other_names: tuple[str, ...]
+    time_index_edges: tuple[bytes | None, ...] | None = None
 
 
 class PartitionScan(NamedTuple):
@@ -136,6 +139,8 @@ class LogDirPrescan:
     chunks before its own, and the thread scans at most ``AHEAD_PARTITIONS`` beyond the chunk taken last.
     ``close`` stops the thread after its current chunk. ``_cond`` guards ``_chunks``, ``_scanning``,
     ``_scanned``, ``_taken_up_to`` and ``_closed``; the thread is the only writer of ``_chunks`` entries.
+    ``time_edges``: also read each sealed segment's time-index edges (``PartitionShape``), which an
+    inspection asks for every segment (its largest timestamp) and a start-up does not.
     """
 
     def __init__(
@@ -145,8 +150,10 @@ class LogDirPrescan:
         *,
         first_chunk_partitions: int = FIRST_CHUNK_PARTITIONS,
         chunk_partitions: int = CHUNK_PARTITIONS,
+        time_edges: bool = False,
     ) -> None:
         self.path = path
+        self._time_edges = time_edges
         self.names = names
         self._names = names
         self._starts = [0]  # each chunk's first index in names; chunks double up to chunk_partitions
@@ -211,7 +218,13 @@ class LogDirPrescan:
                     skip = chunk < self._taken_up_to  # the loader is past it already
                     self._scanning = chunk
                 names = self._names[self._starts[chunk] : self._starts[chunk + 1]]
-                items = [] if skip else _dirscan.scan_partitions(os.fspath(self.path), names, MAX_READ_BYTES)
+                items = (
+                    []
+                    if skip
+                    else _dirscan.scan_partitions(
+                        os.fspath(self.path), names, MAX_READ_BYTES, self._time_edges
+                    )
+                )
                 scans = {name: _scan_of(item) for name, item in zip(names, items, strict=False)}
                 with self._cond:
                     if not skip and chunk >= self._taken_up_to:
@@ -237,7 +250,7 @@ def _scan_of(item: tuple[Any, ...] | None) -> PartitionScan | None:
         return PartitionScan._make(item)
     sizes, stem, offset_index, time_index, log_position, log_tail, shape = item
     return PartitionScan(
-        sizes, stem, offset_index, time_index, log_position, log_tail, PartitionShape._make(shape)
+        sizes, stem, offset_index, time_index, log_position, log_tail, PartitionShape(*shape)
     )
 
 

@@ -79,6 +79,7 @@ class LogSegment:
         "_rolling_based_timestamp",
         "_size",
         "_stem",
+        "_time_edges",
         "_time_index",
         "_txn_index",
         "base_offset",
@@ -121,6 +122,7 @@ class LogSegment:
         self._indexes_grow = False  # a cleaned segment's: see ``create``
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
+        self._time_edges: tuple[int, bytes] | None = None  # see ``prime_time_index_edges``
         self._txn_index: TransactionIndex | None = None
         # The index files are as a clean close leaves them (trimmed, the final time-index entry written):
         # set by ``check_index_files`` and ``release``, cleared by whatever changes the segment.
@@ -201,7 +203,16 @@ class LogSegment:
             self._time_index = TimeIndex(
                 self._stem + TIME_INDEX_SUFFIX + self.suffix, self.base_offset, self._index_bytes
             )
+            if self._time_edges is not None:
+                self._time_index.prime_edge_entries(*self._time_edges)
+                self._time_edges = None
         return self._time_index
+
+    def prime_time_index_edges(self, length: int, edges: bytes) -> None:
+        """The ``.timeindex``'s length and first and last entries as a scan read them (an inspection's
+        prescan, ``service.storage.prescan``): the time index, once built, takes them instead of reading
+        its file for its largest timestamp and its checks."""
+        self._time_edges = (length, edges)
 
     @property
     def txn_index(self) -> TransactionIndex:
