@@ -701,11 +701,13 @@ class LogSegment:
         """Release every file without writing (an I/O error in its dir, or its log deleted); the segment
         stays closed."""
         self._closed = True
-        for index in self._opened_indexes():
-            index.discard()
-        self._offset_index = self._time_index = self._txn_index = None
-        with contextlib.suppress(OSError):
-            self.close_file()
+        if self._offset_index is not None or self._time_index is not None or self._txn_index is not None:
+            for index in self._opened_indexes():
+                index.discard()
+            self._offset_index = self._time_index = self._txn_index = None
+        if self._fd is not None:  # an inspection's segments hold none (10,000s abandoned at its end)
+            with contextlib.suppress(OSError):
+                self.close_file()
 
     def _refuse_if_closed(self) -> None:
         """A closed segment's path may name another topic's file by now (deleted, re-created)."""
