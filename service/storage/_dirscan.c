@@ -6,7 +6,7 @@
  * scan_partitions(log_dir, names, max_read[, time_edges]) -> list, one item per name: None if log_dir/name
  * cannot be opened as a directory, else a tuple
  *
- *     (sizes, active_stem, offset_index, time_index, log_position, log_tail, shape)
+ *     (sizes, active_stem, offset_index, time_index, log_position, log_tail, shape, next_offset)
  *
  * - sizes: {file name: st_size} for every entry of the dir, in listing order, so that list(sizes) is
  *   what os.listdir returns: os.stat's size (symlinks followed) of each ".log", ".index" and ".timeindex"
@@ -29,6 +29,13 @@
  *   its last 12 when it holds more than one entry: 12 or 24 bytes; b"" when it is empty), or None when
  *   it is missing, holds a partial entry or was not read whole; None for the last (active) segment, whose
  *   whole file is time_index above.
+ *
+ * - next_offset: the active segment's log end offset when the three reads above hold what a clean close
+ *   leaves and the Python loader's checks would pass them (both indexes present with whole entries, the
+ *   offset index's relative offsets rising and its last position inside the log, the time index's last
+ *   timestamp not below its first and its last offset below the end, every batch of the tail whole with
+ *   magic 2, a batch header and non-negative counts, no ".txnindex" for the segment); else None, and the
+ *   loader runs its own checks on the bytes (which then say what is wrong).
  *
  * read_small_files(log_dir, names, file_name, max_read) -> list, one item per name: the first max_read bytes
  * of log_dir/name/file_name, or None if it cannot be opened or read (the stray-replica survey's
@@ -75,6 +82,8 @@ typedef struct {
     size_t n_logs, n_txns, n_snapshots, n_indexed;
     char **edges;  /* with time_edges: per log base, the time index's first and last entries, or NULL */
     Py_ssize_t *edges_len;
+    int has_next_offset;
+    long long next_offset;
 } partition_t;
 
 enum { KIND_LOG, KIND_INDEX, KIND_TIME_INDEX, KIND_TXN_INDEX, KIND_SNAPSHOT, KIND_OTHER_FILE, KIND_IRREGULAR };
@@ -275,6 +284,89 @@ size_of(partition_t *p, const char *name)
 }
 
 #define TIME_INDEX_ENTRY 12
+#define OFFSET_INDEX_ENTRY 8
+#define LOG_OVERHEAD 12
+#define MAGIC_OFFSET 16
+#define RECORD_BATCH_OVERHEAD 61
+#define LAST_OFFSET_DELTA_AT 23
+#define RECORD_COUNT_AT 57
+
+static long long
+be_int(const unsigned char *at, int bytes)
+{
+    unsigned long long value = 0;
+    for (int i = 0; i < bytes; i++) {
+        value = (value << 8) | at[i];
+    }
+    if (bytes == 4) {
+        return (long long)(int32_t)(uint32_t)value;
+    }
+    return (long long)value;
+}
+
+/* The active segment's end offset if its bytes pass every check the Python loader makes of a clean
+ * active segment (see the module comment), else leaves has_next_offset 0. Runs without the GIL. */
+static void
+verify_active(partition_t *p, long long base)
+{
+    if (p->index_len < 0 || p->time_index_len < 0 || p->tail_len < 0 || p->index_len % OFFSET_INDEX_ENTRY != 0
+        || p->time_index_len % TIME_INDEX_ENTRY != 0 || base < 0 || base > INT64_MAX / 2) {
+        return;
+    }
+    for (size_t i = 0; i < p->n_txns; i++) {
+        if (p->txns[i] == base) {
+            return;  /* its check is the Python loader's */
+        }
+    }
+    const unsigned char *index = (const unsigned char *)p->index;
+    Py_ssize_t entries = p->index_len / OFFSET_INDEX_ENTRY;
+    long long previous = -1, position = 0;
+    for (Py_ssize_t i = 0; i < entries; i++) {
+        long long relative = be_int(index + i * OFFSET_INDEX_ENTRY, 4);
+        long long at = be_int(index + i * OFFSET_INDEX_ENTRY + 4, 4);
+        if (relative <= previous || at < position) {
+            return;  /* not rising: the loader's own lookup decides */
+        }
+        previous = relative;
+        position = at;
+    }
+    long long log_size = p->entries[p->active].size;
+    if ((entries > 0 && position >= log_size) || p->log_position != position
+        || position + p->tail_len != log_size) {
+        return;
+    }
+    const unsigned char *tail = (const unsigned char *)p->tail;
+    long long next = base;
+    for (Py_ssize_t at = 0; at < p->tail_len;) {
+        Py_ssize_t left = p->tail_len - at;
+        if (left < RECORD_BATCH_OVERHEAD) {
+            return;
+        }
+        long long size = be_int(tail + at + 8, 4) + LOG_OVERHEAD;
+        if (size < RECORD_BATCH_OVERHEAD || size > left || tail[at + MAGIC_OFFSET] != 2) {
+            return;
+        }
+        long long batch_base = be_int(tail + at, 8);
+        long long last_delta = be_int(tail + at + LAST_OFFSET_DELTA_AT, 4);
+        if (be_int(tail + at + RECORD_COUNT_AT, 4) < 0 || last_delta < 0 || batch_base < 0
+            || batch_base > INT64_MAX / 2) {
+            return;
+        }
+        next = batch_base + last_delta + 1;
+        at += (Py_ssize_t)size;
+    }
+    Py_ssize_t time_entries = p->time_index_len / TIME_INDEX_ENTRY;
+    if (time_entries > 0) {
+        const unsigned char *times = (const unsigned char *)p->time_index;
+        const unsigned char *last = times + (time_entries - 1) * TIME_INDEX_ENTRY;
+        long long last_relative = be_int(last + 8, 4);
+        if (be_int(last, 8) < be_int(times, 8) || last_relative < 0 || base + last_relative >= next) {
+            return;
+        }
+    }
+    p->has_next_offset = 1;
+    p->next_offset = next;
+}
 
 /* Each sealed segment's time-index edges (see the module comment); runs without the GIL. */
 static void
@@ -394,6 +486,9 @@ scan_one(int log_dir_fd, partition_t *p, long long max_read, int time_edges)
                 p->tail = read_range(dir_fd, log_name, position, log_size - position, &p->tail_len);
             }
         }
+    }
+    if (p->ok && p->regular && p->active >= 0 && p->n_logs > 0) {
+        verify_active(p, p->logs[p->n_logs - 1]);
     }
     if (p->ok && p->regular && time_edges) {
         read_time_edges(dir_fd, p);
@@ -569,7 +664,17 @@ build_item(partition_t *p, int time_edges)
         Py_XDECREF(shape);
         return NULL;
     }
-    return Py_BuildValue("(NNNNLNN)", sizes, stem, index, time_index, p->log_position, tail, shape);
+    PyObject *next_offset = p->has_next_offset ? PyLong_FromLongLong(p->next_offset) : Py_NewRef(Py_None);
+    if (next_offset == NULL) {
+        Py_DECREF(sizes);
+        Py_DECREF(stem);
+        Py_DECREF(index);
+        Py_DECREF(time_index);
+        Py_DECREF(tail);
+        Py_DECREF(shape);
+        return NULL;
+    }
+    return Py_BuildValue("(NNNNLNNN)", sizes, stem, index, time_index, p->log_position, tail, shape, next_offset);
 }
 
 static void

@@ -344,6 +344,9 @@ def _check_clean_active_segment(
     """
     tail = None
     same_segment = scan is not None and scan.active_stem == file_name(active.base_offset, "")
+    if scan is not None and same_segment and scan.next_offset is not None:  # checked in C, as below
+        active.mark_index_files_clean()
+        return None, scan.next_offset
     if scan is not None and same_segment and scan.log_tail is not None:
         tail = (scan.log_position, scan.log_tail)
     index = active.offset_index
@@ -557,6 +560,13 @@ def _segments_from(
                         segment.prime_time_index_edges(time_index_length, edge_bytes)
             elif scan is None or scan.active_stem != file_name(base, ""):  # read whole: its end offset next
                 segment.sanity_check(has_txn_index=base in txn_bases, load_offset_index=True)
+            elif scan.next_offset is not None and scan.time_index is not None:
+                # Its bytes passed these checks in C (``_dirscan.c``): its indexes stay lazy (Kafka's
+                # LazyIndex), the time index's edges at hand for its largest timestamp.
+                times = scan.time_index
+                segment.prime_time_index_edges(
+                    len(times), times if len(times) <= 24 else times[:12] + times[-12:]
+                )
             else:
                 segment.sanity_check(
                     has_txn_index=base in txn_bases,

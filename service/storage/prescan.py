@@ -79,7 +79,9 @@ class PartitionShape(NamedTuple):
 class PartitionScan(NamedTuple):
     """One partition dir as scanned (see ``_dirscan.c``): its ``shape`` if it has one, else ``sizes`` by
     name in listing order (-1: the stat failed); and the active segment's stem, offset index, time index
-    and ``.log`` bytes from ``log_position`` (each None if not read)."""
+    and ``.log`` bytes from ``log_position`` (each None if not read); ``next_offset``: the active
+    segment's log end offset when those bytes passed, in C, every check the loader makes of them (else
+    None: the loader checks them itself)."""
 
     sizes: dict[str, int] | None
     active_stem: str | None
@@ -88,6 +90,7 @@ class PartitionScan(NamedTuple):
     log_position: int
     log_tail: bytes | None
     shape: PartitionShape | None
+    next_offset: int | None = None
 
 
 _dirscan = load_native_module("service.storage._dirscan")
@@ -248,9 +251,9 @@ def _scan_of(item: tuple[Any, ...] | None) -> PartitionScan | None:
         return None
     if item[6] is None:
         return PartitionScan._make(item)
-    sizes, stem, offset_index, time_index, log_position, log_tail, shape = item
+    sizes, stem, offset_index, time_index, log_position, log_tail, shape, next_offset = item
     return PartitionScan(
-        sizes, stem, offset_index, time_index, log_position, log_tail, PartitionShape(*shape)
+        sizes, stem, offset_index, time_index, log_position, log_tail, PartitionShape(*shape), next_offset
     )
 
 

@@ -103,6 +103,23 @@ def active_index_past_the_log(d: Path) -> None:
     path.write_bytes(path.read_bytes() + (1).to_bytes(4, "big") + (10**6).to_bytes(4, "big"))
 
 
+def active_time_index_past_the_log(d: Path) -> None:
+    path = seg(d, bases(d)[-1], ".timeindex")
+    path.write_bytes(path.read_bytes() + (10**13).to_bytes(8, "big") + (10**6).to_bytes(4, "big"))
+
+
+def active_index_not_rising(d: Path) -> None:
+    entry = (5).to_bytes(4, "big") + (0).to_bytes(4, "big")
+    seg(d, bases(d)[-1], ".index").write_bytes(entry + (3).to_bytes(4, "big") + (0).to_bytes(4, "big"))
+
+
+def active_log_old_magic(d: Path) -> None:
+    path = seg(d, bases(d)[-1], ".log")
+    data = bytearray(path.read_bytes())
+    data[16] = 1
+    path.write_bytes(bytes(data))
+
+
 def pending_deletion(d: Path) -> None:
     shutil.copy(seg(d, bases(d)[0], ".log"), d / "00000000000000000999.log.deleted")
 
@@ -133,6 +150,9 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "sealed time index missing": drop(lambda b: b[0], ".timeindex"),
     "partial entry in a sealed index": partial_index_entry,
     "active index points past the log": active_index_past_the_log,
+    "active time index past the log": active_time_index_past_the_log,
+    "active index not rising": active_index_not_rising,
+    "active log of an old magic": active_log_old_magic,
     "a deletion pending": pending_deletion,
     "an index without its log": orphan_index,
     "a snapshot of no segment": stray_snapshot,
@@ -301,11 +321,13 @@ def test_an_inspection_scan_reads_no_time_index_for_the_largest_timestamps(
 
 
 def test_a_scanned_clean_load_opens_no_file(tmp_path: Path, clock: ManualClock) -> None:
-    """Every call the clean load would make came with the scan (the loader did not silently fall back)."""
+    """Every call the clean load would make came with the scan (the loader did not silently fall back), and
+    the active segment's checks were made in C (its end offset came with the scan)."""
     directory = tmp_path / "topic-0"
     directory.mkdir()
     fill(directory, clock)
     scan = scan_of(directory)
+    assert scan.next_offset == COUNT
     opened: list[str] = []
     _RECORDING.append(opened)
     try:
