@@ -24,6 +24,7 @@ import contextlib
 import logging
 import os
 import random
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -59,6 +60,7 @@ TIMESTAMP_SOURCE_RECORD = "record"
 TIMESTAMP_SOURCE_MTIME = "mtime"
 _INT32_MAX = (1 << 31) - 1
 _UNKNOWN = -2  # sentinel for lazily computed values
+_TIME_ENTRY = struct.Struct(">qi")  # a time-index entry: timestamp, offset relative to the base
 
 
 class LogSegment:
@@ -259,12 +261,33 @@ class LogSegment:
 
         Runs the time index's content check that loading after a clean shutdown defers to here: it needs
         no more I/O (the first and last entries were just read) and a corrupt file raises CorruptDataError
-        rather than give retention a wrong largest timestamp.
+        rather than give retention a wrong largest timestamp. Edges a scan read (``prime_time_index_edges``)
+        that pass that check give it without building the index; any other go through the index, which
+        says what is wrong.
         """
+        if self._time_index is None and self._time_edges is not None and self._max_timestamp_from_edges():
+            return
         timestamp, offset = self.time_index.last_entry()
         self.time_index.sanity_check()
         self._max_timestamp = timestamp if timestamp >= 0 else NO_TIMESTAMP
         self._offset_of_max_timestamp = offset
+
+    def _max_timestamp_from_edges(self) -> bool:
+        """``_load_max_timestamp`` from the scanned edges if they pass the time index's check (True)."""
+        length, data = self._time_edges or (-1, b"")
+        size = _TIME_ENTRY.size
+        if length < 0 or length % size or len(data) != min(length, 2 * size):
+            return False
+        if not data:
+            self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+            return True
+        first_timestamp, _ = _TIME_ENTRY.unpack_from(data, 0)
+        timestamp, relative = _TIME_ENTRY.unpack_from(data, len(data) - size)
+        if timestamp < first_timestamp or relative < 0:
+            return False
+        self._max_timestamp = timestamp if timestamp >= 0 else NO_TIMESTAMP
+        self._offset_of_max_timestamp = self.base_offset + relative
+        return True
 
     @property
     def max_timestamp_so_far(self) -> int:

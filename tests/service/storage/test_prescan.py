@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from service.clock import ManualClock
-from service.errors import ConflictError
+from service.errors import ConflictError, CorruptDataError
 from service.log_manager import LogManager
 from service.storage import prescan
 from service.storage.clean_shutdown import write_clean_shutdown_marker
@@ -318,6 +318,37 @@ def test_an_inspection_scan_reads_no_time_index_for_the_largest_timestamps(
     assert [t for t, _ in largest[:-1]] == [1000 + later.base_offset - 1 for later in segments[1:]]
     assert opened == []
     log.abandon()
+
+
+def test_scanned_time_index_edges_out_of_order_fail_as_the_file_does(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A sealed time index whose last timestamp is below its first: its largest timestamp raises the same
+    error whether the edges came with the scan or from the file."""
+    directory = tmp_path / "topic-0"
+    directory.mkdir()
+    fill(directory, clock)
+    sealed = seg(directory, bases(directory)[0], ".timeindex")
+    sealed.write_bytes(
+        (2000).to_bytes(8, "big") + bytes(4) + (1000).to_bytes(8, "big") + (1).to_bytes(4, "big")
+    )
+    errors = []
+    for scan in (None, scan_of(directory, time_edges=True)):
+        log = load_partition_log(
+            directory,
+            CONFIG,
+            clock=clock,
+            clean_shutdown=True,
+            recovery_point=COUNT,
+            scan=scan,
+            read_only=True,
+        ).log
+        with pytest.raises(CorruptDataError) as raised:
+            log.segments[0].largest_timestamp()
+        errors.append(str(raised.value))
+        log.abandon()
+    assert errors[0] == errors[1]
+    assert "below the first timestamp" in errors[0]
 
 
 def test_a_scanned_clean_load_opens_no_file(tmp_path: Path, clock: ManualClock) -> None:
