@@ -3,8 +3,6 @@ the daemon's start-up line, the OpenAPI document's version and ``logcleaner_buil
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from service.storage.records import CURRENT_MAGIC
 
 __all__ = ["KAFKA_RELEASES", "package_version", "version_line"]
@@ -13,7 +11,10 @@ KAFKA_RELEASES = "3.x/4.x"  # the Kafka releases whose on-disk files logcleaner 
 
 
 def package_version() -> str:
-    """The installed distribution's version; ``0+unknown`` when run from a tree that is not installed."""
+    """The installed distribution's version; ``0+unknown`` when run from a tree that is not installed.
+    (importlib.metadata is imported here: a command that prints no version does not pay for it.)"""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("logcleaner")
     except PackageNotFoundError:

@@ -3,10 +3,10 @@
  * made in one call with the GIL released, so that they run on another core while the interpreter imports
  * the API (service/storage/prescan.py runs it on a thread).
  *
- * scan_partitions(log_dir, names, max_read) -> list, one item per name: None if log_dir/name cannot be
- * opened as a directory, else a tuple
+ * scan_partitions(log_dir, names, max_read[, time_edges]) -> list, one item per name: None if log_dir/name
+ * cannot be opened as a directory, else a tuple
  *
- *     (sizes, active_stem, offset_index, time_index, log_position, log_tail, shape)
+ *     (sizes, active_stem, offset_index, time_index, log_position, log_tail, shape, next_offset)
  *
  * - sizes: {file name: st_size} for every entry of the dir, in listing order, so that list(sizes) is
  *   what os.listdir returns: os.stat's size (symlinks followed) of each ".log", ".index" and ".timeindex"
@@ -23,7 +23,19 @@
  *   ".log", the tuple (log_bases, txn_index_bases, snapshot_offsets, log_sizes, index_sizes,
  *   time_index_sizes, other_names): the first three sorted tuples of ints, then for each log base the
  *   sizes of its three files (None: no such file; -1: the stat failed), then the names of the two other
- *   kinds present; else None (the loader then sorts the names out itself, as it always can).
+ *   kinds present; else None (the loader then sorts the names out itself, as it always can). With
+ *   time_edges true (an inspection, which asks every segment's largest timestamp), an eighth item: for
+ *   each log base but the last, the ".timeindex" file's first and last entries (its first 12 bytes, then
+ *   its last 12 when it holds more than one entry: 12 or 24 bytes; b"" when it is empty), or None when
+ *   it is missing, holds a partial entry or was not read whole; None for the last (active) segment, whose
+ *   whole file is time_index above.
+ *
+ * - next_offset: the active segment's log end offset when the three reads above hold what a clean close
+ *   leaves and the Python loader's checks would pass them (both indexes present with whole entries, the
+ *   offset index's relative offsets rising and its last position inside the log, the time index's last
+ *   timestamp not below its first and its last offset below the end, every batch of the tail whole with
+ *   magic 2, a batch header and non-negative counts, no ".txnindex" for the segment); else None, and the
+ *   loader runs its own checks on the bytes (which then say what is wrong).
  *
  * read_small_files(log_dir, names, file_name, max_read) -> list, one item per name: the first max_read bytes
  * of log_dir/name/file_name, or None if it cannot be opened or read (the stray-replica survey's
@@ -68,6 +80,10 @@ typedef struct {
     int regular;  /* the shape below holds */
     long long *logs, *txns, *snapshots, *indexed;  /* bases by kind; `indexed`: of the index files */
     size_t n_logs, n_txns, n_snapshots, n_indexed;
+    char **edges;  /* with time_edges: per log base, the time index's first and last entries, or NULL */
+    Py_ssize_t *edges_len;
+    int has_next_offset;
+    long long next_offset;
 } partition_t;
 
 enum { KIND_LOG, KIND_INDEX, KIND_TIME_INDEX, KIND_TXN_INDEX, KIND_SNAPSHOT, KIND_OTHER_FILE, KIND_IRREGULAR };
@@ -267,9 +283,135 @@ size_of(partition_t *p, const char *name)
     return -1;
 }
 
+#define TIME_INDEX_ENTRY 12
+#define OFFSET_INDEX_ENTRY 8
+#define LOG_OVERHEAD 12
+#define MAGIC_OFFSET 16
+#define RECORD_BATCH_OVERHEAD 61
+#define LAST_OFFSET_DELTA_AT 23
+#define RECORD_COUNT_AT 57
+
+static long long
+be_int(const unsigned char *at, int bytes)
+{
+    unsigned long long value = 0;
+    for (int i = 0; i < bytes; i++) {
+        value = (value << 8) | at[i];
+    }
+    if (bytes == 4) {
+        return (long long)(int32_t)(uint32_t)value;
+    }
+    return (long long)value;
+}
+
+/* The active segment's end offset if its bytes pass every check the Python loader makes of a clean
+ * active segment (see the module comment), else leaves has_next_offset 0. Runs without the GIL. */
+static void
+verify_active(partition_t *p, long long base)
+{
+    if (p->index_len < 0 || p->time_index_len < 0 || p->tail_len < 0 || p->index_len % OFFSET_INDEX_ENTRY != 0
+        || p->time_index_len % TIME_INDEX_ENTRY != 0 || base < 0 || base > INT64_MAX / 2) {
+        return;
+    }
+    for (size_t i = 0; i < p->n_txns; i++) {
+        if (p->txns[i] == base) {
+            return;  /* its check is the Python loader's */
+        }
+    }
+    const unsigned char *index = (const unsigned char *)p->index;
+    Py_ssize_t entries = p->index_len / OFFSET_INDEX_ENTRY;
+    long long previous = -1, position = 0;
+    for (Py_ssize_t i = 0; i < entries; i++) {
+        long long relative = be_int(index + i * OFFSET_INDEX_ENTRY, 4);
+        long long at = be_int(index + i * OFFSET_INDEX_ENTRY + 4, 4);
+        if (relative <= previous || at < position) {
+            return;  /* not rising: the loader's own lookup decides */
+        }
+        previous = relative;
+        position = at;
+    }
+    long long log_size = p->entries[p->active].size;
+    if ((entries > 0 && position >= log_size) || p->log_position != position
+        || position + p->tail_len != log_size) {
+        return;
+    }
+    const unsigned char *tail = (const unsigned char *)p->tail;
+    long long next = base;
+    for (Py_ssize_t at = 0; at < p->tail_len;) {
+        Py_ssize_t left = p->tail_len - at;
+        if (left < RECORD_BATCH_OVERHEAD) {
+            return;
+        }
+        long long size = be_int(tail + at + 8, 4) + LOG_OVERHEAD;
+        if (size < RECORD_BATCH_OVERHEAD || size > left || tail[at + MAGIC_OFFSET] != 2) {
+            return;
+        }
+        long long batch_base = be_int(tail + at, 8);
+        long long last_delta = be_int(tail + at + LAST_OFFSET_DELTA_AT, 4);
+        if (be_int(tail + at + RECORD_COUNT_AT, 4) < 0 || last_delta < 0 || batch_base < 0
+            || batch_base > INT64_MAX / 2) {
+            return;
+        }
+        next = batch_base + last_delta + 1;
+        at += (Py_ssize_t)size;
+    }
+    Py_ssize_t time_entries = p->time_index_len / TIME_INDEX_ENTRY;
+    if (time_entries > 0) {
+        const unsigned char *times = (const unsigned char *)p->time_index;
+        const unsigned char *last = times + (time_entries - 1) * TIME_INDEX_ENTRY;
+        long long last_relative = be_int(last + 8, 4);
+        if (be_int(last, 8) < be_int(times, 8) || last_relative < 0 || base + last_relative >= next) {
+            return;
+        }
+    }
+    p->has_next_offset = 1;
+    p->next_offset = next;
+}
+
+/* Each sealed segment's time-index edges (see the module comment); runs without the GIL. */
+static void
+read_time_edges(int dir_fd, partition_t *p)
+{
+    p->edges = calloc(p->n_logs ? p->n_logs : 1, sizeof(char *));
+    p->edges_len = malloc((p->n_logs ? p->n_logs : 1) * sizeof(Py_ssize_t));
+    if (p->edges == NULL || p->edges_len == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < p->n_logs; i++) {
+        p->edges_len[i] = -1;
+        if (i + 1 == p->n_logs) {
+            continue;  /* the active segment's whole file is read already */
+        }
+        char name[64];
+        snprintf(name, sizeof(name), "%020lld.timeindex", p->logs[i]);
+        long long size = size_of(p, name);
+        if (size < 0 || size % TIME_INDEX_ENTRY != 0) {
+            continue;  /* missing or partial: the Python check reads the file and says so */
+        }
+        if (size <= 2 * TIME_INDEX_ENTRY) {
+            p->edges[i] = read_range(dir_fd, name, 0, size, &p->edges_len[i]);
+            continue;
+        }
+        char *both = malloc(2 * TIME_INDEX_ENTRY);
+        Py_ssize_t first_len = -1, last_len = -1;
+        char *first = read_range(dir_fd, name, 0, TIME_INDEX_ENTRY, &first_len);
+        char *last = read_range(dir_fd, name, size - TIME_INDEX_ENTRY, TIME_INDEX_ENTRY, &last_len);
+        if (both != NULL && first_len == TIME_INDEX_ENTRY && last_len == TIME_INDEX_ENTRY) {
+            memcpy(both, first, TIME_INDEX_ENTRY);
+            memcpy(both + TIME_INDEX_ENTRY, last, TIME_INDEX_ENTRY);
+            p->edges[i] = both;
+            p->edges_len[i] = 2 * TIME_INDEX_ENTRY;
+        } else {
+            free(both);
+        }
+        free(first);
+        free(last);
+    }
+}
+
 /* Runs without the GIL. */
 static void
-scan_one(int log_dir_fd, partition_t *p, long long max_read)
+scan_one(int log_dir_fd, partition_t *p, long long max_read, int time_edges)
 {
     p->active = -1;
     p->index_len = p->time_index_len = p->tail_len = -1;
@@ -345,6 +487,12 @@ scan_one(int log_dir_fd, partition_t *p, long long max_read)
             }
         }
     }
+    if (p->ok && p->regular && p->active >= 0 && p->n_logs > 0) {
+        verify_active(p, p->logs[p->n_logs - 1]);
+    }
+    if (p->ok && p->regular && time_edges) {
+        read_time_edges(dir_fd, p);
+    }
     close(dir_fd);
 }
 
@@ -417,37 +565,6 @@ other_names(partition_t *p)
 }
 
 static PyObject *
-shape_of(partition_t *p)
-{
-    if (!p->regular) {
-        Py_RETURN_NONE;
-    }
-    PyObject *items[7] = {
-        int_tuple(p->logs, p->n_logs),
-        int_tuple(p->txns, p->n_txns),
-        int_tuple(p->snapshots, p->n_snapshots),
-        sizes_tuple(p, ".log"),
-        sizes_tuple(p, ".index"),
-        sizes_tuple(p, ".timeindex"),
-        other_names(p),
-    };
-    PyObject *shape = PyTuple_New(7);
-    for (int i = 0; i < 7; i++) {
-        if (items[i] == NULL || shape == NULL) {
-            for (int j = 0; j < 7; j++) {
-                Py_XDECREF(items[j]);
-            }
-            Py_XDECREF(shape);
-            return NULL;
-        }
-    }
-    for (int i = 0; i < 7; i++) {
-        PyTuple_SET_ITEM(shape, i, items[i]);
-    }
-    return shape;
-}
-
-static PyObject *
 bytes_or_none(const char *data, Py_ssize_t len)
 {
     if (len < 0) {
@@ -456,9 +573,57 @@ bytes_or_none(const char *data, Py_ssize_t len)
     return PyBytes_FromStringAndSize(data, len);
 }
 
+static PyObject *
+edges_tuple(partition_t *p)
+{
+    PyObject *tuple = PyTuple_New((Py_ssize_t)p->n_logs);
+    for (size_t i = 0; tuple != NULL && i < p->n_logs; i++) {
+        PyObject *item = p->edges == NULL ? Py_NewRef(Py_None) : bytes_or_none(p->edges[i], p->edges_len[i]);
+        if (item == NULL) {
+            Py_CLEAR(tuple);
+            break;
+        }
+        PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, item);
+    }
+    return tuple;
+}
+
+static PyObject *
+shape_of(partition_t *p, int time_edges)
+{
+    if (!p->regular) {
+        Py_RETURN_NONE;
+    }
+    int n = time_edges ? 8 : 7;
+    PyObject *items[8] = {
+        int_tuple(p->logs, p->n_logs),
+        int_tuple(p->txns, p->n_txns),
+        int_tuple(p->snapshots, p->n_snapshots),
+        sizes_tuple(p, ".log"),
+        sizes_tuple(p, ".index"),
+        sizes_tuple(p, ".timeindex"),
+        other_names(p),
+        time_edges ? edges_tuple(p) : NULL,
+    };
+    PyObject *shape = PyTuple_New(n);
+    for (int i = 0; i < n; i++) {
+        if (items[i] == NULL || shape == NULL) {
+            for (int j = 0; j < 8; j++) {
+                Py_XDECREF(items[j]);
+            }
+            Py_XDECREF(shape);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        PyTuple_SET_ITEM(shape, i, items[i]);
+    }
+    return shape;
+}
+
 /* The Python item of one scanned partition (with the GIL); NULL on error. */
 static PyObject *
-build_item(partition_t *p)
+build_item(partition_t *p, int time_edges)
 {
     if (!p->ok) {
         Py_RETURN_NONE;
@@ -489,7 +654,7 @@ build_item(partition_t *p)
     PyObject *index = bytes_or_none(p->index, p->index_len);
     PyObject *time_index = bytes_or_none(p->time_index, p->time_index_len);
     PyObject *tail = bytes_or_none(p->tail, p->tail_len);
-    PyObject *shape = shape_of(p);
+    PyObject *shape = shape_of(p, time_edges);
     if (stem == NULL || index == NULL || time_index == NULL || tail == NULL || shape == NULL) {
         Py_DECREF(sizes);
         Py_XDECREF(stem);
@@ -499,7 +664,17 @@ build_item(partition_t *p)
         Py_XDECREF(shape);
         return NULL;
     }
-    return Py_BuildValue("(NNNNLNN)", sizes, stem, index, time_index, p->log_position, tail, shape);
+    PyObject *next_offset = p->has_next_offset ? PyLong_FromLongLong(p->next_offset) : Py_NewRef(Py_None);
+    if (next_offset == NULL) {
+        Py_DECREF(sizes);
+        Py_DECREF(stem);
+        Py_DECREF(index);
+        Py_DECREF(time_index);
+        Py_DECREF(tail);
+        Py_DECREF(shape);
+        return NULL;
+    }
+    return Py_BuildValue("(NNNNLNNN)", sizes, stem, index, time_index, p->log_position, tail, shape, next_offset);
 }
 
 static void
@@ -516,6 +691,11 @@ free_partition(partition_t *p)
     free(p->txns);
     free(p->snapshots);
     free(p->indexed);
+    for (size_t i = 0; p->edges != NULL && i < p->n_logs; i++) {
+        free(p->edges[i]);
+    }
+    free(p->edges);
+    free(p->edges_len);
 }
 
 static PyObject *
@@ -523,8 +703,9 @@ scan_partitions(PyObject *self, PyObject *args)
 {
     PyObject *log_dir_arg, *names;
     long long max_read;
-    if (!PyArg_ParseTuple(args, "O&O!L", PyUnicode_FSConverter, &log_dir_arg, &PyList_Type, &names,
-                          &max_read)) {
+    int time_edges = 0;
+    if (!PyArg_ParseTuple(args, "O&O!L|p", PyUnicode_FSConverter, &log_dir_arg, &PyList_Type, &names,
+                          &max_read, &time_edges)) {
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(names);
@@ -552,7 +733,7 @@ scan_partitions(PyObject *self, PyObject *args)
     int log_dir_fd = open(log_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (log_dir_fd >= 0) {
         for (Py_ssize_t i = 0; i < n; i++) {
-            scan_one(log_dir_fd, &parts[i], max_read);
+            scan_one(log_dir_fd, &parts[i], max_read, time_edges);
         }
         close(log_dir_fd);
     }
@@ -560,7 +741,7 @@ scan_partitions(PyObject *self, PyObject *args)
     PyObject *result = PyList_New(n);
     for (Py_ssize_t i = 0; i < n; i++) {
         if (result != NULL) {
-            PyObject *item = build_item(&parts[i]);
+            PyObject *item = build_item(&parts[i], time_edges);
             if (item == NULL) {
                 Py_CLEAR(result);
             } else {
@@ -684,7 +865,8 @@ static PyMethodDef methods[] = {
     {"read_small_files", read_small_files, METH_VARARGS,
      "read_small_files(log_dir, names, file_name, max_read): log_dir/name/file_name's first bytes, or None."},
     {"scan_partitions", scan_partitions, METH_VARARGS,
-     "scan_partitions(log_dir, names, max_read): each partition dir's sizes and active segment's bytes."},
+     "scan_partitions(log_dir, names, max_read[, time_edges]): each partition dir's sizes and active "
+     "segment's bytes (and its sealed segments' time-index edges)."},
     {NULL, NULL, 0, NULL},
 };
 

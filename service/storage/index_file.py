@@ -307,6 +307,21 @@ class AbstractIndex(IndexFile):
         last = self._entry.unpack_from(data, (count - 1) * self.entry_size)
         self._edges = _Edges(len(data), (first[0], first[1]), (last[0], last[1]))
 
+    def prime_edge_entries(self, length: int, data: bytes) -> None:
+        """Keep ``length`` and the first and last entries in ``data`` (the first entry, then the last one if
+        the file holds more than one, as a prescan read them) for the checks and ``last_*`` of an unloaded
+        index, as ``prime_edges`` does. Bytes that cannot be those of a file of ``length`` are ignored: the
+        file is read then. No effect once loaded."""
+        size = self.entry_size
+        if self._loaded or length < 0 or length % size or len(data) != min(length, 2 * size):
+            return
+        if not data:
+            self._edges = _Edges(length, None, None)
+            return
+        first = self._entry.unpack_from(data, 0)
+        last = self._entry.unpack_from(data, len(data) - size)
+        self._edges = _Edges(length, (first[0], first[1]), (last[0], last[1]))
+
     def check_file_length(self, *, must_exist: bool) -> None:
         """``check_index_file_length`` on this index's file (see there)."""
         check_index_file_length(self._file, type(self), must_exist=must_exist)

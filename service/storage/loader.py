@@ -344,6 +344,9 @@ def _check_clean_active_segment(
     """
     tail = None
     same_segment = scan is not None and scan.active_stem == file_name(active.base_offset, "")
+    if scan is not None and same_segment and scan.next_offset is not None:  # checked in C, as below
+        active.mark_index_files_clean()
+        return None, scan.next_offset
     if scan is not None and same_segment and scan.log_tail is not None:
         tail = (scan.log_position, scan.log_tail)
     index = active.offset_index
@@ -465,8 +468,10 @@ def _load_segments(
     (``LogSegment.check_index_files``: stats, no entry read) for every segment but the active one, whose
     indexes are read whole anyway and get the full ``sanity_check``; after an unclean shutdown every
     segment gets the full check. With ``scan`` (a clean load only) the sizes and the active segment's
-    index bytes are the scan's, checked as the files would be, and its ``shape``, if it has one, is what
-    sorting out the names finds (no index without its log: nothing to delete).
+    index bytes are the scan's, checked as the files would be (not again where the scan made those checks in
+    C and found the end offset, ``PartitionScan.next_offset``: its indexes then stay lazy, as Kafka's
+    LazyIndex), and its ``shape``, if it has one, is what sorting out the names finds (no index without its
+    log: nothing to delete).
     """
     if scan is not None and scan.shape is not None:
         log_bases, txn_bases = list(scan.shape.log_bases), set(scan.shape.txn_index_bases)
@@ -531,6 +536,7 @@ def _segments_from(
     rebuilt: dict[int, int] = {}
     last = log_bases[-1] if log_bases else None
     listed = _listed_sizes(scan, log_bases)
+    edges = scan.shape.time_index_edges if scan is not None and scan.shape is not None else None
     prefix = os.path.join(directory, "")
     for n, base in enumerate(log_bases):
         log_size = listed[n][0] if listed is not None else None
@@ -551,8 +557,18 @@ def _segments_from(
                 else:
                     lengths = listed[n][1:]
                     segment.check_index_files(has_txn_index=base in txn_bases, listed_lengths=lengths)
+                    time_index_length, edge_bytes = lengths[1], None if edges is None else edges[n]
+                    if edge_bytes is not None and time_index_length is not None:
+                        segment.prime_time_index_edges(time_index_length, edge_bytes)
             elif scan is None or scan.active_stem != file_name(base, ""):  # read whole: its end offset next
                 segment.sanity_check(has_txn_index=base in txn_bases, load_offset_index=True)
+            elif scan.next_offset is not None and scan.time_index is not None:
+                # Its bytes passed these checks in C (``_dirscan.c``): its indexes stay lazy (Kafka's
+                # LazyIndex), the time index's edges at hand for its largest timestamp.
+                times = scan.time_index
+                segment.prime_time_index_edges(
+                    len(times), times if len(times) <= 24 else times[:12] + times[-12:]
+                )
             else:
                 segment.sanity_check(
                     has_txn_index=base in txn_bases,

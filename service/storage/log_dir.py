@@ -137,7 +137,8 @@ def load_log_dir(
     ``progress`` counts the logs found and loaded, for a start-up that reports how far it is. Once ``stop``
     is set, no further partition starts loading: ``LoadInterruptedError``. The caller holds the dir's lock
     (unless ``read_only``); after a clean shutdown the partition dirs are scanned ahead of their loads on a
-    thread (``service.storage.prescan``), by ``prescan`` if the caller started one under that lock.
+    thread (``service.storage.prescan``), by ``prescan`` if the caller started one under that lock, a
+    read-only load's too.
     ``topic_ids``: each partition dir's topic id as the stray-replica survey read it (by dir name), which
     its log takes instead of reading ``partition.metadata`` again."""
     try:
@@ -263,12 +264,14 @@ def _prescan_for(
     read_only: PartitionCopier | None,
 ) -> LogDirPrescan | None:
     """The prescan the loads take their dirs from: only after a clean shutdown (recovery reads every file
-    itself); started here if the caller started none and the native scanner is there."""
+    itself); started here if the caller started none and the native scanner is there, for a read-only
+    load too (the marker says no process has the dir open: ``service.storage.prescan``)."""
     if prescan is not None and not clean:
         prescan.close()
         return None
-    if prescan is None and clean and read_only is None and has_dirscan():
-        return LogDirPrescan(path, [directory.name for directory, _ in to_load]).start()
+    if prescan is None and clean and has_dirscan():
+        names = [directory.name for directory, _ in to_load]
+        return LogDirPrescan(path, names, time_edges=read_only is not None).start()
     return prescan
 
 

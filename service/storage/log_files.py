@@ -7,6 +7,7 @@ with ``.<uuid>-delete`` / ``-future`` / ``-stray`` for the transient kinds.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,11 +112,14 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def parse_partition_dir_name(name: str) -> PartitionDirName:
     """Parse a partition dir name by Kafka's rules (``UnifiedLog.parseTopicPartitionName``).
 
     ``-delete``/``-future``/``-stray`` names lose everything from their last ``.``; the partition is
-    after the last ``-``; the topic is everything before it.
+    after the last ``-``; the topic is everything before it. The answers (immutable) are kept: a start-up
+    or an inspection parses every partition dir's name three times (its shares, the stray-replica survey,
+    the load), and an inspection's forked processes inherit what their parent parsed.
     """
     kind = ""
     stem = name

@@ -10,11 +10,14 @@ partitions before, or, in ``serve``, importing and building the REST API (``star
 What a scan returned is the dir as it was when scanned. It may stand in for the loader's own calls only
 while no other process can change the dir: every prescan runs under the log dir's lock, taken before the
 first scan and held through the load (``load_log_dir`` starts one after ``LogManager.startup`` locked the
-dir; ``start_early_prescans`` takes the lock itself and hands it to the LogManager). Loading a partition
-writes only into its own dir, after its scan was taken, and only on the paths that do not use the scan
-(recovery, temporary files: ``loader``). The loader checks everything it uses from a scan as it checks
-what it reads itself, and reads the files itself whenever the scan lacks an item or disagrees with the
-listing. ``LOGCLEANER_PURE_PYTHON=1`` (or a build without a compiler) turns prescans off.
+dir; ``start_early_prescans`` takes the lock itself and hands it to the LogManager). A read-only load (an
+inspection: ``explain``, ``retention --dry-run``) takes no lock, but scans only a dir whose clean-shutdown
+marker says that no broker or daemon has it open (one that starts meanwhile removes the marker first, as
+it would under the inspection's own listing): the inspection reports the dir as it was scanned. Loading
+a partition writes only into its own dir, after its scan was taken, and only on the paths that do not use
+the scan (recovery, temporary files: ``loader``). The loader checks everything it uses from a scan as it
+checks what it reads itself, and reads the files itself whenever the scan lacks an item or disagrees with
+the listing. ``LOGCLEANER_PURE_PYTHON=1`` (or a build without a compiler) turns prescans off.
 """
 
 from __future__ import annotations
@@ -59,7 +62,9 @@ class PartitionShape(NamedTuple):
     ``partition.metadata``, every index file with its ``.log``: what the loader's sorting out of the names
     finds (sorted base offsets of the ``.log`` and ``.txnindex`` files, the snapshots' offsets), each log
     base's listed sizes of its ``.log``, ``.index`` and ``.timeindex`` (None: no such file; -1: the stat
-    failed), and the other names (the epoch checkpoint, ``partition.metadata``) present."""
+    failed), and the other names (the epoch checkpoint, ``partition.metadata``) present. For a scan that
+    asked for them (``time_edges``: an inspection), each sealed segment's time-index first and last entries
+    as read (12 or 24 bytes; b"" for an empty file; None: not read), else None."""
 
     log_bases: tuple[int, ...]
     txn_index_bases: tuple[int, ...]
@@ -68,12 +73,15 @@ class PartitionShape(NamedTuple):
     index_sizes: tuple[int | None, ...]
     time_index_sizes: tuple[int | None, ...]
     other_names: tuple[str, ...]
+    time_index_edges: tuple[bytes | None, ...] | None = None
 
 
 class PartitionScan(NamedTuple):
     """One partition dir as scanned (see ``_dirscan.c``): its ``shape`` if it has one, else ``sizes`` by
     name in listing order (-1: the stat failed); and the active segment's stem, offset index, time index
-    and ``.log`` bytes from ``log_position`` (each None if not read)."""
+    and ``.log`` bytes from ``log_position`` (each None if not read); ``next_offset``: the active
+    segment's log end offset when those bytes passed, in C, every check the loader makes of them (else
+    None: the loader checks them itself)."""
 
     sizes: dict[str, int] | None
     active_stem: str | None
@@ -82,6 +90,7 @@ class PartitionScan(NamedTuple):
     log_position: int
     log_tail: bytes | None
     shape: PartitionShape | None
+    next_offset: int | None = None
 
 
 _dirscan = load_native_module("service.storage._dirscan")
@@ -133,6 +142,8 @@ class LogDirPrescan:
     chunks before its own, and the thread scans at most ``AHEAD_PARTITIONS`` beyond the chunk taken last.
     ``close`` stops the thread after its current chunk. ``_cond`` guards ``_chunks``, ``_scanning``,
     ``_scanned``, ``_taken_up_to`` and ``_closed``; the thread is the only writer of ``_chunks`` entries.
+    ``time_edges``: also read each sealed segment's time-index edges (``PartitionShape``), which an
+    inspection asks for every segment (its largest timestamp) and a start-up does not.
     """
 
     def __init__(
@@ -142,8 +153,10 @@ class LogDirPrescan:
         *,
         first_chunk_partitions: int = FIRST_CHUNK_PARTITIONS,
         chunk_partitions: int = CHUNK_PARTITIONS,
+        time_edges: bool = False,
     ) -> None:
         self.path = path
+        self._time_edges = time_edges
         self.names = names
         self._names = names
         self._starts = [0]  # each chunk's first index in names; chunks double up to chunk_partitions
@@ -208,7 +221,13 @@ class LogDirPrescan:
                     skip = chunk < self._taken_up_to  # the loader is past it already
                     self._scanning = chunk
                 names = self._names[self._starts[chunk] : self._starts[chunk + 1]]
-                items = [] if skip else _dirscan.scan_partitions(os.fspath(self.path), names, MAX_READ_BYTES)
+                items = (
+                    []
+                    if skip
+                    else _dirscan.scan_partitions(
+                        os.fspath(self.path), names, MAX_READ_BYTES, self._time_edges
+                    )
+                )
                 scans = {name: _scan_of(item) for name, item in zip(names, items, strict=False)}
                 with self._cond:
                     if not skip and chunk >= self._taken_up_to:
@@ -232,9 +251,9 @@ def _scan_of(item: tuple[Any, ...] | None) -> PartitionScan | None:
         return None
     if item[6] is None:
         return PartitionScan._make(item)
-    sizes, stem, offset_index, time_index, log_position, log_tail, shape = item
+    sizes, stem, offset_index, time_index, log_position, log_tail, shape, next_offset = item
     return PartitionScan(
-        sizes, stem, offset_index, time_index, log_position, log_tail, PartitionShape._make(shape)
+        sizes, stem, offset_index, time_index, log_position, log_tail, PartitionShape(*shape), next_offset
     )
 
 

@@ -27,12 +27,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
-
 from service.base.errors import CorruptDataError
 from service.storage.atomic import write_atomically
 from service.storage.index_file import read_whole_file
 from service.storage.log_files import SNAPSHOT_SUFFIX, segment_path
+from service.storage.records import crc32c_of
 
 __all__ = [
     "ENTRY_SIZE",
@@ -103,7 +102,7 @@ def encode_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:
             )
         except struct.error as exc:
             raise ValueError(f"producer snapshot entry out of range: {e!r}") from exc
-    struct.pack_into(">I", buf, 2, crc32c.crc32c(memoryview(buf)[_CRC_START:]))
+    struct.pack_into(">I", buf, 2, crc32c_of(memoryview(buf)[_CRC_START:]))
     return bytes(buf)
 
 
@@ -126,7 +125,7 @@ def decode_snapshot(data: bytes, path: str | None = None) -> list[ProducerSnapsh
             path=path,
             position=0,
         )
-    computed = crc32c.crc32c(memoryview(data)[_CRC_START:])
+    computed = crc32c_of(memoryview(data)[_CRC_START:])
     if computed != stored_crc:
         raise CorruptDataError(
             f"producer snapshot CRC mismatch: stored {stored_crc:#010x}, computed {computed:#010x}",

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import os
 import random
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -59,6 +60,7 @@ TIMESTAMP_SOURCE_RECORD = "record"
 TIMESTAMP_SOURCE_MTIME = "mtime"
 _INT32_MAX = (1 << 31) - 1
 _UNKNOWN = -2  # sentinel for lazily computed values
+_TIME_ENTRY = struct.Struct(">qi")  # a time-index entry: timestamp, offset relative to the base
 
 
 class LogSegment:
@@ -80,6 +82,7 @@ class LogSegment:
         "_rolling_based_timestamp",
         "_size",
         "_stem",
+        "_time_edges",
         "_time_index",
         "_txn_index",
         "base_offset",
@@ -122,6 +125,7 @@ class LogSegment:
         self._indexes_grow = False  # a cleaned segment's: see ``create``
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
+        self._time_edges: tuple[int, bytes] | None = None  # see ``prime_time_index_edges``
         self._txn_index: TransactionIndex | None = None
         # The index files are as a clean close leaves them (trimmed, the final time-index entry written):
         # set by ``check_index_files`` and ``release``, cleared by whatever changes the segment.
@@ -203,7 +207,16 @@ class LogSegment:
             self._time_index = TimeIndex(
                 self._stem + TIME_INDEX_SUFFIX + self.suffix, self.base_offset, self._index_bytes
             )
+            if self._time_edges is not None:
+                self._time_index.prime_edge_entries(*self._time_edges)
+                self._time_edges = None
         return self._time_index
+
+    def prime_time_index_edges(self, length: int, edges: bytes) -> None:
+        """The ``.timeindex``'s length and first and last entries as a scan read them (an inspection's
+        prescan, ``service.storage.prescan``): the time index, once built, takes them instead of reading
+        its file for its largest timestamp and its checks."""
+        self._time_edges = (length, edges)
 
     @property
     def txn_index(self) -> TransactionIndex:
@@ -250,12 +263,33 @@ class LogSegment:
 
         Runs the time index's content check that loading after a clean shutdown defers to here: it needs
         no more I/O (the first and last entries were just read) and a corrupt file raises CorruptDataError
-        rather than give retention a wrong largest timestamp.
+        rather than give retention a wrong largest timestamp. Edges a scan read (``prime_time_index_edges``)
+        that pass that check give it without building the index; any other go through the index, which
+        says what is wrong.
         """
+        if self._time_index is None and self._time_edges is not None and self._max_timestamp_from_edges():
+            return
         timestamp, offset = self.time_index.last_entry()
         self.time_index.sanity_check()
         self._max_timestamp = timestamp if timestamp >= 0 else NO_TIMESTAMP
         self._offset_of_max_timestamp = offset
+
+    def _max_timestamp_from_edges(self) -> bool:
+        """``_load_max_timestamp`` from the scanned edges if they pass the time index's check (True)."""
+        length, data = self._time_edges or (-1, b"")
+        size = _TIME_ENTRY.size
+        if length < 0 or length % size or len(data) != min(length, 2 * size):
+            return False
+        if not data:
+            self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+            return True
+        first_timestamp, _ = _TIME_ENTRY.unpack_from(data, 0)
+        timestamp, relative = _TIME_ENTRY.unpack_from(data, len(data) - size)
+        if timestamp < first_timestamp or relative < 0:
+            return False
+        self._max_timestamp = timestamp if timestamp >= 0 else NO_TIMESTAMP
+        self._offset_of_max_timestamp = self.base_offset + relative
+        return True
 
     @property
     def max_timestamp_so_far(self) -> int:
@@ -709,11 +743,13 @@ class LogSegment:
         """Release every file without writing (an I/O error in its dir, or its log deleted); the segment
         stays closed."""
         self._closed = True
-        for index in self._opened_indexes():
-            index.discard()
-        self._offset_index = self._time_index = self._txn_index = None
-        with contextlib.suppress(OSError):
-            self.close_file()
+        if self._offset_index is not None or self._time_index is not None or self._txn_index is not None:
+            for index in self._opened_indexes():
+                index.discard()
+            self._offset_index = self._time_index = self._txn_index = None
+        if self._fd is not None:  # an inspection's segments hold none (10,000s abandoned at its end)
+            with contextlib.suppress(OSError):
+                self.close_file()
 
     def _refuse_if_closed(self) -> None:
         """A closed segment's path may name another topic's file by now (deleted, re-created)."""

@@ -11,11 +11,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-import crc32c
-
 from service.base.errors import CorruptDataError, InvalidInputError, RecordTooLargeError
 from service.storage.log_config import LogConfig
-from service.storage.records import NO_TIMESTAMP, RecordBatch, TimestampType, decode_batch
+from service.storage.records import NO_TIMESTAMP, RecordBatch, TimestampType, crc32c_of, decode_batch
 
 __all__ = ["ValidatedBatch", "validate_and_assign_offsets"]
 
@@ -136,7 +134,7 @@ def _validate_batch(
     elif batch.max_timestamp != max_timestamp:
         _INT64.pack_into(buf, 35, max_timestamp)
     if bytes(buf[21:61]) != batch.data[21:61]:
-        _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+        _CRC.pack_into(buf, 17, crc32c_of(memoryview(buf)[21:]))
     data = bytes(buf)
     final = decode_batch(data, verify_crc=False)
     return ValidatedBatch(data, final, offsets, max_timestamp, log_append_time)

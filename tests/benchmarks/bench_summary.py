@@ -3,6 +3,7 @@
 Run on demand (not part of CI's pass/fail), from the repository root:
 
     PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_summary [--partitions 10000] [--rounds 3] [--compacted]
+        [--keep DIR]
 
 It builds ``bench_partitions.py``'s log dir (``--partitions`` copies of one generated partition: 3 segments
 of 10 keyed records over the last 3 days, checkpoints and the clean-shutdown marker) and times, each round
@@ -29,6 +30,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from service.storage.log_files import RECOVERY_POINT_CHECKPOINT
 from tests.benchmarks.bench_partitions import Serve, build_log_dir, get, offline, timed, walk
 
 TARGET_OFFLINE_RATIO = 3.0
@@ -79,15 +81,25 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--compacted", action="store_true", help="every topic compact,delete (see above)")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="build the dir here and keep it; a dir built there before (by this or "
+        "bench_partitions.py --keep) is reused",
+    )
     args = parser.parse_args()
     overrides = {"log.cleaner.engine": "in-process"}
     if args.compacted:
         overrides |= {"log.cleanup.policy": "compact,delete", "log.cleaner.min.cleanable.ratio": "1"}
     with tempfile.TemporaryDirectory(prefix="logcleaner-bench-summary-") as tmp:
-        root = Path(tmp)
-        built = timed(lambda: build_log_dir(root, args.partitions))
+        root = args.keep or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
         log_dir = root / "logs"
-        print(f"built {args.partitions} partitions in {built:.1f} s under {log_dir}")
+        if (log_dir / RECOVERY_POINT_CHECKPOINT).exists():
+            print(f"reusing {log_dir}")
+        else:
+            built = timed(lambda: build_log_dir(root, args.partitions))
+            print(f"built {args.partitions} partitions in {built:.1f} s under {log_dir}")
         walk(log_dir)  # warm the page and dentry caches once, as every later step finds them
         for n in range(args.rounds):
             print(f"round {n + 1} of {args.rounds}")

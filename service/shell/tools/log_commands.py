@@ -8,6 +8,9 @@ the log dirs read-only (``read_only.py``), so it also works while a daemon holds
 of partitions it is split over processes (``shares.py``), and ``explain --topic`` reads only that topic's
 partition dirs. No offline command creates a missing log dir, and an offline log dir is an error (exit 2),
 never "nothing".
+
+What only one command uses (the summary's estimates, the topic-config import) is imported by that command,
+not by every one: an inspection's start is serial time before its shares fork.
 """
 
 from __future__ import annotations
@@ -26,8 +29,6 @@ from service.base.clock import SystemClock
 from service.base.errors import InterruptedCommandError, InvalidInputError, LogCleanerError, NotFoundError
 from service.base.wording import counted
 from service.config.broker_config import BrokerConfig, load_broker_config
-from service.config.configs_import import read_topic_configs_description
-from service.config.topic_config import describe_topic_config
 from service.core.collector import collector_paused
 from service.core.engine_choice import EngineChoice
 from service.core.log_manager import DeletedSegment, LogManager
@@ -43,8 +44,7 @@ from service.shell.tools.explain_text import explanation_lines
 from service.shell.tools.interruption import Interruption, interruptible
 from service.shell.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
 from service.shell.tools.read_only import ScratchCopies, check_log_dir_paths, require_log_dirs, scratch_copies
-from service.shell.tools.shares import partition_dir_names, process_count, run_in_shares
-from service.shell.tools.summary_command import summary_lines, summary_of_log_dirs
+from service.shell.tools.shares import outlives_its_share, partition_dir_names, process_count, run_in_shares
 from service.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -154,7 +154,8 @@ def _loaded(
         if not read_only:  # a read-only load schedules nothing it may run
             tasks.run_all()
     finally:
-        manager.shutdown()
+        if not (read_only and outlives_its_share(manager)):  # a forked share's process ends at once
+            manager.shutdown()
 
 
 T = TypeVar("T")
@@ -293,6 +294,8 @@ def explain_command(
         raise click.UsageError("--summary takes no --topic: it covers every log dir")
     broker = load_config(config_file, overrides, check_dirs=not summary)  # the summary reports them
     if summary:
+        from service.shell.tools.summary_command import summary_lines, summary_of_log_dirs
+
         doc = summary_of_log_dirs(broker, inspect_logs, exact=exact)
         click.echo(dumps_indented(doc) if as_json else "\n".join(summary_lines(doc)))
         return
@@ -393,6 +396,8 @@ def topic_config_command(
                 raise click.UsageError(f"--set {pair!r} is not of the form key=value")
             changes[key.strip()] = value.strip()
         store.update(topic, changes, list(delete_keys))
+    from service.config.topic_config import describe_topic_config
+
     metadata = load_metadata(broker)
     topic_overrides = store.get(topic)
     entries = describe_topic_config(
@@ -410,6 +415,8 @@ def topic_config_command(
 
 
 def _import_topic_configs(broker: BrokerConfig, path: Path, *, as_json: bool) -> None:
+    from service.config.configs_import import read_topic_configs_description
+
     imported = read_topic_configs_description(path)
     build_topic_store(broker).update_topics(imported.topics)
     skipped = [{"topic": t, "name": n, "reason": r} for t, n, r in imported.skipped]

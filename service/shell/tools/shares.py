@@ -12,7 +12,9 @@ error it raised) pickled through a pipe and ends with ``os._exit``; the results 
 order, so in topic-partition order, as one process would have produced them. An error is raised here as
 its share raised it (the first share's in order), once every child has ended. A child loads only its share,
 read-only (``ScratchCopies.selects``), with scratch copies in a folder of its own: nothing is written into
-the log dirs by any of them, and each holds only its share's descriptors.
+the log dirs by any of them, and each holds only its share's descriptors. A child does not release its
+read-only LogManager (``outlives_its_share``): ``os._exit`` frees its memory and descriptors at once,
+where abandoning and freeing thousands of logs one by one took a tenth of its time.
 """
 
 from __future__ import annotations
@@ -23,14 +25,20 @@ import pickle
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from service.base.errors import InvalidInputError, LogCleanerError
 from service.core.cpus import usable_cpus
 from service.storage.log_files import parse_partition_dir_name
 from service.storage.topic_partition import TopicPartition
 
-__all__ = ["PARTITIONS_PER_PROCESS", "partition_dir_names", "process_count", "run_in_shares"]
+__all__ = [
+    "PARTITIONS_PER_PROCESS",
+    "outlives_its_share",
+    "partition_dir_names",
+    "process_count",
+    "run_in_shares",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +66,24 @@ def partition_dir_names(
             ):
                 found[name] = (parsed.topic, parsed.partition)
     return sorted(found, key=found.__getitem__)
+
+
+class _ForkedShare:
+    """Set in a forked share's process, which ends with ``os._exit`` once it answered; what it keeps alive
+    until then (only that process's own thread runs the share)."""
+
+    is_this_process: ClassVar[bool] = False
+    kept: ClassVar[list[object]] = []
+
+
+def outlives_its_share(resource: object) -> bool:
+    """In a forked share's process: keep ``resource`` alive until the process ends (``os._exit``, which
+    releases its memory and descriptors) and return True, so that the caller does not release it piece by
+    piece; elsewhere False (the caller releases it)."""
+    if not _ForkedShare.is_this_process:
+        return False
+    _ForkedShare.kept.append(resource)
+    return True
 
 
 def process_count(partitions: int) -> int:
@@ -120,6 +146,7 @@ def _fork(run_share: Callable[[Share], list[T]], share: Share) -> _Child:
         os.close(answer)
         return _Child(pid, answers)
     try:  # the child: never returns into the caller's frames
+        _ForkedShare.is_this_process = True
         os.close(answers)
         data = _pickled(run_share, share)
         with os.fdopen(answer, "wb") as pipe:

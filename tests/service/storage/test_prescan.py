@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from service.base.clock import ManualClock
-from service.base.errors import ConflictError
+from service.base.errors import ConflictError, CorruptDataError
 from service.core.log_manager import LogManager
 from service.core.stray_replicas import survey_replica_dirs
 from service.core.tasks import DeferredTasks
@@ -35,10 +35,12 @@ CONFIG = LogConfig(segment_bytes=SEGMENT_BYTES, index_interval_bytes=1)
 COUNT = 37  # the active segment holds one record
 
 
-def scan_of(directory: Path, max_read: int = prescan.MAX_READ_BYTES) -> PartitionScan:
+def scan_of(
+    directory: Path, max_read: int = prescan.MAX_READ_BYTES, *, time_edges: bool = False
+) -> PartitionScan:
     module = prescan._dirscan
     assert module is not None
-    [item] = module.scan_partitions(str(directory.parent), [directory.name], max_read)
+    [item] = module.scan_partitions(str(directory.parent), [directory.name], max_read, time_edges)
     scan = prescan._scan_of(item)
     assert scan is not None
     return scan
@@ -61,6 +63,7 @@ def fingerprint(result: LoadResult) -> tuple[object, ...]:
         log.recovery_point,
         [(s.base_offset, s.size_bytes) for s in log.segments],
         [(r.offset, r.key, r.value) for r in log.read(0, max_records=10_000)],
+        [(s.largest_timestamp(), s.time_index.entries) for s in log.segments[:-1]],  # the active's: mtime
     )
 
 
@@ -100,6 +103,23 @@ def active_index_past_the_log(d: Path) -> None:
     path.write_bytes(path.read_bytes() + (1).to_bytes(4, "big") + (10**6).to_bytes(4, "big"))
 
 
+def active_time_index_past_the_log(d: Path) -> None:
+    path = seg(d, bases(d)[-1], ".timeindex")
+    path.write_bytes(path.read_bytes() + (10**13).to_bytes(8, "big") + (10**6).to_bytes(4, "big"))
+
+
+def active_index_not_rising(d: Path) -> None:
+    entry = (5).to_bytes(4, "big") + (0).to_bytes(4, "big")
+    seg(d, bases(d)[-1], ".index").write_bytes(entry + (3).to_bytes(4, "big") + (0).to_bytes(4, "big"))
+
+
+def active_log_old_magic(d: Path) -> None:
+    path = seg(d, bases(d)[-1], ".log")
+    data = bytearray(path.read_bytes())
+    data[16] = 1
+    path.write_bytes(bytes(data))
+
+
 def pending_deletion(d: Path) -> None:
     shutil.copy(seg(d, bases(d)[0], ".log"), d / "00000000000000000999.log.deleted")
 
@@ -130,6 +150,9 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "sealed time index missing": drop(lambda b: b[0], ".timeindex"),
     "partial entry in a sealed index": partial_index_entry,
     "active index points past the log": active_index_past_the_log,
+    "active time index past the log": active_time_index_past_the_log,
+    "active index not rising": active_index_not_rising,
+    "active log of an old magic": active_log_old_magic,
     "a deletion pending": pending_deletion,
     "an index without its log": orphan_index,
     "a snapshot of no segment": stray_snapshot,
@@ -138,14 +161,16 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
 }
 
 
+@pytest.mark.parametrize("time_edges", [False, True])
 @pytest.mark.parametrize("max_read", [prescan.MAX_READ_BYTES, 16, 0])
 @pytest.mark.parametrize("damage", DAMAGE)
 def test_a_clean_load_from_a_scan_is_the_load_without_it(
-    tmp_path: Path, clock: ManualClock, damage: str, max_read: int
+    tmp_path: Path, clock: ManualClock, damage: str, max_read: int, time_edges: bool
 ) -> None:
     """Two copies of one dir, damaged alike, loaded after a clean shutdown: one from its scan, one with the
-    loader's own calls. Same log, same records, same files left (what a recovery or rebuild wrote too);
-    ``max_read`` below a file's size leaves that file for the loader to read."""
+    loader's own calls. Same log, same records, same largest timestamps, same files left (what a recovery
+    or rebuild wrote too); ``max_read`` below a file's size leaves that file for the loader to read;
+    ``time_edges``: the scan an inspection makes, with the sealed segments' time-index edges."""
     source = tmp_path / "source" / "topic-0"
     source.mkdir(parents=True)
     fill(source, clock)
@@ -154,7 +179,7 @@ def test_a_clean_load_from_a_scan_is_the_load_without_it(
     for name, use_scan in (("plain", False), ("scanned", True)):
         directory = tmp_path / name / "topic-0"
         shutil.copytree(source, directory)
-        scan = scan_of(directory, max_read) if use_scan else None
+        scan = scan_of(directory, max_read, time_edges=time_edges) if use_scan else None
         result = load_partition_log(
             directory, CONFIG, clock=clock, clean_shutdown=True, recovery_point=COUNT, scan=scan
         )
@@ -235,12 +260,105 @@ def test_the_shape_is_what_sorting_out_the_names_finds(
     )
 
 
+@pytest.mark.parametrize("damage", ["healthy", "sealed time index missing", "a transaction index"])
+def test_time_edges_are_each_sealed_time_index_first_and_last_entries(
+    tmp_path: Path, clock: ManualClock, damage: str
+) -> None:
+    directory = tmp_path / "topic-0"
+    directory.mkdir()
+    fill(directory, clock)
+    DAMAGE[damage](directory)
+    seg(directory, bases(directory)[1], ".timeindex").write_bytes(bytes(range(36)))  # three entries
+    seg(directory, bases(directory)[2], ".timeindex").write_bytes(b"")
+    seg(directory, bases(directory)[3], ".timeindex").write_bytes(bytes(13))  # a partial entry
+    shape = scan_of(directory, time_edges=True).shape
+    assert shape is not None and shape.time_index_edges is not None
+    expected: list[bytes | None] = []
+    for base in bases(directory)[:-1]:
+        path = seg(directory, base, ".timeindex")
+        data = path.read_bytes() if path.exists() else None
+        if data is None or len(data) % 12:
+            expected.append(None)
+        else:
+            expected.append(data if len(data) <= 24 else data[:12] + data[-12:])
+    assert list(shape.time_index_edges) == [*expected, None]
+    assert expected[1] == bytes(range(12)) + bytes(range(24, 36))
+    assert expected[2] == b""
+    assert scan_of(directory).shape == shape._replace(time_index_edges=None)
+
+
+def test_an_inspection_scan_reads_no_time_index_for_the_largest_timestamps(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """What retention asks of every sealed segment (its largest timestamp, checked) comes with the scan."""
+    directory = tmp_path / "topic-0"
+    directory.mkdir()
+    fill(directory, clock)
+    plain = load_partition_log(directory, CONFIG, clock=clock, clean_shutdown=True, recovery_point=COUNT)
+    expected = [s.largest_timestamp() for s in plain.log.segments]
+    plain.log.close()
+    scan = scan_of(directory, time_edges=True)
+    opened: list[str] = []
+    _RECORDING.append(opened)
+    try:
+        log = load_partition_log(
+            directory,
+            CONFIG,
+            clock=clock,
+            clean_shutdown=True,
+            recovery_point=COUNT,
+            scan=scan,
+            read_only=True,
+        ).log
+        largest = [s.largest_timestamp() for s in log.segments]
+    finally:
+        _RECORDING.pop()
+    assert largest == expected
+    segments = log.segments  # record i has timestamp 1000 + i: a segment's largest is its last record's
+    assert [t for t, _ in largest[:-1]] == [1000 + later.base_offset - 1 for later in segments[1:]]
+    assert opened == []
+    log.abandon()
+
+
+def test_scanned_time_index_edges_out_of_order_fail_as_the_file_does(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A sealed time index whose last timestamp is below its first: its largest timestamp raises the same
+    error whether the edges came with the scan or from the file."""
+    directory = tmp_path / "topic-0"
+    directory.mkdir()
+    fill(directory, clock)
+    sealed = seg(directory, bases(directory)[0], ".timeindex")
+    sealed.write_bytes(
+        (2000).to_bytes(8, "big") + bytes(4) + (1000).to_bytes(8, "big") + (1).to_bytes(4, "big")
+    )
+    errors = []
+    for scan in (None, scan_of(directory, time_edges=True)):
+        log = load_partition_log(
+            directory,
+            CONFIG,
+            clock=clock,
+            clean_shutdown=True,
+            recovery_point=COUNT,
+            scan=scan,
+            read_only=True,
+        ).log
+        with pytest.raises(CorruptDataError) as raised:
+            log.segments[0].largest_timestamp()
+        errors.append(str(raised.value))
+        log.abandon()
+    assert errors[0] == errors[1]
+    assert "below the first timestamp" in errors[0]
+
+
 def test_a_scanned_clean_load_opens_no_file(tmp_path: Path, clock: ManualClock) -> None:
-    """Every call the clean load would make came with the scan (the loader did not silently fall back)."""
+    """Every call the clean load would make came with the scan (the loader did not silently fall back), and
+    the active segment's checks were made in C (its end offset came with the scan)."""
     directory = tmp_path / "topic-0"
     directory.mkdir()
     fill(directory, clock)
     scan = scan_of(directory)
+    assert scan.next_offset == COUNT
     opened: list[str] = []
     _RECORDING.append(opened)
     try:
