@@ -165,7 +165,7 @@ class SparkSessionHolder:
         scratch, self._scratch = self._scratch, None
         if session is not None:
             logger.info("Stopping the SparkSession (master %s)", self.conf["spark.master"])
-            session.sparkContext.cancelJobsWithTag(CLEANER_JOB_TAG)  # serve stops: no round outlives it
+            _cancel_cleaner_jobs(session)
             session.stop()
         if scratch is not None:
             if os.environ.get("SPARK_WORKER_DIR", "").startswith(scratch):
@@ -196,6 +196,14 @@ class SparkSessionHolder:
         if self.conf["spark.master"].startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("SPARK_WORKER_DIR", os.path.join(scratch, "work"))
+
+
+def _cancel_cleaner_jobs(session: SparkSession) -> None:
+    """``serve`` stops: no round outlives it. A context another user of the JVM stopped already has no jobs
+    left to cancel (nor a JVM side to ask)."""
+    context = session.sparkContext
+    if getattr(context, "_jsc", None) is not None:
+        context.cancelJobsWithTag(CLEANER_JOB_TAG)
 
 
 def _launch_gateway(conf: Mapping[str, str]) -> None:
