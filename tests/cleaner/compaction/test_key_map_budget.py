@@ -24,53 +24,29 @@ from service.base.clock import ManualClock
 from service.base.errors import InvalidInputError
 from service.config.broker_config import BrokerConfig
 from service.shell.node import build_engine
-from service.shell.tools.gen import GenOptions, generate
-from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
-from service.storage.log_config import LogConfig
 from tests.cleaner.bounded_round_process import NOW_MS, run_bounded_round
+from tests.cleaner.budget_logs import (
+    SEGMENT_BYTES,
+    TINY_SHARE,
+    budget_config,
+    generate_rolled,
+    plain_log,
+    transactional_log,
+)
 from tests.cleaner.helpers import compact_config, keyed, new_log
 
 pytestmark = pytest.mark.skipif(not has_native(), reason="the bound is the C key map's")
 
-SEGMENT_BYTES = 1 << 20
-TINY_SHARE = 1 << 20  # the table at its floor (64 KiB): a few thousand keys before it spills
-COMPACT = frozenset({"compact"})
-
-
-def _config() -> LogConfig:
-    return LogConfig(segment_bytes=SEGMENT_BYTES, cleanup_policy=COMPACT)
-
-
-def _generate(root: Path, **fields: object) -> Path:
-    options = GenOptions(log_dir=root, segment_bytes=SEGMENT_BYTES, cleanup_policy=COMPACT, **fields)  # type: ignore[arg-type]  # keyword fields of GenOptions
-    generate(options)
-    directory = root / "gen-0-0"
-    log = load_partition_log(directory, _config(), clock=ManualClock(NOW_MS)).log
-    log.roll()
-    log.close()
-    return directory
-
 
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """60,000 records over a key space of 40,000, a tenth tombstones."""
-    return _generate(tmp_path_factory.mktemp("plain"), records=60_000, keys=40_000, tombstones=0.1)
+    return plain_log(tmp_path_factory.mktemp("plain"))
 
 
 @pytest.fixture(scope="module")
 def transactional(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Transactions of 2 batches, a third aborted, lz4 batches."""
-    return _generate(
-        tmp_path_factory.mktemp("txn"),
-        records=40_000,
-        keys=30_000,
-        batch_size=50,
-        tombstones=0.05,
-        transaction_batches=2,
-        aborted_share=0.3,
-        compression=CompressionType.LZ4,
-    )
+    return transactional_log(tmp_path_factory.mktemp("txn"))
 
 
 def _copy(source: Path, root: Path) -> Path:
@@ -82,7 +58,7 @@ def _copy(source: Path, root: Path) -> Path:
 def _clean(directory: Path, first_dirty: int, budget: KeyMapBudget | None) -> tuple[int, int]:
     """The round's end offset and the classes its key map spilled to."""
     clock = ManualClock(NOW_MS)
-    log = load_partition_log(directory, _config(), clock=clock).log
+    log = load_partition_log(directory, budget_config(), clock=clock).log
 
     def delete_now(_delay_ms: int, delete: Callable[[], None]) -> None:
         delete()
@@ -156,7 +132,7 @@ def test_peak_rss_stays_near_the_share_on_a_many_key_partition(
 ) -> None:
     """~330,000 keys: an unbounded map takes about 32 MiB more than the loaded log; a 12 MiB share holds
     the round within the share and a few MiB of buffers."""
-    source = _generate(tmp_path_factory.mktemp("many"), records=400_000, keys=1_000_000, value_size=10)
+    source = generate_rolled(tmp_path_factory.mktemp("many"), records=400_000, keys=1_000_000, value_size=10)
     peaks = {}
     for name, share in (("unbounded", None), ("bounded", 12 << 20)):
         directory = _copy(source, tmp_path_factory.mktemp(name))
@@ -199,7 +175,7 @@ def test_named_spill_leftovers_are_removed_at_start(plain: Path, tmp_path: Path)
     dir when it is built."""
     directory = _copy(plain, tmp_path / "log")
     (directory / "00000000000000000000.keymap-spill-7-0.deleted").write_bytes(b"x" * 100)
-    load_partition_log(directory, _config(), clock=ManualClock(NOW_MS)).log.close()
+    load_partition_log(directory, budget_config(), clock=ManualClock(NOW_MS)).log.close()
     assert not list(directory.glob("*.keymap-spill-*"))
     spill_dir = tmp_path / "spill"
     spill_dir.mkdir()

@@ -26,58 +26,33 @@ from cleaner.spark.task_files import JobTicket
 from service.base.clock import ManualClock
 from service.config.broker_config import BrokerConfig
 from service.shell.node import build_engine
-from service.shell.tools.gen import GenOptions, generate
-from service.storage.compression import CompressionType
 from service.storage.loader import load_partition_log
-from service.storage.log_config import LogConfig
+from tests.cleaner.bounded_round_process import NOW_MS
+from tests.cleaner.budget_logs import (
+    TINY_SHARE,
+    budget_config,
+    plain_log,
+    transactional_log,
+)
 
 pytestmark = pytest.mark.skipif(not has_native(), reason="the bound is the C key map's")
 
-NOW_MS = 1_700_000_000_000
-SEGMENT_BYTES = 1 << 20
-TINY_SHARE = 1 << 20  # the table at its floor (64 KiB): a few thousand keys before it spills
-COMPACT = frozenset({"compact"})
 ONE_TASK, TWO_TASKS = 64 << 20, 1  # min_range_bytes: one range (its task maps), or a range a core (a file)
-
-
-def _config() -> LogConfig:
-    return LogConfig(segment_bytes=SEGMENT_BYTES, cleanup_policy=COMPACT)
-
-
-def _generate(root: Path, **fields: object) -> Path:
-    options = GenOptions(log_dir=root, segment_bytes=SEGMENT_BYTES, cleanup_policy=COMPACT, **fields)  # type: ignore[arg-type]  # keyword fields of GenOptions
-    generate(options)
-    directory = root / "gen-0-0"
-    log = load_partition_log(directory, _config(), clock=ManualClock(NOW_MS)).log
-    log.roll()
-    log.close()
-    return directory
 
 
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """60,000 records over a key space of 40,000, a tenth tombstones."""
-    return _generate(tmp_path_factory.mktemp("plain"), records=60_000, keys=40_000, tombstones=0.1)
+    return plain_log(tmp_path_factory.mktemp("plain"))
 
 
 @pytest.fixture(scope="module")
 def transactional(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Transactions of 2 batches, a third aborted, lz4 batches."""
-    return _generate(
-        tmp_path_factory.mktemp("txn"),
-        records=40_000,
-        keys=30_000,
-        batch_size=50,
-        tombstones=0.05,
-        transaction_batches=2,
-        aborted_share=0.3,
-        compression=CompressionType.LZ4,
-    )
+    return transactional_log(tmp_path_factory.mktemp("txn"))
 
 
 def _clean(engine: CompactionEngine, source: Path, target: Path, first_dirty: int) -> CleaningResult:
     shutil.copytree(source, target)
-    log = load_partition_log(target, _config(), clock=ManualClock(NOW_MS)).log
+    log = load_partition_log(target, budget_config(), clock=ManualClock(NOW_MS)).log
 
     def delete_now(_delay_ms: int, delete: Callable[[], None]) -> None:
         delete()
@@ -186,7 +161,7 @@ def test_a_rewrite_tasks_lookup_answers_from_the_spilled_bitmap_alone(plain: Pat
     answer, for each keyed record of the log, clean section included, is the unbounded map's."""
     directory = tmp_path / "log" / "gen-0"
     shutil.copytree(plain, directory)
-    log = load_partition_log(directory, _config(), clock=ManualClock(NOW_MS)).log
+    log = load_partition_log(directory, budget_config(), clock=ManualClock(NOW_MS)).log
     first_dirty, end = 25_000, log.active_segment.base_offset
     plan = plan_round(log, first_dirty, end, NOW_MS)
     assert plan is not None
@@ -261,7 +236,9 @@ def test_logs_sharing_one_job_are_each_bounded_and_each_the_in_process_bytes(
     for i in range(3):
         shutil.copytree(plain, tmp_path / "spark" / f"gen-{i}")
         logs.append(
-            load_partition_log(tmp_path / "spark" / f"gen-{i}", _config(), clock=ManualClock(NOW_MS)).log
+            load_partition_log(
+                tmp_path / "spark" / f"gen-{i}", budget_config(), clock=ManualClock(NOW_MS)
+            ).log
         )
     ended: dict[int, CleaningResult | BaseException] = {}
 
