@@ -118,11 +118,7 @@ def load_partition_log(
     now_ms = clock.now_ms()
     tally = _Recovery(len(rebuilt), sum(rebuilt.values()), [*rebuilt])
     if not clean_shutdown and segments:
-        tally.began_at.append(
-            max((s.base_offset for s in segments if s.base_offset <= recovery_point), default=0)
-        )
-        segments, recovered_now, truncated_now = _recover(segments, recovery_point, tracker, rebuilt)
-        tally.add(recovered_now, truncated_now)
+        segments = _recover_unclean(segments, recovery_point, tracker, rebuilt, tally)
     log_end_offset = log_start_offset
     if segments:
         segments, log_end_offset = _open_active_segment(
@@ -150,6 +146,22 @@ def load_partition_log(
         topic_id=topic_id,
     )
     return LoadResult(log, tally.recovered, tally.truncated)
+
+
+def _recover_unclean(
+    segments: list[LogSegment],
+    recovery_point: int,
+    tracker: ProducerStateManager,
+    rebuilt: dict[int, int],
+    tally: _Recovery,
+) -> list[LogSegment]:
+    """Step 4, counted into ``tally``: recovery begins at the segment holding the recovery point."""
+    tally.began_at.append(
+        max((s.base_offset for s in segments if s.base_offset <= recovery_point), default=0)
+    )
+    segments, recovered_now, truncated_now = _recover(segments, recovery_point, tracker, rebuilt)
+    tally.add(recovered_now, truncated_now)
+    return segments
 
 
 @dataclass(slots=True)
