@@ -3,10 +3,12 @@ dates in ISO 8601 and durations in their two largest units (``1d 0h``, ``3h 12m`
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import time
 
 __all__ = ["counted", "human_bytes", "human_duration", "utc_date"]
 
+_FIRST_DATE_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
+_PAST_LAST_DATE_MS = 253_402_300_800_000  # 10000-01-01T00:00:00Z
 _UNITS_MS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
 
 
@@ -29,11 +31,11 @@ def human_duration(duration_ms: int) -> str:
 
 
 def utc_date(timestamp_ms: int) -> str:
-    """``2026-11-28T02:32:07Z``; a timestamp no calendar holds (before year 1 or past 9999) as its ms."""
-    try:
-        return datetime.fromtimestamp(timestamp_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):
+    """``2026-11-28T02:32:07Z``; a timestamp no calendar holds (before year 1 or past 9999) as its ms.
+    Formatted by ``time.strftime``: half the cost of a ``datetime``, for the many dates of ``explain``."""
+    if not _FIRST_DATE_MS <= timestamp_ms < _PAST_LAST_DATE_MS:
         return f"{timestamp_ms} ms since the epoch"
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp_ms // 1000))
 
 
 def human_bytes(size: int) -> str:

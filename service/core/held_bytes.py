@@ -113,7 +113,7 @@ def partition_bytes(
     with log.lock:
         segments = log.segments
         held = log_hold(config, cleaner_enabled=cleaner_enabled, is_moving=is_moving)
-        verdicts = explain_log_retention(log, segments, now_ms=now_ms, held=held, read_timestamps=False)
+        verdicts = explain_log_retention(log, segments, now_ms=now_ms, held=held, reasons_only=True)
         candidate = None
         if config.is_compacted and cleaner_enabled and not config.configs_unknown:
             candidate = log_to_clean(log, checkpoint, now_ms)

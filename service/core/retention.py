@@ -235,7 +235,7 @@ def explain_log_retention(
     *,
     now_ms: int,
     held: LogHold | None = None,
-    read_timestamps: bool = True,
+    reasons_only: bool = False,
 ) -> list[SegmentVerdict]:
     """``explain_retention`` of ``log`` as it stands: its config and offsets; ``segments`` = ``log.segments``,
     read by the caller under ``log.lock``."""
@@ -247,7 +247,7 @@ def explain_log_retention(
         log_end_offset=log.log_end_offset,
         high_watermark=log.high_watermark,
         held=held,
-        read_timestamps=read_timestamps,
+        reasons_only=reasons_only,
     )
 
 
@@ -260,17 +260,17 @@ def explain_retention(
     log_end_offset: int,
     high_watermark: int,
     held: LogHold | None = None,
-    read_timestamps: bool = True,
+    reasons_only: bool = False,
 ) -> list[SegmentVerdict]:
     """A verdict for every segment: the plan's deletions with their step, and why each other one stays.
 
     ``held``: why no retention runs on the log at all (``CLEANER_DISABLED_HOLD``, ``FUTURE_REPLICA_HOLD``):
-    every segment stays with that reason. ``read_timestamps=False`` (the summary's reasons need no
-    timestamp) leaves a segment's largest timestamp unread (``-1``, source ``unread``) where time
+    every segment stays with that reason. ``reasons_only`` (the summary, which counts bytes by reason):
+    no ``detail`` sentence, and a segment's largest timestamp unread (``-1``, source ``unread``) where time
     retention does not run: a compact-only policy or ``retention.ms=-1``, where no verdict depends on it.
     """
     state = _LogState(segments, log_start_offset, log_end_offset, high_watermark)
-    if not read_timestamps and (not config.has_delete_policy or config.retention_ms < 0):
+    if reasons_only and (not config.has_delete_policy or config.retention_ms < 0):
         return _verdicts_without_time(state, config, now_ms, held)
     deleted = _deleting_reasons(state, config, now_ms, held)
     verdicts = []
@@ -279,18 +279,24 @@ def explain_retention(
         largest, source = segment.largest_timestamp()
         base = (segment.base_offset, segment.size_bytes, largest, source)
         if index < len(deleted):
-            detail = _deleted_detail(deleted[index], state, index, config, now_ms, largest)
-            verdicts.append(SegmentVerdict(*base, is_delete=True, reason=deleted[index], detail=detail))
+            reason = deleted[index]
+            detail = "" if reasons_only else _deleted_detail(reason, state, index, config, now_ms, largest)
+            verdicts.append(SegmentVerdict(*base, is_delete=True, reason=reason, detail=detail))
             continue
-        verdict = _why_kept(state, index, config, now_ms, base, held)
-        if verdict.reason is RetentionReason.TIME:  # expired, yet kept: an earlier segment holds it back
-            held_by = f"segment {blocker.base_offset} ({blocker.reason})" if blocker else "an earlier segment"
-            verdict = SegmentVerdict(
-                *base,
-                is_delete=False,
-                reason=RetentionReason.BLOCKED_BY_EARLIER_SEGMENT,
-                detail=f"expired, but {held_by} before it is kept",
-            )
+        reason, future_by_ms = _why_kept(state, index, config, now_ms, largest, held)
+        detail = ""
+        if reason is RetentionReason.TIME:  # expired, yet kept: an earlier segment holds it back
+            reason = RetentionReason.BLOCKED_BY_EARLIER_SEGMENT
+            if not reasons_only:
+                held_by = (
+                    f"segment {blocker.base_offset} ({blocker.reason})" if blocker else "an earlier segment"
+                )
+                detail = f"expired, but {held_by} before it is kept"
+        elif not reasons_only:
+            detail = _kept_detail(reason, state, index, config, now_ms, largest, held)
+        verdict = SegmentVerdict(
+            *base, is_delete=False, reason=reason, detail=detail, future_by_ms=future_by_ms
+        )
         blocker = blocker or verdict
         verdicts.append(verdict)
     return verdicts
@@ -316,7 +322,7 @@ def _deleting_reasons(
 def _verdicts_without_time(
     state: _LogState, config: LogConfig, now_ms: int, held: LogHold | None
 ) -> list[SegmentVerdict]:
-    """``explain_retention``'s verdicts where time retention does not run (no timestamp read): only the
+    """``explain_retention``'s reasons where time retention does not run (no timestamp read): only the
     log-start-offset and size steps delete, and no keep reason depends on a timestamp."""
     segments = state.segments
     deleted = _deleting_reasons(state, config, now_ms, held)
@@ -326,56 +332,63 @@ def _verdicts_without_time(
         if index < len(deleted):
             verdicts.append(SegmentVerdict(*base, is_delete=True, reason=deleted[index]))
         else:
-            verdicts.append(_why_kept(state, index, config, now_ms, base, held))
+            reason, future_by_ms = _why_kept(state, index, config, now_ms, -1, held)
+            verdicts.append(SegmentVerdict(*base, is_delete=False, reason=reason, future_by_ms=future_by_ms))
     return verdicts
 
 
 def _why_kept(
+    state: _LogState, index: int, config: LogConfig, now_ms: int, largest: int, held: LogHold | None
+) -> tuple[RetentionReason, int | None]:
+    """Why segment ``index`` stays, and by how much its largest timestamp is in the future (or None).
+    TIME means "would be deleted by time on its own" (for blocking)."""
+    if config.configs_unknown:
+        return RetentionReason.UNKNOWN_TOPIC_CONFIG, None
+    if held is not None:
+        return held.reason, None
+    is_active = index == len(state.segments) - 1
+    if is_active and state.segments[index].size_bytes == 0:
+        return RetentionReason.ACTIVE_SEGMENT, None
+    if state.high_watermark < state.upper(index):
+        return RetentionReason.ABOVE_HIGH_WATERMARK, None
+    if not config.has_delete_policy:
+        return RetentionReason.POLICY_COMPACT_ONLY, None
+    if largest > now_ms and config.retention_ms >= 0:
+        return RetentionReason.FUTURE_TIMESTAMP, largest - now_ms
+    if config.retention_ms >= 0 and now_ms - largest > config.retention_ms:
+        return RetentionReason.TIME, None  # expired by itself: only an earlier segment can hold it back
+    return (RetentionReason.ACTIVE_SEGMENT if is_active else RetentionReason.WITHIN_RETENTION), None
+
+
+def _kept_detail(
+    reason: RetentionReason,
     state: _LogState,
     index: int,
     config: LogConfig,
     now_ms: int,
-    base: tuple[int, int, int, str],
+    largest: int,
     held: LogHold | None,
-) -> SegmentVerdict:
-    """Why segment ``index`` stays; TIME means "would be deleted by time on its own" (for blocking)."""
-    segment = state.segments[index]
-    is_active = index == len(state.segments) - 1
-    largest = base[2]
-
-    def keep(reason: RetentionReason, detail: str = "", future_by_ms: int | None = None) -> SegmentVerdict:
-        return SegmentVerdict(*base, is_delete=False, reason=reason, detail=detail, future_by_ms=future_by_ms)
-
-    if config.configs_unknown:
-        return keep(RetentionReason.UNKNOWN_TOPIC_CONFIG, UNKNOWN_CONFIGS_HELD)
+) -> str:
+    """The one-line why of a KEEP verdict for ``reason`` (``_why_kept``'s)."""
+    if reason is RetentionReason.UNKNOWN_TOPIC_CONFIG:
+        return UNKNOWN_CONFIGS_HELD
     if held is not None:
-        return keep(held.reason, held.detail)
-    if is_active and segment.size_bytes == 0:
-        return keep(RetentionReason.ACTIVE_SEGMENT, "the empty active segment is never deleted")
-    if state.high_watermark < state.upper(index):
-        return keep(
-            RetentionReason.ABOVE_HIGH_WATERMARK,
-            f"holds offsets up to {state.upper(index) - 1}, past the high watermark {state.high_watermark}",
-        )
-    if not config.has_delete_policy:
-        return keep(
-            RetentionReason.POLICY_COMPACT_ONLY, "cleanup.policy=compact: only log-start-offset retention"
-        )
-    if largest > now_ms and config.retention_ms >= 0:
-        future = largest - now_ms
-        return keep(
-            RetentionReason.FUTURE_TIMESTAMP,
-            f"largest timestamp {human_duration(future)} in the future; it expires only at "
+        return held.detail
+    if reason is RetentionReason.ACTIVE_SEGMENT and state.segments[index].size_bytes == 0:
+        return "the empty active segment is never deleted"
+    if reason is RetentionReason.ABOVE_HIGH_WATERMARK:
+        upper = state.upper(index)
+        return f"holds offsets up to {upper - 1}, past the high watermark {state.high_watermark}"
+    if reason is RetentionReason.POLICY_COMPACT_ONLY:
+        return "cleanup.policy=compact: only log-start-offset retention"
+    if reason is RetentionReason.FUTURE_TIMESTAMP:
+        return (
+            f"largest timestamp {human_duration(largest - now_ms)} in the future; it expires only at "
             f"{utc_date(largest + config.retention_ms + 1)}. Remedy: delete-records up to offset "
             f"{state.upper(index)} (the segment's end) removes it; message.timestamp.type=LogAppendTime (or "
-            "message.timestamp.after.max.ms) keeps new records from doing the same",
-            future_by_ms=future,
+            "message.timestamp.after.max.ms) keeps new records from doing the same"
         )
-    if config.retention_ms >= 0 and now_ms - largest > config.retention_ms:
-        return keep(RetentionReason.TIME)  # expired by itself: only an earlier segment can hold it back
-    if is_active:
-        return keep(RetentionReason.ACTIVE_SEGMENT, _within(config, now_ms, largest))
-    return keep(RetentionReason.WITHIN_RETENTION, _within(config, now_ms, largest))
+    return _within(config, now_ms, largest)
 
 
 def _deleted_detail(

@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from service.core.cleanable import cleaner_checkpoints
 from service.core.held_bytes import (
@@ -26,7 +27,11 @@ from service.core.held_bytes import (
     partition_bytes,
 )
 from service.core.log_manager import LogManager
+from service.storage.largest_timestamps import read_largest_timestamps
+from service.storage.log import LogSnapshot, PartitionLog
+from service.storage.log_config import LogConfig
 from service.storage.log_files import LOG_SUFFIX, parse_partition_dir_name
+from service.storage.segment import LogSegment
 from service.storage.topic_partition import TopicPartition
 
 __all__ = ["MEMO_MAX_AGE_MS", "PartitionMemo", "summary_document", "summary_parts", "unloaded_dir_parts"]
@@ -63,33 +68,62 @@ def summary_parts(
     logs = list(manager.logs.values())
     checkpoints = cleaner_checkpoints(logs, on_unreadable=on_unreadable or _ignore)
     now_ms = manager.clock.now_ms()
-    parts = []
+    memo = {} if memo is None else memo
+    known: dict[TopicPartition, PartitionBytes] = {}
+    stale: list[tuple[PartitionLog, _Inputs]] = []
     for log in logs:
         tp = log.topic_partition
-        moving, marked = manager.has_future_replica(tp), tp in uncleanable
-        inputs = (log.snapshot, log.config, checkpoints.get(tp), moving, marked)
-        known = memo.get(tp) if memo is not None else None
-        if known is not None and known.inputs == inputs and now_ms - known.computed_ms < MEMO_MAX_AGE_MS:
-            parts.append(known.part)
-            continue
-        try:
-            part = partition_bytes(
-                log,
-                now_ms=now_ms,
-                cleaner_enabled=cleaner_enabled,
-                checkpoint=checkpoints.get(tp),
-                is_moving=moving,
-                is_uncleanable=marked,
-            )
-        except (OSError, ValueError) as exc:  # CorruptDataError is a ValueError
-            part = PartitionBytes(tp.topic, tp.partition, error=str(exc), path=str(log.directory))
-            part.add(UNREADABLE, _segment_bytes(str(log.directory)))
-        if memo is not None:
-            memo[tp] = PartitionMemo(inputs, now_ms, part)
-        parts.append(part)
-    if memo is not None:
-        for gone in memo.keys() - {log.topic_partition for log in logs}:
-            del memo[gone]
+        inputs = _Inputs(
+            log.snapshot, log.config, checkpoints.get(tp), manager.has_future_replica(tp), tp in uncleanable
+        )
+        remembered = memo.get(tp)
+        if remembered and remembered.inputs == inputs and now_ms - remembered.computed_ms < MEMO_MAX_AGE_MS:
+            known[tp] = remembered.part
+        else:
+            stale.append((log, inputs))
+    read_largest_timestamps(
+        segment for stale_log in stale for segment in _sealed_under_time_retention(stale_log)
+    )
+    for log, inputs in stale:
+        part = _log_part(log, inputs, now_ms, cleaner_enabled)
+        known[log.topic_partition] = part
+        memo[log.topic_partition] = PartitionMemo(inputs, now_ms, part)
+    for gone in memo.keys() - known.keys():
+        del memo[gone]
+    return [known[log.topic_partition] for log in logs] + _unloaded_parts(manager)
+
+
+class _Inputs(NamedTuple):
+    """What a log's figures are computed from: the same inputs, the same figures (until time moves)."""
+
+    snapshot: LogSnapshot
+    config: LogConfig
+    checkpoint: int | None
+    moving: bool
+    marked_uncleanable: bool
+
+
+def _log_part(log: PartitionLog, inputs: _Inputs, now_ms: int, cleaner_enabled: bool) -> PartitionBytes:
+    """One log's figures (``partition_bytes``), or its segments' bytes as ``unreadable`` with the error."""
+    try:
+        return partition_bytes(
+            log,
+            now_ms=now_ms,
+            cleaner_enabled=cleaner_enabled,
+            checkpoint=inputs.checkpoint,
+            is_moving=inputs.moving,
+            is_uncleanable=inputs.marked_uncleanable,
+        )
+    except (OSError, ValueError) as exc:  # CorruptDataError is a ValueError
+        tp = log.topic_partition
+        part = PartitionBytes(tp.topic, tp.partition, error=str(exc), path=str(log.directory))
+        part.add(UNREADABLE, _segment_bytes(str(log.directory)))
+        return part
+
+
+def _unloaded_parts(manager: LogManager) -> list[PartitionBytes]:
+    """The stray replicas', failed partitions' and offline log dirs' bytes, which no loaded log holds."""
+    parts = []
     for stray in manager.stray_replicas:
         part = PartitionBytes(
             stray.topic_partition.topic, stray.topic_partition.partition, path=str(stray.path)
@@ -106,6 +140,14 @@ def summary_parts(
         part.add(UNREADABLE, _offline_dir_bytes(log_dir))
         parts.append(part)
     return parts
+
+
+def _sealed_under_time_retention(stale: tuple[PartitionLog, _Inputs]) -> Sequence[LogSegment]:
+    """The sealed segments whose largest timestamps ``partition_bytes`` reads (under time retention)."""
+    config = stale[0].config
+    if not config.has_delete_policy or config.retention_ms < 0:
+        return ()
+    return stale[0].snapshot.segments[:-1]
 
 
 def _offline_dir_bytes(log_dir: Path) -> int:

@@ -37,6 +37,11 @@
  *   magic 2, a batch header and non-negative counts, no ".txnindex" for the segment); else None, and the
  *   loader runs its own checks on the bytes (which then say what is wrong).
  *
+ * read_time_index_edges(paths) -> list, one item per path: None if it cannot be opened, else (length, edges):
+ * its size, and its edges as scan_partitions reads a sealed segment's (None when the size is not a whole
+ * number of entries or the reads fell short). The daemon's summary reads the sealed segments' largest
+ * timestamps with it, with the GIL released.
+ *
  * read_small_files(log_dir, names, file_name, max_read) -> list, one item per name: the first max_read bytes
  * of log_dir/name/file_name, or None if it cannot be opened or read (the stray-replica survey's
  * partition.metadata of every partition dir, read with the GIL released).
@@ -368,6 +373,37 @@ verify_active(partition_t *p, long long base)
     p->next_offset = next;
 }
 
+/* The first and last entries of the time index open as fd, `size` bytes long (a whole number of entries):
+ * its first 12 bytes, then its last 12 when it holds more than one entry; NULL (and *len = -1) if they
+ * cannot be read. Runs without the GIL. */
+static char *
+read_edges(int fd, long long size, Py_ssize_t *len)
+{
+    *len = -1;
+    long long want = size <= 2 * TIME_INDEX_ENTRY ? size : 2 * TIME_INDEX_ENTRY;
+    char *edges = malloc(want > 0 ? (size_t)want : 1);
+    if (edges == NULL) {
+        return NULL;
+    }
+    long long first = want < TIME_INDEX_ENTRY ? want : TIME_INDEX_ENTRY;
+    long long done = 0;
+    while (done < want) {  /* [0, first) from 0, then the rest from the last entry's position */
+        off_t at = done < first ? (off_t)done : (off_t)(size - (want - done));
+        long long part = done < first ? first - done : want - done;
+        ssize_t n = pread(fd, edges + done, (size_t)part, at);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            free(edges);
+            return NULL;
+        }
+        done += n;
+    }
+    *len = (Py_ssize_t)want;
+    return edges;
+}
+
 /* Each sealed segment's time-index edges (see the module comment); runs without the GIL. */
 static void
 read_time_edges(int dir_fd, partition_t *p)
@@ -388,24 +424,13 @@ read_time_edges(int dir_fd, partition_t *p)
         if (size < 0 || size % TIME_INDEX_ENTRY != 0) {
             continue;  /* missing or partial: the Python check reads the file and says so */
         }
-        if (size <= 2 * TIME_INDEX_ENTRY) {
-            p->edges[i] = read_range(dir_fd, name, 0, size, &p->edges_len[i]);
-            continue;
+        int fd = size == 0 ? -1 : openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+        if (size == 0) {  /* nothing to read: it was there when listed, under the dir's lock */
+            p->edges[i] = read_range(dir_fd, name, 0, 0, &p->edges_len[i]);
+        } else if (fd >= 0) {
+            p->edges[i] = read_edges(fd, size, &p->edges_len[i]);
+            close(fd);
         }
-        char *both = malloc(2 * TIME_INDEX_ENTRY);
-        Py_ssize_t first_len = -1, last_len = -1;
-        char *first = read_range(dir_fd, name, 0, TIME_INDEX_ENTRY, &first_len);
-        char *last = read_range(dir_fd, name, size - TIME_INDEX_ENTRY, TIME_INDEX_ENTRY, &last_len);
-        if (both != NULL && first_len == TIME_INDEX_ENTRY && last_len == TIME_INDEX_ENTRY) {
-            memcpy(both, first, TIME_INDEX_ENTRY);
-            memcpy(both + TIME_INDEX_ENTRY, last, TIME_INDEX_ENTRY);
-            p->edges[i] = both;
-            p->edges_len[i] = 2 * TIME_INDEX_ENTRY;
-        } else {
-            free(both);
-        }
-        free(first);
-        free(last);
     }
 }
 
@@ -861,12 +886,93 @@ read_small_files(PyObject *self, PyObject *args)
     return result;
 }
 
+typedef struct {
+    const char *path;
+    long long length;  /* -1: not opened or not stat'ed */
+    char *edges;
+    Py_ssize_t edges_len;  /* -1: not read */
+} edges_file_t;
+
+/* One time index: its length, and its edges when it holds whole entries. Runs without the GIL. */
+static void
+read_file_edges(edges_file_t *f)
+{
+    f->length = -1;
+    f->edges = NULL;
+    f->edges_len = -1;
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    struct stat st;
+    if (fstat(fd, &st) == 0) {
+        f->length = (long long)st.st_size;
+        if (f->length % TIME_INDEX_ENTRY == 0) {
+            f->edges = read_edges(fd, f->length, &f->edges_len);
+        }
+    }
+    close(fd);
+}
+
+static PyObject *
+read_time_index_edges(PyObject *self, PyObject *args)
+{
+    PyObject *paths;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &paths)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(paths);
+    PyObject *encoded = PyList_New(n);  /* keeps each path's bytes alive while the GIL is released */
+    edges_file_t *files = calloc(n > 0 ? (size_t)n : 1, sizeof(edges_file_t));
+    if (encoded == NULL || files == NULL) {
+        Py_XDECREF(encoded);
+        free(files);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *path_bytes = NULL;
+        if (!PyUnicode_FSConverter(PyList_GET_ITEM(paths, i), &path_bytes)) {
+            Py_DECREF(encoded);
+            free(files);
+            return NULL;
+        }
+        PyList_SET_ITEM(encoded, i, path_bytes);
+        files[i].path = PyBytes_AS_STRING(path_bytes);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        read_file_edges(&files[i]);
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result = PyList_New(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (result != NULL) {
+            PyObject *item = files[i].length < 0
+                                 ? Py_NewRef(Py_None)
+                                 : Py_BuildValue("(LN)", files[i].length,
+                                                 bytes_or_none(files[i].edges, files[i].edges_len));
+            if (item == NULL) {
+                Py_CLEAR(result);
+            } else {
+                PyList_SET_ITEM(result, i, item);
+            }
+        }
+        free(files[i].edges);
+    }
+    free(files);
+    Py_DECREF(encoded);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"read_small_files", read_small_files, METH_VARARGS,
      "read_small_files(log_dir, names, file_name, max_read): log_dir/name/file_name's first bytes, or None."},
     {"scan_partitions", scan_partitions, METH_VARARGS,
      "scan_partitions(log_dir, names, max_read[, time_edges]): each partition dir's sizes and active "
      "segment's bytes (and its sealed segments' time-index edges)."},
+    {"read_time_index_edges", read_time_index_edges, METH_VARARGS,
+     "read_time_index_edges(paths): each time index's (length, edges), edges None unless whole entries "
+     "were read; None for a file that cannot be opened."},
     {NULL, NULL, 0, NULL},
 };
 

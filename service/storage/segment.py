@@ -212,10 +212,17 @@ class LogSegment:
                 self._time_edges = None
         return self._time_index
 
+    def time_index_edges_wanted(self) -> str | None:
+        """The ``.timeindex`` file, when its largest timestamp is not known yet and no scan or built index
+        holds its edges (what ``prime_time_index_edges`` would give); else None."""
+        if self._max_timestamp != _UNKNOWN or self._time_index is not None or self._time_edges is not None:
+            return None
+        return self._stem + TIME_INDEX_SUFFIX + self.suffix
+
     def prime_time_index_edges(self, length: int, edges: bytes) -> None:
         """The ``.timeindex``'s length and first and last entries as a scan read them (an inspection's
-        prescan, ``service.storage.prescan``): the time index, once built, takes them instead of reading
-        its file for its largest timestamp and its checks."""
+        prescan, ``service.storage.prescan``; the summary's ``largest_timestamps``): the time index, once
+        built, takes them instead of reading its file for its largest timestamp and its checks."""
         self._time_edges = (length, edges)
 
     @property

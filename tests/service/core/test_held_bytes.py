@@ -166,5 +166,5 @@ def test_no_timestamp_is_read_where_time_retention_does_not_run(
 
     monkeypatch.setattr(LogSegment, "largest_timestamp", unread)
     assert held(log).by_reason == expected
-    quick = explain_log_retention(log, log.segments, now_ms=START_MS, read_timestamps=False)
+    quick = explain_log_retention(log, log.segments, now_ms=START_MS, reasons_only=True)
     assert {(v.base_offset, str(v.reason)) for v in quick} == explained
