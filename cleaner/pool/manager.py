@@ -335,7 +335,13 @@ class CleanerManager:
         return out
 
     def _prune_uncleanable(self) -> None:
-        self.uncleanable_partitions.prune({tp: log.directory.parent for tp, log in self._logs().items()})
+        logs = self._logs()
+
+        def log_dir_of(tp: TopicPartition) -> Path | None:
+            log = logs.get(tp)
+            return None if log is None else log.directory.parent
+
+        self.uncleanable_partitions.prune(log_dir_of)
 
     # -- checkpoints -----------------------------------------------------------------------------
 

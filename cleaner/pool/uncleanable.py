@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -168,11 +169,13 @@ class UncleanablePartitions:
                 "%s in %s is cleanable again after %d failed attempt(s)", tp, entry.log_dir, entry.attempts
             )
 
-    def prune(self, live: dict[TopicPartition, Path]) -> None:
-        """Forget the partitions no longer live in the dir they failed in (deleted, moved)."""
+    def prune(self, log_dir_of: Callable[[TopicPartition], Path | None]) -> None:
+        """Forget the partitions no longer live in the dir they failed in (deleted, moved); ``log_dir_of``:
+        a partition's live log dir (None: not loaded). Asked of the entries only: this runs at each status
+        and scrape, and a broker has many partitions but few uncleanable ones."""
         with self._lock:
             for entries in (self._entries, self._retrying):
-                for tp in [tp for tp, e in entries.items() if live.get(tp) != e.log_dir]:
+                for tp in [tp for tp, e in entries.items() if log_dir_of(tp) != e.log_dir]:
                     del entries[tp]
 
     def entries(self) -> list[UncleanablePartition]:

@@ -94,5 +94,5 @@ def test_partitions_no_longer_live_in_their_dir_are_forgotten(clock: ManualClock
     registry = UncleanablePartitions(clock, 1000)
     registry.mark(DIR, TP, "x", 1, by="t")
     registry.mark(DIR, TopicPartition("u", 1), "y", 1, by="t")
-    registry.prune({TP: DIR, TopicPartition("u", 1): Path("/moved")})
+    registry.prune({TP: DIR, TopicPartition("u", 1): Path("/moved")}.get)
     assert [e.topic_partition for e in registry.entries()] == [TP]
