@@ -81,7 +81,7 @@ _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # fullmatch: "$" would also ma
 
 def file_name(base_offset: int, suffix: str) -> str:
     """``00000000000000000042.log`` for base offset 42 and suffix ``.log``."""
-    return f"{base_offset:0{OFFSET_WIDTH}d}{suffix}"
+    return str(base_offset).zfill(OFFSET_WIDTH) + suffix  # zfill keeps a sign first, as "%020d" does
 
 
 def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
