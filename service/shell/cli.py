@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar, NoReturn
+from typing import ClassVar
 
 import click
 
@@ -26,6 +25,7 @@ from service.base.errors import (
     NotFoundError,
 )
 from service.core.version import version_line
+from service.shell.process_exit import exit_process, skip_teardown
 from service.shell.tools.log_commands import (
     config_options,
     explain_command,
@@ -40,15 +40,6 @@ __all__ = ["cli", "exit_process", "main", "run"]
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED_BY_SIGINT = 130  # the shell's 128 + SIGINT
-
-
-class _ProcessExit:
-    """Set by ``serve`` once it stopped cleanly; read by ``exit_process`` (the entry points)."""
-
-    skip_teardown = False
-
-
-_process_exit = _ProcessExit()
 
 
 class _CommandGroup(click.Group):
@@ -134,7 +125,7 @@ def serve(config_file: Path | None, overrides: tuple[str, ...], quiet: bool) -> 
         daemon.run_until_stopped()
     finally:
         daemon.shutdown()
-    _process_exit.skip_teardown = True  # every log closed, the marker written: nothing left to free
+    skip_teardown()  # every log closed, the marker written: nothing left to free
 
 
 for command in (retention_command, explain_command, topic_config_command):
@@ -171,19 +162,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run() -> None:
     """Console-script entry point."""
     exit_process(main())
-
-
-def exit_process(code: int) -> NoReturn:
-    """End the process with ``code`` (the entry points call this with what ``main`` returned).
-
-    After ``serve`` stopped cleanly the interpreter's teardown is skipped (stdio and logging flushed,
-    then ``os._exit``), as a JVM's ``System.exit`` does not free the heap: freeing a broker's worth of
-    log objects one by one took as long as closing the logs (0.6 s at 10,000 partitions) and held the
-    stop past the point where everything is on disk. Every other command exits normally.
-    """
-    if not _process_exit.skip_teardown:
-        sys.exit(code)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    logging.shutdown()
-    os._exit(code)

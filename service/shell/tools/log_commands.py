@@ -40,6 +40,7 @@ from service.shell.node import (
     build_topic_store,
     load_metadata,
 )
+from service.shell.process_exit import skip_teardown
 from service.shell.tools.explain_text import explanation_lines
 from service.shell.tools.interruption import Interruption, interruptible
 from service.shell.tools.json_text import dumps_indented, dumps_indented_items, indented_array_document
@@ -182,6 +183,7 @@ def inspect_logs(
         with read_only_log_manager(broker, share, allow_offline=allow_offline) as (manager, copies):
             return inspect(manager, copies)
 
+    skip_teardown()  # read-only: once its answer is written, the process has nothing to free
     with collector_paused():
         names = partition_dir_names(log_dirs, selects)
         processes = process_count(len(names)) if shares else 1
