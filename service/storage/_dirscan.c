@@ -589,6 +589,17 @@ other_names(partition_t *p)
     return tuple;
 }
 
+/* Set item i of the new list *result to `item`; a NULL item (its exception set) drops the list. */
+static void
+put_item(PyObject **result, Py_ssize_t i, PyObject *item)
+{
+    if (item == NULL) {
+        Py_CLEAR(*result);
+    } else {
+        PyList_SET_ITEM(*result, i, item);
+    }
+}
+
 static PyObject *
 bytes_or_none(const char *data, Py_ssize_t len)
 {
@@ -723,6 +734,24 @@ free_partition(partition_t *p)
     free(p->edges_len);
 }
 
+/* `names` (a list of str) as file-system bytes, in a new list that keeps them alive while the GIL is
+ * released; NULL with an exception set. */
+static PyObject *
+encode_names(PyObject *names)
+{
+    Py_ssize_t n = PyList_GET_SIZE(names);
+    PyObject *encoded = PyList_New(n);
+    for (Py_ssize_t i = 0; encoded != NULL && i < n; i++) {
+        PyObject *name_bytes = NULL;
+        if (!PyUnicode_FSConverter(PyList_GET_ITEM(names, i), &name_bytes)) {
+            Py_CLEAR(encoded);
+        } else {
+            PyList_SET_ITEM(encoded, i, name_bytes);
+        }
+    }
+    return encoded;
+}
+
 static PyObject *
 scan_partitions(PyObject *self, PyObject *args)
 {
@@ -734,24 +763,15 @@ scan_partitions(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(names);
-    PyObject *encoded = PyList_New(n);  /* keeps each name's bytes alive while the GIL is released */
-    partition_t *parts = calloc(n > 0 ? (size_t)n : 1, sizeof(partition_t));
-    if (encoded == NULL || parts == NULL) {
+    PyObject *encoded = encode_names(names);
+    partition_t *parts = encoded == NULL ? NULL : calloc(n > 0 ? (size_t)n : 1, sizeof(partition_t));
+    if (parts == NULL) {
         Py_DECREF(log_dir_arg);
         Py_XDECREF(encoded);
-        free(parts);
-        return PyErr_NoMemory();
+        return encoded == NULL ? NULL : PyErr_NoMemory();
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *name_bytes = NULL;
-        if (!PyUnicode_FSConverter(PyList_GET_ITEM(names, i), &name_bytes)) {
-            Py_DECREF(log_dir_arg);
-            Py_DECREF(encoded);
-            free(parts);
-            return NULL;
-        }
-        PyList_SET_ITEM(encoded, i, name_bytes);
-        parts[i].dir_name = PyBytes_AS_STRING(name_bytes);
+        parts[i].dir_name = PyBytes_AS_STRING(PyList_GET_ITEM(encoded, i));
     }
     const char *log_dir = PyBytes_AS_STRING(log_dir_arg);
     Py_BEGIN_ALLOW_THREADS
@@ -766,12 +786,7 @@ scan_partitions(PyObject *self, PyObject *args)
     PyObject *result = PyList_New(n);
     for (Py_ssize_t i = 0; i < n; i++) {
         if (result != NULL) {
-            PyObject *item = build_item(&parts[i], time_edges);
-            if (item == NULL) {
-                Py_CLEAR(result);
-            } else {
-                PyList_SET_ITEM(result, i, item);
-            }
+            put_item(&result, i, build_item(&parts[i], time_edges));
         }
         free_partition(&parts[i]);
     }
@@ -838,24 +853,15 @@ read_small_files(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(names);
-    PyObject *encoded = PyList_New(n);  /* keeps each name's bytes alive while the GIL is released */
-    small_file_t *files = calloc(n > 0 ? (size_t)n : 1, sizeof(small_file_t));
-    if (encoded == NULL || files == NULL) {
+    PyObject *encoded = encode_names(names);
+    small_file_t *files = encoded == NULL ? NULL : calloc(n > 0 ? (size_t)n : 1, sizeof(small_file_t));
+    if (files == NULL) {
         Py_DECREF(log_dir_arg);
         Py_XDECREF(encoded);
-        free(files);
-        return PyErr_NoMemory();
+        return encoded == NULL ? NULL : PyErr_NoMemory();
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *name_bytes = NULL;
-        if (!PyUnicode_FSConverter(PyList_GET_ITEM(names, i), &name_bytes)) {
-            Py_DECREF(log_dir_arg);
-            Py_DECREF(encoded);
-            free(files);
-            return NULL;
-        }
-        PyList_SET_ITEM(encoded, i, name_bytes);
-        files[i].dir_name = PyBytes_AS_STRING(name_bytes);
+        files[i].dir_name = PyBytes_AS_STRING(PyList_GET_ITEM(encoded, i));
         files[i].len = -1;
     }
     const char *log_dir = PyBytes_AS_STRING(log_dir_arg);
@@ -871,12 +877,7 @@ read_small_files(PyObject *self, PyObject *args)
     PyObject *result = PyList_New(n);
     for (Py_ssize_t i = 0; i < n; i++) {
         if (result != NULL) {
-            PyObject *item = bytes_or_none(files[i].data, files[i].len);
-            if (item == NULL) {
-                Py_CLEAR(result);
-            } else {
-                PyList_SET_ITEM(result, i, item);
-            }
+            put_item(&result, i, bytes_or_none(files[i].data, files[i].len));
         }
         free(files[i].data);
     }
@@ -922,22 +923,14 @@ read_time_index_edges(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(paths);
-    PyObject *encoded = PyList_New(n);  /* keeps each path's bytes alive while the GIL is released */
-    edges_file_t *files = calloc(n > 0 ? (size_t)n : 1, sizeof(edges_file_t));
-    if (encoded == NULL || files == NULL) {
+    PyObject *encoded = encode_names(paths);
+    edges_file_t *files = encoded == NULL ? NULL : calloc(n > 0 ? (size_t)n : 1, sizeof(edges_file_t));
+    if (files == NULL) {
         Py_XDECREF(encoded);
-        free(files);
-        return PyErr_NoMemory();
+        return encoded == NULL ? NULL : PyErr_NoMemory();
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *path_bytes = NULL;
-        if (!PyUnicode_FSConverter(PyList_GET_ITEM(paths, i), &path_bytes)) {
-            Py_DECREF(encoded);
-            free(files);
-            return NULL;
-        }
-        PyList_SET_ITEM(encoded, i, path_bytes);
-        files[i].path = PyBytes_AS_STRING(path_bytes);
+        files[i].path = PyBytes_AS_STRING(PyList_GET_ITEM(encoded, i));
     }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -947,15 +940,10 @@ read_time_index_edges(PyObject *self, PyObject *args)
     PyObject *result = PyList_New(n);
     for (Py_ssize_t i = 0; i < n; i++) {
         if (result != NULL) {
-            PyObject *item = files[i].length < 0
-                                 ? Py_NewRef(Py_None)
-                                 : Py_BuildValue("(LN)", files[i].length,
-                                                 bytes_or_none(files[i].edges, files[i].edges_len));
-            if (item == NULL) {
-                Py_CLEAR(result);
-            } else {
-                PyList_SET_ITEM(result, i, item);
-            }
+            put_item(&result, i,
+                     files[i].length < 0 ? Py_NewRef(Py_None)
+                                         : Py_BuildValue("(LN)", files[i].length,
+                                                         bytes_or_none(files[i].edges, files[i].edges_len)));
         }
         free(files[i].edges);
     }

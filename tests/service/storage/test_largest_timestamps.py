@@ -79,15 +79,19 @@ def test_edges_out_of_order_fail_as_the_file_does(log_dir: Path, clock: ManualCl
     time_index(log_dir, base).write_bytes(
         (2000).to_bytes(8, "big") + bytes(4) + (1000).to_bytes(8, "big") + (1).to_bytes(4, "big")
     )
-    errors = []
-    for read_ahead in (False, True):
+
+    def error_of_first_segment(*, read_ahead: bool) -> str:
         log = reloaded(log_dir, clock)
-        if read_ahead:
-            assert read_largest_timestamps(log.segments[:1]) == 1
-        with pytest.raises(CorruptDataError) as raised:
-            log.segments[0].largest_timestamp()
-        errors.append(str(raised.value))
-        log.abandon()
+        try:
+            if read_ahead:
+                assert read_largest_timestamps(log.segments[:1]) == 1
+            with pytest.raises(CorruptDataError) as raised:
+                log.segments[0].largest_timestamp()
+            return str(raised.value)
+        finally:
+            log.abandon()
+
+    errors = [error_of_first_segment(read_ahead=False), error_of_first_segment(read_ahead=True)]
     assert errors[0] == errors[1]
     assert "below the first timestamp" in errors[0]
 
