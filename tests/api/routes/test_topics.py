@@ -218,3 +218,20 @@ def test_invalid_create_bodies_are_422(served: Served) -> None:
     )
     assert_problem(truncated, 422, field="body")
     assert disk_snapshot(served.log_dir) == before
+
+
+def test_a_config_change_over_rest_is_one_audit_line_per_key(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = unique_topic_name("audited")
+    served.client.post("/v1/topics", json={"name": topic})
+    with caplog.at_level("INFO", logger="logcleaner.audit"):
+        changes = {"set": {"retention.ms": 86_400_000, "cleanup.policy": "compact,delete"}}
+        assert served.client.patch(f"/v1/topics/{topic}/configs", json=changes).status_code == 200
+    lines = [
+        r.getMessage() for r in caplog.records if r.name == "logcleaner.audit" and topic in r.getMessage()
+    ]
+    assert sorted(lines) == [
+        f"Topic config changed: {topic} cleanup.policy delete [default] -> compact,delete [override]",
+        f"Topic config changed: {topic} retention.ms 604800000 [default] -> 86400000 [override]",
+    ]
