@@ -1,6 +1,6 @@
 """``LoadingCollector``: the start-up progress (``logcleaner_logs_loaded`` of ``logcleaner_logs_to_load``) as
 the LogManager counts it, read at each scrape, on a fresh registry over a real daemon's logs. (The figures
-rising while a slow load runs, over HTTP, are in ``tests/service/shell/test_lifecycle.py``.)"""
+rising while a slow load runs, over HTTP, are in ``tests/service/shell/test_daemon.py``.)"""
 
 from __future__ import annotations
 
