@@ -25,7 +25,7 @@ LogManager for every inspection (``build_offline_log_manager``), and for ``logcl
 cleaner's ``CleanerManager`` (``build_offline_compacted_log_manager``), an engine and a worker-less
 cleaner (``build_engine``, ``build_log_cleaner``), and for ``logcleaner topic-config`` the topic overrides'
 store (``build_topic_store``). Nothing outside this module constructs a LogManager, a cleaner, an engine, a
-scheduler, the metadata, the metrics or the API (``tests/service/shell/test_composition_root.py``). The
+scheduler, the metadata, the metrics or the API (``tests/service/shell/test_node.py``). The
 cleaner, the scheduler and the API are imported only by the functions that build them, so an inspection
 imports none of them and starts fast.
 """

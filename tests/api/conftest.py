@@ -124,3 +124,12 @@ def string_record(key: str | None, value: str | None, **extra: object) -> dict[s
     }
     record.update(extra)
     return record
+
+
+def produce_one_by_one(served: Served, topic: str, count: int, *, timestamp: int | None = None) -> None:
+    """``count`` produces of one record each (keys ``k0``..``k2`` in turn) to partition 0 of ``topic``."""
+    for i in range(count):
+        extra = {} if timestamp is None else {"timestamp": timestamp}
+        record = string_record(f"k{i % 3}", f"value-{i}", **extra)
+        response = served.client.post(f"/v1/topics/{topic}/partitions/0/records", json={"records": [record]})
+        assert response.status_code == 200, response.text

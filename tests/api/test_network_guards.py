@@ -1,5 +1,6 @@
-"""Network defaults: JSON bodies only (415), no cross-site ``Origin`` (403), and ``Host``
-checked against the bound address and ``api.allowed.hosts`` (421, DNS rebinding), on a real server."""
+"""The network defaults of ``api.network_guards`` on a real server: no cross-site ``Origin`` (403), and
+``Host`` checked against the bound address and ``api.allowed.hosts`` (421, DNS rebinding). (JSON bodies
+only, 415, is ``api.guards``': ``test_guards.py``.)"""
 
 from __future__ import annotations
 
@@ -22,69 +23,6 @@ def records_path(topic: str) -> str:
 
 def end_offset(served: Served, topic: str) -> int:
     return served.daemon.log_manager.get_log(TopicPartition(topic, 0)).log_end_offset
-
-
-# -- Content-Type ---------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "content_type",
-    [
-        "text/plain",
-        "text/plain;charset=UTF-8",
-        "application/x-www-form-urlencoded",
-        "multipart/form-data; boundary=x",
-        "application/jsonp",
-        "application/json; charset=latin-1",
-        "",
-    ],
-    ids=repr,
-)
-def test_a_body_that_is_not_declared_json_is_415_and_appends_nothing(
-    served: Served, topic: str, content_type: str
-) -> None:
-    before = disk_snapshot(served.log_dir)
-    response = served.client.post(
-        records_path(topic), content=RECORDS, headers={"content-type": content_type}
-    )
-    body = assert_problem(response, 415)
-    assert "application/json" in str(body["detail"]) and body["expected"] == "application/json"
-    assert response.headers["accept-post"] == "application/json"
-    assert end_offset(served, topic) == 0
-    assert disk_snapshot(served.log_dir) == before
-
-
-def test_a_body_without_a_content_type_is_415(served: Served, topic: str) -> None:
-    request = served.client.build_request("POST", records_path(topic), content=RECORDS)
-    assert "content-type" not in request.headers
-    body = assert_problem(served.client.send(request), 415)
-    assert "no Content-Type" in str(body["detail"])
-    patch = served.client.build_request("PATCH", f"/v1/topics/{topic}/configs", content=b'{"set": {}}')
-    response = served.client.send(patch)
-    assert_problem(response, 415)
-    assert response.headers["accept-patch"] == "application/json"
-    assert end_offset(served, topic) == 0
-
-
-@pytest.mark.parametrize(
-    "content_type", ["application/json", "application/json; charset=utf-8", "Application/JSON;Charset=UTF8"]
-)
-def test_json_with_or_without_a_utf8_charset_is_taken(served: Served, topic: str, content_type: str) -> None:
-    response = served.client.post(
-        records_path(topic), content=RECORDS, headers={"content-type": content_type}
-    )
-    assert response.status_code == 200, response.text
-    assert end_offset(served, topic) == 1
-
-
-def test_a_post_without_a_body_needs_no_content_type(served: Served) -> None:
-    request = served.client.build_request("POST", "/v1/retention/run?dry_run=true")
-    assert "content-type" not in request.headers
-    assert served.client.send(request).status_code == 200
-    form = served.client.post(
-        "/v1/retention/run", headers={"content-type": "application/x-www-form-urlencoded"}
-    )
-    assert_problem(form, 415)
 
 
 # -- Origin ---------------------------------------------------------------------------------------
@@ -190,10 +128,3 @@ def test_a_wildcard_bind_accepts_addresses_but_not_unlisted_names() -> None:
     assert specific.is_allowed("10.1.2.3:8080") and not specific.is_allowed("10.9.9.9")
     anything = HostGuard(app, bound_host="127.0.0.1", allowed_hosts=["*"])
     assert anything.is_allowed("evil.example")
-
-
-def test_the_document_says_bodies_may_be_415(served: Served) -> None:
-    paths = served.client.get("/openapi.json").json()["paths"]
-    assert "415" in paths["/v1/topics"]["post"]["responses"]
-    assert "415" in paths["/v1/topics/{topic}/configs"]["patch"]["responses"]
-    assert "415" not in paths["/v1/topics"]["get"]["responses"]

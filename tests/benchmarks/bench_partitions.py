@@ -387,7 +387,7 @@ def report(figures: dict[str, float], walk_s: float) -> None:
         print(f"{name:62} {seconds:8.2f} s  {ratio:6.2f}×{verdict}")
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument(
@@ -429,7 +429,11 @@ def main() -> None:
         help="only start-up, one retention pass (POST /v1/retention/run, no scrapes meanwhile) and the "
         "SIGTERM stop right after it",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     with tempfile.TemporaryDirectory(prefix="logcleaner-bench-partitions-") as tmp:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
@@ -442,49 +446,52 @@ def main() -> None:
         walk(log_dir)  # warm the page and dentry caches once, as every later step finds them
         if args.offline_only:
             offline_only(log_dir, root, args.rounds, args.compare_tree)
-            return
-        if args.load_only:
+        elif args.load_only:
             load_only(log_dir, root, args.rounds, args.compare_tree)
-            return
-        if args.startup_only:
+        elif args.startup_only:
             startup_only(log_dir, root, args.rounds, args.compare_tree)
-            return
-        walk_s = statistics.median(timed(lambda: walk(log_dir)) for _ in range(3))
-        figures: dict[str, float] = {}
-        serve = Serve(log_dir, root / "serve.stderr")
-        figures["start-up to /readyz"] = serve.wait_ready()
-        fds_start = open_fds(serve.process.pid)
-        scrape(serve.url)  # the first scrape reads each sealed segment's last time-index entry once
-        figures["/metrics median"] = statistics.median(scrape(serve.url) for _ in range(SCRAPES))
-        if args.stop_after_retention:
-            url = serve.url + "/v1/retention/run"
-            figures["(retention pass, deleting)"] = timed(lambda: get(url, timeout_s=600, method="POST"))
-        if args.start_stop_only or args.stop_after_retention:
-            figures["SIGTERM stop"] = serve.stop()
-            print_phases(root / "serve.stderr")
-            report(figures, walk_s)
-            return
-        status = 0
+        elif serve_and_stop(log_dir, root, args) and args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
 
-        def explain() -> None:
-            nonlocal status
-            status = get(serve.url + "/v1/retention/explain", timeout_s=600)[0]
 
-        figures["GET /v1/retention/explain"] = timed(explain)
-        fds_after = open_fds(serve.process.pid)
-        during, retention_s = scrapes_during_retention(serve.url)
-        figures["/metrics during retention"] = statistics.median(during)
-        figures["(retention pass, deleting)"] = retention_s
+def serve_and_stop(log_dir: Path, root: Path, args: argparse.Namespace) -> bool:
+    """Times serve's start-up, scrapes, and (unless --start-stop-only or --stop-after-retention) explain, a
+    retention pass with scrapes meanwhile and the offline commands; prints the figures. True: the full run."""
+    walk_s = statistics.median(timed(lambda: walk(log_dir)) for _ in range(3))
+    figures: dict[str, float] = {}
+    serve = Serve(log_dir, root / "serve.stderr")
+    figures["start-up to /readyz"] = serve.wait_ready()
+    fds_start = open_fds(serve.process.pid)
+    scrape(serve.url)  # the first scrape reads each sealed segment's last time-index entry once
+    figures["/metrics median"] = statistics.median(scrape(serve.url) for _ in range(SCRAPES))
+    if args.stop_after_retention:
+        url = serve.url + "/v1/retention/run"
+        figures["(retention pass, deleting)"] = timed(lambda: get(url, timeout_s=600, method="POST"))
+    if args.start_stop_only or args.stop_after_retention:
         figures["SIGTERM stop"] = serve.stop()
-        figures["explain --json (ulimit -n 4096)"] = offline(log_dir, "explain", "--json", fd_limit=True)
-        figures["retention --dry-run"] = offline(log_dir, "retention", "--dry-run")
-        print(f"partitions: {args.partitions}; descriptors of serve: {fds_start} after start-up, {fds_after} "
-              f"after GET /v1/retention/explain ({status}); {len(during)} scrapes during the retention pass "
-              f"(max {max(during):.2f} s)")  # fmt: skip
         print_phases(root / "serve.stderr")
         report(figures, walk_s)
-        if args.keep is None:
-            shutil.rmtree(root, ignore_errors=True)
+        return False
+    status = 0
+
+    def explain() -> None:
+        nonlocal status
+        status = get(serve.url + "/v1/retention/explain", timeout_s=600)[0]
+
+    figures["GET /v1/retention/explain"] = timed(explain)
+    fds_after = open_fds(serve.process.pid)
+    during, retention_s = scrapes_during_retention(serve.url)
+    figures["/metrics during retention"] = statistics.median(during)
+    figures["(retention pass, deleting)"] = retention_s
+    figures["SIGTERM stop"] = serve.stop()
+    figures["explain --json (ulimit -n 4096)"] = offline(log_dir, "explain", "--json", fd_limit=True)
+    figures["retention --dry-run"] = offline(log_dir, "retention", "--dry-run")
+    print(f"partitions: {args.partitions}; descriptors of serve: {fds_start} after start-up, {fds_after} "
+          f"after GET /v1/retention/explain ({status}); {len(during)} scrapes during the retention pass "
+          f"(max {max(during):.2f} s)")  # fmt: skip
+    print_phases(root / "serve.stderr")
+    report(figures, walk_s)
+    return True
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -274,7 +275,46 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """The run's generated partitions and where each timed round's ``pages_to_free`` copy goes."""
+
+    root: Path
+    source: Path
+    warm: Path
+    size: int
+    keys: int
+    freed: Path
+
+    def fresh(self, name: str) -> Path:
+        return fresh_copy(self.source, self.root / name / "gen-0-0")
+
+    def pages(self) -> Path:
+        return pages_to_free(self.source, self.freed)
+
+
 def run(root: Path, args: argparse.Namespace) -> None:
+    inputs = generate_inputs(root, args)
+    cp_s = time_cp(inputs)
+    oracle_times: list[float] = []
+    spark = None
+    if not args.skip_spark:
+        spark = time_spark_rounds(inputs, args, cp_s, oracle_times)
+    oracle_s = time_oracle(inputs, args, cp_s, oracle_times)
+    if spark is None:
+        return
+    print(
+        f"  spark / in-process: {oracle_s / spark['seconds']:.2f}x "
+        "(log.cleaner.spark.min.bytes: auto must not send rounds of this size to Spark unless > 1)"
+    )
+    if not args.skip_cluster:
+        compare_cluster(inputs)
+    big_records = args.records * 4 if args.big_records is None else args.big_records
+    if big_records:
+        measure_big_rss(inputs, args, big_records)
+
+
+def generate_inputs(root: Path, args: argparse.Namespace) -> Inputs:
     keys = args.keys or max(args.records // 10, 1)
     print(
         f"generating {args.records:,} records, {keys:,} keys, {args.tombstones:.0%} tombstones ...",
@@ -287,92 +327,115 @@ def run(root: Path, args: argparse.Namespace) -> None:
     size = dir_bytes(source)
     freed = root / "freed" / "gen-0-0"  # each timed run's pages_to_free copy
     print(f"partition: {size / MiB:,.0f} MiB of .log in {len(list(source.glob('*.log')))} segments")
+    return Inputs(root=root, source=source, warm=warm, size=size, keys=keys, freed=freed)
 
-    cp_seconds(source, root / "cp")  # the page cache holds the source from here on
+
+def time_cp(inputs: Inputs) -> float:
+    """The best of three ``cp -r`` of the source, after one that puts it in the page cache."""
+    root = inputs.root
+    cp_seconds(inputs.source, root / "cp")  # the page cache holds the source from here on
     cp_times = []
     for _ in range(3):  # each copy removed before the next: as a round's copy, it reuses freed pages
-        cp_times.append(cp_seconds(source, root / "cp"))
+        cp_times.append(cp_seconds(inputs.source, root / "cp"))
     shutil.rmtree(root / "cp", ignore_errors=True)
     cp_s = min(cp_times)
-    report("cp -r", cp_s, size)
+    report("cp -r", cp_s, inputs.size)
+    return cp_s
 
-    oracle_times: list[float] = []
 
-    def oracle_round() -> None:
-        target = fresh_copy(source, root / "oracle" / "gen-0-0")
-        oracle_times.append(run_oracle(target, pages_to_free(source, freed)))
-        shutil.rmtree(root / "oracle", ignore_errors=True)
-        report(IN_PROCESS, oracle_times[-1], size)
+def oracle_round(inputs: Inputs, oracle_times: list[float]) -> None:
+    target = inputs.fresh("oracle")
+    oracle_times.append(run_oracle(target, inputs.pages()))
+    shutil.rmtree(inputs.root / "oracle", ignore_errors=True)
+    report(IN_PROCESS, oracle_times[-1], inputs.size)
 
-    spark = None
-    if not args.skip_spark:
-        trees = [("this tree", REPO)]
-        if args.baseline_tree is not None:
-            trees.append(("baseline", args.baseline_tree.resolve()))
-        runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _tree in trees}
-        for i in range(args.repeats):
-            for name, tree in trees if i % 2 == 0 else trees[::-1]:
-                target = fresh_copy(source, root / "spark" / "gen-0-0")
-                result = spark_round_process("local[*]", target, warm, pages_to_free(source, freed), tree)
-                runs[name].append(result)
-                jobs = ", ".join(f"{s:.1f}" for s in result.get("jobs_s", []))
-                report(
-                    f"spark local[*] ({name})",
-                    result["seconds"],
-                    size,
-                    extra=f"map phase {result['map_s']:.1f} s, Spark jobs [{jobs}] s",
-                )
-                shutil.rmtree(root / "spark", ignore_errors=True)
-            if not args.oracle_records:
-                oracle_round()
-        spark = sorted(runs["this tree"], key=lambda r: float(r["seconds"]))[(args.repeats - 1) // 2]
-        print(f"  vs cp: {cp_s / spark['seconds']:.3f} of cp's throughput (median run; target >= 0.40)")
-        print_rss(spark)
-        if args.baseline_tree is not None:
-            base = sorted(runs["baseline"], key=lambda r: float(r["seconds"]))[(args.repeats - 1) // 2]
-            print(f"  this tree / baseline (medians): {spark['seconds'] / base['seconds']:.3f} of the time")
 
+def time_spark_rounds(
+    inputs: Inputs, args: argparse.Namespace, cp_s: float, oracle_times: list[float]
+) -> dict[str, Any]:
+    """``--repeats`` Spark rounds per tree, alternating, each followed by an in-process round unless
+    ``--oracle-records``; prints the medians and returns this tree's median run."""
+    trees = [("this tree", REPO)]
+    if args.baseline_tree is not None:
+        trees.append(("baseline", args.baseline_tree.resolve()))
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _tree in trees}
+    for i in range(args.repeats):
+        for name, tree in trees if i % 2 == 0 else trees[::-1]:
+            runs[name].append(timed_spark_round(inputs, name, tree))
+        if not args.oracle_records:
+            oracle_round(inputs, oracle_times)
+    spark = median_run(runs["this tree"], args.repeats)
+    print(f"  vs cp: {cp_s / spark['seconds']:.3f} of cp's throughput (median run; target >= 0.40)")
+    print_rss(spark)
+    if args.baseline_tree is not None:
+        base = median_run(runs["baseline"], args.repeats)
+        print(f"  this tree / baseline (medians): {spark['seconds'] / base['seconds']:.3f} of the time")
+    return spark
+
+
+def timed_spark_round(inputs: Inputs, name: str, tree: Path) -> dict[str, Any]:
+    target = inputs.fresh("spark")
+    result = spark_round_process("local[*]", target, inputs.warm, inputs.pages(), tree)
+    jobs = ", ".join(f"{s:.1f}" for s in result.get("jobs_s", []))
+    report(
+        f"spark local[*] ({name})",
+        result["seconds"],
+        inputs.size,
+        extra=f"map phase {result['map_s']:.1f} s, Spark jobs [{jobs}] s",
+    )
+    shutil.rmtree(inputs.root / "spark", ignore_errors=True)
+    return result
+
+
+def median_run(runs: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
+    return sorted(runs, key=lambda r: float(r["seconds"]))[(repeats - 1) // 2]
+
+
+def time_oracle(inputs: Inputs, args: argparse.Namespace, cp_s: float, oracle_times: list[float]) -> float:
+    """The in-process round's figure: extrapolated from ``--oracle-records``, or the median of the rounds
+    (those still missing run here: ``--skip-spark`` has no Spark rounds to interleave them with)."""
     if args.oracle_records:
-        small = generate_partition(root / "oracle-source", args.oracle_records, keys, args.tombstones)
-        oracle_s = run_oracle(small, pages_to_free(small, freed)) * size / dir_bytes(small)
+        small = generate_partition(
+            inputs.root / "oracle-source", args.oracle_records, inputs.keys, args.tombstones
+        )
+        oracle_s = run_oracle(small, pages_to_free(small, inputs.freed)) * inputs.size / dir_bytes(small)
         print(f"oracle on {args.oracle_records:,} records, extrapolated linearly to the full partition")
-        report(IN_PROCESS, oracle_s, size)
+        report(IN_PROCESS, oracle_s, inputs.size)
     else:
-        while len(oracle_times) < args.repeats:  # --skip-spark: no Spark rounds to interleave with
-            oracle_round()
+        while len(oracle_times) < args.repeats:
+            oracle_round(inputs, oracle_times)
         oracle_s = sorted(oracle_times)[(args.repeats - 1) // 2]
     which = "extrapolated" if args.oracle_records else "median run"
     print(f"  vs cp: {cp_s / oracle_s:.3f} of cp's throughput ({which}; target >= 0.33)")
-    if spark is None:
-        return
+    return oracle_s
+
+
+def compare_cluster(inputs: Inputs) -> None:
+    """``local-cluster[2,1,1024]`` (two executor JVMs, one core each) against ``local[1]``."""
+    target = inputs.fresh("one")
+    one = spark_round_process("local[1]", target, inputs.warm, inputs.pages())
+    shutil.rmtree(inputs.root / "one", ignore_errors=True)
+    report("spark local[1]", one["seconds"], inputs.size)
+    target = inputs.fresh("cluster")
+    cluster = spark_round_process("local-cluster[2,1,1024]", target, inputs.warm, inputs.pages())
+    shutil.rmtree(inputs.root / "cluster", ignore_errors=True)
+    report("spark local-cluster[2,1,1024]", cluster["seconds"], inputs.size)
+    print(f"  local-cluster vs local[1]: {one['seconds'] / cluster['seconds']:.2f}x (target >= 1.6x)")
+    print_rss(cluster)
+
+
+def measure_big_rss(inputs: Inputs, args: argparse.Namespace, big_records: int) -> None:
+    """One Spark round on a partition ``big_records`` long, for the driver's peak RSS (the source is removed
+    first, to leave room)."""
+    shutil.rmtree(inputs.source, ignore_errors=True)
+    big = generate_partition(inputs.root / "big", big_records, big_records // 10, args.tombstones)
+    big_size = dir_bytes(big)
+    result = spark_round_process("local[*]", big, inputs.warm, None)  # a run for its RSS
+    report(f"spark local[*], {big_size / (1 << 30):.1f} GiB", result["seconds"], big_size)
     print(
-        f"  spark / in-process: {oracle_s / spark['seconds']:.2f}x "
-        "(log.cleaner.spark.min.bytes: auto must not send rounds of this size to Spark unless > 1)"
+        f"  driver peak RSS {result['driver_rss'] / MiB:,.0f} MiB (target < 1024), "
+        f"driver JVM {result['driver_jvm_rss'] / MiB:,.0f} MiB"
     )
-
-    if not args.skip_cluster:
-        target = fresh_copy(source, root / "one" / "gen-0-0")
-        one = spark_round_process("local[1]", target, warm, pages_to_free(source, freed))
-        shutil.rmtree(root / "one", ignore_errors=True)
-        report("spark local[1]", one["seconds"], size)
-        target = fresh_copy(source, root / "cluster" / "gen-0-0")
-        cluster = spark_round_process("local-cluster[2,1,1024]", target, warm, pages_to_free(source, freed))
-        shutil.rmtree(root / "cluster", ignore_errors=True)
-        report("spark local-cluster[2,1,1024]", cluster["seconds"], size)
-        print(f"  local-cluster vs local[1]: {one['seconds'] / cluster['seconds']:.2f}x (target >= 1.6x)")
-        print_rss(cluster)
-
-    big_records = args.records * 4 if args.big_records is None else args.big_records
-    if big_records:
-        shutil.rmtree(root / "source", ignore_errors=True)
-        big = generate_partition(root / "big", big_records, big_records // 10, args.tombstones)
-        big_size = dir_bytes(big)
-        result = spark_round_process("local[*]", big, warm, None)  # a run for its RSS
-        report(f"spark local[*], {big_size / (1 << 30):.1f} GiB", result["seconds"], big_size)
-        print(
-            f"  driver peak RSS {result['driver_rss'] / MiB:,.0f} MiB (target < 1024), "
-            f"driver JVM {result['driver_jvm_rss'] / MiB:,.0f} MiB"
-        )
 
 
 def print_rss(result: dict[str, Any]) -> None:

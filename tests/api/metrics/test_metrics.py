@@ -1,5 +1,5 @@
 """The metrics on a real daemon over real logs: every name is exported, promtool accepts the exposition,
-the per-partition and retention figures follow the live logs, and ``/metrics`` serves them over HTTP."""
+the retention figures follow the live logs, and ``/metrics`` serves them over HTTP."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 import httpx
 
 from service.base.clock import ManualClock
-from service.core.explain import explain_partition
 from service.storage.log import PartitionLog
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
@@ -69,75 +68,6 @@ def test_promtool_accepts_the_exposition(tmp_path: Path) -> None:
     assert result.returncode == 3, findings  # 3: lint findings only, no parse error
     # exactly the names kept for Kafka's sake (docs/metrics.md): a new finding fails, and so does one fixed
     assert findings == CONTRACT_NAME_EXCEPTIONS
-
-
-def test_partition_gauges_follow_the_live_logs(tmp_path: Path) -> None:
-    clock = ManualClock()
-    with running_daemon([tmp_path], ONE_RECORD_SEGMENTS, clock=clock) as daemon:
-        first, second = daemon.log_manager.create_topic("orders", 2)
-        append(first, *[clock.now_ms()] * 5)
-        append(second, clock.now_ms())
-        first.increment_log_start_offset(3)
-
-        def assert_gauges_match() -> Scrape:
-            scrape = Scrape.of(daemon.metrics_registry)
-            for log in (first, second):
-                labels = {"topic": "orders", "partition": str(log.topic_partition.partition)}
-                assert scrape.value("kafka_log_log_size", **labels) == log.size_bytes > 0
-                assert scrape.value("kafka_log_log_numlogsegments", **labels) == len(log.segments)
-                assert scrape.value("kafka_log_log_logstartoffset", **labels) == log.log_start_offset
-                assert scrape.value("kafka_log_log_logendoffset", **labels) == log.log_end_offset
-            return scrape
-
-        scrape = assert_gauges_match()
-        assert scrape.value("kafka_log_log_logstartoffset", topic="orders", partition="0") == 3
-        assert scrape.value("kafka_log_log_numlogsegments", topic="orders", partition="0") == 5
-
-        append(second, *[clock.now_ms()] * 3)  # read live at each scrape
-        assert assert_gauges_match().value("kafka_log_log_logendoffset", topic="orders", partition="1") == 4
-
-        daemon.log_manager.delete_topic("orders")
-        assert Scrape.of(daemon.metrics_registry).series("kafka_log_log_size") == {}
-
-
-def test_future_timestamp_segments_are_those_explain_names(tmp_path: Path) -> None:
-    clock = ManualClock()
-    now = clock.now_ms()
-    overrides = {**ONE_RECORD_SEGMENTS, "log.retention.ms": str(HOUR_MS)}
-    with running_daemon([tmp_path], overrides, clock=clock) as daemon:
-        stamped, plain, no_timestamps = daemon.log_manager.create_topic("events", 3)
-        # expired, expired, a day ahead, expired, two days ahead, and the active segment (now)
-        append(stamped, now - DAY_MS, now - DAY_MS, now + DAY_MS, now - DAY_MS, now + 2 * DAY_MS, now)
-        append(plain, now - DAY_MS, now)
-        append(no_timestamps, -1, -1)  # no record timestamp: a segment ages by its file's mtime
-        ahead, active = no_timestamps.segments
-        ahead.set_last_modified_ms(now + DAY_MS)
-        active.set_last_modified_ms(now)  # the file system set the wall clock's time
-
-        def future_segments(log: PartitionLog) -> float | None:
-            tp = log.topic_partition
-            return Scrape.of(daemon.metrics_registry).value(
-                "logcleaner_retention_future_timestamp_segments", topic=tp.topic, partition=str(tp.partition)
-            )
-
-        def explained(log: PartitionLog) -> int:
-            doc = explain_partition(log, now_ms=clock.now_ms(), cleaner_enabled=True, cleaner_checkpoints={})
-            segments = doc["segments"]
-            assert isinstance(segments, list)
-            return sum(1 for s in segments if s["reason"] == "future-timestamp")
-
-        assert future_segments(stamped) == explained(stamped) == 2
-        assert future_segments(no_timestamps) == explained(no_timestamps) == 1
-        assert future_segments(plain) is None and explained(plain) == 0  # no series without any
-
-        deleted = daemon.log_manager.cleanup_logs()
-        assert [(d.topic, d.base_offset) for d in deleted] == [("events", 0), ("events", 1), ("events", 0)]
-        assert future_segments(stamped) == explained(stamped) == 2  # they hold back what follows
-
-        clock.advance(DAY_MS + 1)
-        assert future_segments(stamped) == explained(stamped) == 1
-        clock.advance(DAY_MS)
-        assert future_segments(stamped) is None and explained(stamped) == 0
 
 
 def test_retention_deletions_are_counted_by_reason(tmp_path: Path) -> None:

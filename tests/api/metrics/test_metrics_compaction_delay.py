@@ -3,7 +3,9 @@
 A partition is late only while the cleaner would pick it and has not: a high dirty share under a higher
 ``min.cleanable.dirty.ratio`` is 0 however long it lasts; a partition above its ratio counts from the scrape
 that first found it so, and a cleaning sets it back to 0; past ``max.compaction.lag.ms`` it counts from the
-moment the lag passed for its oldest dirty batch."""
+moment the lag passed for its oldest dirty batch. These check the series a daemon exports, with its real
+cleaner and topic configs; the tracker's rules on their own are in
+``tests/service/core/test_compaction_delay.py``."""
 
 from __future__ import annotations
 

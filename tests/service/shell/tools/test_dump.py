@@ -15,7 +15,6 @@ import pytest
 
 from service.base.clock import ManualClock
 from service.shell.cli import main
-from service.shell.tools.dump_readers import file_kind
 from service.storage.checkpoints import encode_checkpoint
 from service.storage.clean_shutdown import write_clean_shutdown_marker
 from service.storage.compression import CompressionType
@@ -517,30 +516,6 @@ def test_clean_shutdown_marker(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 # -- kinds and usage ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("name", "kind"),
-    [
-        ("00000000000000000000.log", "log"),
-        ("00000000000000000000.log.deleted", "log"),
-        ("00000000000000000000.log.cleaned", "log"),
-        ("00000000000000000000.index.swap", "index"),
-        ("00000000000000000000.timeindex", "timeindex"),
-        ("00000000000000000000.txnindex.deleted", "txnindex"),
-        ("recovery-point-offset-checkpoint", "checkpoint"),
-        (".kafka_cleanshutdown", "clean_shutdown"),
-        ("00000000000000000000.snapshot", "snapshot"),
-        ("00000000000000000003.snapshot.deleted", "snapshot"),
-        ("leader-epoch-checkpoint", "leader_epoch"),
-        ("partition.metadata", "partition_metadata"),
-        (".snapshot", None),
-        ("server.properties", None),
-        (".log", None),
-    ],
-)
-def test_file_kind(name: str, kind: str | None) -> None:
-    assert file_kind(Path(name)) == kind
 
 
 def test_temp_suffix_files_are_dumped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

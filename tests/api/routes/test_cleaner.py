@@ -1,4 +1,5 @@
-"""Uncleanable partitions over real HTTP against a daemon with a real cleaner thread: ``GET /v1/cleaner``
+"""``/v1/cleaner`` over HTTP: a forced cleaning round and the cleaner's status; uncleanable partitions
+against a daemon with a real cleaner thread: ``GET /v1/cleaner``
 lists one with its reason, since when, its attempts and next try; ``POST .../retry`` answers 202 and the
 thread tries it at its next round (404 for a partition that is not uncleanable); ``/metrics`` counts it."""
 
@@ -10,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.conftest import Served, assert_problem, serve_daemon, string_record
+from tests.api.conftest import (
+    Served,
+    assert_problem,
+    produce_one_by_one,
+    serve_daemon,
+    string_record,
+    unique_topic_name,
+)
 from tests.api.metrics_helpers import Scrape
 from tests.cleaner.helpers import flip_byte, wait_for
 
@@ -95,3 +103,32 @@ def test_a_retry_of_a_partition_that_is_not_uncleanable_is_404(cleaning: Served)
     assert_problem(cleaning.client.post("/v1/cleaner/uncleanable/never-created/0/retry"), 404)
     assert_problem(cleaning.client.post("/v1/cleaner/uncleanable/fine/-1/retry"), 422, field="partition")
     assert_problem(cleaning.client.post("/v1/cleaner/uncleanable/a..b!/0/retry"), 422, field="topic")
+
+
+def test_forced_cleaning_and_cleaner_status(served: Served) -> None:
+    topic = unique_topic_name("clean")
+    configs = {"cleanup.policy": "compact", "segment.bytes": 200}
+    served.client.post("/v1/topics", json={"name": topic, "configs": configs})
+    produce_one_by_one(served, topic, 9)
+    cleaned = served.client.post("/v1/cleaner/run", json={"topic": topic, "partition": 0})
+    assert cleaned.status_code == 200, cleaned.text
+    (entry,) = cleaned.json()["cleaned"]
+    assert {"topic", "partition", "first_dirty_offset", "end_offset", "stats"} <= entry.keys()
+    assert entry["first_dirty_offset"] == 0 and entry["end_offset"] > 0
+    checkpoint = served.client.get("/v1/checkpoints/cleaner-offset-checkpoint").json()["checkpoints"][0]
+    assert {"topic": topic, "partition": 0, "offset": entry["end_offset"]} in checkpoint["entries"]
+    status = served.client.get("/v1/cleaner")
+    assert status.status_code == 200 and isinstance(status.json(), dict)
+
+    assert_problem(
+        served.client.post("/v1/cleaner/run", json={"topic": "never-created", "partition": 0}), 404
+    )
+    plain = unique_topic_name("plain")
+    served.client.post("/v1/topics", json={"name": plain})
+    assert_problem(served.client.post("/v1/cleaner/run", json={"topic": plain, "partition": 0}), 409)
+    for bad, field in [
+        ({"topic": topic}, "partition"),
+        ({"topic": "a/b", "partition": 0}, "topic"),
+        ({"topic": topic, "partition": -1}, "partition"),
+    ]:
+        assert_problem(served.client.post("/v1/cleaner/run", json=bad), 422, field=field)
