@@ -32,7 +32,6 @@ import os
 import signal
 import threading
 import time
-from types import FrameType
 from typing import NoReturn
 
 from api.server import ApiServer  # the API and the cleaner: imported while serve's early prescans run
@@ -53,6 +52,7 @@ from service.shell.node import (
     schedule_log_tasks,
 )
 from service.shell.sd_notify import sd_notify
+from service.shell.signal_relay import SignalRelay
 from service.storage.log_dir import LoadInterruptedError
 from service.storage.prescan import EarlyPrescans
 from service.storage.topic_partition import TopicPartition
@@ -109,6 +109,7 @@ class Daemon:
         self._stopping = False
         self._stop_began: float | None = None  # monotonic time of the first stop signal
         self._watchdog: threading.Timer | None = None  # ends a stop that overruns shutdown.timeout.ms
+        self._signals: SignalRelay | None = None  # hands SIGTERM and SIGINT to request_stop
 
     def start(self) -> None:
         """Bind the API, then lock and load the logs, then start the tasks; a failure stops what started.
@@ -269,7 +270,7 @@ class Daemon:
             return self.log_manager.load_progress.describe()
         return None
 
-    def request_stop(self, signum: int | None = None, _frame: FrameType | None = None) -> None:
+    def request_stop(self, signum: int | None = None) -> None:
         """The first SIGTERM/SIGINT stops cleanly; a second exits at once, without the marker.
 
         A signal while the logs load ends the loading at the next partition (start-up then fails, exit 1,
@@ -286,9 +287,11 @@ class Daemon:
         self._stop.set()
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM and SIGINT request the stop; installed before start-up, so a stop may interrupt it."""
-        signal.signal(signal.SIGTERM, self.request_stop)
-        signal.signal(signal.SIGINT, self.request_stop)
+        """SIGTERM and SIGINT request the stop; installed before start-up, so a stop may interrupt it.
+        ``request_stop`` runs on the relay's thread (``signal_relay``: a handler must take no lock)."""
+        if self._signals is None:
+            self._signals = SignalRelay(self.request_stop)
+        self._signals.install(signal.SIGTERM, signal.SIGINT)
 
     def run_until_stopped(self) -> None:
         self.install_signal_handlers()

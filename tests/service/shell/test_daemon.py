@@ -169,8 +169,7 @@ def never_returns() -> None:
     threading.Event().wait()
 daemon.scheduler.add_periodic("test-hung-task", 3_600_000, never_returns)
 daemon.start()
-signal.signal(signal.SIGTERM, daemon.request_stop)  # before the test is told to signal
-signal.signal(signal.SIGINT, daemon.request_stop)
+daemon.install_signal_handlers()  # before the test is told to signal
 started.wait()
 print("task running", flush=True)
 try:
