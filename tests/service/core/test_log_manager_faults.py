@@ -18,36 +18,17 @@ import pytest
 
 from service.base.clock import ManualClock
 from service.base.errors import ConflictError, LogClosedError, LogDirOfflineError
-from service.core.log_manager import LogManager, LogManagerSettings
-from service.core.tasks import ManualTaskScheduler
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
-
-MakeManager = Callable[..., LogManager]
+from tests.service.core.managers import MakeManager, manager_factory
 
 
 @pytest.fixture
 def make_manager() -> Iterator[MakeManager]:
-    managers: list[LogManager] = []
-    clock = ManualClock(1_700_000_000_000)
-
-    def _make(*log_dirs: Path, **settings: Any) -> LogManager:
-        manager = LogManager(
-            list(log_dirs),
-            lambda topic: LogConfig(),
-            clock=clock,
-            scheduler=ManualTaskScheduler(clock),
-            settings=LogManagerSettings(**settings),
-        )
-        managers.append(manager)
-        manager.startup()
-        return manager
-
-    yield _make
-    for manager in managers:
-        manager.release_locks()
+    with manager_factory(ManualClock(1_700_000_000_000), lambda _topic: LogConfig()) as make:
+        yield make
 
 
 def _append(log: PartitionLog, prefix: bytes, count: int) -> None:

@@ -6,26 +6,25 @@ kept with their last figures. (The series ``/metrics`` makes of them are in ``te
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from service.base.clock import ManualClock
-from service.core.log_manager import LogManager, LogManagerSettings
+from service.core.log_manager import LogManager
 from service.core.partition_figures import PartitionFigures
 from service.core.ports import PartitionScrape
-from service.core.tasks import ManualTaskScheduler
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.records import Record
 from service.storage.topic_partition import TopicPartition
+from tests.service.core.managers import MakeManager, manager_factory
 from tests.service.retention_helpers import START_MS
 
 MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS
 DAY_MS = 24 * HOUR_MS
-MakeManager = Callable[..., LogManager]
 
 
 def config_for(topic: str) -> LogConfig:
@@ -45,23 +44,8 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def make_manager(clock: ManualClock) -> Iterator[MakeManager]:
-    managers: list[LogManager] = []
-
-    def _make(*log_dirs: Path, cleaner_enabled: bool = True) -> LogManager:
-        manager = LogManager(
-            list(log_dirs),
-            config_for,
-            clock=clock,
-            scheduler=ManualTaskScheduler(clock),
-            settings=LogManagerSettings(cleaner_enabled=cleaner_enabled),
-        )
-        managers.append(manager)
-        manager.startup()
-        return manager
-
-    yield _make
-    for manager in managers:
-        manager.release_locks()
+    with manager_factory(clock, config_for) as make:
+        yield make
 
 
 def append(log: PartitionLog, *timestamps: int) -> None:
