@@ -140,7 +140,9 @@ def _index_entries(index_path: Path, base: int, log_size: int) -> list[OffsetPos
 
 
 def _cut_positions(entries: list[OffsetPosition], start: int, size: int, max_split_bytes: int) -> list[int]:
-    """Batch-start positions after ``start`` where a split of at most ~``max_split_bytes`` ends."""
+    """Batch-start positions after ``start`` where a split ends: at the first offset-index entry at or past
+    ``max_split_bytes`` from the split's start, so every split but the last holds at least that many bytes
+    and at most one index interval (``index.interval.bytes``) more."""
     cuts = []
     last = start
     for entry in entries:
