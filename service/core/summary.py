@@ -82,7 +82,7 @@ def summary_parts(
         else:
             stale.append((log, inputs))
     read_largest_timestamps(
-        segment for stale_log in stale for segment in _sealed_under_time_retention(stale_log)
+        segment for log, _inputs in stale for segment in _sealed_under_time_retention(log)
     )
     for log, inputs in stale:
         part = _log_part(log, inputs, now_ms, cleaner_enabled)
@@ -142,12 +142,11 @@ def _unloaded_parts(manager: LogManager) -> list[PartitionBytes]:
     return parts
 
 
-def _sealed_under_time_retention(stale: tuple[PartitionLog, _Inputs]) -> Sequence[LogSegment]:
+def _sealed_under_time_retention(log: PartitionLog) -> Sequence[LogSegment]:
     """The sealed segments whose largest timestamps ``partition_bytes`` reads (under time retention)."""
-    config = stale[0].config
-    if not config.has_delete_policy or config.retention_ms < 0:
+    if not log.config.has_delete_policy or log.config.retention_ms < 0:
         return ()
-    return stale[0].snapshot.segments[:-1]
+    return log.snapshot.segments[:-1]
 
 
 def _offline_dir_bytes(log_dir: Path) -> int:
