@@ -27,8 +27,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
-import crc32c
-
 from service.core.cpus import usable_cpus
 from service.storage.compression import CompressionType, compress, decompress, system_codecs
 from service.storage.native_module import load_native_module
@@ -39,6 +37,7 @@ from service.storage.records import (
     RECORD_BATCH_OVERHEAD,
     RecordBatch,
     TimestampType,
+    crc32c_of,
 )
 
 __all__ = [
@@ -485,6 +484,6 @@ def encode_rebuilt_batch(
             records_count,
         )
     )
-    crc = crc32c.crc32c(area, crc32c.crc32c(header[21:]))
+    crc = crc32c_of(area, crc32c_of(header[21:]))
     header[17:21] = crc.to_bytes(4, "big")
     return bytes(header) + area

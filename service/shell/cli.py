@@ -24,6 +24,7 @@ from service.base.errors import (
     LogCleanerError,
     NotFoundError,
 )
+from service.core.collector import collector_paused
 from service.core.version import version_line
 from service.shell.process_exit import exit_process, skip_teardown
 from service.shell.tools.log_commands import (
@@ -35,7 +36,7 @@ from service.shell.tools.log_commands import (
 )
 from service.storage.prescan import start_early_prescans
 
-__all__ = ["cli", "exit_process", "main", "run"]
+__all__ = ["cli", "exit_process", "main"]
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
@@ -110,17 +111,20 @@ def serve(config_file: Path | None, overrides: tuple[str, ...], quiet: bool) -> 
     broker = load_config(config_file, overrides)
     # A clean dir's partition dirs are scanned (in C, the GIL released) while the API is imported and built.
     prescans = start_early_prescans(broker.log_dir_paths)
-    try:
-        from service.shell.daemon import Daemon  # the API, scheduler and cleaner: imported for serve alone
+    # Start-up only adds long-lived objects (the API's modules, then the logs): no cyclic collection until
+    # it is done, and what it made is frozen out of later collections' view.
+    with collector_paused(freeze=True):
+        try:
+            from service.shell.daemon import Daemon  # the API, scheduler and cleaner: for serve alone
 
-        if not quiet:  # the daemon's own lines and the audit trail at INFO even without -v
-            for name in ("service.shell.daemon", AUDIT_LOGGER_NAME):
-                logging.getLogger(name).setLevel(min(logging.getLogger().level, logging.INFO))
-        daemon = Daemon(broker, prescans=prescans, freeze_loaded=True)
-        daemon.install_signal_handlers()  # a stop while the logs load interrupts the loading
-        daemon.start()
-    finally:
-        prescans.close()  # what the start-up did not take over (it failed before the logs loaded)
+            if not quiet:  # the daemon's own lines and the audit trail at INFO even without -v
+                for name in ("service.shell.daemon", AUDIT_LOGGER_NAME):
+                    logging.getLogger(name).setLevel(min(logging.getLogger().level, logging.INFO))
+            daemon = Daemon(broker, prescans=prescans, freeze_loaded=True)
+            daemon.install_signal_handlers()  # a stop while the logs load interrupts the loading
+            daemon.start()
+        finally:
+            prescans.close()  # what the start-up did not take over (it failed before the logs loaded)
     try:
         daemon.run_until_stopped()
     finally:
@@ -157,8 +161,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.echo(f"logcleaner: error: {exc}", err=True)
         return EXIT_FAILURE
     return result if isinstance(result, int) else 0
-
-
-def run() -> None:
-    """Console-script entry point."""
-    exit_process(main())

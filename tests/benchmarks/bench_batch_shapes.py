@@ -102,7 +102,7 @@ def build_in_place(tree: Path) -> None:
 
 def clean_round(log_dir: Path, tree: Path | None = None) -> dict[str, float]:
     """One offline in-process ``clean`` of the log dir (by ``tree``'s code if given): its round's stats."""
-    command = [sys.executable, "-c", "from service.shell.cli import run; run()", "clean", "--json"]
+    command = [sys.executable, "-c", "from service.__main__ import run; run()", "clean", "--json"]
     command += ["--override", f"log.dirs={log_dir}", "--override", "log.cleaner.engine=in-process"]
     env = {**os.environ, "PYTHONPATH": str(tree)} if tree is not None else None
     # run from the log dir's parent: no source tree in the current directory shadows the one meant
