@@ -41,24 +41,45 @@ def dumps_indented(document: object) -> str:
 def dumps_indented_items(items: list[object], depth: int) -> str:
     """The items of an array ``depth`` levels deep, as ``json.dumps(indent=2)`` lays them out between its
     brackets (one after the other, a comma and a line break between them, no bracket); "" for none. Parts
-    of one array written apart (by the processes of a split inspection) join with ``",\n"``."""
+    of one array written apart (by the processes of a split inspection) join with ``",\n"``. Each item is
+    written at its own depth, in one join: no copy of the whole text is cut or re-indented after."""
     if not items:
         return ""
-    text = dumps_indented(items)  # "[\n  item,\n  item\n]": no line break inside a string's text
-    indent = _INDENT * depth
-    return indent + text[2:-2].replace("\n", "\n" + indent) if depth else text[2:-2]
+    newline = "\n" + _INDENT * (depth + 1)
+    parts = [newline[1:]]
+    try:
+        if c_make_encoder is None:  # a Python built without the _json accelerator
+            raise _NotPlain
+        for n, item in enumerate(items):
+            if n:
+                parts.append("," + newline)
+            _encode(item, parts, newline)
+    except _NotPlain:
+        text = json.dumps(items, indent=2)  # "[\n  item,\n  item\n]": no line break inside a string's text
+        indent = _INDENT * depth
+        return indent + text[2:-2].replace("\n", "\n" + indent) if depth else text[2:-2]
+    return "".join(parts)
 
 
 def indented_array_document(key: str, parts: list[str], *, before: Mapping[str, object] | None = None) -> str:
     """``dumps_indented({**before, key: items})`` from the parts ``dumps_indented_items(…, depth=1)`` wrote of
-    them; ``before``'s members (small: each on one line) come first."""
-    items = ",\n".join(part for part in parts if part)
-    array = "[\n" + items + "\n" + _INDENT + "]" if items else "[]"
-    head = "".join(
-        _INDENT + encode_basestring_ascii(name) + ": " + json.dumps(value) + ",\n"
-        for name, value in (before or {}).items()
-    )
-    return "{\n" + head + _INDENT + encode_basestring_ascii(key) + ": " + array + "\n}"
+    them; ``before``'s members come first. The parts (tens of MiB at a broker's worth of partitions) are
+    copied once, by one join."""
+    pieces = ["{\n"]
+    for name, value in (before or {}).items():
+        member = dumps_indented(value).replace("\n", "\n" + _INDENT)  # small: re-indented whole
+        pieces += (_INDENT, encode_basestring_ascii(name), ": ", member, ",\n")
+    pieces += (_INDENT, encode_basestring_ascii(key), ": ")
+    items = [part for part in parts if part]
+    if items:
+        pieces.append("[\n")
+        for n, part in enumerate(items):
+            pieces += (",\n", part) if n else (part,)
+        pieces.append("\n" + _INDENT + "]")
+    else:
+        pieces.append("[]")
+    pieces.append("\n}")
+    return "".join(pieces)
 
 
 def _not_plain(value: object) -> object:

@@ -76,3 +76,31 @@ def test_what_json_dumps_refuses_is_refused_the_same_way(document: object) -> No
 def test_an_array_written_in_parts_is_laid_out_as_json_dumps_indent_2(items: list[object], cut: int) -> None:
     parts = [dumps_indented_items(items[:cut], 1), dumps_indented_items(items[cut:], 1)]
     assert indented_array_document("partitions", parts) == json.dumps({"partitions": items}, indent=2)
+
+
+@given(st.lists(documents, min_size=1, max_size=4), st.integers(min_value=0, max_value=3))
+def test_items_at_any_depth_are_laid_out_as_json_dumps_lays_them_out_there(
+    items: list[object], depth: int
+) -> None:
+    nested: object = items  # the array ``depth`` objects deep: {"k": {"k": [items]}} for depth 2
+    for _ in range(depth):
+        nested = {"k": nested}
+    text = json.dumps(nested, indent=2)
+    start = text.index("[\n") + 2
+    end = text.rindex("\n" + "  " * depth + "]")
+    assert dumps_indented_items(items, depth) == text[start:end]
+
+
+def test_items_json_dumps_converts_and_the_members_before_them_are_laid_out_as_json_dumps() -> None:
+    items: list[object] = [{"size": Size.ONE, "reason": "time"}, {"segments": [Size.ONE, 2]}, None]
+    before = {"ignored_broker_keys": ["x.y", "z"], "count": 3}
+    parts = [
+        dumps_indented_items(items[:2], 1),
+        dumps_indented_items([], 1),
+        dumps_indented_items(items[2:], 1),
+    ]
+    expected = json.dumps({**before, "partitions": items}, indent=2)
+    assert indented_array_document("partitions", parts, before=before) == expected
+    assert indented_array_document("partitions", [""], before=before) == json.dumps(
+        {**before, "partitions": []}, indent=2
+    )

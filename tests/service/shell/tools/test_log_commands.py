@@ -215,3 +215,30 @@ def test_a_warning_of_a_read_only_load_names_the_operators_file_and_says_nothing
     torn = [line for line in warnings if "truncating" in line]
     assert torn and str(log_dir.resolve() / "t-0") in torn[0], torn
     assert torn[0].endswith("(in a read-only copy: nothing in the log dir was changed)"), torn
+
+
+FROZEN_PROBE = """
+import gc, sys
+from pathlib import Path
+from service.shell.tools.log_commands import inspect_logs, load_config
+
+broker = load_config(None, (f"log.dirs={sys.argv[1]}",))
+answer = inspect_logs(broker, lambda manager, copies: [list(manager.logs.values())], shares=False)
+tracked = {id(o) for o in gc.get_objects()}  # the collector's generations: frozen objects are not in them
+print(gc.isenabled(), len(answer[0]), id(answer) in tracked, any(id(log) in tracked for log in answer[0]))
+"""
+
+
+def test_an_inspection_freezes_what_it_leaves_alive_and_collects_again_after(tmp_path: Path) -> None:
+    """The logs and the answer are out of the collector's view once the inspection returns: the first
+    collection after it does not walk a broker's worth of logs."""
+    make_old_logs(tmp_path / "logs", partitions=3)
+    probe = subprocess.run(
+        [sys.executable, "-c", FROZEN_PROBE, str(tmp_path / "logs")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.split() == ["True", "3", "False", "False"]
