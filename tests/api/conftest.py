@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from api.server import ApiServer
 from service.config.broker_config import BrokerConfig
 from service.shell.daemon import Daemon
 
@@ -76,6 +77,23 @@ def topic(served: Served, request: pytest.FixtureRequest) -> str:
     response = served.client.post("/v1/topics", json={"name": name, "partitions": 1})
     assert response.status_code == 201, response.text
     return name
+
+
+def unstarted_daemon(log_dir: Path) -> Daemon:
+    """A quiet daemon over ``log_dir`` that is never started: its logs are not loaded."""
+    broker, _ = BrokerConfig.from_properties({"log.dirs": str(log_dir), **QUIET_DAEMON})
+    return Daemon(broker)
+
+
+@contextmanager
+def running(server: ApiServer) -> Iterator[httpx.Client]:
+    """``server`` started, with a client on its URL; stopped after."""
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            yield client
+    finally:
+        server.stop()
 
 
 def unique_topic_name(hint: str) -> str:

@@ -14,9 +14,7 @@ import pytest
 from api.app import create_app
 from api.deps import ApiSettings
 from api.server import ApiServer
-from service.config.broker_config import BrokerConfig
-from service.shell.daemon import Daemon
-from tests.api.conftest import QUIET_DAEMON, assert_problem
+from tests.api.conftest import assert_problem, running, unstarted_daemon
 
 TOKEN = "s3cret-token"
 NOT_READY = "loading: 0 of 3 logs"
@@ -24,17 +22,11 @@ NOT_READY = "loading: 0 of 3 logs"
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[httpx.Client]:
-    broker, _ = BrokerConfig.from_properties({"log.dirs": str(tmp_path), **QUIET_DAEMON})
-    daemon = Daemon(broker)
+    daemon = unstarted_daemon(tmp_path)
     settings = ApiSettings(auth_token=TOKEN, max_records_per_request=3)
     app = create_app(daemon.view, daemon.metrics_registry, settings=settings, not_ready=lambda: NOT_READY)
-    server = ApiServer(app, host="127.0.0.1", port=0)
-    server.start()
-    try:
-        with httpx.Client(base_url=server.url, timeout=30) as client:
-            yield client
-    finally:
-        server.stop()
+    with running(ApiServer(app, host="127.0.0.1", port=0)) as client:
+        yield client
 
 
 def test_every_router_is_mounted_and_the_settings_reach_the_document(client: httpx.Client) -> None:

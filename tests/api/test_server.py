@@ -9,8 +9,6 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -23,27 +21,12 @@ from service.config.broker_config import BrokerConfig
 from service.core.ports import CleanerFigures, CleanerView, LogQueries, SummaryView
 from service.shell.daemon import Daemon
 from service.storage.topic_partition import TopicPartition
-from tests.api.conftest import QUIET_DAEMON, Served, assert_problem, string_record
-
-
-def unstarted_daemon(tmp_path: Path) -> Daemon:
-    broker, _ = BrokerConfig.from_properties({"log.dirs": str(tmp_path), **QUIET_DAEMON})
-    return Daemon(broker)
+from tests.api.conftest import Served, assert_problem, running, string_record, unstarted_daemon
 
 
 def settings_of(broker: BrokerConfig) -> ApiSettings:
     """The ``api.*`` settings the composition root builds (no token file here)."""
     return ApiSettings.from_broker(broker, auth_token=None)
-
-
-@contextmanager
-def running(server: ApiServer) -> Iterator[httpx.Client]:
-    server.start()
-    try:
-        with httpx.Client(base_url=server.url, timeout=30) as client:
-            yield client
-    finally:
-        server.stop()
 
 
 def test_port_zero_takes_a_free_port_and_says_which(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

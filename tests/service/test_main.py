@@ -11,6 +11,7 @@ import textwrap
 
 from service.core.version import package_version
 from tests.paths import REPO
+from tests.service.cli_process import logcleaner
 
 PROBE = textwrap.dedent(
     """
@@ -50,12 +51,6 @@ def test_the_cli_is_imported_without_a_collection_then_frozen_and_the_command_ru
 
 
 def test_the_command_s_exit_code_is_the_process_s() -> None:
-    bad = subprocess.run(
-        [sys.executable, "-m", "service", "explain", "--override", "no.such.key"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    bad = logcleaner("explain", "--override", "no.such.key")
     assert bad.returncode == 2
     assert bad.stderr.startswith("logcleaner: error:") and len(bad.stderr.splitlines()) == 1

@@ -68,12 +68,18 @@ def take_offline(manager: LogManager, log_dir: Path) -> None:
     assert list(manager.offline_dirs) == [log_dir.resolve()]
 
 
+def events_and_profiles(manager: LogManager) -> tuple[PartitionLog, PartitionLog]:
+    """One partition each of ``events`` (deleted by time) and ``profiles`` (compacted: see ``config_for``)."""
+    [events] = manager.create_topic("events", 1)
+    [profiles] = manager.create_topic("profiles", 1)
+    return events, profiles
+
+
 def test_a_row_per_live_log_and_delays_for_the_compacted_ones(
     tmp_path: Path, clock: ManualClock, make_manager: MakeManager
 ) -> None:
     manager = make_manager(tmp_path / "logs")
-    [events] = manager.create_topic("events", 1)
-    [profiles] = manager.create_topic("profiles", 1)
+    events, profiles = events_and_profiles(manager)
     now = clock.now_ms()
     append(events, now - DAY_MS, now + DAY_MS, now)  # the middle segment stamped a day ahead
     append(profiles, now, now, now, now)
@@ -134,8 +140,7 @@ def test_a_deleted_topic_leaves_the_scrape(
     tmp_path: Path, clock: ManualClock, make_manager: MakeManager
 ) -> None:
     manager = make_manager(tmp_path / "logs")
-    [events] = manager.create_topic("events", 1)
-    [profiles] = manager.create_topic("profiles", 1)
+    events, profiles = events_and_profiles(manager)
     now = clock.now_ms()
     append(events, now + DAY_MS, now)
     append(profiles, now, now, now)

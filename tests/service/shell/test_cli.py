@@ -14,6 +14,7 @@ import pytest
 from service.shell.cli import main
 from tests.paths import REPO
 from tests.service.cli_logs import DAY_MS, make_logs
+from tests.service.cli_process import logcleaner
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -63,26 +64,17 @@ def test_a_malformed_override_is_bad_usage(capsys: pytest.CaptureFixture[str], t
 
 
 def test_unknown_keys_warn_and_the_command_goes_on(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "service",
-            "retention",
-            "--json",
-            "--override",
-            f"log.dirs={tmp_path}",
-            "--override",
-            "broker.id=7",
-            "--override",
-            "log.retention.hourz=1",
-            "--override",
-            "bogus.key=1",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    proc = logcleaner(
+        "retention",
+        "--json",
+        "--override",
+        f"log.dirs={tmp_path}",
+        "--override",
+        "broker.id=7",
+        "--override",
+        "log.retention.hourz=1",
+        "--override",
+        "bogus.key=1",
     )
     assert proc.returncode == 0, proc.stderr
     misspelt, bogus = proc.stderr.splitlines()  # broker.id is Kafka's: read quietly
@@ -94,21 +86,8 @@ def test_unknown_keys_warn_and_the_command_goes_on(tmp_path: Path) -> None:
 
 
 def test_serve_with_a_bad_config_exits_2_before_loading(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "service",
-            "serve",
-            "--override",
-            f"log.dirs={tmp_path}",
-            "--override",
-            "log.retention.check.interval.ms=0",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    proc = logcleaner(
+        "serve", "--override", f"log.dirs={tmp_path}", "--override", "log.retention.check.interval.ms=0"
     )
     assert proc.returncode == 2
     assert "log.retention.check.interval.ms" in proc.stderr

@@ -11,12 +11,7 @@ from pathlib import Path
 
 from tests.paths import REPO
 from tests.service.cli_logs import DAY_MS, make_old_logs, snapshot
-
-
-def logcleaner(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "service", *args], capture_output=True, text=True, cwd=REPO, timeout=120
-    )
+from tests.service.cli_process import logcleaner
 
 
 def test_an_inspection_ends_with_its_whole_answer_and_nothing_changed(tmp_path: Path) -> None:
