@@ -169,13 +169,12 @@ class LogManager:
         self,
         stop: threading.Event | None = None,
         prescans: EarlyPrescans | None = None,
-        *,
-        freeze_loaded: bool = False,
     ) -> None:
         """Lock and load every log dir; an I/O error takes only that dir offline. Once ``stop`` is set no
         further partition loads (``LoadInterruptedError``; the locks stay held until ``release_locks``).
         ``prescans``: dirs already locked and being scanned ahead (``serve``: ``start_early_prescans``);
-        their locks and scans are taken over. ``freeze_loaded``: the daemon's (``collector_paused``).
+        their locks and scans are taken over. The collector is paused meanwhile (``collector_paused``);
+        ``serve`` freezes what its whole start-up made (``cli.serve``).
         A partition held by two dirs stops it first, before any lock or write (``duplicate_dirs``); a stray
         replica is set aside before that check, as Kafka's ``loadLog`` does
         (``service.core.stray_replicas``)."""
@@ -199,7 +198,7 @@ class LogManager:
             except OSError as exc:
                 self._mark_offline(state, exc)
         try:
-            with collector_paused(freeze=freeze_loaded):
+            with collector_paused():
                 self._load_dirs(stop, started, strays, topic_ids)
         finally:
             for prescan in started.values():

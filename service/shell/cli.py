@@ -120,7 +120,7 @@ def serve(config_file: Path | None, overrides: tuple[str, ...], quiet: bool) -> 
             if not quiet:  # the daemon's own lines and the audit trail at INFO even without -v
                 for name in ("service.shell.daemon", AUDIT_LOGGER_NAME):
                     logging.getLogger(name).setLevel(min(logging.getLogger().level, logging.INFO))
-            daemon = Daemon(broker, prescans=prescans, freeze_loaded=True)
+            daemon = Daemon(broker, prescans=prescans)
             daemon.install_signal_handlers()  # a stop while the logs load interrupts the loading
             daemon.start()
         finally:

@@ -76,15 +76,11 @@ class Daemon:
         *,
         clock: Clock | None = None,
         prescans: EarlyPrescans | None = None,
-        freeze_loaded: bool = False,
     ) -> None:
         """``prescans``: log dirs ``serve`` locked and began to scan before importing this module
-        (``start_early_prescans``); the LogManager takes them over at start-up. ``freeze_loaded``: the
-        objects alive once the logs loaded leave the cyclic collector's view (``collector_paused``), as
-        ``serve``'s process does; a process that starts daemons again and again (tests) leaves it off."""
+        (``start_early_prescans``); the LogManager takes them over at start-up."""
         self.broker = broker
         self._prescans = prescans
-        self._freeze_loaded = freeze_loaded
         self.clock = clock or SystemClock()
         # The API and the metrics see the node's parts (node.view), not this daemon.
         self.node = build_node(
@@ -143,9 +139,7 @@ class Daemon:
             try:
                 if self._stop.is_set():
                     raise LoadInterruptedError("a stop was requested before the logs loaded")
-                self.log_manager.startup(
-                    stop=self._stop, prescans=self._prescans, freeze_loaded=self._freeze_loaded
-                )
+                self.log_manager.startup(stop=self._stop, prescans=self._prescans)
             except ConflictError as exc:
                 raise StartupError(str(exc)) from exc
             except LoadInterruptedError as exc:
