@@ -129,7 +129,7 @@ class CleanerManager:
                     logger.error(
                         "Error choosing whether to clean %s (log dir %s); marking it uncleanable",
                         tp,
-                        log.directory.parent,
+                        log.log_dir,
                         exc_info=exc,
                     )
                     self.mark_uncleanable(log, _inactive_bytes(log), describe_failure(exc))
@@ -297,7 +297,7 @@ class CleanerManager:
         """Give up on ``log`` (until its retry; see ``UncleanablePartitions``); ``by`` names the thread
         (default: the calling thread's name)."""
         self.uncleanable_partitions.mark(
-            log.directory.parent,
+            log.log_dir,
             log.topic_partition,
             reason,
             cleanable_bytes,
@@ -306,7 +306,7 @@ class CleanerManager:
 
     def is_uncleanable(self, tp: TopicPartition, log: PartitionLog) -> bool:
         """Skipped by the selection: uncleanable and its retry not due (a due one is tried again now)."""
-        return self.uncleanable_partitions.is_uncleanable(log.directory.parent, tp)
+        return self.uncleanable_partitions.is_uncleanable(log.log_dir, tp)
 
     def retry_uncleanable(self, tp: TopicPartition) -> UncleanablePartition:
         """Try ``tp`` again at the next selection; ``LookupError`` if it is not uncleanable."""
@@ -339,7 +339,7 @@ class CleanerManager:
 
         def log_dir_of(tp: TopicPartition) -> Path | None:
             log = logs.get(tp)
-            return None if log is None else log.directory.parent
+            return None if log is None else log.log_dir
 
         self.uncleanable_partitions.prune(log_dir_of)
 
@@ -351,10 +351,10 @@ class CleanerManager:
         counts as empty (``_read_checkpoints``)."""
         logs = self._logs()
         out: dict[TopicPartition, int] = {}
-        for log_dir in {log.directory.parent for log in logs.values()}:
+        for log_dir in {log.log_dir for log in logs.values()}:
             for tp, offset in self._read_checkpoints(log_dir).items():
                 log = logs.get(tp)
-                if log is not None and log.directory.parent == log_dir:
+                if log is not None and log.log_dir == log_dir:
                     out[tp] = offset
         return out
 
@@ -384,14 +384,14 @@ class CleanerManager:
         return entries
 
     def _write_checkpoint(self, log: PartitionLog, offset: int) -> None:
-        self.update_checkpoint(log.directory.parent, log.topic_partition, offset)
+        self.update_checkpoint(log.log_dir, log.topic_partition, offset)
 
     def update_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int | None) -> None:
         """Set (None: remove) one entry; as Kafka does, entries of partitions no longer live are dropped,
         but those of the logs not managed here are kept as they are. An unreadable file is written whole
         again, with this entry alone."""
         with self._checkpoint_lock:
-            live = {t for t, log in self._logs().items() if log.directory.parent == log_dir}
+            live = {t for t, log in self._logs().items() if log.log_dir == log_dir}
             file = _checkpoint_file(log_dir)
             try:
                 current = file.read()

@@ -232,7 +232,7 @@ class CleanerWorker:
                 "%s: unexpected error cleaning %s (log dir %s); marking it uncleanable",
                 self.name,
                 tp,
-                log.directory.parent,
+                log.log_dir,
                 exc_info=ended,
             )
             self.manager.mark_uncleanable(
@@ -272,7 +272,7 @@ def _round_line(thread_name: str, log: PartitionLog, outcome: RoundOutcome, dura
     records_read = _count(outcome.stats, "records_read")
     records_removed = records_read - _count(outcome.stats, "records_retained")
     return (
-        f"{thread_name}: cleaned log {log.topic_partition} in {log.directory.parent} (dirty section = "
+        f"{thread_name}: cleaned log {log.topic_partition} in {log.log_dir} (dirty section = "
         f"[{outcome.first_dirty_offset}, {outcome.end_offset}]) on the {outcome.engine} engine: "
         f"{outcome.bytes_read} bytes read, {outcome.bytes_written} bytes written, {records_read} records "
         f"read, {records_removed} removed, in {duration_s:.2f} s"

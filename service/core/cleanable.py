@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from service.base.errors import LogCleanerError
 from service.storage.checkpoints import OffsetCheckpointFile
@@ -50,16 +50,14 @@ class UncleanableBound(enum.StrEnum):
     MIN_COMPACTION_LAG = "min-compaction-lag"
 
 
-@dataclass(frozen=True, slots=True)
-class CleanableRange:
+class CleanableRange(NamedTuple):
     first_dirty_offset: int
     first_uncleanable_offset: int  # not yet rounded to a segment boundary
     checkpoint_was_reset: bool  # the checkpoint was invalid: Kafka rewrites it at once
     bounded_by: UncleanableBound = UncleanableBound.ACTIVE_SEGMENT
 
 
-@dataclass(frozen=True, slots=True)
-class LogToClean:
+class LogToClean(NamedTuple):
     """A candidate with Kafka's byte accounting; ``cleanable_ratio`` drives the choice (highest first)."""
 
     first_dirty_offset: int
@@ -196,7 +194,7 @@ def cleaner_checkpoints(
     by_dir: dict[Path, dict[TopicPartition, int]] = {}
     out: dict[TopicPartition, int] = {}
     for log in logs:
-        log_dir = log.directory.parent
+        log_dir = log.log_dir
         entries = by_dir.get(log_dir)
         if entries is None:
             try:

@@ -58,7 +58,7 @@ def explain_partition(
         "topic": tp.topic,
         "partition": tp.partition,
         "topic_id": log.topic_id,
-        "log_dir": str(log.directory.parent),
+        "log_dir": str(log.log_dir),
         "stray": False,
         "log_start_offset": log.log_start_offset,
         "log_end_offset": log.log_end_offset,

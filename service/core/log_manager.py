@@ -290,10 +290,11 @@ class LogManager:
         early, under the dirs' locks, where it did); a dir that cannot be listed is left to its load,
         which reports it."""
         early = prescans.partition_metadata if prescans is not None else None
+        surveys = self.read_only.surveys if self.read_only is not None else None  # a share: its topics
         replicas = []
         for state in self._dirs:
             try:
-                replicas.extend(survey_replica_dirs([state.path], early))
+                replicas.extend(survey_replica_dirs([state.path], early, surveys))
             except OSError:
                 continue
         strays = find_stray_replicas(replicas, self.known_topics)
@@ -394,7 +395,7 @@ class LogManager:
             if state.offline_reason is not None:
                 return
             state.offline_reason = str(exc)
-            for tp in [tp for tp, log in self._logs.items() if log.directory.parent == state.path]:
+            for tp in [tp for tp, log in self._logs.items() if log.log_dir == state.path]:
                 log = self._logs.pop(tp)
                 log.take_offline(state.offline_reason)
                 self._offline_logs[tp] = log
@@ -404,7 +405,7 @@ class LogManager:
         logger.debug("The I/O error that took %s offline", state.path, exc_info=exc)
 
     def _on_log_io_error(self, log: PartitionLog, exc: OSError) -> None:
-        self._mark_offline(self._state_of(log.directory.parent), exc)
+        self._mark_offline(self._state_of(log.log_dir), exc)
 
     # -- what is live ----------------------------------------------------------------------------
 
@@ -425,7 +426,7 @@ class LogManager:
             return dict(self._logs)
 
     def logs_in(self, log_dir: Path) -> list[PartitionLog]:
-        return [log for log in self.logs.values() if log.directory.parent == log_dir]
+        return [log for log in self.logs.values() if log.log_dir == log_dir]
 
     @property
     def offline_logs(self) -> dict[TopicPartition, PartitionLog]:
@@ -573,8 +574,8 @@ class LogManager:
             raise LogDirOfflineError(f"no log dir is online (offline: {offline})", log_dir=offline)
         counts = {s.path: 0 for s in online}
         for log in self._logs.values():
-            if log.directory.parent in counts:
-                counts[log.directory.parent] += 1
+            if log.log_dir in counts:
+                counts[log.log_dir] += 1
         topics = {tp.topic for tp in partitions}
         topic_ids: dict[str, str | None] = {}
         for existing_tp, log in self._logs.items():  # one pass; only these topics' partition.metadata is read
@@ -645,8 +646,8 @@ class LogManager:
                 raise NotFoundError(f"topic {topic!r} does not exist")
             for tp, log in doomed.items():
                 self._delete_partition(tp, log)
-            for tp, log in {log.directory.parent: (tp, log) for tp, log in doomed.items()}.values():
-                self._finish_deletions(log.directory.parent, tp)
+            for tp, log in {log.log_dir: (tp, log) for tp, log in doomed.items()}.values():
+                self._finish_deletions(log.log_dir, tp)
             return list(doomed)
 
     def _delete_partition(self, tp: TopicPartition, log: PartitionLog) -> None:
@@ -661,7 +662,7 @@ class LogManager:
                 self.cleaning.resume(tp)
 
     def _close_and_rename(self, tp: TopicPartition, log: PartitionLog) -> None:
-        log_dir = log.directory.parent
+        log_dir = log.log_dir
         # Kafka's logDeleteDirName: shorten the topic, never "-<partition>", so the name still parses.
         suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         name = tp.topic[: _MAX_DIR_NAME - len(suffix)] + suffix
@@ -784,7 +785,7 @@ class LogManager:
             try:
                 found = self.delete_old_segments(log)
             except OSError as exc:
-                self._mark_offline(self._state_of(log.directory.parent), exc)
+                self._mark_offline(self._state_of(log.log_dir), exc)
             except LogClosedError:
                 continue  # deleted meanwhile
             except CorruptDataError:
@@ -848,7 +849,7 @@ class LogManager:
                 expired += len(producer_ids)
                 audit_log.info(
                     "%s Expired %s idle for %d ms or more (producer.id.expiration.ms): %s",
-                    log_ident(log.topic_partition, log.directory.parent),
+                    log_ident(log.topic_partition, log.log_dir),
                     counted(len(producer_ids), "producer id"),
                     expiration_ms,
                     ", ".join(map(str, sorted(producer_ids))),
@@ -867,7 +868,7 @@ class LogManager:
                 except LogClosedError:
                     continue  # deleted meanwhile
                 except OSError as exc:  # the log took itself offline; make sure its dir follows
-                    self._mark_offline(self._state_of(log.directory.parent), exc)
+                    self._mark_offline(self._state_of(log.log_dir), exc)
 
     def checkpoint_recovery_points(self) -> None:
         """The ``kafka-recovery-point-checkpoint`` task."""
@@ -910,7 +911,7 @@ def _retention_lines(
     log: PartitionLog, segments: Sequence[LogSegment], reasons: list[RetentionReason]
 ) -> list[str]:
     """``UnifiedLog``'s lines for the segments retention deletes, one each, with the rule and its value."""
-    ident = log_ident(log.topic_partition, log.directory.parent)
+    ident = log_ident(log.topic_partition, log.log_dir)
     config = log.config
     size_after = log.size_bytes
     lines = []

@@ -53,7 +53,7 @@ class PartitionFigures:
         offline_dirs = manager.offline_dirs
         if offline_dirs:
             for tp, log in self._seen.items():
-                if tp not in logs and log.directory.parent in offline_dirs:
+                if tp not in logs and log.log_dir in offline_dirs:
                     self._offline[tp] = log
         self._offline = {tp: log for tp, log in self._offline.items() if tp not in logs}
         self._seen = logs

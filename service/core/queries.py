@@ -94,7 +94,7 @@ class LogManagerQueries:
                 summaries.append(
                     {
                         "partition": p,
-                        "log_dir": str(log.directory.parent),
+                        "log_dir": str(log.log_dir),
                         "log_start_offset": log.log_start_offset,
                         "log_end_offset": log.log_end_offset,
                         "high_watermark": log.high_watermark,
@@ -113,7 +113,7 @@ class LogManagerQueries:
             doc: dict[str, object] = {
                 "topic": tp.topic,
                 "partition": tp.partition,
-                "log_dir": str(log.directory.parent),
+                "log_dir": str(log.log_dir),
                 "log_start_offset": log.log_start_offset,
                 "log_end_offset": log.log_end_offset,
                 "high_watermark": log.high_watermark,

@@ -96,8 +96,7 @@ def log_hold(config: LogConfig, *, cleaner_enabled: bool, is_moving: bool) -> Lo
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class RetentionPlan:
+class RetentionPlan(NamedTuple):
     """How many of the oldest segments each step deletes (they follow one another), and whether to roll."""
 
     log_start_offset_count: int = 0
@@ -118,8 +117,7 @@ class RetentionPlan:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentVerdict:
+class SegmentVerdict(NamedTuple):
     base_offset: int
     size_bytes: int
     largest_timestamp: int

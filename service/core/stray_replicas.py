@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from service.base.errors import CorruptDataError, InvalidInputError
 from service.storage.log_files import METADATA_TOPIC, parse_partition_dir_name
@@ -43,8 +44,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaDir:
+class ReplicaDir(NamedTuple):
     """A partition dir ``name`` found in ``log_dir``; ``kind`` is ``""`` (a live name), ``"future"`` or
     ``"stray"``."""
 
@@ -83,7 +83,9 @@ class StrayReplica:
 
 
 def survey_replica_dirs(
-    log_dirs: Iterable[Path], early: Callable[[Path], Mapping[str, bytes | None] | None] | None = None
+    log_dirs: Iterable[Path],
+    early: Callable[[Path], Mapping[str, bytes | None] | None] | None = None,
+    surveys: Callable[[str], bool] | None = None,
 ) -> list[ReplicaDir]:
     """Every live, ``-future`` and ``-stray`` partition dir of ``log_dirs`` with its topic id (``-delete``
     dirs and names that are not partition dirs are left out). Reads, never writes; a log dir that cannot
@@ -91,7 +93,8 @@ def survey_replica_dirs(
 
     The ``partition.metadata`` files (one a partition dir: the survey's cost) are read in C with the GIL
     released where it is built; ``early``: a log dir's files already read under its lock (``serve``'s
-    ``EarlyPrescans.partition_metadata``, read beside the imports), or None."""
+    ``EarlyPrescans.partition_metadata``, read beside the imports), or None. ``surveys``: the topics whose
+    dirs are surveyed (None: all), for an inspection's share (``PartitionCopier.surveys``)."""
     found = []
     for log_dir in log_dirs:
         prefix = os.path.join(log_dir, "")  # strings, not a Path per dir: a start-up lists every partition
@@ -104,6 +107,8 @@ def survey_replica_dirs(
             except InvalidInputError:
                 continue
             if parsed.kind == "delete" or parsed.topic == METADATA_TOPIC:  # the metadata log is the broker's
+                continue
+            if surveys is not None and not surveys(parsed.topic):
                 continue
             parsed_names.append((name, parsed))
         files = early(log_dir) if early is not None else None

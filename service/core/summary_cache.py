@@ -122,7 +122,7 @@ class BrokerSummary:
         logged: the file is an optimisation)."""
         by_dir: dict[Path, dict[str, SegmentSketch]] = {}
         for log in self._manager.logs.values():
-            entries = by_dir.setdefault(log.directory.parent, {})
+            entries = by_dir.setdefault(log.log_dir, {})
             for segment in log.snapshot.segments[:-1]:
                 sketch = self._sketches.get(segment)
                 if sketch is not None:

@@ -236,7 +236,7 @@ class Daemon:
         if known is None:
             return
         for tp, log in sorted(self.log_manager.logs.items()):
-            replica = ReplicaDir(tp, log.directory.parent, log.directory.name, "", log.topic_id)
+            replica = ReplicaDir(tp, log.log_dir, log.directory.name, "", log.topic_id)
             reason = stray_reason(replica, known)
             if reason is not None and tp not in self._warned_strays:
                 logger.warning(

@@ -20,10 +20,12 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from service.base.audit import audit_log, log_ident
 from service.base.clock import Clock
@@ -79,8 +81,7 @@ class AppendInfo:
     log_append_time_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class LogSnapshot:
+class LogSnapshot(NamedTuple):
     """The log's figures as its last change left them, published whole (one attribute store) under the
     log's lock: a reader without the lock (a ``/metrics`` scrape, a checkpoint task) sees one consistent
     state and never waits for a writer, however long a retention pass or a cleaning holds the lock."""
@@ -110,14 +111,17 @@ class PartitionLog:
         deferred: DeferredFiles = NOTHING_DEFERRED,
         high_watermark: int | None = None,
         high_watermark_source: HighWatermarkSource = HighWatermarkSource.LEADER_LOG_END,
+        log_dir: Path | None = None,
     ) -> None:
         """``deferred`` names the files a clean load left unread: each is read at its first use (under
         ``_lock`` for the producer state and the leader epochs; see ``partition_files``).
         ``high_watermark``: the broker's checkpointed one (held within the log's offsets); None: the log
-        end offset; ``high_watermark_source``: where it came from."""
+        end offset; ``high_watermark_source``: where it came from. ``log_dir``: ``directory.parent`` as the
+        loader shares it among the dir's logs (its text and hash made once), else made here."""
         if not segments:
             raise ValueError("a log always has at least one segment")
         self.directory = directory
+        self.log_dir = directory.parent if log_dir is None else log_dir  # the log dir holding it
         self.topic_partition = topic_partition
         self.config = config
         self.clock = clock
@@ -220,7 +224,7 @@ class PartitionLog:
     def check_usable(self) -> None:
         """Raise ``LogDirOfflineError`` or ``LogClosedError`` unless the log may be read and written."""
         if self._offline_reason is not None:
-            log_dir = self.directory.parent
+            log_dir = self.log_dir
             raise LogDirOfflineError(
                 f"partition {self.topic_partition} is unavailable: its log dir {log_dir} is offline "
                 f"({self._offline_reason})",
@@ -308,6 +312,7 @@ class PartitionLog:
                         self._segments,
                         self._log_end_offset,
                         read_only=self._deferred_read_only,
+                        dir_text=os.path.join(self.log_dir, self.directory.name),  # the shared dir's text
                     )
                 state = self._txns
         return state
@@ -561,7 +566,7 @@ class PartitionLog:
             self.leader_epochs.truncate_from_start(new_start)
         audit_log.info(
             "%s Incremented log start offset from %d to %d due to client delete records request",
-            log_ident(self.topic_partition, self.directory.parent),
+            log_ident(self.topic_partition, self.log_dir),
             previous,
             new_start,
         )

@@ -79,6 +79,11 @@ class PartitionCopier(Protocol):
         share of the dirs)."""
         ...
 
+    def surveys(self, topic: str) -> bool:
+        """Whether the stray-replica survey reads ``topic``'s partition dirs: those of a topic with a dir in
+        the share (a topic's stray replicas are decided over all of its dirs, and no others)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class FailedPartition:
@@ -234,24 +239,24 @@ def _partition_dirs(
     with os.scandir(path) as entries:  # the entry's type comes with the listing: no stat per child
         child_names = sorted(e.name for e in entries if e.is_dir())
     for name in child_names:
-        child = path / name
         try:
             parsed = parse_partition_dir_name(name)
         except InvalidInputError:
-            logger.warning("Skipping %s: not a partition dir name", child)
+            logger.warning("Skipping %s: not a partition dir name", path / name)
             continue
         if parsed.topic == METADATA_TOPIC:  # the broker's Raft layer owns it, as in Kafka's loadLogs
             level = logging.DEBUG if name == f"{METADATA_TOPIC}-0" else logging.WARNING
-            logger.log(level, "Skipping %s: a dir of the KRaft metadata log, not managed here", child)
+            logger.log(level, "Skipping %s: a dir of the KRaft metadata log, not managed here", path / name)
         elif parsed.kind == "delete":
-            pending_deletion.append(child)
+            pending_deletion.append(path / name)
         elif parsed.kind == "":
-            if child in strays:
-                continue  # a stray replica: not this topic's log (``service.core.stray_replicas``)
+            # A Path only for a dir loaded here (a share of an inspection loads a few of them).
             if read_only is None or read_only.selects(name):
-                to_load.append((child, TopicPartition(parsed.topic, parsed.partition)))
+                child = path / name
+                if child not in strays:  # a stray replica: not this topic's log (``stray_replicas``)
+                    to_load.append((child, TopicPartition(parsed.topic, parsed.partition)))
         else:
-            logger.info("Skipping %s: a %s replica is not managed here", child, parsed.kind)
+            logger.info("Skipping %s: a %s replica is not managed here", path / name, parsed.kind)
     return to_load, pending_deletion
 
 
@@ -304,7 +309,8 @@ class _PartitionLoader:
         recovery_point = self.recovery_points.get(tp)
         clean_shutdown = self.clean and recovery_point is not None
         log_start_offset = self.start_offsets.get(tp, 0) if self.start_offsets else 0
-        scan = self.prescan.take(directory.name) if self.prescan is not None else None
+        name = directory.name
+        scan = self.prescan.take(name) if self.prescan is not None else None
         leads_alone = self.is_own_dir or tp in self.led_alone
         high_watermark, high_watermark_source = self.high_watermarks.for_partition(
             tp, leads_alone=leads_alone
@@ -323,7 +329,8 @@ class _PartitionLoader:
                 scan=scan if in_place else None,
                 high_watermark=high_watermark,
                 high_watermark_source=high_watermark_source,
-                topic_id=self.topic_ids.get(directory.name),
+                topic_id=self.topic_ids.get(name),
+                log_dir=self.path if in_place else None,
             )
 
         try:

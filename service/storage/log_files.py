@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from service.base.errors import InvalidInputError
 
@@ -101,8 +101,7 @@ def is_valid_topic_name(topic: str) -> bool:
     return _TOPIC_RE.fullmatch(topic) is not None and topic not in (".", "..")
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionDirName:
+class PartitionDirName(NamedTuple):
     topic: str
     partition: int
     kind: str  # "" for a live log, else "delete", "future" or "stray"

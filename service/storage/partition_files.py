@@ -43,6 +43,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from service.base.errors import CorruptDataError
 from service.storage.atomic import fsync_dir
@@ -103,8 +104,7 @@ _DEFERRED = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class LoadedPartitionFiles:
+class LoadedPartitionFiles(NamedTuple):
     """What was read at load; a file ``deferred`` names was not read (its field holds an empty value)."""
 
     producer_state: ProducerStateManager | None
@@ -203,15 +203,22 @@ def load_producer_state(
 
 
 def read_deferred_producer_state(
-    directory: Path, segments: Sequence[LogSegment], log_end_offset: int, *, read_only: bool = False
+    directory: Path,
+    segments: Sequence[LogSegment],
+    log_end_offset: int,
+    *,
+    read_only: bool = False,
+    dir_text: str | None = None,
 ) -> ProducerStateManager:
     """The producer state of a clean load that deferred it: the snapshot at the log end offset, read now.
 
     If it cannot be read any more (corrupt, or gone), ``load_producer_state`` runs as the load would have:
     the next older snapshot, or a replay of the segments (those the log holds now); ``read_only``: the
-    corrupt snapshot and any stray stay where they are.
+    corrupt snapshot and any stray stay where they are. ``dir_text``: ``directory``'s text, if the caller
+    has it (a Path's text costs more to make than the file costs to read).
     """
-    path = os.path.join(directory, file_name(log_end_offset, SNAPSHOT_SUFFIX))  # no Path: read per log
+    snapshot = file_name(log_end_offset, SNAPSHOT_SUFFIX)  # no Path: read per log
+    path = os.path.join(directory if dir_text is None else dir_text, snapshot)
     state = ProducerStateManager()
     try:
         state.load_entries(read_snapshot(path))

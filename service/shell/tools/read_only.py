@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from service.base.errors import InvalidInputError, NotFoundError
-from service.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
+from service.storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, parse_partition_dir_name
 
 __all__ = ["ScratchCopies", "require_log_dirs", "scratch_copies"]
 
@@ -68,9 +68,17 @@ class ScratchCopies:
         self._scratch = scratch
         self._share = share
         self._originals: dict[Path, Path] = {}  # copy's parent → the original's log dir
+        self._topics: frozenset[str] | None = None  # of the share's dirs, once asked
 
     def selects(self, name: str) -> bool:
         return self._share is None or name in self._share
+
+    def surveys(self, topic: str) -> bool:
+        if self._share is None:
+            return True
+        if self._topics is None:
+            self._topics = frozenset(parse_partition_dir_name(name).topic for name in self._share)
+        return topic in self._topics
 
     @property
     def copied(self) -> int:

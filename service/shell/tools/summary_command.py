@@ -127,7 +127,7 @@ def _estimate_from_sketch_files(
         log = logs.get(TopicPartition(part.topic, part.partition))
         if log is None:
             continue
-        log_dir = copies.original_log_dir(log.directory.parent)
+        log_dir = copies.original_log_dir(log.log_dir)
         if log_dir not in files:
             try:
                 files[log_dir] = read_sketch_file(log_dir)

@@ -98,6 +98,16 @@ def test_the_survey_reads_each_dirs_topic_id(tmp_path: Path) -> None:
     }
 
 
+def test_a_survey_of_some_topics_reads_only_their_dirs(tmp_path: Path) -> None:
+    """A share of an inspection surveys the topics it has dirs of (``surveys``): all their dirs, no other."""
+    for name in ("a-0", "a-1", "b-0", "ab-0"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "partition.metadata").write_bytes(b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ")
+    found = survey_replica_dirs([tmp_path], surveys=lambda topic: topic == "a")
+    assert sorted(r.name for r in found) == ["a-0", "a-1"]
+    assert all(r.topic_id == "AAAAAAAAAAAAAAAAAAAAAQ" for r in found)
+
+
 def test_the_brokers_metadata_decides_alone_when_given() -> None:
     tp = [TopicPartition("t", p) for p in range(3)]
     dirs = [ReplicaDir(tp[p], Path("/d"), f"t-{p}", "", "B" if p else "A") for p in range(3)]

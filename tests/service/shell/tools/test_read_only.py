@@ -103,6 +103,20 @@ def test_a_share_selects_its_partition_dirs(tmp_path: Path) -> None:
     assert ScratchCopies(tmp_path).selects("anything")
 
 
+def test_a_share_surveys_the_topics_it_has_dirs_of(tmp_path: Path) -> None:
+    share = ScratchCopies(
+        tmp_path, frozenset({"orders-0", "pay-ments-2", "old-1.0123456789abcdef0123456789abcdef-stray"})
+    )
+    assert [share.surveys(t) for t in ("orders", "pay-ments", "old", "pay", "other")] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert ScratchCopies(tmp_path).surveys("anything")
+
+
 def test_the_scratch_folder_goes_and_log_lines_name_the_originals(tmp_path: Path) -> None:
     """A line about a copy names the operator's file and says nothing in the log dir changed."""
     seen: list[str] = []

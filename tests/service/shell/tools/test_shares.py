@@ -19,6 +19,7 @@ from service.base.errors import LogDirOfflineError, NotFoundError
 from service.core.reports import explain_partitions
 from service.shell.cli import main
 from service.shell.tools.shares import PARTITIONS_PER_PROCESS, process_count
+from service.storage.partition_metadata import new_topic_id
 from tests.service.cli_logs import make_old_logs, snapshot
 
 INSPECTIONS = [
@@ -43,7 +44,7 @@ def without_ages(out: str) -> Any:
     document = json.loads(out)
     for partition in document.get("partitions", []):
         for segment in partition["segments"]:
-            segment.pop("detail")
+            segment.pop("detail", None)  # a stray replica's segments have none
     return document
 
 
@@ -65,6 +66,27 @@ def test_a_split_inspection_prints_what_one_process_prints_and_writes_nothing(
     if args[0] == "retention":
         assert split.count("would delete") >= 7 or len(json.loads(split)["deleted"]) >= 7
     assert snapshot(log_dir) == before
+
+
+def test_a_stray_is_decided_over_its_topics_dirs_in_every_share(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each share surveys only the topics it has dirs of, but all of their dirs: ``t-6``, alone in the last
+    share with another topic id than its six siblings in the others, is still outvoted there."""
+    log_dir = tmp_path / "logs"
+    make_old_logs(log_dir, partitions=7)
+    ids = {p: new_topic_id() if p in (0, 6) else None for p in range(7)}
+    for p in range(7):
+        topic_id = ids[p] or ids[0]
+        (log_dir / f"t-{p}" / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}\n")
+    code, alone, err = run(capsys, log_dir, "explain", "--json")
+    assert code == 0, err
+    monkeypatch.setattr(log_commands, "process_count", lambda _partitions: 7)
+    code, split, err = run(capsys, log_dir, "explain", "--json")
+    assert code == 0, err
+    assert without_ages(split) == without_ages(alone)
+    stray = {p["partition"]: p["stray"] for p in json.loads(split)["partitions"]}
+    assert stray == {p: p == 6 for p in range(7)}
 
 
 def test_a_topic_without_partitions_is_exit_2_when_split_too(
