@@ -6,8 +6,6 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-import javaproperties
-
 from service.base.errors import InvalidInputError
 
 __all__ = ["parse_overrides", "read_properties", "read_properties_checked"]
@@ -28,6 +26,10 @@ def read_properties_checked(path: Path | None) -> tuple[dict[str, str], list[str
     """
     if path is None:
         return {}, []
+    # Imported here: the package imports an XML reader and, through it, urllib and http (40 ms of every
+    # command's start), which a run without a properties file never needs.
+    import javaproperties
+
     try:
         with open(path, encoding="latin-1") as f:  # Java's Properties.load reads ISO-8859-1
             elements = list(javaproperties.parse(f))

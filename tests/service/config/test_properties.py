@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from service.base.errors import InvalidInputError
 from service.config.properties import parse_overrides, read_properties, read_properties_checked
+from tests.paths import REPO
 
 
 def test_java_properties_syntax(tmp_path: Path) -> None:
@@ -52,3 +55,19 @@ def test_overrides_are_key_value_pairs() -> None:
     for bad in ("no-equals", "=value", " =value"):
         with pytest.raises(InvalidInputError, match="is not of the form key=value"):
             parse_overrides([bad])
+
+
+def test_the_properties_parser_is_imported_only_to_read_a_file(tmp_path: Path) -> None:
+    """Its package pulls in an XML reader, urllib and http: a command run without a file does not pay."""
+    path = tmp_path / "server.properties"
+    path.write_text("log.dirs=/data\n")
+    probe = (
+        "import sys\nimport service.shell.cli\nfrom service.config.properties import read_properties\n"
+        "before = 'javaproperties' in sys.modules\n"
+        f"read_properties(__import__('pathlib').Path({str(path)!r}))\n"
+        "print(before, 'javaproperties' in sys.modules)"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert found.stdout.split() == ["False", "True"], found.stderr
