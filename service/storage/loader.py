@@ -84,26 +84,22 @@ def load_partition_log(
     topic_id: str | None = None,
     log_dir: Path | None = None,
 ) -> LoadResult:
-    """Load one partition dir (steps in the module docstring); ``read_only``: write nothing, or raise
-    ``WouldWriteError``.
+    """Load one partition dir (the module docstring's steps); ``read_only``: ``WouldWriteError``, not a write.
 
     The dir is listed once and the listing passed down; it is listed again only after a step renamed or
     deleted files, which a clean shutdown never leaves to do. After a clean shutdown each segment costs
-    three ``os.stat`` calls (the ``.log`` for its size, the two indexes for ``check_index_files``) and
-    no descriptor stays open: at 100,000 segments, start-up is bound by those stats. ``topic_partition``
-    is the dir name's, if the caller parsed it already. ``scan`` is the dir as a prescan found it, under the
-    log dir's lock (``service.storage.prescan``): after a clean shutdown its listing, sizes and the active
-    segment's bytes stand in for those calls; on any other path it is not used. ``high_watermark``: the
-    broker's checkpointed one (``high_watermark_checkpoint``); None: the log end offset; and its source.
-    ``topic_id``: the dir's ``partition.metadata`` id as the start-up's stray-replica survey read it (None:
-    the log reads the file itself). ``log_dir``: ``directory.parent``, if the caller has it: one Path
-    shared by the logs of a dir, whose text and hash are made once (a Path's text costs 4 µs to make, and
-    each log's files are named from it).
+    three ``os.stat`` calls (the ``.log``'s size, the two indexes for ``check_index_files``), no descriptor
+    stays open. ``topic_partition``: the dir name's, if the caller parsed it. ``scan``: the dir as a prescan
+    found it under the log dir's lock (``service.storage.prescan``): after a clean shutdown its listing,
+    sizes and active segment's bytes stand in for those calls (on any other path it is not used).
+    ``high_watermark``: the broker's checkpointed one (None: the log end offset), and its source.
+    ``topic_id``: the dir's ``partition.metadata`` id as the start-up's survey read it (None: the log reads
+    the file). ``log_dir``: ``directory.parent``, one Path shared by the logs of a dir, whose text and hash
+    are made once (a Path's text costs 4 µs; each log's file names are joined from it).
     """
     if topic_partition is None:
         parsed = parse_partition_dir_name(directory.name)
         topic_partition = TopicPartition(parsed.topic, parsed.partition)
-    dir_prefix = None if log_dir is None else os.path.join(log_dir, directory.name, "")
     scan, names = _list_dir(directory, scan, clean_shutdown=clean_shutdown)
     if read_only and not clean_shutdown:
         raise WouldWriteError(f"{directory}: loading it recovers it (no clean shutdown recorded for it)")
@@ -118,7 +114,7 @@ def load_partition_log(
         clean_shutdown=clean_shutdown,
         read_only=read_only,
         scan=scan,
-        dir_prefix=dir_prefix,
+        dir_prefix=None if log_dir is None else os.path.join(log_dir, directory.name, ""),
     )
     now_ms = clock.now_ms()
     tally = _Recovery(len(rebuilt), sum(rebuilt.values()), [*rebuilt])
