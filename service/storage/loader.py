@@ -20,8 +20,10 @@ writes, so a healthy partition is read in place.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -105,18 +107,18 @@ def load_partition_log(
         raise WouldWriteError(f"{directory}: loading it recovers it (no clean shutdown recorded for it)")
     scan, names = _finish_interrupted_operations(directory, names, scan, config, clock, read_only=read_only)
     tracker = ProducerStateManager()  # enough to rebuild .txnindex files; the log's state is loaded below
+    now_ms = clock.now_ms()  # the loaded segments' creation time (Kafka's ``LogSegment.open``)
     segments, rebuilt = _load_segments(
         directory,
         names,
         config,
-        clock,
+        now_ms,
         tracker,
         clean_shutdown=clean_shutdown,
         read_only=read_only,
         scan=scan,
         dir_prefix=None if log_dir is None else os.path.join(log_dir, directory.name, ""),
     )
-    now_ms = clock.now_ms()
     tally = _Recovery(len(rebuilt), sum(rebuilt.values()), [*rebuilt])
     if not clean_shutdown and segments:
         segments = _recover_unclean(segments, recovery_point, tracker, rebuilt, tally)
@@ -471,7 +473,7 @@ def _load_segments(
     directory: Path,
     names: list[str],
     config: LogConfig,
-    clock: Clock,
+    now_ms: int,
     tracker: ProducerStateManager,
     *,
     clean_shutdown: bool,
@@ -499,7 +501,7 @@ def _load_segments(
         log_bases,
         txn_bases,
         config,
-        clock.now_ms(),
+        now_ms,
         tracker,
         clean_shutdown=clean_shutdown,
         read_only=read_only,
@@ -557,8 +559,8 @@ def _segments_from(
     listed = _listed_sizes(scan, log_bases)
     edges = scan.shape.time_index_edges if scan is not None and scan.shape is not None else None
     prefix = os.path.join(directory, "") if dir_prefix is None else dir_prefix
-    for n, base in enumerate(log_bases):
-        log_size = listed[n][0] if listed is not None else None
+    sizes = _UNLISTED if listed is None else listed  # as many as log_bases, or endless
+    for n, (base, (log_size, index_length, time_length)) in enumerate(zip(log_bases, sizes, strict=False)):
         segment = LogSegment(
             directory,
             base,
@@ -571,14 +573,13 @@ def _segments_from(
             if not clean_shutdown:
                 segment.sanity_check()
             elif base != last:
-                if listed is None:
-                    segment.check_index_files(has_txn_index=base in txn_bases)
-                else:
-                    lengths = listed[n][1:]
-                    segment.check_index_files(has_txn_index=base in txn_bases, listed_lengths=lengths)
-                    time_index_length, edge_bytes = lengths[1], None if edges is None else edges[n]
-                    if edge_bytes is not None and time_index_length is not None:
-                        segment.prime_time_index_edges(time_index_length, edge_bytes)
+                segment.check_index_files(
+                    has_txn_index=base in txn_bases,
+                    listed_lengths=None if listed is None else (index_length, time_length),
+                )
+                edge_bytes = None if edges is None else edges[n]
+                if edge_bytes is not None and time_length is not None:
+                    segment.prime_time_index_edges(time_length, edge_bytes)
             elif scan is None or scan.active_stem != file_name(base, ""):  # read whole: its end offset next
                 segment.sanity_check(has_txn_index=base in txn_bases, load_offset_index=True)
             elif scan.next_offset is not None and scan.time_index is not None:
@@ -606,16 +607,19 @@ def _segments_from(
     return segments, rebuilt
 
 
+_UNLISTED = itertools.repeat((None, None, None))  # each segment's sizes without a scan
+
+
 def _listed_sizes(
     scan: PartitionScan | None, log_bases: list[int]
-) -> list[tuple[int | None, int | None, int | None]] | None:
+) -> Iterable[tuple[int | None, int | None, int | None]] | None:
     """Each log base's ``.log``, ``.index`` and ``.timeindex`` sizes as ``scan`` listed them (None: not in
-    the listing; -1: its stat failed), or None without a scan."""
+    the listing; -1: its stat failed), in order, for one pass; or None without a scan."""
     if scan is None:
         return None
     if scan.shape is not None:
         shape = scan.shape
-        return list(zip(shape.log_sizes, shape.index_sizes, shape.time_index_sizes, strict=True))
+        return zip(shape.log_sizes, shape.index_sizes, shape.time_index_sizes, strict=True)
     sizes = scan.sizes or {}
     listed = []
     for base in log_bases:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from service.base.errors import CorruptDataError
 from service.storage.log_config import LogConfig
 from service.storage.records import Record, encode_batch
 from service.storage.segment import LogSegment
@@ -137,3 +138,36 @@ def test_the_count_follows_appends_and_truncations(
             assert segment.record_count() == sum(records for _, records in batches)
     finally:
         segment.close()
+
+
+LISTED_LENGTHS = [None, -1, 0, 7, 8, 12, 24, 36]
+
+
+@pytest.mark.parametrize("time_index_length", LISTED_LENGTHS)
+@pytest.mark.parametrize("index_length", LISTED_LENGTHS)
+def test_index_files_checked_from_listed_lengths_as_from_the_files(
+    tmp_path: Path, index_length: int | None, time_index_length: int | None
+) -> None:
+    """``check_index_files`` with the lengths a listing gave raises what it raises from the files of those
+    lengths (None: no file; -1: its stat failed, so the file is read), and passes where they pass."""
+    segment = LogSegment.create(tmp_path, 0, config=LogConfig(), now_ms=0)
+    segment.close()
+    for suffix, length in ((".index", index_length), (".timeindex", time_index_length)):
+        path = tmp_path / f"{0:020d}{suffix}"
+        path.unlink(missing_ok=True)
+        if length is not None:
+            path.write_bytes(bytes(max(length, 0)))
+
+    def outcome(listed: tuple[int | None, int | None] | None) -> str:
+        loaded = LogSegment(tmp_path, 0, config=LogConfig(), created_ms=0)
+        try:
+            loaded.check_index_files(has_txn_index=False, listed_lengths=listed)
+        except (FileNotFoundError, CorruptDataError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return "ok"
+
+    from_files = outcome(None)
+    assert outcome((index_length, time_index_length)) == from_files
+    whole_offsets = index_length in {-1, 0, 8, 24}  # -1: a file of 0 bytes, read after the failed stat
+    whole_times = time_index_length in {None, -1, 0, 12, 24, 36}  # no time index is allowed
+    assert (from_files == "ok") == (whole_offsets and whole_times)
