@@ -56,6 +56,7 @@
 #include <sys/syscall.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,8 @@
 typedef struct {
     char *name;
     long long size;
+    int kind;  /* with find_shape: classify's kind, and the base of a numbered kind */
+    long long base;
 } entry_t;
 
 typedef struct {
@@ -85,6 +88,7 @@ typedef struct {
     int regular;  /* the shape below holds */
     long long *logs, *txns, *snapshots, *indexed;  /* bases by kind; `indexed`: of the index files */
     size_t n_logs, n_txns, n_snapshots, n_indexed;
+    long long *log_sizes;  /* with the shape: per log base, its .log, .index and .timeindex sizes (or NOT_LISTED) */
     char **edges;  /* with time_edges: per log base, the time index's first and last entries, or NULL */
     Py_ssize_t *edges_len;
     int has_next_offset;
@@ -93,12 +97,15 @@ typedef struct {
 
 enum { KIND_LOG, KIND_INDEX, KIND_TIME_INDEX, KIND_TXN_INDEX, KIND_SNAPSHOT, KIND_OTHER_FILE, KIND_IRREGULAR };
 
+#define NOT_LISTED LLONG_MIN /* a log base's file the dir does not have (-1 is a failed stat) */
+
 /* The kind of a name, and its base offset for the numbered kinds. */
 static int
 classify(const char *name, long long *base)
 {
-    if (strcmp(name, "leader-epoch-checkpoint") == 0 || strcmp(name, "partition.metadata") == 0) {
-        return KIND_OTHER_FILE;
+    if (name[0] < '0' || name[0] > '9') {
+        int other = strcmp(name, "leader-epoch-checkpoint") == 0 || strcmp(name, "partition.metadata") == 0;
+        return other ? KIND_OTHER_FILE : KIND_IRREGULAR;
     }
     unsigned long long value = 0;
     for (int i = 0; i < 20; i++) {
@@ -152,7 +159,9 @@ find_shape(partition_t *p)
     }
     for (size_t i = 0; i < p->count; i++) {
         long long base = 0;
-        switch (classify(p->entries[i].name, &base)) {
+        p->entries[i].kind = classify(p->entries[i].name, &base);
+        p->entries[i].base = base;
+        switch (p->entries[i].kind) {
         case KIND_LOG:
             p->logs[p->n_logs++] = base;
             break;
@@ -179,6 +188,22 @@ find_shape(partition_t *p)
     for (size_t i = 0; i < p->n_indexed; i++) {
         if (bsearch(&p->indexed[i], p->logs, p->n_logs, sizeof(long long), compare_long_long) == NULL) {
             return;  /* an index file without its .log: the loader deletes it */
+        }
+    }
+    p->log_sizes = malloc(3 * (p->n_logs ? p->n_logs : 1) * sizeof(long long));
+    if (p->log_sizes == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < 3 * p->n_logs; i++) {
+        p->log_sizes[i] = NOT_LISTED;
+    }
+    for (size_t i = 0; i < p->count; i++) {  /* each file's size at its base: no name formatted, none compared */
+        int kind = p->entries[i].kind;
+        if (kind == KIND_LOG || kind == KIND_INDEX || kind == KIND_TIME_INDEX) {
+            const long long *at =
+                bsearch(&p->entries[i].base, p->logs, p->n_logs, sizeof(long long), compare_long_long);
+            p->log_sizes[3 * (size_t)(at - p->logs) + (kind == KIND_LOG ? 0 : kind == KIND_INDEX ? 1 : 2)] =
+                p->entries[i].size;
         }
     }
     p->regular = 1;
@@ -420,8 +445,8 @@ read_time_edges(int dir_fd, partition_t *p)
         }
         char name[64];
         snprintf(name, sizeof(name), "%020lld.timeindex", p->logs[i]);
-        long long size = size_of(p, name);
-        if (size < 0 || size % TIME_INDEX_ENTRY != 0) {
+        long long size = p->log_sizes[3 * i + 2];
+        if (size < 0 || size % TIME_INDEX_ENTRY != 0) { /* NOT_LISTED too */
             continue;  /* missing or partial: the Python check reads the file and says so */
         }
         int fd = size == 0 ? -1 : openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
@@ -536,31 +561,20 @@ int_tuple(const long long *values, size_t n)
     return tuple;
 }
 
-/* The listed size of "<base><suffix>": an int, or None when the dir has no such file. */
+/* Each log base's listed size of one of its files (column 0: .log, 1: .index, 2: .timeindex): an int, or None
+ * when the dir has no such file. */
 static PyObject *
-listed_size(partition_t *p, long long base, const char *suffix)
-{
-    char name[64];
-    snprintf(name, sizeof(name), "%020lld%s", base, suffix);
-    for (size_t i = 0; i < p->count; i++) {
-        if (strcmp(p->entries[i].name, name) == 0) {
-            return PyLong_FromLongLong(p->entries[i].size);
-        }
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-sizes_tuple(partition_t *p, const char *suffix)
+sizes_tuple(partition_t *p, size_t column)
 {
     PyObject *tuple = PyTuple_New((Py_ssize_t)p->n_logs);
     for (size_t i = 0; tuple != NULL && i < p->n_logs; i++) {
-        PyObject *size = listed_size(p, p->logs[i], suffix);
-        if (size == NULL) {
+        long long size = p->log_sizes[3 * i + column];
+        PyObject *item = size == NOT_LISTED ? Py_NewRef(Py_None) : PyLong_FromLongLong(size);
+        if (item == NULL) {
             Py_CLEAR(tuple);
             break;
         }
-        PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, size);
+        PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, item);
     }
     return tuple;
 }
@@ -635,9 +649,9 @@ shape_of(partition_t *p, int time_edges)
         int_tuple(p->logs, p->n_logs),
         int_tuple(p->txns, p->n_txns),
         int_tuple(p->snapshots, p->n_snapshots),
-        sizes_tuple(p, ".log"),
-        sizes_tuple(p, ".index"),
-        sizes_tuple(p, ".timeindex"),
+        sizes_tuple(p, 0),
+        sizes_tuple(p, 1),
+        sizes_tuple(p, 2),
         other_names(p),
         time_edges ? edges_tuple(p) : NULL,
     };
@@ -727,6 +741,7 @@ free_partition(partition_t *p)
     free(p->txns);
     free(p->snapshots);
     free(p->indexed);
+    free(p->log_sizes);
     for (size_t i = 0; p->edges != NULL && i < p->n_logs; i++) {
         free(p->edges[i]);
     }
