@@ -324,8 +324,9 @@ class LogSegment:
 
     def largest_timestamp(self) -> tuple[int, str]:
         """Kafka's ``largestTimestamp`` and its source: a record, or the file mtime if no record has one."""
-        if self.max_timestamp_so_far >= 0:
-            return self.max_timestamp_so_far, TIMESTAMP_SOURCE_RECORD
+        largest = self.max_timestamp_so_far
+        if largest >= 0:
+            return largest, TIMESTAMP_SOURCE_RECORD
         return self.last_modified_ms(), TIMESTAMP_SOURCE_MTIME
 
     @property
