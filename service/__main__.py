@@ -10,7 +10,8 @@ def run() -> None:
     collections skip them. Nothing is imported before the pause (not even ``typing``)."""
     gc.disable()
     try:
-        from service.shell.cli import exit_process, main
+        from service.shell.cli import main
+        from service.shell.process_exit import exit_process
     finally:
         gc.freeze()
         gc.enable()

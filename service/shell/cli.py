@@ -26,7 +26,7 @@ from service.base.errors import (
 )
 from service.core.collector import collector_paused
 from service.core.version import version_line
-from service.shell.process_exit import exit_process, skip_teardown
+from service.shell.process_exit import skip_teardown
 from service.shell.tools.log_commands import (
     config_options,
     explain_command,
@@ -36,7 +36,7 @@ from service.shell.tools.log_commands import (
 )
 from service.storage.prescan import start_early_prescans
 
-__all__ = ["cli", "exit_process", "main"]
+__all__ = ["cli", "main"]
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
