@@ -6,7 +6,8 @@ Run on demand (not part of CI's pass/fail), from the repository root:
     PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions --offline-only --rounds 3 [--compare-tree D]
     PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions [--partitions 10000] --stop-after-retention
     PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions --startup-only --rounds 3 [--compare-tree D]
-    PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions --load-only --rounds 5 [--compare-tree D]
+    PYTHONPATH=$PWD python3 -m tests.benchmarks.bench_partitions --load-only --rounds 5 [--repeats 3] \
+        [--compare-tree D]
 
 It builds, under a temporary folder removed at the end, one log dir as a clean shutdown leaves it:
 ``--partitions`` copies (topics ``bench-<i // 100>``, partitions ``<i % 100>``) of one partition written by
@@ -24,12 +25,13 @@ in one run, each figure and its ratio to a Python ``os.scandir`` + ``stat`` walk
 ``--startup-only`` times only ``serve``'s start-up to ``/readyz`` (then an untimed SIGTERM stop), ``--rounds``
 times, each round after its own walk, and from ``--compare-tree`` too, interleaved.
 
-``--load-only`` times the three reads of the whole dir in each round, after that round's walk: ``serve``'s
-start-up to ``/readyz`` (then an untimed SIGTERM stop), offline ``explain --json`` and offline
-``retention --dry-run``, on the dir as built (a clean shutdown, nothing deleted), from ``--compare-tree``
-too, interleaved; the medians of the rounds' ratios close the run. Each is also set against the walk in CPU
-time (``[cpu]``: the command's processes' user + system seconds, ``serve``'s up to ``/readyz``, over the
-walk's), which moves less than wall time when others load the machine.
+``--load-only`` times the three reads of the whole dir in each round (each the median of ``--repeats``
+runs), after that round's walk (the median of three): ``serve``'s start-up to ``/readyz`` (then an
+untimed SIGTERM stop), offline ``explain --json`` and offline ``retention --dry-run``, on the dir as built
+(a clean shutdown, nothing deleted), from ``--compare-tree`` too, interleaved; the medians of the rounds'
+ratios close the run. Each is also set against the walk in CPU time (``[cpu]``: the command's processes'
+user + system seconds, ``serve``'s up to ``/readyz``, over the walk's), which moves less than wall time
+when others load the machine.
 
 ``--offline-only`` times only the two offline commands (``--rounds`` times each, walk and commands
 interleaved), on the dir as the full run leaves it for them: ``serve`` is started, one retention pass
@@ -315,10 +317,15 @@ def startup_only(log_dir: Path, root: Path, rounds: int, compare_tree: Path | No
     interleaved_rounds(log_dir, rounds, compare_tree, measure)
 
 
-def load_only(log_dir: Path, root: Path, rounds: int, compare_tree: Path | None) -> None:
-    """Start-up, offline explain and dry-run over the dir as built, ``rounds`` times, then the medians."""
+def load_only(log_dir: Path, root: Path, rounds: int, compare_tree: Path | None, repeats: int = 1) -> None:
+    """Start-up, offline explain and dry-run over the dir as built, ``rounds`` times, then the medians;
+    each figure of a round is the median of ``repeats`` runs of its command (the walk's is of three)."""
 
     def measure(label: str, tree: Path | None) -> dict[str, float]:
+        runs = [measure_once(label, tree) for _ in range(repeats)]
+        return {name: statistics.median(run[name] for run in runs) for name in runs[0]}
+
+    def measure_once(label: str, tree: Path | None) -> dict[str, float]:
         serve = Serve(log_dir, root / "serve.stderr", tree)
         ready_s = serve.wait_ready()
         ready_cpu_s = process_cpu_s(serve.process.pid)
@@ -418,6 +425,13 @@ def parse_args() -> argparse.Namespace:
         "--rounds", type=int, default=1, help="with --offline-only, --startup-only or --load-only: rounds"
     )
     parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="with --load-only: run each command this many times a round and take the median (the walk's "
+        "is the median of three), for a machine whose times move between runs",
+    )
+    parser.add_argument(
         "--compare-tree",
         type=Path,
         help="with --offline-only, --startup-only or --load-only: also run each from this source tree "
@@ -447,7 +461,7 @@ def main() -> None:
         if args.offline_only:
             offline_only(log_dir, root, args.rounds, args.compare_tree)
         elif args.load_only:
-            load_only(log_dir, root, args.rounds, args.compare_tree)
+            load_only(log_dir, root, args.rounds, args.compare_tree, args.repeats)
         elif args.startup_only:
             startup_only(log_dir, root, args.rounds, args.compare_tree)
         elif serve_and_stop(log_dir, root, args) and args.keep is None:
