@@ -32,6 +32,7 @@ __all__ = [
     "check_index_file_length",
     "check_listed_index_length",
     "check_whole_entries",
+    "listed_index_length_passes",
     "read_whole_file",
 ]
 
@@ -528,16 +529,25 @@ def check_index_file_length(file: str, index_type: type[AbstractIndex], *, must_
     check_whole_entries(length, index_type.entry_size, kind=index_type.kind, path=file)
 
 
+def listed_index_length_passes(
+    length: int | None, index_type: type[AbstractIndex], *, must_exist: bool
+) -> bool:
+    """Whether ``check_listed_index_length`` passes on ``length`` without the file (no name needed)."""
+    if length is None:
+        return not must_exist
+    return length >= 0 and not length % index_type.entry_size
+
+
 def check_listed_index_length(
     file: str, length: int | None, index_type: type[AbstractIndex], *, must_exist: bool
 ) -> None:
     """``check_index_file_length`` with the length a listing of the dir gave (a prescan, made under the log
     dir's lock): None when the listing has no such file, -1 when its ``stat`` failed (the file is then
     checked as ``check_index_file_length`` does, which raises what that ``stat`` raises)."""
-    if length is None:
-        if must_exist:
-            raise FileNotFoundError(f"{index_type.kind} {file} is missing")
+    if listed_index_length_passes(length, index_type, must_exist=must_exist):
         return
+    if length is None:
+        raise FileNotFoundError(f"{index_type.kind} {file} is missing")
     if length < 0:
         check_index_file_length(file, index_type, must_exist=must_exist)
         return

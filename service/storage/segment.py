@@ -36,6 +36,7 @@ from service.storage.index_file import (
     check_index_file_length,
     check_listed_index_length,
     check_whole_entries,
+    listed_index_length_passes,
 )
 from service.storage.log_config import LogConfig
 from service.storage.log_files import (
@@ -47,10 +48,8 @@ from service.storage.log_files import (
     file_name,
     segment_path,
 )
-from service.storage.offset_index import ENTRY_SIZE as _OFFSET_ENTRY_SIZE
 from service.storage.offset_index import OffsetIndex
 from service.storage.records import BATCH_HEADER, NO_TIMESTAMP, RecordBatch
-from service.storage.time_index import ENTRY_SIZE as _TIME_ENTRY_SIZE
 from service.storage.time_index import TimeIndex
 from service.storage.txn_index import AbortedTxn, TransactionIndex
 
@@ -678,16 +677,14 @@ class LogSegment:
         ``listed_lengths``: the offset and time indexes' lengths as a listing of the dir gave them (a
         prescan; ``check_listed_index_length``), instead of a ``stat`` each.
         """
-        if listed_lengths is not None and not has_txn_index:  # the common case first: no file name made
-            index_length, time_length = listed_lengths
-            if (
-                index_length is not None
-                and index_length >= 0
-                and not index_length % _OFFSET_ENTRY_SIZE
-                and (time_length is None or (time_length >= 0 and not time_length % _TIME_ENTRY_SIZE))
-            ):
-                self._indexes_checked = True  # both listed and whole: what the checks below would find
-                return
+        if (  # the common case first: both listed and whole, no file name made for an error
+            listed_lengths is not None
+            and not has_txn_index
+            and listed_index_length_passes(listed_lengths[0], OffsetIndex, must_exist=True)
+            and listed_index_length_passes(listed_lengths[1], TimeIndex, must_exist=False)
+        ):
+            self._indexes_checked = True
+            return
         index_file = self._stem + INDEX_SUFFIX + self.suffix
         time_index_file = self._stem + TIME_INDEX_SUFFIX + self.suffix
         if listed_lengths is None:
