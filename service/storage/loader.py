@@ -93,7 +93,8 @@ def load_partition_log(
     three ``os.stat`` calls (the ``.log``'s size, the two indexes for ``check_index_files``), no descriptor
     stays open. ``topic_partition``: the dir name's, if the caller parsed it. ``scan``: the dir as a prescan
     found it under the log dir's lock (``service.storage.prescan``): after a clean shutdown its listing,
-    sizes and active segment's bytes stand in for those calls (on any other path it is not used).
+    sizes and active segment's bytes stand in for those calls (on any other path it is not used), and
+    where it made every check in C the segments are built from it alone (``_segments_checked_in_c``).
     ``high_watermark``: the broker's checkpointed one (None: the log end offset), and its source.
     ``topic_id``: the dir's ``partition.metadata`` id as the start-up's survey read it (None: the log reads
     the file). ``log_dir``: ``directory.parent``, one Path shared by the logs of a dir, whose text and hash
@@ -102,35 +103,24 @@ def load_partition_log(
     if topic_partition is None:
         parsed = parse_partition_dir_name(directory.name)
         topic_partition = TopicPartition(parsed.topic, parsed.partition)
-    scan, names = _list_dir(directory, scan, clean_shutdown=clean_shutdown)
-    if read_only and not clean_shutdown:
-        raise WouldWriteError(f"{directory}: loading it recovers it (no clean shutdown recorded for it)")
-    scan, names = _finish_interrupted_operations(directory, names, scan, config, clock, read_only=read_only)
-    tracker = ProducerStateManager()  # enough to rebuild .txnindex files; the log's state is loaded below
-    now_ms = clock.now_ms()  # the loaded segments' creation time (Kafka's ``LogSegment.open``)
-    segments, rebuilt = _load_segments(
-        directory,
-        names,
-        config,
-        now_ms,
-        tracker,
-        clean_shutdown=clean_shutdown,
-        read_only=read_only,
-        scan=scan,
-        dir_prefix=None if log_dir is None else os.path.join(log_dir, directory.name, ""),
-    )
-    tally = _Recovery(len(rebuilt), sum(rebuilt.values()), [*rebuilt])
-    if not clean_shutdown and segments:
-        segments = _recover_unclean(segments, recovery_point, tracker, rebuilt, tally)
-    log_end_offset = log_start_offset
-    if segments:
-        segments, log_end_offset = _open_active_segment(
-            directory, segments, scan, tracker, tally, clean_shutdown, read_only, log_start_offset
+    prefix = os.path.join(directory, "") if log_dir is None else os.path.join(log_dir, directory.name, "")
+    checked = _segments_checked_in_c(directory, scan, config, clock, prefix) if clean_shutdown else None
+    if checked is not None and checked[1] >= log_start_offset:  # below the start: step 5 deletes them
+        (segments, log_end_offset), tally = checked, _Recovery(0, 0, [])
+        names = _list_dir(directory, scan, clean_shutdown=True)[1]  # the shape's: no listing
+    else:
+        scan, names, segments, log_end_offset, tally = _load_by_steps(
+            directory,
+            topic_partition,
+            config,
+            scan,
+            clock=clock,
+            prefix=prefix,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown,
+            read_only=read_only,
         )
-    if tally.recovered or tally.truncated:
-        _audit_recovery(directory, topic_partition, tally, clean_shutdown, recovery_point, log_end_offset)
-    if not segments:
-        segments = [_first_segment(directory, config, log_start_offset, now_ms, read_only=read_only)]
     log = _open_log(
         directory,
         topic_partition,
@@ -150,6 +140,53 @@ def load_partition_log(
         log_dir=log_dir,
     )
     return LoadResult(log, tally.recovered, tally.truncated)
+
+
+def _load_by_steps(
+    directory: Path,
+    topic_partition: TopicPartition,
+    config: LogConfig,
+    scan: PartitionScan | None,
+    *,
+    clock: Clock,
+    prefix: str,
+    log_start_offset: int,
+    recovery_point: int,
+    clean_shutdown: bool,
+    read_only: bool,
+) -> tuple[PartitionScan | None, list[str], list[LogSegment], int, _Recovery]:
+    """The module docstring's steps, with the loader's own calls wherever ``scan`` lacks an item: the scan
+    still used, the dir's names, the segments, the log end offset and what recovery did."""
+    scan, names = _list_dir(directory, scan, clean_shutdown=clean_shutdown)
+    if read_only and not clean_shutdown:
+        raise WouldWriteError(f"{directory}: loading it recovers it (no clean shutdown recorded for it)")
+    scan, names = _finish_interrupted_operations(directory, names, scan, config, clock, read_only=read_only)
+    tracker = ProducerStateManager()  # enough to rebuild .txnindex files; the log's state is loaded below
+    now_ms = clock.now_ms()  # the loaded segments' creation time (Kafka's ``LogSegment.open``)
+    segments, rebuilt = _load_segments(
+        directory,
+        names,
+        config,
+        now_ms,
+        tracker,
+        clean_shutdown=clean_shutdown,
+        read_only=read_only,
+        scan=scan,
+        dir_prefix=prefix,
+    )
+    tally = _Recovery(len(rebuilt), sum(rebuilt.values()), [*rebuilt])
+    if not clean_shutdown and segments:
+        segments = _recover_unclean(segments, recovery_point, tracker, rebuilt, tally)
+    log_end_offset = log_start_offset
+    if segments:
+        segments, log_end_offset = _open_active_segment(
+            directory, segments, scan, tracker, tally, clean_shutdown, read_only, log_start_offset
+        )
+    if tally.recovered or tally.truncated:
+        _audit_recovery(directory, topic_partition, tally, clean_shutdown, recovery_point, log_end_offset)
+    if not segments:
+        segments = [_first_segment(directory, config, log_start_offset, now_ms, read_only=read_only)]
+    return scan, names, segments, log_end_offset, tally
 
 
 def _recover_unclean(
@@ -362,9 +399,6 @@ def _check_clean_active_segment(
     """
     tail = None
     same_segment = scan is not None and scan.active_stem == file_name(active.base_offset, "")
-    if scan is not None and same_segment and scan.next_offset is not None:  # checked in C, as below
-        active.mark_index_files_clean()
-        return None, scan.next_offset
     if scan is not None and same_segment and scan.log_tail is not None:
         tail = (scan.log_position, scan.log_tail)
     index = active.offset_index
@@ -467,6 +501,48 @@ def _complete_swaps(directory: Path, names: list[str], config: LogConfig, clock:
         os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
     fsync_dir(directory)
     return os.listdir(directory)
+
+
+def _segments_checked_in_c(
+    directory: Path, scan: PartitionScan | None, config: LogConfig, clock: Clock, prefix: str
+) -> tuple[list[LogSegment], int] | None:
+    """A clean load's segments and log end offset from a scan that made in C every check of the active
+    segment's bytes (``_dirscan.c``: a shape, those bytes read and passed, its end offset found), if each
+    sealed segment's index files pass ``check_index_files`` too; None otherwise: the general path, which
+    repeats the checks, rebuilds what fails them and reports it. The segments are left as the general path
+    leaves them: sizes as listed, index files checked, time-index edges primed, indexes lazy."""
+    if scan is None or scan.shape is None or scan.next_offset is None or scan.time_index is None:
+        return None
+    shape = scan.shape
+    if not shape.log_bases or scan.active_stem != file_name(shape.log_bases[-1], ""):
+        return None
+    if any(size is None or size < 0 for size in shape.log_sizes):
+        return None
+    now_ms = clock.now_ms()  # the loaded segments' creation time (Kafka's ``LogSegment.open``)
+    segments = [
+        LogSegment(directory, base, config=config, created_ms=now_ms, size_bytes=size, dir_prefix=prefix)
+        for base, size in zip(shape.log_bases, shape.log_sizes, strict=True)
+    ]
+    txn_bases = shape.txn_index_bases
+    edges = shape.time_index_edges or _NOT_READ
+    for segment, index_length, time_length, edge_bytes in zip(
+        segments[:-1], shape.index_sizes, shape.time_index_sizes, edges, strict=False
+    ):
+        try:
+            segment.check_index_files(
+                has_txn_index=segment.base_offset in txn_bases, listed_lengths=(index_length, time_length)
+            )
+        except (FileNotFoundError, CorruptDataError):
+            return None
+        if edge_bytes is not None and time_length is not None:
+            segment.prime_time_index_edges(time_length, edge_bytes)
+    active, times = segments[-1], scan.time_index
+    active.mark_index_files_clean()
+    active.prime_time_index_edges(len(times), times if len(times) <= 24 else times[:12] + times[-12:])
+    return segments, scan.next_offset
+
+
+_NOT_READ = itertools.repeat(None)  # each sealed segment's time-index edges, for a scan that read none
 
 
 def _load_segments(
@@ -582,13 +658,6 @@ def _segments_from(
                     segment.prime_time_index_edges(time_length, edge_bytes)
             elif scan is None or scan.active_stem != file_name(base, ""):  # read whole: its end offset next
                 segment.sanity_check(has_txn_index=base in txn_bases, load_offset_index=True)
-            elif scan.next_offset is not None and scan.time_index is not None:
-                # Its bytes passed these checks in C (``_dirscan.c``): its indexes stay lazy (Kafka's
-                # LazyIndex), the time index's edges at hand for its largest timestamp.
-                times = scan.time_index
-                segment.prime_time_index_edges(
-                    len(times), times if len(times) <= 24 else times[:12] + times[-12:]
-                )
             else:
                 segment.sanity_check(
                     has_txn_index=base in txn_bases,

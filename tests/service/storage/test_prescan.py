@@ -17,7 +17,7 @@ from service.base.errors import ConflictError, CorruptDataError
 from service.core.log_manager import LogManager
 from service.core.stray_replicas import survey_replica_dirs
 from service.core.tasks import DeferredTasks
-from service.storage import prescan
+from service.storage import loader, prescan
 from service.storage.clean_shutdown import write_clean_shutdown_marker
 from service.storage.dir_lock import LogDirLock
 from service.storage.loader import LoadResult, _sort_out_names, load_partition_log
@@ -370,6 +370,45 @@ def test_a_scanned_clean_load_opens_no_file(tmp_path: Path, clock: ManualClock) 
     assert opened == []
     assert log.log_end_offset == COUNT
     log.close()
+
+
+@pytest.mark.parametrize("damage", ["healthy", "a transaction index", "a snapshot of no segment"])
+def test_a_scan_checked_in_c_loads_without_the_steps(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    """A clean dir whose scan passed its checks in C is loaded from the scan alone: the steps' own calls
+    (``_load_by_steps``) are not made, a sealed segment's transaction index is still checked."""
+    directory = tmp_path / "topic-0"
+    directory.mkdir()
+    fill(directory, clock)
+    DAMAGE[damage](directory)
+
+    def steps(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(loader, "_load_by_steps", steps)
+    log = load_partition_log(
+        directory, CONFIG, clock=clock, clean_shutdown=True, recovery_point=COUNT, scan=scan_of(directory)
+    ).log
+    assert log.log_end_offset == COUNT
+    assert [r.offset for r in log.read(0, max_records=10_000)] == list(range(COUNT))
+    log.close()
+
+
+def test_a_scan_whose_sealed_index_fails_goes_by_the_steps(tmp_path: Path, clock: ManualClock) -> None:
+    """A sealed index with a partial entry fails the fast path's check: the steps rebuild it, as they
+    would without a scan (the same load, ``test_a_clean_load_from_a_scan_is_the_load_without_it``)."""
+    directory = tmp_path / "topic-0"
+    directory.mkdir()
+    fill(directory, clock)
+    partial_index_entry(directory)
+    scan = scan_of(directory)
+    assert loader._segments_checked_in_c(directory, scan, CONFIG, clock, f"{directory}/") is None
+    result = load_partition_log(
+        directory, CONFIG, clock=clock, clean_shutdown=True, recovery_point=COUNT, scan=scan
+    )
+    assert result.recovered_segments == 1
+    result.log.close()
 
 
 _RECORDING: list[list[str]] = []
