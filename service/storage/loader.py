@@ -106,8 +106,8 @@ def load_partition_log(
     prefix = os.path.join(directory, "") if log_dir is None else os.path.join(log_dir, directory.name, "")
     checked = _segments_checked_in_c(directory, scan, config, clock, prefix) if clean_shutdown else None
     if checked is not None and checked[1] >= log_start_offset:  # below the start: step 5 deletes them
-        (segments, log_end_offset), tally = checked, _Recovery(0, 0, [])
-        names = _list_dir(directory, scan, clean_shutdown=True)[1]  # the shape's: no listing
+        (segments, log_end_offset), recovered, truncated = checked, 0, 0
+        names = list(scan.shape.other_names)  # type: ignore[union-attr]  # the check took its shape
     else:
         scan, names, segments, log_end_offset, tally = _load_by_steps(
             directory,
@@ -121,6 +121,7 @@ def load_partition_log(
             clean_shutdown=clean_shutdown,
             read_only=read_only,
         )
+        recovered, truncated = tally.recovered, tally.truncated
     log = _open_log(
         directory,
         topic_partition,
@@ -139,7 +140,7 @@ def load_partition_log(
         topic_id=topic_id,
         log_dir=log_dir,
     )
-    return LoadResult(log, tally.recovered, tally.truncated)
+    return LoadResult(log, recovered, truncated)
 
 
 def _load_by_steps(
