@@ -564,10 +564,9 @@ def _load_segments(
     (``LogSegment.check_index_files``: stats, no entry read) for every segment but the active one, whose
     indexes are read whole anyway and get the full ``sanity_check``; after an unclean shutdown every
     segment gets the full check. With ``scan`` (a clean load only) the sizes and the active segment's
-    index bytes are the scan's, checked as the files would be (not again where the scan made those checks in
-    C and found the end offset, ``PartitionScan.next_offset``: its indexes then stay lazy, as Kafka's
-    LazyIndex), and its ``shape``, if it has one, is what sorting out the names finds (no index without its
-    log: nothing to delete).
+    index bytes are the scan's, checked as the files would be (a scan that made every check in C and found
+    the end offset does not come here: ``_segments_checked_in_c``), and its ``shape``, if it has one, is
+    what sorting out the names finds (no index without its log: nothing to delete).
     """
     if scan is not None and scan.shape is not None:
         log_bases, txn_bases = list(scan.shape.log_bases), set(scan.shape.txn_index_bases)
