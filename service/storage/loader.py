@@ -12,6 +12,9 @@
    rebuild the indexes, truncate at the first invalid batch and delete every later segment.
 5. A log whose end is below the checkpointed log start offset starts afresh, empty, at that offset.
 
+Steps 1 and 2 are ``interrupted_operations``', step 3 ``segment_loading``'s; this module runs them in turn,
+recovers (4, 5) and opens the log over the segments.
+
 A *read-only* load (the inspection commands) writes nothing: the broker files beside the segments are read
 as they are (``load_partition_files``), and a step above that would write raises ``WouldWriteError``
 naming it, so that the caller loads that partition from a copy instead. After a clean shutdown no step
@@ -20,48 +23,31 @@ writes, so a healthy partition is read in place.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from service.base.audit import audit_log, log_ident
 from service.base.clock import Clock
-from service.base.errors import CorruptDataError, InvalidInputError, UnsupportedFormatError, WouldWriteError
+from service.base.errors import CorruptDataError, UnsupportedFormatError, WouldWriteError
 from service.base.wording import counted
-from service.storage.atomic import fsync_dir
 from service.storage.high_watermark_source import HighWatermarkSource
+from service.storage.interrupted_operations import finish_interrupted_operations
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
-from service.storage.log_files import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    INDEX_SUFFIXES,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    base_offset_from_name,
-    file_name,
-    parse_partition_dir_name,
-)
+from service.storage.log_files import file_name, parse_partition_dir_name
 from service.storage.partition_files import load_partition_files
 from service.storage.prescan import PartitionScan
 from service.storage.producer_state import ProducerStateManager
 from service.storage.segment import LogSegment
+from service.storage.segment_loading import load_segments, segments_checked_in_c
 from service.storage.topic_partition import TopicPartition
 
 __all__ = ["LoadResult", "load_partition_log"]
 
 logger = logging.getLogger(__name__)
-
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES)
-_TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
-_GONE_AT_LOAD = (DELETED_SUFFIX, CLEANED_SUFFIX)  # without a swap, step 1 only deletes these
 
 
 class LoadResult(NamedTuple):
@@ -94,7 +80,7 @@ def load_partition_log(
     stays open. ``topic_partition``: the dir name's, if the caller parsed it. ``scan``: the dir as a prescan
     found it under the log dir's lock (``service.storage.prescan``): after a clean shutdown its listing,
     sizes and active segment's bytes stand in for those calls (on any other path it is not used), and
-    where it made every check in C the segments are built from it alone (``_segments_checked_in_c``).
+    where it made every check in C the segments are built from it alone (``segments_checked_in_c``).
     ``high_watermark``: the broker's checkpointed one (None: the log end offset), and its source.
     ``topic_id``: the dir's ``partition.metadata`` id as the start-up's survey read it (None: the log reads
     the file). ``log_dir``: ``directory.parent``, one Path shared by the logs of a dir, whose text and hash
@@ -104,7 +90,7 @@ def load_partition_log(
         parsed = parse_partition_dir_name(directory.name)
         topic_partition = TopicPartition(parsed.topic, parsed.partition)
     prefix = os.path.join(directory, "") if log_dir is None else os.path.join(log_dir, directory.name, "")
-    checked = _segments_checked_in_c(directory, scan, config, clock, prefix) if clean_shutdown else None
+    checked = segments_checked_in_c(directory, scan, config, clock, prefix) if clean_shutdown else None
     if checked is not None and checked[1] >= log_start_offset:  # below the start: step 5 deletes them
         (segments, log_end_offset), recovered, truncated = checked, 0, 0
         names = list(scan.shape.other_names)  # type: ignore[union-attr]  # the check took its shape
@@ -161,10 +147,10 @@ def _load_by_steps(
     scan, names = _list_dir(directory, scan, clean_shutdown=clean_shutdown)
     if read_only and not clean_shutdown:
         raise WouldWriteError(f"{directory}: loading it recovers it (no clean shutdown recorded for it)")
-    scan, names = _finish_interrupted_operations(directory, names, scan, config, clock, read_only=read_only)
+    scan, names = finish_interrupted_operations(directory, names, scan, config, clock, read_only=read_only)
     tracker = ProducerStateManager()  # enough to rebuild .txnindex files; the log's state is loaded below
     now_ms = clock.now_ms()  # the loaded segments' creation time (Kafka's ``LogSegment.open``)
-    segments, rebuilt = _load_segments(
+    segments, rebuilt = load_segments(
         directory,
         names,
         config,
@@ -229,28 +215,6 @@ def _list_dir(
     if scan.shape is not None:  # the numbered names are in the shape, sorted out
         return scan, list(scan.shape.other_names)
     return scan, list(scan.sizes or ())
-
-
-def _finish_interrupted_operations(
-    directory: Path,
-    names: list[str],
-    scan: PartitionScan | None,
-    config: LogConfig,
-    clock: Clock,
-    *,
-    read_only: bool,
-) -> tuple[PartitionScan | None, list[str]]:
-    """Steps 1 and 2 (Kafka's ``removeTempFilesAndCollectSwapFiles`` and ``completeSwapOperations``), if a
-    temporary file is left; the listing they leave. A scan whose shape has none has nothing to do."""
-    if (scan is not None and scan.shape is not None) or not _has_temp_files(names):
-        return scan, names  # after a clean shutdown, at most deletions are still pending
-    if scan is not None:  # the steps below change the dir: nothing from the scan, as documented
-        scan = None
-        names = os.listdir(directory)
-    if read_only:
-        return scan, _names_a_load_keeps(directory, names)
-    names = _remove_temp_files(directory, names)
-    return scan, _complete_swaps(directory, names, config, clock)
 
 
 def _open_active_segment(
@@ -422,280 +386,6 @@ def _check_clean_active_segment(
         return reason, None
     active.mark_index_files_clean()  # an idle log's close then rewrites nothing
     return None, next_offset
-
-
-def _names_a_load_keeps(directory: Path, names: list[str]) -> list[str]:
-    """A read-only load's steps 1 and 2: without a ``.swap`` file, they only delete files (``.deleted``
-    ones, left by retention and cleaning, and unfinished ``.cleaned`` ones), so the listing without them is
-    what the load continues with; a swap to complete or discard would write."""
-    if SWAP_SUFFIX + "\0" in "\0".join(names) + "\0":  # as in ``_has_temp_files``: one search
-        raise WouldWriteError(f"{directory}: loading it completes or removes an interrupted swap")
-    return [name for name in names if not name.endswith(_GONE_AT_LOAD)]
-
-
-def _has_temp_files(names: list[str]) -> bool:
-    """Whether a name ends in a temporary suffix: three substring searches over the joined listing (a
-    name holds no NUL), not one ``endswith`` per file."""
-    joined = "\0".join(names) + "\0"
-    return any(suffix + "\0" in joined for suffix in _TEMP_SUFFIXES)
-
-
-def _base_offset(directory: Path, name: str) -> int:
-    """A segment file's base offset; a name that does not start with one fails the partition's load."""
-    try:
-        return base_offset_from_name(name)
-    except InvalidInputError as exc:
-        raise CorruptDataError(
-            f"file name {name!r} does not start with a base offset: not a segment file",
-            path=str(directory / name),
-        ) from exc
-
-
-def _remove_temp_files(directory: Path, names: list[str]) -> list[str]:
-    """Step 1; returns the dir's listing, listed again only if a file was deleted."""
-    deleted = sorted(n for n in names if n.endswith(DELETED_SUFFIX))
-    cleaned = sorted(n for n in names if n.endswith(CLEANED_SUFFIX))
-    if not deleted and not cleaned:
-        return names
-    for name in deleted:
-        (directory / name).unlink(missing_ok=True)
-    min_cleaned = min((_base_offset(directory, n) for n in cleaned), default=None)
-    if min_cleaned is not None:
-        for name in sorted(n for n in names if n.endswith(SWAP_SUFFIX)):
-            if _base_offset(directory, name) >= min_cleaned:
-                logger.info("Deleting %s: a swap file left by an interrupted segment split", directory / name)
-                (directory / name).unlink(missing_ok=True)
-    for name in cleaned:
-        logger.info("Deleting %s: a cleaning that did not finish", directory / name)
-        (directory / name).unlink(missing_ok=True)
-    return os.listdir(directory)
-
-
-def _complete_swaps(directory: Path, names: list[str], config: LogConfig, clock: Clock) -> list[str]:
-    """Step 2; returns the dir's listing, listed again only if a swap was completed."""
-    swaps = [directory / n for n in sorted(names) if n.endswith(SWAP_SUFFIX)]
-    if not swaps:
-        return names
-    log_swaps = [p for p in swaps if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
-    if not log_swaps:
-        for path in swaps:  # index swaps whose .log was already renamed: finish the rename
-            os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
-        return os.listdir(directory)
-    ranges = []
-    for path in log_swaps:
-        base = _base_offset(directory, path.name)
-        segment = LogSegment(directory, base, config=config, created_ms=clock.now_ms(), suffix=SWAP_SUFFIX)
-        next_offset = base
-        for batch in segment.batches():
-            next_offset = batch.next_offset
-        segment.close_file()
-        ranges.append((base, next_offset))
-    min_swap = min(base for base, _ in ranges)
-    max_swap = max(end for _, end in ranges)
-    for name in sorted(names):
-        if name.endswith(SWAP_SUFFIX) or not name.endswith(_SEGMENT_SUFFIXES) or not name[:1].isdigit():
-            continue
-        if min_swap <= _base_offset(directory, name) < max_swap:
-            logger.info("Deleting %s: replaced by a completed swap", directory / name)
-            (directory / name).unlink()
-    for path in swaps:
-        os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
-    fsync_dir(directory)
-    return os.listdir(directory)
-
-
-def _segments_checked_in_c(
-    directory: Path, scan: PartitionScan | None, config: LogConfig, clock: Clock, prefix: str
-) -> tuple[list[LogSegment], int] | None:
-    """A clean load's segments and log end offset from a scan that made in C every check of the active
-    segment's bytes (``_dirscan.c``: a shape, those bytes read and passed, its end offset found), if each
-    sealed segment's index files pass ``check_index_files`` too; None otherwise: the general path, which
-    repeats the checks, rebuilds what fails them and reports it. The segments are left as the general path
-    leaves them: sizes as listed, index files checked, time-index edges primed, indexes lazy."""
-    if scan is None or scan.shape is None or scan.next_offset is None or scan.time_index is None:
-        return None
-    shape = scan.shape
-    if not shape.log_bases or scan.active_stem != file_name(shape.log_bases[-1], ""):
-        return None
-    if any(size is None or size < 0 for size in shape.log_sizes):
-        return None
-    now_ms = clock.now_ms()  # the loaded segments' creation time (Kafka's ``LogSegment.open``)
-    segments = [
-        LogSegment(directory, base, config=config, created_ms=now_ms, size_bytes=size, dir_prefix=prefix)
-        for base, size in zip(shape.log_bases, shape.log_sizes, strict=True)
-    ]
-    txn_bases = shape.txn_index_bases
-    edges = shape.time_index_edges or _NOT_READ
-    for segment, index_length, time_length, edge_bytes in zip(
-        segments[:-1], shape.index_sizes, shape.time_index_sizes, edges, strict=False
-    ):
-        try:
-            segment.check_index_files(
-                has_txn_index=segment.base_offset in txn_bases, listed_lengths=(index_length, time_length)
-            )
-        except (FileNotFoundError, CorruptDataError):
-            return None
-        if edge_bytes is not None and time_length is not None:
-            segment.prime_time_index_edges(time_length, edge_bytes)
-    active, times = segments[-1], scan.time_index
-    active.mark_index_files_clean()
-    active.prime_time_index_edges(len(times), times if len(times) <= 24 else times[:12] + times[-12:])
-    return segments, scan.next_offset
-
-
-_NOT_READ = itertools.repeat(None)  # each sealed segment's time-index edges, for a scan that read none
-
-
-def _load_segments(
-    directory: Path,
-    names: list[str],
-    config: LogConfig,
-    now_ms: int,
-    tracker: ProducerStateManager,
-    *,
-    clean_shutdown: bool,
-    read_only: bool = False,
-    scan: PartitionScan | None = None,
-    dir_prefix: str | None = None,
-) -> tuple[list[LogSegment], dict[int, int]]:
-    """Every segment in base-offset order; returns them and {base offset: bytes truncated} of rebuilt ones.
-
-    A segment whose indexes fail their check is rebuilt. After a clean shutdown the check is Kafka's
-    (``LogSegment.check_index_files``: stats, no entry read) for every segment but the active one, whose
-    indexes are read whole anyway and get the full ``sanity_check``; after an unclean shutdown every
-    segment gets the full check. With ``scan`` (a clean load only) the sizes and the active segment's
-    index bytes are the scan's, checked as the files would be (a scan that made every check in C and found
-    the end offset does not come here: ``_segments_checked_in_c``), and its ``shape``, if it has one, is
-    what sorting out the names finds (no index without its log: nothing to delete).
-    """
-    if scan is not None and scan.shape is not None:
-        log_bases, txn_bases = list(scan.shape.log_bases), set(scan.shape.txn_index_bases)
-    else:
-        log_bases, txn_bases = _sort_out_names(directory, names, read_only=read_only)
-    return _segments_from(
-        directory,
-        log_bases,
-        txn_bases,
-        config,
-        now_ms,
-        tracker,
-        clean_shutdown=clean_shutdown,
-        read_only=read_only,
-        scan=scan,
-        dir_prefix=dir_prefix,
-    )
-
-
-def _sort_out_names(directory: Path, names: list[str], *, read_only: bool) -> tuple[list[int], set[int]]:
-    """The ``.log`` files' base offsets, sorted, and those with a ``.txnindex``; an index file without its
-    ``.log`` is deleted (``WouldWriteError`` if ``read_only``)."""
-    log_names: dict[str, str] = {}
-    index_names = []
-    for name in names:  # one pass: a listing holds a dozen names per segment
-        if not name[:1].isdigit():
-            continue
-        if name.endswith(LOG_SUFFIX):
-            log_names[name[: -len(LOG_SUFFIX)]] = name
-        elif name.endswith(INDEX_SUFFIXES):
-            index_names.append(name)
-    log_bases = sorted(_base_offset(directory, n) for n in log_names.values())
-    bases = set(log_bases)
-    txn_bases = set()
-    for name in index_names:
-        stem = name.partition(".")[0]
-        # Same name as a .log: no need to parse the offset (the common case, by far).
-        base = -1 if stem in log_names else _base_offset(directory, name)
-        if base != -1 and base not in bases:
-            if read_only:
-                raise WouldWriteError(f"{directory}: loading it deletes {name}, an index without a log file")
-            logger.warning("Deleting %s: an index file without a log file", directory / name)
-            (directory / name).unlink()
-        elif name.endswith(TXN_INDEX_SUFFIX):
-            txn_bases.add(_base_offset(directory, name))
-    return log_bases, txn_bases
-
-
-def _segments_from(
-    directory: Path,
-    log_bases: list[int],
-    txn_bases: set[int],
-    config: LogConfig,
-    now_ms: int,
-    tracker: ProducerStateManager,
-    *,
-    clean_shutdown: bool,
-    read_only: bool,
-    scan: PartitionScan | None,
-    dir_prefix: str | None,
-) -> tuple[list[LogSegment], dict[int, int]]:
-    """``_load_segments`` once the names are sorted out."""
-    segments = []
-    rebuilt: dict[int, int] = {}
-    last = log_bases[-1] if log_bases else None
-    listed = _listed_sizes(scan, log_bases)
-    edges = scan.shape.time_index_edges if scan is not None and scan.shape is not None else None
-    prefix = os.path.join(directory, "") if dir_prefix is None else dir_prefix
-    sizes = _UNLISTED if listed is None else listed  # as many as log_bases, or endless
-    for n, (base, (log_size, index_length, time_length)) in enumerate(zip(log_bases, sizes, strict=False)):
-        segment = LogSegment(
-            directory,
-            base,
-            config=config,
-            created_ms=now_ms,
-            size_bytes=log_size if log_size is not None and log_size >= 0 else None,
-            dir_prefix=prefix,
-        )
-        try:
-            if not clean_shutdown:
-                segment.sanity_check()
-            elif base != last:
-                segment.check_index_files(
-                    has_txn_index=base in txn_bases,
-                    listed_lengths=None if listed is None else (index_length, time_length),
-                )
-                edge_bytes = None if edges is None else edges[n]
-                if edge_bytes is not None and time_length is not None:
-                    segment.prime_time_index_edges(time_length, edge_bytes)
-            elif scan is None or scan.active_stem != file_name(base, ""):  # read whole: its end offset next
-                segment.sanity_check(has_txn_index=base in txn_bases, load_offset_index=True)
-            else:
-                segment.sanity_check(
-                    has_txn_index=base in txn_bases,
-                    load_offset_index=True,
-                    offset_index_bytes=scan.offset_index,
-                    time_index_bytes=scan.time_index,
-                )
-        except (FileNotFoundError, CorruptDataError) as exc:
-            if read_only:
-                raise WouldWriteError(
-                    f"{directory}: loading it rebuilds the indexes of {base}: {exc}"
-                ) from exc
-            logger.warning("Rebuilding the indexes of %s: %s", segment.log_path, exc)
-            rebuilt[base] = segment.recover(tracker.on_batch)
-        segments.append(segment)
-    return segments, rebuilt
-
-
-_UNLISTED = itertools.repeat((None, None, None))  # each segment's sizes without a scan
-
-
-def _listed_sizes(
-    scan: PartitionScan | None, log_bases: list[int]
-) -> Iterable[tuple[int | None, int | None, int | None]] | None:
-    """Each log base's ``.log``, ``.index`` and ``.timeindex`` sizes as ``scan`` listed them (None: not in
-    the listing; -1: its stat failed), in order, for one pass; or None without a scan."""
-    if scan is None:
-        return None
-    if scan.shape is not None:
-        shape = scan.shape
-        return zip(shape.log_sizes, shape.index_sizes, shape.time_index_sizes, strict=True)
-    sizes = scan.sizes or {}
-    listed = []
-    for base in log_bases:
-        stem = file_name(base, "")
-        log_size = sizes.get(stem + LOG_SUFFIX)
-        listed.append((log_size, sizes.get(stem + INDEX_SUFFIX), sizes.get(stem + TIME_INDEX_SUFFIX)))
-    return listed
 
 
 def _recover(

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from service.base.errors import InvalidInputError
+from service.base.errors import CorruptDataError, InvalidInputError
 
 __all__ = [
     "CLEANED_SUFFIX",
@@ -42,6 +42,7 @@ __all__ = [
     "is_valid_topic_name",
     "parse_partition_dir_name",
     "partition_dir_name",
+    "segment_file_base_offset",
     "segment_path",
 ]
 
@@ -94,6 +95,18 @@ def base_offset_from_name(name: str) -> int:
     if not (digits.isascii() and digits.isdigit()):  # str.isdigit alone also takes "²", which int() rejects
         raise InvalidInputError(f"file name {name!r} does not start with a base offset")
     return int(digits)
+
+
+def segment_file_base_offset(directory: Path, name: str) -> int:
+    """``base_offset_from_name`` of a file a load met in ``directory``: a name that does not start with a
+    base offset fails the partition's load (``CorruptDataError`` naming the file)."""
+    try:
+        return base_offset_from_name(name)
+    except InvalidInputError as exc:
+        raise CorruptDataError(
+            f"file name {name!r} does not start with a base offset: not a segment file",
+            path=str(directory / name),
+        ) from exc
 
 
 def is_valid_topic_name(topic: str) -> bool:

@@ -20,11 +20,12 @@ from service.core.tasks import DeferredTasks
 from service.storage import loader, prescan
 from service.storage.clean_shutdown import write_clean_shutdown_marker
 from service.storage.dir_lock import LogDirLock
-from service.storage.loader import LoadResult, _sort_out_names, load_partition_log
+from service.storage.loader import LoadResult, load_partition_log
 from service.storage.log_config import LogConfig
 from service.storage.partition_metadata import PARTITION_METADATA_FILE, write_partition_metadata
 from service.storage.prescan import LogDirPrescan, PartitionScan, start_early_prescans
 from service.storage.producer_snapshot import list_snapshot_offsets
+from service.storage.segment_loading import _sort_out_names, segments_checked_in_c
 from service.storage.topic_partition import TopicPartition
 from tests.service.storage.conftest import keyed
 
@@ -403,7 +404,7 @@ def test_a_scan_whose_sealed_index_fails_goes_by_the_steps(tmp_path: Path, clock
     fill(directory, clock)
     partial_index_entry(directory)
     scan = scan_of(directory)
-    assert loader._segments_checked_in_c(directory, scan, CONFIG, clock, f"{directory}/") is None
+    assert segments_checked_in_c(directory, scan, CONFIG, clock, f"{directory}/") is None
     result = load_partition_log(
         directory, CONFIG, clock=clock, clean_shutdown=True, recovery_point=COUNT, scan=scan
     )
