@@ -42,9 +42,9 @@ def segments_checked_in_c(
 ) -> tuple[list[LogSegment], int] | None:
     """A clean load's segments and log end offset from a scan that made in C every check of the active
     segment's bytes (``_dirscan.c``: a shape, those bytes read and passed, its end offset found), if each
-    sealed segment's index files pass ``check_index_files`` too; None otherwise: the general path, which
-    repeats the checks, rebuilds what fails them and reports it. The segments are left as the general path
-    leaves them: sizes as listed, index files checked, time-index edges primed, indexes lazy."""
+    sealed segment's index files pass ``check_index_files`` too; None otherwise: the loader's steps, which
+    repeat the checks, rebuild what fails them and report it. The segments are left as those steps leave
+    them: sizes as listed, index files checked, time-index edges primed, indexes lazy."""
     if scan is None or scan.shape is None or scan.next_offset is None or scan.time_index is None:
         return None
     shape = scan.shape
