@@ -173,8 +173,8 @@ class BrokerConfig:
     producer_id_expiration_check_interval_ms: int = _key(_I, 600_000, "Period of the producer-expiry "
         "task", _AT_LEAST_1)
     log_preallocate: bool = _key(_B, False, "Create segment files at full size", None, "preallocate")
-    num_recovery_threads_per_data_dir: int = _key(_I, 1, "Threads per log dir for loading and recovery",
-        _AT_LEAST_1)
+    num_recovery_threads_per_data_dir: int = _key(_I, 1, "Threads per log dir that close its logs at a "
+        "stop (the load runs on one: operations.md)", _AT_LEAST_1)
     num_partitions: int = _key(_I, 1, "Default partition count of a new topic", _AT_LEAST_1)
     message_max_bytes: int = _key(_I, 1_048_588, "Largest record batch accepted", _AT_LEAST_0,
         "max.message.bytes")

@@ -256,7 +256,6 @@ class LogManager:
                     state.path,
                     self.config_for,
                     clock=self.clock,
-                    threads=self.settings.recovery_threads_per_dir,
                     progress=self.load_progress,
                     stop=stop,
                     read_only=self.read_only,

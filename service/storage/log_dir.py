@@ -1,6 +1,11 @@
 """Opening and closing a whole log dir (one entry of ``log.dirs``), as Kafka's LogManager does at start-up
 and shutdown (``LogManager.loadLogs`` and ``shutdown``): the clean-shutdown marker, both offset
-checkpoints, and every partition dir loaded on ``num.recovery.threads.per.data.dir`` threads.
+checkpoints, and every partition dir loaded, one after another on the calling thread.
+
+Kafka loads a dir's partitions on ``num.recovery.threads.per.data.dir`` threads; here that key sets only the
+threads that close them at the stop (their time is fsyncs, which release the GIL). A load is Python work
+between small system calls, each of which hands the GIL over: two threads loading 10,000 small partitions
+took 1.7–2 times as long as one, after a clean stop and after an unclean one (``docs/operations.md``).
 
 A read-only load (``read_only``, for the inspection commands) writes nothing into the dir: the marker stays,
 no dir is created, and each partition is read in place unless loading it would write (recovery, a swap, an
@@ -122,7 +127,6 @@ def load_log_dir(
     config_for: Callable[[str], LogConfig],
     *,
     clock: Clock,
-    threads: int = 1,
     progress: LoadProgress | None = None,
     stop: threading.Event | None = None,
     read_only: PartitionCopier | None = None,
@@ -151,7 +155,6 @@ def load_log_dir(
             path,
             config_for,
             clock=clock,
-            threads=threads,
             progress=progress,
             stop=stop,
             read_only=read_only,
@@ -170,7 +173,6 @@ def _load_log_dir(
     config_for: Callable[[str], LogConfig],
     *,
     clock: Clock,
-    threads: int,
     progress: LoadProgress | None,
     stop: threading.Event | None,
     read_only: PartitionCopier | None,
@@ -214,17 +216,16 @@ def _load_log_dir(
         prescan,
         topic_ids,
     )
-    results = _load_all(load, to_load, threads, prescan)
+    results = _load_all(load, to_load, prescan)
     loaded = _loaded_log_dir(path, results, clean, pending_deletion, marker_epoch, high_watermarks)
     logger.info(
         "%s: checkpoints read and %d partition dirs listed in %.2f s; loaded (recovery included: %d "
-        "segments) in %.2f s on %d thread(s)",
+        "segments) in %.2f s",
         path,
         len(to_load),
         listed - began,
         loaded.recovered_segments,
         time.monotonic() - listed,
-        threads,
     )
     return loaded
 
@@ -282,8 +283,8 @@ def _prescan_for(
 
 @dataclass(slots=True)
 class _PartitionLoader:
-    """Loads one partition dir of a log dir, with what the dir's checkpoints say of it; called on the
-    recovery threads. A partition whose load fails for any reason but the disk is left out."""
+    """Loads one partition dir of a log dir, with what the dir's checkpoints say of it. A partition whose
+    load fails for any reason but the disk is left out."""
 
     path: Path
     config_for: Callable[[str], LogConfig]
@@ -359,17 +360,11 @@ class _PartitionLoader:
 
 
 def _load_all(
-    load: _PartitionLoader,
-    to_load: list[tuple[Path, TopicPartition]],
-    threads: int,
-    prescan: LogDirPrescan | None,
+    load: _PartitionLoader, to_load: list[tuple[Path, TopicPartition]], prescan: LogDirPrescan | None
 ) -> list[LoadResult | FailedPartition]:
-    """Every partition loaded, on ``threads`` threads (``num.recovery.threads.per.data.dir``), in order."""
+    """Every partition loaded, in order, on the calling thread (the module docstring says why)."""
     try:
-        if threads <= 1:  # one thread: no pool, whose per-task cost showed at 10,000 partitions
-            return [load(item) for item in to_load]
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
-            return list(pool.map(load, to_load))
+        return [load(item) for item in to_load]
     finally:
         if prescan is not None:
             prescan.close()

@@ -5,6 +5,7 @@ partition deletion, checkpoints after retention, shutdown and the dir lock, offl
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from service.core.log_manager import LogManager, LogManagerSettings
 from service.core.retention import RetentionReason
 from service.core.tasks import ManualTaskScheduler
 from service.storage.checkpoints import OffsetCheckpointFile
+from service.storage.load_progress import LoadProgress
 from service.storage.log import PartitionLog
 from service.storage.log_config import LogConfig
 from service.storage.log_files import (
@@ -137,10 +139,23 @@ def test_shutdown_writes_both_checkpoints_and_the_marker(tmp_path: Path, make_ma
     assert (reloaded.log_start_offset, reloaded.log_end_offset) == (3, 15)
 
 
+class LoadingThreads(LoadProgress):
+    """``LoadProgress`` that also notes the thread each log finished loading on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def loaded_one(self) -> None:
+        self.names.add(threading.current_thread().name)
+        super().loaded_one()
+
+
 def test_many_recovery_threads_close_every_log_and_write_each_checkpoint_once(
     tmp_path: Path, make_manager: MakeManager
 ) -> None:
-    """``num.recovery.threads.per.data.dir`` > 1: the logs close on a pool; the checkpoints list them all."""
+    """``num.recovery.threads.per.data.dir`` > 1: the logs close on a pool; the checkpoints list them all;
+    the next start loads them on its own thread (threads would contend for the GIL: ``log_dir``)."""
     manager = make_manager(tmp_path / "logs", recovery_threads_per_dir=4)
     logs = manager.create_topic("t", 6)
     for n, log in enumerate(logs):
@@ -150,8 +165,12 @@ def test_many_recovery_threads_close_every_log_and_write_each_checkpoint_once(
     expected = {TopicPartition("t", n): n + 1 for n in range(6)}
     assert checkpoint(tmp_path / "logs", RECOVERY_POINT_CHECKPOINT) == expected
     assert (tmp_path / "logs" / CLEAN_SHUTDOWN_FILE).exists()
-    reloaded = make_manager(tmp_path / "logs", recovery_threads_per_dir=4)
+    reloaded = make_manager(tmp_path / "logs", start=False, recovery_threads_per_dir=4)
+    reloaded.load_progress = loading = LoadingThreads()
+    reloaded.startup()
     assert {tp: log.log_end_offset for tp, log in reloaded.logs.items()} == expected
+    assert loading.names == {threading.current_thread().name}
+    assert loading.counts == (6, 6)
 
 
 def test_a_locked_log_dir_refuses_a_second_manager(tmp_path: Path, make_manager: MakeManager) -> None:
