@@ -1,19 +1,14 @@
 """Loading one partition dir, with Kafka's swap-file protocol and crash recovery (Kafka ``LogLoader``).
 
-1. Delete ``*.deleted`` files; delete ``*.swap`` files at or above the lowest ``*.cleaned`` base (an
-   interrupted split); delete every ``*.cleaned`` file.
-2. Complete interrupted swaps: the segments a ``.swap`` replaces (base offsets in the swaps' range) are
-   deleted, then every ``.swap`` loses its suffix.
-3. Load segments in base-offset order; index files without a ``.log`` are deleted; a segment whose indexes
-   are missing or fail their check is rebuilt now. After a clean shutdown the check is Kafka's (the offset
-   index exists, both indexes hold whole entries: one ``os.stat`` each) for every segment but the active
-   one; otherwise it is the full ``sanity_check``, which reads the indexes' first and last entries.
+1-2. Finish what an interrupted retention, cleaning or split left: temporary files deleted, swaps
+   completed (``interrupted_operations``).
+3. Load segments in base-offset order, each one's index files checked and rebuilt where they fail
+   (``segment_loading``).
 4. After an unclean shutdown, recover from the segment holding the recovery point: validate every batch,
    rebuild the indexes, truncate at the first invalid batch and delete every later segment.
 5. A log whose end is below the checkpointed log start offset starts afresh, empty, at that offset.
 
-Steps 1 and 2 are ``interrupted_operations``', step 3 ``segment_loading``'s; this module runs them in turn,
-recovers (4, 5) and opens the log over the segments.
+This module runs the steps in turn and opens the log over the segments.
 
 A *read-only* load (the inspection commands) writes nothing: the broker files beside the segments are read
 as they are (``load_partition_files``), and a step above that would write raises ``WouldWriteError``

@@ -1,11 +1,9 @@
 """Step 3 of a partition's load (``loader``): its segments in base-offset order, each one's index files
 checked, and rebuilt where they fail (``WouldWriteError`` instead for a read-only load).
 
-After a clean shutdown the check is Kafka's (the offset index exists, both indexes hold whole entries) for
-every segment but the active one, whose indexes get the full ``sanity_check``; after an unclean shutdown
-every segment gets the full check. A prescan (``service.storage.prescan``) stands in for the listing, the
-sizes and the active segment's index bytes of a clean load, and where it made every check in C the segments
-are built from it alone (``segments_checked_in_c``).
+Which check a segment gets is ``load_segments``' to say. A prescan (``service.storage.prescan``) stands in
+for the listing, the sizes and the active segment's index bytes of a clean load, and where it made every
+check in C the segments are built from it alone (``segments_checked_in_c``).
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ A real broker (Kafka 4.4.0, or ``LOGCLEANER_KAFKA_VERSION``) with Kafka's own JV
 non-empty segment, its indexes and a producer snapshot in each), and is stopped cleanly. That dir (its KRaft
 metadata log included) is kept; each measured run works on a fresh ``cp -a`` of it, synced, so both sides load
 the same bytes, warm in the page cache. An unclean stop is made by removing the copy's
-``.kafka_cleanshutdown`` marker, so both sides recover every log from its recovery point. Both sides load with
-``num.recovery.threads.per.data.dir`` of ``--recovery-threads`` (2, Kafka 4.x's default; logcleaner's is 1).
+``.kafka_cleanshutdown`` marker, so both sides recover every log from its recovery point. Both sides get
+``num.recovery.threads.per.data.dir`` of ``--recovery-threads`` (2, Kafka 4.x's default; logcleaner's is 1):
+Kafka loads on that many threads, logcleaner on one whatever it says (``service/storage/log_dir.py``).
 
 Kafka's figure is the ``Loaded N logs in X ms`` line of its ``LogManager.loadLogs`` (the broker's whole
 start, JVM to ``Kafka Server started``, is printed beside it). logcleaner's is ``serve`` from process start

@@ -1,7 +1,7 @@
 """Inspections split over processes: ``explain`` and ``retention --dry-run`` at a broker's worth of logs.
 
 A read-only load and the inspection after it are Python work holding the GIL: threads gain nothing
-(``num.recovery.threads.per.data.dir`` above 1 did not at start-up, measured), processes do. The
+(two of them loading a dir took twice as long as one: ``service/storage/log_dir.py``), processes do. The
 partition dirs of every log dir, in topic-partition order, are cut into contiguous shares, one a process:
 at most one per CPU this process may keep busy (``service.core.cpus``), and each of at least
 ``PARTITIONS_PER_PROCESS`` partitions (below that a fork costs more than it saves, so a small dir is
