@@ -206,8 +206,6 @@ class LogManager:
         self.is_loaded = True
         self._warn_of_unknown_topic_configs()
         self._pause_cleaning_of_moving_partitions()
-        if self.read_only is None and any(log.has_unflushed_leader_epochs for log in self._logs.values()):
-            self.scheduler.schedule_once("leader-epoch-cache-flush", 0, self._flush_pending_leader_epochs)
 
     def has_future_replica(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is being moved between log dirs (its ``-future`` replica was found at start-up)."""
@@ -362,10 +360,9 @@ class LogManager:
 
     def _flush_pending_leader_epochs(self, logs: Iterable[PartitionLog] | None = None) -> None:
         """Write the epoch checkpoints cut in memory (of ``logs``, default every log) in one batch
-        (``flush_leader_epochs_in_batch``: two syncs in all, not two a log). Retention and a load after an
-        unclean stop cut them so: one at a time, 10,000 logs cost 5 s of a stop, and 8,000 empty logs, each
-        cut to its log end, doubled an unclean start (Kafka's ``truncateFromEndAsyncFlush`` writes them
-        from its scheduler too)."""
+        (``flush_leader_epochs_in_batch``: two syncs in all, not two a log). Retention and a log's first
+        read of its checkpoint after a load cut them so: one at a time, 10,000 logs cost 5 s of a stop
+        (Kafka's ``truncateFromEndAsyncFlush`` writes them from its scheduler too)."""
         began = time.monotonic()
         written = flush_leader_epochs_in_batch(self.logs.values() if logs is None else logs)
         if written:

@@ -37,7 +37,7 @@ from service.storage.partition_files import load_partition_files
 from service.storage.prescan import PartitionScan
 from service.storage.producer_state import ProducerStateManager
 from service.storage.segment import LogSegment
-from service.storage.segment_loading import load_segments, segments_checked_in_c
+from service.storage.segment_loading import first_recovered_base, load_segments, segments_checked_in_c
 from service.storage.topic_partition import TopicPartition
 
 __all__ = ["LoadResult", "load_partition_log"]
@@ -152,6 +152,7 @@ def _load_by_steps(
         now_ms,
         tracker,
         clean_shutdown=clean_shutdown,
+        recovery_point=recovery_point,
         read_only=read_only,
         scan=scan,
         dir_prefix=prefix,
@@ -179,21 +180,22 @@ def _recover_unclean(
     tally: _Recovery,
 ) -> list[LogSegment]:
     """Step 4, counted into ``tally``: recovery begins at the segment holding the recovery point."""
-    tally.began_at.append(
-        max((s.base_offset for s in segments if s.base_offset <= recovery_point), default=0)
-    )
-    segments, recovered_now, truncated_now = _recover(segments, recovery_point, tracker, rebuilt)
+    start = first_recovered_base((s.base_offset for s in segments), recovery_point)
+    tally.began_at.append(start)
+    segments, recovered_now, truncated_now, tally.log_end_offset = _recover(segments, start, tracker, rebuilt)
     tally.add(recovered_now, truncated_now)
     return segments
 
 
 @dataclass(slots=True)
 class _Recovery:
-    """What recovery did so far: segments scanned, bytes truncated, and the offsets where scans began."""
+    """What recovery did so far: segments scanned, bytes truncated, the offsets where scans began, and the
+    log end offset if the last scan was of the active segment (None: not scanned yet)."""
 
     recovered: int
     truncated: int
     began_at: list[int]
+    log_end_offset: int | None = None
 
     def add(self, recovered: int, truncated: int) -> None:
         self.recovered += recovered
@@ -222,11 +224,11 @@ def _open_active_segment(
     read_only: bool,
     log_start_offset: int,
 ) -> tuple[list[LogSegment], int]:
-    """The segments kept and the log end offset, read from the active segment: after a clean shutdown it is
-    recovered if its files contradict the marker; a log ending below ``log_start_offset`` loses every
-    segment and ends there (step 5)."""
+    """The segments kept and the log end offset, read from the active segment unless step 4's scan of it
+    found it: after a clean shutdown it is recovered if its files contradict the marker; a log ending
+    below ``log_start_offset`` loses every segment and ends there (step 5)."""
     active = segments[-1]
-    known_end: int | None = None
+    known_end = tally.log_end_offset
     if clean_shutdown:
         contradiction, known_end = _check_clean_active_segment(active, scan)
         if contradiction is not None:
@@ -239,8 +241,10 @@ def _open_active_segment(
                 directory,
                 contradiction,
             )
-            tally.add(1, active.recover(tracker.on_batch))
+            recovered = active.recover(tracker.on_batch)
+            tally.add(1, recovered.truncated_bytes)
             tally.began_at.append(active.base_offset)
+            known_end = recovered.next_offset
     # The active segment's indexes are preallocated again at its first append, not here (Kafka's
     # LazyIndex): an idle log then never resizes them, and its close trims and fsyncs nothing.
     log_end_offset = known_end if known_end is not None else active.read_next_offset()
@@ -323,7 +327,6 @@ def _open_log(
         log_end_offset=log_end_offset,
         recovery_point=recovery_point,
         names=names,
-        clean_shutdown=clean_shutdown,
         read_only=read_only,
         snapshot_offsets=scan.shape.snapshot_offsets if scan is not None and scan.shape is not None else None,
         topic_id=topic_id,
@@ -384,25 +387,26 @@ def _check_clean_active_segment(
 
 
 def _recover(
-    segments: list[LogSegment], recovery_point: int, tracker: ProducerStateManager, rebuilt: dict[int, int]
-) -> tuple[list[LogSegment], int, int]:
-    """Recover every segment from the one holding the recovery point; drop all after a corrupt one.
+    segments: list[LogSegment], start: int, tracker: ProducerStateManager, rebuilt: dict[int, int]
+) -> tuple[list[LogSegment], int, int, int | None]:
+    """Recover every segment from base offset ``start`` on; drop all after a corrupt one. Returns the
+    segments kept, how many were scanned, the bytes truncated, and the log end offset if the last segment
+    kept was scanned here (None: read it from the segment).
 
     Segments already rebuilt while loading are not scanned twice; if that rebuild truncated one, it is
     the corrupt segment.
     """
-    start = 0
-    for i, segment in enumerate(segments):
-        if segment.base_offset <= recovery_point:
-            start = i
     recovered = 0
-    for i in range(start, len(segments)):
-        segment = segments[i]
+    next_offset = None
+    for i, segment in enumerate(segments):
+        if segment.base_offset < start:
+            continue
         if segment.base_offset in rebuilt:
-            truncated = rebuilt[segment.base_offset]
+            truncated, next_offset = rebuilt[segment.base_offset], None
         else:
-            logger.info("Recovering unflushed segment %s", segment.log_path)
-            truncated = segment.recover(tracker.on_batch)
+            if logger.isEnabledFor(logging.INFO):  # -v only: the path's Path costs more than the check
+                logger.info("Recovering unflushed segment %s", segment.log_path)
+            truncated, next_offset = segment.recover(tracker.on_batch)
             recovered += 1
         if truncated:
             for later in segments[i + 1 :]:
@@ -410,5 +414,6 @@ def _recover(
                     "Deleting %s: it follows the corrupt segment %s", later.log_path, segment.log_path
                 )
                 later.delete_files()
-            return segments[: i + 1], recovered, truncated if segment.base_offset not in rebuilt else 0
-    return segments, recovered, 0
+            kept = segments[: i + 1]
+            return kept, recovered, truncated if segment.base_offset not in rebuilt else 0, next_offset
+    return segments, recovered, 0, next_offset

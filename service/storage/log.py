@@ -660,7 +660,7 @@ class PartitionLog:
 
     @property
     def has_unflushed_leader_epochs(self) -> bool:
-        """Whether retention or an unclean load left the leader-epoch checkpoint behind the cache (see
+        """Whether retention or the checkpoint's first read after a load left the file behind the cache (see
         flush_leader_epochs)."""
         cache = self._leader_epochs
         return cache is not None and cache.has_unflushed_change

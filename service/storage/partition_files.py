@@ -16,15 +16,16 @@ Loading (after the segments are loaded and recovered, so the log end offset is k
 - ``partition.metadata`` is read and kept as it is; a malformed one is logged and the partition loads
   without a topic id.
 
-After a clean shutdown three of those reads wait for their first use, as Kafka's lazy files do, so that
-start-up costs a listing and the active segment's checks per partition (``DeferredFiles``): the topic id
-(``partition.metadata``), the leader-epoch checkpoint when it exists (read, and cut to the log's offsets
-as they are then: ``load_leader_epoch_cache``), and the producer snapshot at the log end offset when the
-listing has it (stray snapshots are still deleted at load, from the listing; ``read_deferred_producer_state``
-falls back to ``load_producer_state`` if the snapshot turns out unreadable). After an unclean shutdown
-everything is read at load, as before.
+Three of those reads wait for their first use, as Kafka's lazy files do, so that a clean start-up costs a
+listing and the active segment's checks per partition, and an unclean one the recovery (``DeferredFiles``):
+the topic id (``partition.metadata``), the leader-epoch checkpoint when it exists (read, and cut to the
+log's offsets as they are then: ``load_leader_epoch_cache``), and the producer snapshot at the log end
+offset when the listing has it and it is the recovery point, so that nothing is replayed after it (stray
+snapshots are still deleted at load, from the listing; ``read_deferred_producer_state`` falls back to
+``load_producer_state`` if the snapshot turns out unreadable). What the log reads then is what the load
+would have read: recovery has finished, and nothing changes the files before the log does.
 
-A read-only load (``read_only``, the inspections) defers the same reads after a clean shutdown, and
+A read-only load (``read_only``, the inspections) defers the same reads, and
 neither it nor those reads at first use write: no snapshot is deleted (strays and unreadable snapshots are
 passed over) and no checkpoint written (the epoch cache is kept in memory only, truncated as a load
 would). ``explain`` reads the topic id and the producer state (its ``last_stable_offset``), never the
@@ -120,39 +121,18 @@ def load_partition_files(
     log_start_offset: int,
     log_end_offset: int,
     recovery_point: int,
-    names: Iterable[str] | None = None,
-    clean_shutdown: bool = False,
+    names: Iterable[str],
     read_only: bool = False,
     snapshot_offsets: Sequence[int] | None = None,
     topic_id: str | None = None,
 ) -> LoadedPartitionFiles:
-    """What the loader hands the log besides its segments (steps in the module docstring); ``names`` is
-    the dir's listing if the caller has one (its snapshot names current), so it is not listed again.
-    After a ``clean_shutdown`` the reads the module docstring lists are deferred (``names`` needed); a
-    ``read_only`` load's deferred reads write nothing at first use either (``DeferredFiles.read_only``).
+    """What the loader hands the log besides its segments (steps in the module docstring), the reads the
+    module docstring lists deferred; ``names`` is the dir's listing (its snapshot names current), so it is
+    not listed again; a ``read_only`` load's deferred reads write nothing at first use either
+    (``DeferredFiles.read_only``).
     ``snapshot_offsets``: the snapshots among ``names``, sorted, if the caller found them already.
     ``topic_id``: the one the start-up's stray-replica survey read from this dir's ``partition.metadata``
     (None: not read, or none there): the file is then not read again."""
-    if not clean_shutdown or names is None:
-        return LoadedPartitionFiles(
-            load_producer_state(
-                directory,
-                segments,
-                log_end_offset=log_end_offset,
-                recovery_point=recovery_point,
-                names=names,
-                read_only=read_only,
-            ),
-            load_leader_epoch_cache(
-                directory,
-                segments,
-                log_start_offset=log_start_offset,
-                log_end_offset=log_end_offset,
-                read_only=read_only,
-                flush_truncation=False,  # the LogManager writes every log's cut in one batch after the load
-            ),
-            topic_id if topic_id is not None else load_topic_id(directory),
-        )
     names = names if isinstance(names, (list, set, frozenset)) else list(names)
     offsets = _remove_stray_snapshots(
         directory, segments, log_end_offset, names, read_only=read_only, snapshot_offsets=snapshot_offsets

@@ -27,6 +27,7 @@ import random
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from service.base.errors import CorruptDataError, LogClosedError, UnsupportedFormatError
 from service.storage.atomic import fsync_file
@@ -53,7 +54,7 @@ from service.storage.records import BATCH_HEADER, NO_TIMESTAMP, RecordBatch
 from service.storage.time_index import TimeIndex
 from service.storage.txn_index import AbortedTxn, TransactionIndex
 
-__all__ = ["LogSegment", "TIMESTAMP_SOURCE_MTIME", "TIMESTAMP_SOURCE_RECORD"]
+__all__ = ["LogSegment", "RecoveredSegment", "TIMESTAMP_SOURCE_MTIME", "TIMESTAMP_SOURCE_RECORD"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,13 @@ TIMESTAMP_SOURCE_MTIME = "mtime"
 _INT32_MAX = (1 << 31) - 1
 _UNKNOWN = -2  # sentinel for lazily computed values
 _TIME_ENTRY = struct.Struct(">qi")  # a time-index entry: timestamp, offset relative to the base
+
+
+class RecoveredSegment(NamedTuple):
+    """What ``LogSegment.recover`` found: the bytes it truncated, and the offset after the last batch kept."""
+
+    truncated_bytes: int
+    next_offset: int
 
 
 class LogSegment:
@@ -543,8 +551,10 @@ class LogSegment:
 
     # -- recovery ----------------------------------------------------------------------------------
 
-    def recover(self, on_batch: Callable[[RecordBatch], list[AbortedTxn]] | None = None) -> int:
-        """Rebuild the indexes from the log; truncate at the first invalid batch. Returns bytes dropped.
+    def recover(self, on_batch: Callable[[RecordBatch], list[AbortedTxn]] | None = None) -> RecoveredSegment:
+        """Rebuild the indexes from the log; truncate at the first invalid batch. Returns the bytes dropped
+        and the offset after the last valid batch (the log end offset if this is the active segment: the
+        loader need not read it again).
 
         Every batch's size, CRC and offset range is checked. ``on_batch`` sees each valid batch and returns
         the aborted transactions it completes, which go into the rebuilt ``.txnindex``.
@@ -560,6 +570,7 @@ class LogSegment:
         self._rolling_based_timestamp = _UNKNOWN
         valid_bytes = 0
         last_index_entry = 0
+        next_offset = self.base_offset
         try:
             for batch in self.batches(0, verify_crc=True):
                 if batch.base_offset < self.base_offset or batch.last_offset - self.base_offset > _INT32_MAX:
@@ -577,6 +588,7 @@ class LogSegment:
                     self.time_index.append(self._max_timestamp, self._offset_of_max_timestamp)
                     last_index_entry = valid_bytes
                 valid_bytes += batch.size_bytes
+                next_offset = batch.next_offset
                 if on_batch is not None:
                     for aborted in on_batch(batch):
                         self.txn_index.append(aborted)
@@ -603,7 +615,7 @@ class LogSegment:
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.release()
-        return dropped
+        return RecoveredSegment(dropped, next_offset)
 
     def truncate_to_position(self, position: int, *, now_ms: int | None = None) -> None:
         """Cut the log at a batch boundary; a segment cut to empty waits for its roll afresh."""

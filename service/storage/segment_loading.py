@@ -85,6 +85,7 @@ def load_segments(
     tracker: ProducerStateManager,
     *,
     clean_shutdown: bool,
+    recovery_point: int = 0,
     read_only: bool = False,
     scan: PartitionScan | None = None,
     dir_prefix: str | None = None,
@@ -93,11 +94,13 @@ def load_segments(
 
     A segment whose indexes fail their check is rebuilt. After a clean shutdown the check is Kafka's
     (``LogSegment.check_index_files``: stats, no entry read) for every segment but the active one, whose
-    indexes are read whole anyway and get the full ``sanity_check``; after an unclean shutdown every
-    segment gets the full check. With ``scan`` (a clean load only) the sizes and the active segment's
-    index bytes are the scan's, checked as the files would be (a scan that made every check in C and found
-    the end offset does not come here: ``segments_checked_in_c``), and its ``shape``, if it has one, is
-    what sorting out the names finds (no index without its log: nothing to delete).
+    indexes are read whole anyway and get the full ``sanity_check``. After an unclean shutdown the
+    segments below the one holding ``recovery_point`` get the full check, and those from it on none: the
+    loader's step 4 rebuilds their indexes whatever they hold (Kafka's ``LogSegment.sanityCheck`` skips
+    the index checks for the same reason). With ``scan`` (a clean load only) the sizes and the active
+    segment's index bytes are the scan's, checked as the files would be (a scan that made every check in C
+    and found the end offset does not come here: ``segments_checked_in_c``), and its ``shape``, if it has
+    one, is what sorting out the names finds (no index without its log: nothing to delete).
     """
     if scan is not None and scan.shape is not None:
         log_bases, txn_bases = list(scan.shape.log_bases), set(scan.shape.txn_index_bases)
@@ -111,10 +114,17 @@ def load_segments(
         now_ms,
         tracker,
         clean_shutdown=clean_shutdown,
+        recovered_from=None if clean_shutdown else first_recovered_base(log_bases, recovery_point),
         read_only=read_only,
         scan=scan,
         dir_prefix=dir_prefix,
     )
+
+
+def first_recovered_base(log_bases: Iterable[int], recovery_point: int) -> int:
+    """The base offset of the segment holding ``recovery_point``: after an unclean shutdown it and every
+    later segment are recovered (the first segment if all begin above it)."""
+    return max((base for base in log_bases if base <= recovery_point), default=0)
 
 
 def _sort_out_names(directory: Path, names: list[str], *, read_only: bool) -> tuple[list[int], set[int]]:
@@ -155,11 +165,13 @@ def _segments_from(
     tracker: ProducerStateManager,
     *,
     clean_shutdown: bool,
+    recovered_from: int | None,
     read_only: bool,
     scan: PartitionScan | None,
     dir_prefix: str | None,
 ) -> tuple[list[LogSegment], dict[int, int]]:
-    """``load_segments`` once the names are sorted out."""
+    """``load_segments`` once the names are sorted out; ``recovered_from``: see ``first_recovered_base``
+    (None after a clean shutdown)."""
     segments = []
     rebuilt: dict[int, int] = {}
     last = log_bases[-1] if log_bases else None
@@ -177,8 +189,9 @@ def _segments_from(
             dir_prefix=prefix,
         )
         try:
-            if not clean_shutdown:
-                segment.sanity_check()
+            if recovered_from is not None:
+                if base < recovered_from:
+                    segment.sanity_check()
             elif base != last:
                 segment.check_index_files(
                     has_txn_index=base in txn_bases,
@@ -202,7 +215,7 @@ def _segments_from(
                     f"{directory}: loading it rebuilds the indexes of {base}: {exc}"
                 ) from exc
             logger.warning("Rebuilding the indexes of %s: %s", segment.log_path, exc)
-            rebuilt[base] = segment.recover(tracker.on_batch)
+            rebuilt[base] = segment.recover(tracker.on_batch).truncated_bytes
         segments.append(segment)
     return segments, rebuilt
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from service.storage.loader import LoadResult
 from service.storage.log_config import LogConfig
@@ -195,6 +198,41 @@ def test_clean_load_reads_only_the_active_segment_and_an_idle_close_reads_only_i
         seg(log_dir, active_base, suffix).name for suffix in (".index", ".timeindex", ".log")
     )
     assert [Path(p).name for p in closing] == [f"{37:020d}.snapshot"]
+
+
+@pytest.mark.parametrize("recovery_point", ["in the third segment", "at the log end"])
+def test_an_unclean_load_opens_each_file_once(
+    make_log: MakeLog, open_log: OpenLog, log_dir: Path, recovery_point: str
+) -> None:
+    """After an unclean shutdown the segments from the one holding the recovery point are read by their
+    recovery alone: their indexes are not checked first (recovery rebuilds them whatever they hold, as
+    Kafka's ``LogSegment.sanityCheck`` reasons), and the active segment is not read again for the log end
+    offset its recovery found. The segments below are checked, their logs not read. ``partition.metadata``,
+    the leader-epoch checkpoint and, when it is at the recovery point, the producer snapshot at the log end
+    wait for their first use, as after a clean shutdown."""
+    records = fill(make_log)
+    log_end = len(records)
+    bases = sorted(int(p.stem) for p in log_dir.glob("*.log"))
+    first = 2 if recovery_point == "in the third segment" else len(bases) - 1
+    _RECORDED_OPENS.append([])
+    try:
+        result = open_log(
+            segment_bytes=SEGMENT_BYTES,
+            index_interval_bytes=1,
+            recovery_point=bases[first] + 1 if first == 2 else log_end,
+        )
+    finally:
+        opened = Counter(Path(p).name for p in _RECORDED_OPENS.pop())
+    assert max(opened.values()) == 1
+    assert [int(name[:-4]) for name in sorted(opened) if name.endswith(".log")] == bases[first:]
+    others = sorted(name for name in opened if not name[:1].isdigit() or name.endswith(".snapshot"))
+    assert others == ([f"{log_end:020d}.snapshot"] if first == 2 else []), "the snapshot: for the replay"
+    log = result.log
+    assert result.recovered_segments == len(bases) - first
+    assert log.log_end_offset == log_end
+    assert log.read(0, max_records=10_000) == records
+    assert log.leader_epochs.entries != []
+    log.close()
 
 
 def test_releasing_a_sealed_segment_that_appended_nothing_reads_none_of_its_files(

@@ -555,13 +555,13 @@ def test_a_closed_or_offline_log_reads_no_deferred_file(directory: Path, clock: 
     assert (renamed / "partition.metadata").exists()
 
 
-def test_an_unclean_start_cuts_the_epoch_files_in_one_batch_after_the_load(
+def test_an_unclean_start_reads_the_epoch_files_at_first_use_and_writes_their_cuts_in_one_batch(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    """Kafka's ``truncateFromEndAsyncFlush``: after an unclean stop every log's epoch cache is cut to its
-    log end in memory, and the files are written by one task the LogManager schedules once the logs
-    loaded (10,000 logs one at a time doubled a start). A kill before that task loses nothing: the next
-    load cuts the same entries again."""
+    """After an unclean stop, as after a clean one, each log's leader-epoch checkpoint waits for its first
+    use (Kafka's lazy files), and is cut to its log end then, in memory; the LogManager writes the cut files
+    in one batch at shutdown (Kafka's ``truncateFromEndAsyncFlush``: 10,000 logs one at a time doubled a
+    start). A kill before that loses nothing: the next load cuts the same entries again."""
     log_dir = tmp_path / "logs"
     directories = [log_dir / f"topic-{i}" for i in range(3)]
     for directory in directories:
@@ -574,15 +574,16 @@ def test_an_unclean_start_cuts_the_epoch_files_in_one_batch_after_the_load(
     scheduler = ManualTaskScheduler(clock)
     manager = LogManager([log_dir], lambda _t: config, clock=clock, scheduler=scheduler)
     manager.startup()
+    assert not any(log.has_unflushed_leader_epochs for log in manager.logs.values()), "none read at load"
+    assert scheduler.tick() == 0
     assert all(log.leader_epochs.entries == [EpochEntry(0, 0)] for log in manager.logs.values())
+    assert all(log.has_unflushed_leader_epochs for log in manager.logs.values())
     killed = tmp_path / "killed"
     shutil.copytree(log_dir, killed)  # a kill now: the cut in memory only
     for directory in directories:
         assert read_leader_epoch_checkpoint(directory) == [EpochEntry(0, 0), EpochEntry(3, 7)]
-    assert scheduler.tick() == 1  # the one flush, due at once
+    manager.shutdown()
     for directory in directories:
         assert read_leader_epoch_checkpoint(directory) == [EpochEntry(0, 0)]
-    assert not any(log.has_unflushed_leader_epochs for log in manager.logs.values())
-    manager.shutdown()
     after_kill = load_partition_log(killed / "topic-0", config, clock=clock).log
     assert after_kill.leader_epochs.entries == [EpochEntry(0, 0)]
