@@ -151,6 +151,8 @@ class LogManager:
         # cleaned until it is promoted, as Kafka's ReplicaManager pauses them (``abortAndPauseCleaning``).
         self._future_replicas: frozenset[TopicPartition] = frozenset()
         self._delete_queue: list[tuple[Path, int]] = []  # (renamed dir, time enqueued)
+        # Logs loaded after an unclean stop whose leader-epoch checkpoints are yet to be cut and written.
+        self._epochs_to_cut: list[PartitionLog] = []
         self._lock = threading.RLock()
         self.is_loaded = False
         self.load_progress = LoadProgress()  # read by /readyz and the metrics while start-up loads
@@ -206,6 +208,8 @@ class LogManager:
         self.is_loaded = True
         self._warn_of_unknown_topic_configs()
         self._pause_cleaning_of_moving_partitions()
+        if self._epochs_to_cut:
+            self.scheduler.schedule_once("leader-epoch-cache-flush", 0, self._cut_recovered_leader_epochs)
 
     def has_future_replica(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is being moved between log dirs (its ``-future`` replica was found at start-up)."""
@@ -325,6 +329,18 @@ class LogManager:
             self._failed.update((f.topic_partition, f) for f in loaded.failed)
             now = self.clock.now_ms()
             self._delete_queue.extend((path, now) for path in loaded.pending_deletion)
+            if not loaded.had_clean_shutdown and self.read_only is None:
+                self._epochs_to_cut.extend(loaded.logs.values())
+
+    def _cut_recovered_leader_epochs(self) -> None:
+        """Kafka's ``truncateFromEndAsyncFlush`` after an unclean stop, off the start-up's path: each
+        recovered log's epoch checkpoint (which the load deferred) read and cut to the log's offsets, and
+        the cut files written in one batch. The shutdown does it if this task has not."""
+        with self._lock:
+            logs, self._epochs_to_cut = self._epochs_to_cut, []
+        for log in logs:
+            _ = log.leader_epochs  # the deferred read cuts the cache in memory
+        self._flush_pending_leader_epochs(logs)
 
     def shutdown(self) -> None:
         """Kafka ``LogManager.shutdown``: close every log, write checkpoints and the clean-shutdown marker."""
@@ -332,6 +348,7 @@ class LogManager:
             for log in [*self.logs.values(), *self.offline_logs.values()]:
                 log.abandon()  # releases its files, writes nothing
             return
+        self._cut_recovered_leader_epochs()
         self._flush_pending_leader_epochs()
         for state in self.online_dirs():
             logs = self.logs_in(state.path)
@@ -361,8 +378,7 @@ class LogManager:
     def _flush_pending_leader_epochs(self, logs: Iterable[PartitionLog] | None = None) -> None:
         """Write the epoch checkpoints cut in memory (of ``logs``, default every log) in one batch
         (``flush_leader_epochs_in_batch``: two syncs in all, not two a log). Retention and a log's first
-        read of its checkpoint after a load cut them so: one at a time, 10,000 logs cost 5 s of a stop
-        (Kafka's ``truncateFromEndAsyncFlush`` writes them from its scheduler too)."""
+        read of its checkpoint after a load cut them so: one at a time, 10,000 logs cost 5 s of a stop."""
         began = time.monotonic()
         written = flush_leader_epochs_in_batch(self.logs.values() if logs is None else logs)
         if written:

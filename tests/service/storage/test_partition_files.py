@@ -555,13 +555,15 @@ def test_a_closed_or_offline_log_reads_no_deferred_file(directory: Path, clock: 
     assert (renamed / "partition.metadata").exists()
 
 
-def test_an_unclean_start_reads_the_epoch_files_at_first_use_and_writes_their_cuts_in_one_batch(
-    tmp_path: Path, clock: ManualClock
+@pytest.mark.parametrize("cut_by", ["the task", "the shutdown"])
+def test_an_unclean_start_cuts_the_epoch_files_after_the_load_in_one_batch(
+    tmp_path: Path, clock: ManualClock, cut_by: str
 ) -> None:
-    """After an unclean stop, as after a clean one, each log's leader-epoch checkpoint waits for its first
-    use (Kafka's lazy files), and is cut to its log end then, in memory; the LogManager writes the cut files
-    in one batch at shutdown (Kafka's ``truncateFromEndAsyncFlush``: 10,000 logs one at a time doubled a
-    start). A kill before that loses nothing: the next load cuts the same entries again."""
+    """Kafka's ``truncateFromEndAsyncFlush``: after an unclean stop the load reads no leader-epoch
+    checkpoint (as after a clean one), and a one-off task the LogManager schedules once the logs loaded
+    reads every recovered log's, cuts it to its log end and writes the cut files in one batch (10,000 logs
+    one at a time doubled a start); a stop before the task does the same before its marker. A kill before
+    either loses nothing: the next load cuts the same entries again."""
     log_dir = tmp_path / "logs"
     directories = [log_dir / f"topic-{i}" for i in range(3)]
     for directory in directories:
@@ -575,13 +577,12 @@ def test_an_unclean_start_reads_the_epoch_files_at_first_use_and_writes_their_cu
     manager = LogManager([log_dir], lambda _t: config, clock=clock, scheduler=scheduler)
     manager.startup()
     assert not any(log.has_unflushed_leader_epochs for log in manager.logs.values()), "none read at load"
-    assert scheduler.tick() == 0
-    assert all(log.leader_epochs.entries == [EpochEntry(0, 0)] for log in manager.logs.values())
-    assert all(log.has_unflushed_leader_epochs for log in manager.logs.values())
     killed = tmp_path / "killed"
-    shutil.copytree(log_dir, killed)  # a kill now: the cut in memory only
-    for directory in directories:
-        assert read_leader_epoch_checkpoint(directory) == [EpochEntry(0, 0), EpochEntry(3, 7)]
+    shutil.copytree(log_dir, killed)  # a kill now: nothing cut yet
+    if cut_by == "the task":
+        assert scheduler.tick() == 1  # the one task, due at once
+        assert all(log.leader_epochs.entries == [EpochEntry(0, 0)] for log in manager.logs.values())
+        assert not any(log.has_unflushed_leader_epochs for log in manager.logs.values())
     manager.shutdown()
     for directory in directories:
         assert read_leader_epoch_checkpoint(directory) == [EpochEntry(0, 0)]
