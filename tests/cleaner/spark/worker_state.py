@@ -8,14 +8,18 @@ import os
 import sys
 
 
-def worker_state(_partition: int, _rows: object) -> list[tuple[int, int, str, bool]]:
-    """(objects frozen, objects the collector tracks, the Unix-socket flag, whether the daemon preloaded
+def worker_state(_partition: int, _rows: object) -> list[tuple[int, bool, str, bool]]:
+    """(objects frozen, whether the preloaded ``cleaner.spark.rewrite``'s namespace is among them (not
+    among the objects the collector tracks: a reused worker tracks what its earlier tasks left, so only
+    this says whether the daemon's objects were frozen), the Unix-socket flag, whether the daemon preloaded
     the cleaner's modules)."""
+    rewrite = sys.modules.get("cleaner.spark.rewrite")
+    tracked = {id(o) for o in gc.get_objects()}
     return [
         (
             gc.get_freeze_count(),
-            len(gc.get_objects()),
+            rewrite is not None and id(vars(rewrite)) not in tracked,
             os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED", "").lower(),
-            "cleaner.spark.rewrite" in sys.modules,
+            rewrite is not None,
         )
     ]
