@@ -113,7 +113,6 @@ def load_segments(
         config,
         now_ms,
         tracker,
-        clean_shutdown=clean_shutdown,
         recovered_from=None if clean_shutdown else first_recovered_base(log_bases, recovery_point),
         read_only=read_only,
         scan=scan,
@@ -164,14 +163,13 @@ def _segments_from(
     now_ms: int,
     tracker: ProducerStateManager,
     *,
-    clean_shutdown: bool,
     recovered_from: int | None,
     read_only: bool,
     scan: PartitionScan | None,
     dir_prefix: str | None,
 ) -> tuple[list[LogSegment], dict[int, int]]:
-    """``load_segments`` once the names are sorted out; ``recovered_from``: see ``first_recovered_base``
-    (None after a clean shutdown)."""
+    """``load_segments`` once the names are sorted out; ``recovered_from``: after an unclean shutdown, see
+    ``first_recovered_base`` (None after a clean one)."""
     segments = []
     rebuilt: dict[int, int] = {}
     last = log_bases[-1] if log_bases else None
